@@ -1,0 +1,105 @@
+"""Name registries: how a recipe's `type: Dense` finds the class `Dense`.
+
+Each family (layers, optimizers, callbacks) has one `Registry`. Built-in classes register
+themselves with the decorator; user classes do the same, and a recipe reaches them once its
+`imports:` list has imported the module that defines them.
+
+Example:
+
+    >>> import graphfit as gf
+    >>> @gf.register_layer
+    ... class Doubler(gf.Layer):
+    ...     def call(self, x, training=False):
+    ...         return 2.0 * x
+    >>> gf.registry.LAYERS.get("Doubler") is Doubler
+    True
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Callable, TypeVar
+
+__all__ = ["Registry", "LAYERS", "OPTIMIZERS", "CALLBACKS", "register_layer", "closest"]
+
+T = TypeVar("T")
+
+
+def closest(name: str, candidates) -> str | None:
+    """The candidate that looks most like `name`, or None when nothing is close."""
+    lowered = {c.lower(): c for c in candidates}
+    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[match[0]] if match else None
+
+
+class Registry:
+    """A mapping from names to classes of one family, with helpful lookup errors.
+
+    Args:
+        kind: what the family holds, used in messages ("layer", "optimizer", ...).
+    """
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, type] = {}
+
+    def register(self, cls: type[T] | None = None, *, name: str | None = None):
+        """Registers `cls` under `name` (default: the class name). Usable as a decorator.
+
+        Raises:
+            ValueError: if a different class already holds the name.
+        """
+
+        def add(target: type[T]) -> type[T]:
+            key = name or target.__name__
+            existing = self._entries.get(key)
+            if existing is not None and existing is not target and not _same_definition(
+                existing, target
+            ):
+                raise ValueError(
+                    f"A {self.kind} named {key!r} is already registered "
+                    f"({existing.__module__}.{existing.__qualname__}). Register "
+                    f"{target.__module__}.{target.__qualname__} under another name with "
+                    f"register(name=...)."
+                )
+            self._entries[key] = target
+            return target
+
+        return add(cls) if cls is not None else add
+
+    def get(self, name: str) -> type:
+        """The class registered as `name`.
+
+        Raises:
+            ValueError: naming the unknown name, the closest known name and all valid names.
+        """
+        if name in self._entries:
+            return self._entries[name]
+        suggestion = closest(name, self._entries)
+        hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+        raise ValueError(
+            f"Unknown {self.kind} {name!r}.{hint} Known {self.kind}s: "
+            f"{', '.join(sorted(self._entries))}. A user class must be registered with "
+            f"the register decorator and its module imported first."
+        )
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+
+def _same_definition(a: type, b: type) -> bool:
+    # Re-running a module (a notebook cell, importlib.reload) defines the class again.
+    return a.__module__ == b.__module__ and a.__qualname__ == b.__qualname__
+
+
+LAYERS = Registry("layer")
+OPTIMIZERS = Registry("optimizer")
+CALLBACKS = Registry("callback")
+
+
+def register_layer(cls: type[T] | None = None, *, name: str | None = None) -> Callable | type[T]:
+    """Decorator that makes a `Layer` subclass reachable by name from recipes and configs."""
+    return LAYERS.register(cls, name=name)
