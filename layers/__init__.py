@@ -1,1 +1,34 @@
-"""placeholder"""
+"""graphfit's layer library: Keras names, signatures and defaults, on graphfit's `Layer`.
+
+Every layer here is registered by its class name, so recipes reach it as `type: Dense`.
+"""
+
+from graphfit.layers.activation import Activation
+from graphfit.layers.batch_normalization import BatchNormalization
+from graphfit.layers.convolutional import Conv2D
+from graphfit.layers.dense import Dense
+from graphfit.layers.dropout import Dropout
+from graphfit.layers.embedding import Embedding
+from graphfit.layers.keras_layer import KerasLayer
+from graphfit.layers.layer_normalization import LayerNormalization
+from graphfit.layers.merging import Add, Concatenate
+from graphfit.layers.pooling import AveragePooling2D, GlobalAveragePooling2D, MaxPooling2D
+from graphfit.layers.reshaping import Flatten, Reshape
+
+__all__ = [
+    "Activation",
+    "Add",
+    "AveragePooling2D",
+    "BatchNormalization",
+    "Concatenate",
+    "Conv2D",
+    "Dense",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GlobalAveragePooling2D",
+    "KerasLayer",
+    "LayerNormalization",
+    "MaxPooling2D",
+    "Reshape",
+]

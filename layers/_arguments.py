@@ -1,0 +1,105 @@
+"""Shared constructor-argument checks of the layer library (private).
+
+Every layer validates its arguments in `__init__` and raises `ValueError` naming the argument
+and the value received, Keras style ("units must be a positive integer. Received: units=-1").
+The checks used by several layers live here so that their wording is the same everywhere.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Callable
+
+import keras
+
+
+__all__ = [
+    "get_initializer",
+    "get_activation",
+    "positive_int",
+    "normalize_tuple",
+    "channels_last",
+    "padding_mode",
+]
+
+
+def get_initializer(value, argument: str):
+    """`keras.initializers.get(value)`, with an error that names the argument."""
+    try:
+        initializer = keras.initializers.get(value)
+    except (ValueError, TypeError) as error:
+        initializer, reason = None, f" ({error})"
+    else:
+        reason = ""
+    if initializer is None or not callable(initializer):
+        raise ValueError(
+            f"{argument} must be a Keras initializer, its name (e.g. 'glorot_uniform', "
+            f"'zeros') or its config dict{reason}. Received: {argument}={value!r}"
+        )
+    return initializer
+
+
+def get_activation(value, argument: str = "activation") -> Callable:
+    """`keras.activations.get(value)` (None is 'linear'), with an error naming the argument."""
+    try:
+        activation = keras.activations.get(value)
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"{argument} must be the name of a Keras activation (e.g. 'relu', 'tanh', "
+            f"'softmax'), a callable, or None ({error}). Received: {argument}={value!r}"
+        ) from None
+    return activation
+
+
+def positive_int(value, argument: str) -> int:
+    """`value` as an int, or a ValueError unless it is a positive integer (bools refused)."""
+    if not _is_integer(value) or value <= 0:
+        raise ValueError(f"{argument} must be a positive integer. Received: {argument}={value!r}")
+    return int(value)
+
+
+def normalize_tuple(value, n: int, argument: str) -> tuple[int, ...]:
+    """An int or a sequence of `n` positive ints as an `n`-tuple (Keras `standardize_tuple`)."""
+    if _is_integer(value):
+        values = (value,) * n
+    else:
+        try:
+            values = tuple(value)
+        except TypeError:
+            values = ()
+    if len(values) != n or any(not _is_integer(v) or v <= 0 for v in values):
+        raise ValueError(
+            f"{argument} must be a positive integer or a tuple of {n} positive integers. "
+            f"Received: {argument}={value!r}"
+        )
+    return tuple(int(v) for v in values)
+
+
+def channels_last(data_format, layer_name: str) -> str:
+    """Accepts None or 'channels_last'; explains why 'channels_first' is refused."""
+    if data_format is None or data_format == "channels_last":
+        return "channels_last"
+    if data_format == "channels_first":
+        raise ValueError(
+            f"{layer_name} supports only data_format='channels_last' (images shaped "
+            f"(batch, height, width, channels)), because TensorFlow's CPU kernels for "
+            f"convolution and pooling need NHWC. Transpose your images with "
+            f"tf.transpose(x, (0, 2, 3, 1)) and pass data_format='channels_last' or None. "
+            f"Received: data_format='channels_first'"
+        )
+    raise ValueError(
+        f"data_format must be 'channels_last' or None. Received: data_format={data_format!r}"
+    )
+
+
+def padding_mode(padding) -> str:
+    """'valid' or 'same' (any case), lower-cased as Keras stores it."""
+    mode = padding.lower() if isinstance(padding, str) else None
+    if mode not in ("valid", "same"):
+        raise ValueError(f"padding must be 'valid' or 'same'. Received: padding={padding!r}")
+    return mode
+
+
+def _is_integer(value) -> bool:
+    """Python and NumPy integers, but not bools (True is an int to Python, not a size)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -1,0 +1,50 @@
+"""`Activation`: applies a Keras activation function element-wise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from graphfit.layer import Layer
+from graphfit.layers import _arguments
+from graphfit.registry import register_layer
+
+__all__ = ["Activation"]
+
+
+@register_layer
+class Activation(Layer):
+    """Applies an activation function to its inputs: `outputs = activation(inputs)`.
+
+    Args:
+        activation: a Keras activation name ('relu', 'tanh', 'softmax', ...) or a callable;
+            None is the identity ('linear'), as in Keras.
+        name: the layer's name. dtype: its floating dtype (None inherits the model's).
+        trainable: kept for the common signature; the layer has no variables.
+
+    Raises:
+        ValueError: if `activation` is not a known activation.
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> from graphfit import layers
+        >>> layers.Activation("relu")(tf.constant([[-1.0, 2.0]])).numpy()
+        array([[0., 2.]], dtype=float32)
+    """
+
+    xla_friendly_on_cpu = True
+
+    def __init__(self, activation, name: str | None = None, dtype=None, trainable: bool = True):
+        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        self.activation = _arguments.get_activation(activation)
+
+    def call(self, inputs, training: bool = False):
+        return self.activation(inputs)
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            **self._base_config(),
+            "activation": keras.activations.serialize(self.activation),
+        }

@@ -1,0 +1,111 @@
+"""`Dense`: the densely connected layer, `activation(inputs @ kernel + bias)`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from graphfit.layer import InputSpec, Layer
+from graphfit.layers import _arguments
+from graphfit.registry import register_layer
+
+__all__ = ["Dense"]
+
+
+@register_layer
+class Dense(Layer):
+    """A densely connected layer: `outputs = activation(inputs @ kernel + bias)`.
+
+    It acts on the last axis, so inputs of shape `(batch, ..., features)` give outputs of
+    shape `(batch, ..., units)`, as in Keras. Weights, in Keras order: `kernel` of shape
+    `(features, units)`, then `bias` of shape `(units,)` when `use_bias`.
+
+    Args:
+        units: the size of the last axis of the outputs; a positive integer.
+        activation: a Keras activation name or callable; None is the identity.
+        use_bias: whether to add the `bias` vector.
+        kernel_initializer: initializer of `kernel` (a Keras initializer, name or config).
+        bias_initializer: initializer of `bias`.
+        name: the layer's name. dtype: its floating dtype (None inherits the model's).
+        trainable: False freezes the layer.
+
+    Raises:
+        ValueError: if an argument is invalid, or (on call) if the inputs have rank < 2 or
+            a feature size other than the one the layer was built for.
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> from graphfit import layers
+        >>> dense = layers.Dense(4, activation="relu")
+        >>> dense(tf.ones((2, 3))).shape
+        TensorShape([2, 4])
+        >>> [tuple(v.shape) for v in dense.trainable_variables]
+        [(3, 4), (4,)]
+    """
+
+    xla_friendly_on_cpu = True
+
+    def __init__(
+        self,
+        units: int,
+        activation=None,
+        use_bias: bool = True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        name: str | None = None,
+        dtype=None,
+        trainable: bool = True,
+    ):
+        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        self.units = _arguments.positive_int(units, "units")
+        self.activation = _arguments.get_activation(activation)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = _arguments.get_initializer(
+            kernel_initializer, "kernel_initializer"
+        )
+        self.bias_initializer = _arguments.get_initializer(bias_initializer, "bias_initializer")
+        self.input_spec = InputSpec(
+            min_ndim=2,
+            hint="Dense needs a feature axis: for one value per example, add "
+            "layers.Reshape((1,)) before it; for images, add layers.Flatten() before it.",
+        )
+
+    def build(self, input_shape) -> None:
+        in_features = input_shape[-1]
+        if in_features is None:
+            raise ValueError(
+                f"Dense {self.name!r} needs a known size of the last input axis to create its "
+                f"kernel. Received input shape {tuple(input_shape.as_list())}."
+            )
+        self.kernel = self.add_weight(
+            "kernel", (in_features, self.units), initializer=self.kernel_initializer
+        )
+        self.bias = (
+            self.add_weight("bias", (self.units,), initializer=self.bias_initializer)
+            if self.use_bias
+            else None
+        )
+        self.input_spec = InputSpec(min_ndim=2, axes={-1: int(in_features)})
+
+    def call(self, inputs, training: bool = False):
+        if inputs.shape.rank == 2:
+            outputs = tf.matmul(inputs, self.kernel)
+        else:
+            # Contract the last axis only, for any number of leading axes.
+            outputs = tf.tensordot(inputs, self.kernel, [[inputs.shape.rank - 1], [0]])
+        if self.bias is not None:
+            outputs = outputs + self.bias
+        return self.activation(outputs)
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            **self._base_config(),
+            "units": self.units,
+            "activation": keras.activations.serialize(self.activation),
+            "use_bias": self.use_bias,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }

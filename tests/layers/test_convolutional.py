@@ -1,0 +1,90 @@
+"""Conv2D: the layer contract and numbers against keras.layers.Conv2D; channels-last errors."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from graphfit import layers
+from tests.layer_testing import copy_weights_to_keras, run_layer_test
+
+
+def _images(*shape):
+    return np.random.default_rng(0).normal(size=shape).astype("float32")
+
+
+@pytest.mark.parametrize(
+    "kwargs, input_shape, output_shape",
+    [
+        ({"kernel_size": 3}, (2, 6, 6, 2), (2, 4, 4, 3)),
+        ({"kernel_size": (3, 2), "padding": "same", "strides": 2}, (2, 6, 5, 2), (2, 3, 3, 3)),
+        ({"kernel_size": 2, "dilation_rate": 2, "activation": "relu"}, (2, 7, 7, 2), (2, 5, 5, 3)),
+    ],
+    ids=["valid", "same-strided", "dilated"],
+)
+def test_conv2d_matches_keras(kwargs, input_shape, output_shape):
+    kwargs = {"filters": 3, "bias_initializer": "random_normal", **kwargs}
+    layer = run_layer_test(
+        layers.Conv2D,
+        kwargs,
+        _images(*input_shape),
+        output_shape,
+        expected_trainable=2,
+        expected_non_trainable=0,
+        reference=keras.layers.Conv2D(**kwargs),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+    assert layers.Conv2D.xla_friendly_on_cpu is False
+    assert tuple(layer.kernel.shape) == (*layer.kernel_size, input_shape[-1], 3)
+
+
+def test_conv2d_gradients_match_keras():
+    x = tf.constant(_images(2, 5, 5, 2))
+    layer = layers.Conv2D(2, 3, padding="same")
+    layer(x)
+    twin = keras.layers.Conv2D(2, 3, padding="same")
+    copy_weights_to_keras(layer, twin, x)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        ours, theirs = tf.reduce_sum(layer(x) ** 2), tf.reduce_sum(twin(x) ** 2)
+    for a, b in zip(
+        tape.gradient(ours, [x, *layer.trainable_variables]),
+        tape.gradient(theirs, [x, *(w.value for w in twin.trainable_weights)]),
+    ):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_rank_errors_name_the_reshape_that_fixes_them():
+    with pytest.raises(ValueError, match=r"Add layers.Reshape\(\(8, 8, 1\)\) before it"):
+        layers.Conv2D(2, 3)(tf.ones((4, 64)))
+    with pytest.raises(ValueError, match=r"Add layers.Reshape\(\(5, 6, 1\)\) before it"):
+        layers.Conv2D(2, 3)(tf.ones((4, 5, 6)))
+
+
+def test_conv2d_channels_first_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="CPU kernels.*NHWC"):
+        layers.Conv2D(2, 3, data_format="channels_first")
+
+
+def test_conv2d_too_small_input():
+    with pytest.raises(ValueError, match="too small"):
+        layers.Conv2D(2, 5)(tf.ones((1, 3, 3, 1)))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"filters": 0, "kernel_size": 3}, "filters=0"),
+        ({"filters": 2, "kernel_size": (0, 3)}, r"kernel_size=\(0, 3\)"),
+        ({"filters": 2, "kernel_size": (3, 3, 3)}, "kernel_size="),
+        ({"filters": 2, "kernel_size": 3, "strides": -1}, "strides=-1"),
+        ({"filters": 2, "kernel_size": 3, "padding": "causal"}, "padding='causal'"),
+        ({"filters": 2, "kernel_size": 3, "strides": 2, "dilation_rate": 2}, "dilation_rate="),
+        ({"filters": 2, "kernel_size": 3, "data_format": "nhwc"}, "data_format='nhwc'"),
+        ({"filters": 2, "kernel_size": 3, "activation": "nope"}, "activation='nope'"),
+    ],
+)
+def test_conv2d_rejects_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        layers.Conv2D(**kwargs)

@@ -1,0 +1,92 @@
+"""Dense: the layer contract, numbers and gradients against keras.layers.Dense, errors."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from graphfit import layers
+from tests.layer_testing import copy_weights_to_keras, run_layer_test
+
+
+def _data(*shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32")
+
+
+def test_dense_rank2_matches_keras_outputs_and_gradients():
+    x = _data(4, 3)
+    layer = run_layer_test(
+        layers.Dense,
+        {"units": 5, "activation": "tanh", "bias_initializer": "random_normal"},
+        x,
+        expected_output_shape=(4, 5),
+        expected_trainable=2,
+        expected_non_trainable=0,
+        reference=keras.layers.Dense(5, activation="tanh"),
+    )
+    assert [v.name.split("/")[-1] for v in layer.variables] == ["kernel:0", "bias:0"]
+    twin = keras.layers.Dense(5, activation="tanh")
+    copy_weights_to_keras(layer, twin, x)
+    weights = tf.constant(_data(4, 5, seed=1))
+    xs = tf.constant(x)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(xs)
+        ours = tf.reduce_sum(layer(xs) * weights)
+        theirs = tf.reduce_sum(twin(xs) * weights)
+    for a, b in zip(
+        tape.gradient(ours, [xs, *layer.trainable_variables]),
+        tape.gradient(theirs, [xs, *(w.value for w in twin.trainable_weights)]),
+    ):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_dense_rank3_acts_on_the_last_axis():
+    x = _data(2, 3, 4)
+    layer = run_layer_test(
+        layers.Dense,
+        {"units": 2, "use_bias": False},
+        x,
+        expected_output_shape=(2, 3, 2),
+        expected_trainable=1,
+        expected_non_trainable=0,
+        reference=keras.layers.Dense(2, use_bias=False),
+    )
+    # Hand-computed: every position of the middle axis goes through the same kernel.
+    np.testing.assert_allclose(layer(x).numpy(), x @ layer.kernel.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_dense_float64_and_initializer_objects_round_trip():
+    layer = layers.Dense(
+        3,
+        activation=keras.activations.relu,
+        kernel_initializer=keras.initializers.HeNormal(seed=3),
+        dtype="float64",
+    )
+    out = layer(np.ones((2, 4)))
+    assert out.dtype == tf.float64 and all(v.dtype == tf.float64 for v in layer.variables)
+    config = layer.get_config()
+    assert config["activation"] == "relu" and config["dtype"] == "float64"
+    assert config["kernel_initializer"]["class_name"] == "HeNormal"
+    assert layers.Dense.from_config(config).get_config() == config
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        ({"units": 0}, "units=0"),
+        ({"units": -1}, "units=-1"),
+        ({"units": 2.5}, "units=2.5"),
+        ({"units": True}, "units=True"),
+        ({"units": 2, "activation": "nope"}, "activation='nope'"),
+        ({"units": 2, "kernel_initializer": "nope"}, "kernel_initializer='nope'"),
+        ({"units": 2, "bias_initializer": None}, "bias_initializer=None"),
+    ],
+)
+def test_dense_rejects_bad_arguments(kwargs, argument):
+    with pytest.raises(ValueError, match=argument.replace("(", r"\(")):
+        layers.Dense(**kwargs)
+
+
+def test_dense_rank1_input_says_how_to_fix_it():
+    with pytest.raises(ValueError, match=r"rank 2 or more.*Reshape\(\(1,\)\)"):
+        layers.Dense(2)(tf.ones((4,)))

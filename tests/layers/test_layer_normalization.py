@@ -1,0 +1,72 @@
+"""LayerNormalization: the layer contract and outputs/gradients against Keras 3; errors."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from graphfit import layers
+from tests.layer_testing import copy_weights_to_keras, run_layer_test
+
+X = (np.random.default_rng(0).normal(size=(2, 3, 4)) * 3 + 1).astype("float32")
+RANDOM = {"gamma_initializer": "random_normal", "beta_initializer": "random_normal"}
+
+
+@pytest.mark.parametrize(
+    "kwargs, trainable",
+    [({}, 2), ({"axis": [1, 2]}, 2), ({"axis": 1}, 2), ({"center": False, "scale": False}, 0)],
+    ids=["last", "two-axes", "middle", "plain"],
+)
+def test_layer_normalization_matches_keras(kwargs, trainable):
+    run_layer_test(
+        layers.LayerNormalization,
+        {**RANDOM, **kwargs},
+        X,
+        X.shape,
+        trainable,
+        0,
+        reference=keras.layers.LayerNormalization(**kwargs),
+    )
+
+
+def test_layer_normalization_hand_computed_and_gradients_match_keras():
+    x = tf.constant([[1.0, 3.0]])  # mean 2, variance 1, epsilon 1e-3
+    expected = [[-1 / np.sqrt(1.001), 1 / np.sqrt(1.001)]]
+    np.testing.assert_allclose(layers.LayerNormalization()(x).numpy(), expected, rtol=1e-6)
+    layer = layers.LayerNormalization(**RANDOM)
+    xs = tf.constant(X)
+    layer(xs)
+    twin = keras.layers.LayerNormalization()
+    copy_weights_to_keras(layer, twin, xs)
+    weights = tf.constant(np.random.default_rng(1).normal(size=X.shape).astype("float32"))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(xs)
+        ours = tf.reduce_sum(layer(xs) * weights)
+        theirs = tf.reduce_sum(twin(xs) * weights)
+    for a, b in zip(
+        tape.gradient(ours, [xs, *layer.trainable_variables]),
+        tape.gradient(theirs, [xs, *(w.value for w in twin.trainable_weights)]),
+    ):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"axis": "x"}, "axis='x'"),
+        ({"axis": []}, r"axis=\[\]"),
+        ({"epsilon": 0}, "epsilon=0"),
+        ({"center": 1}, "center=1"),
+        ({"gamma_initializer": "nope"}, "gamma_initializer='nope'"),
+    ],
+)
+def test_layer_normalization_rejects_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        layers.LayerNormalization(**kwargs)
+
+
+def test_layer_normalization_axis_must_be_a_feature_axis():
+    with pytest.raises(ValueError, match="batch axis"):
+        layers.LayerNormalization(axis=0)(X)
+    with pytest.raises(ValueError, match="axis=3"):
+        layers.LayerNormalization(axis=3)(X)
