@@ -1,1 +1,102 @@
-"""placeholder"""
+"""graphfit.optimizers: update rules with explicit slot state, and gradient transforms.
+
+Optimizers here are `tf.Module`s whose slot variables (momentum, Adam moments) are created once
+by `build`, outside any trace, and updated by the ops of the compiled training step; see
+`graphfit.optimizers.optimizer` for how that makes state carry across steps. `SGD` and `Adam`
+reproduce `keras.optimizers` numerically. `get` turns a name or a config into an optimizer,
+as recipes need.
+
+Example:
+
+    >>> from graphfit import optimizers
+    >>> optimizers.get("adam").get_config()["learning_rate"]
+    0.001
+    >>> optimizers.get({"type": "SGD", "learning_rate": 0.1, "momentum": 0.9}).momentum
+    0.9
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphfit.optimizers import schedules, transforms
+from graphfit.optimizers.adam import Adam
+from graphfit.optimizers.optimizer import Optimizer
+from graphfit.optimizers.sgd import SGD
+from graphfit.optimizers.transforms import (
+    ClipByGlobalNorm,
+    ClipByNorm,
+    ClipByValue,
+    GradientTransform,
+    chain,
+)
+from graphfit.registry import OPTIMIZERS
+
+__all__ = [
+    "Optimizer",
+    "SGD",
+    "Adam",
+    "GradientTransform",
+    "ClipByValue",
+    "ClipByNorm",
+    "ClipByGlobalNorm",
+    "chain",
+    "schedules",
+    "transforms",
+    "get",
+    "serialize",
+]
+
+
+def _lookup(name: str) -> type[Optimizer]:
+    if name in OPTIMIZERS:
+        return OPTIMIZERS.get(name)
+    matches = [known for known in OPTIMIZERS.names() if known.lower() == name.lower()]
+    if len(matches) == 1:
+        return OPTIMIZERS.get(matches[0])
+    return OPTIMIZERS.get(name)  # raises, naming the closest name and all valid ones
+
+
+def get(identifier: Any) -> Optimizer:
+    """An optimizer from an instance, a class, a registered name or a config.
+
+    Args:
+        identifier: an `Optimizer` (returned as it is); an `Optimizer` subclass or a registered
+            name, case-insensitive ("sgd", "Adam"), giving a new instance with default
+            arguments; or a dict `{"type": name, **constructor arguments}` (the Keras form
+            `{"class_name": name, "config": {...}}` is accepted too).
+
+    Returns:
+        An `Optimizer`.
+
+    Raises:
+        ValueError: for an unknown name (with a "did you mean" and all valid names) or an
+            identifier of another kind.
+    """
+    if isinstance(identifier, Optimizer):
+        return identifier
+    if isinstance(identifier, type) and issubclass(identifier, Optimizer):
+        return identifier()
+    if isinstance(identifier, str):
+        return _lookup(identifier)()
+    if isinstance(identifier, dict):
+        if "class_name" in identifier:
+            name, config = identifier["class_name"], dict(identifier.get("config") or {})
+        elif "type" in identifier:
+            config = dict(identifier)
+            name = config.pop("type")
+        else:
+            raise ValueError(
+                "An optimizer config needs a 'type' key naming the optimizer, e.g. "
+                f"{{'type': 'Adam', 'learning_rate': 0.001}}. Received: {identifier!r}"
+            )
+        return _lookup(str(name)).from_config(config)
+    raise ValueError(
+        "Could not interpret the optimizer identifier: expected a graphfit Optimizer, a name "
+        f"({', '.join(OPTIMIZERS.names())}) or a config dict. Received: {identifier!r}"
+    )
+
+
+def serialize(optimizer: Optimizer) -> dict[str, Any]:
+    """`{"type": ClassName, **optimizer.get_config()}`, the inverse of `get(dict)`."""
+    return {"type": type(optimizer).__name__, **optimizer.get_config()}

@@ -1,0 +1,413 @@
+"""`Optimizer`: a pure update rule plus explicit slot state.
+
+How do momentum "moments" carry from one step to the next when the step is only a graph?
+An optimizer's state lives in *slot variables* (SGD's `momentum`, Adam's `momentum` and
+`velocity`), one set per model variable. `build(variables)` creates them once, under
+`tf.init_scope()`, so even when `build` first runs while a `tf.function` (XLA included) is
+being traced, the variables are created eagerly, outside the graph, and only once. The traced
+training step then contains nothing but *read* and *assign* ops on those variables: each
+execution of the compiled step reads the value the previous execution assigned, so the moments
+carry over exactly as they would in a Python loop, and no retrace is needed.
+
+An optimizer subclass writes only `update_rule`, a small pure function
+`(gradient, value, slots, learning_rate, step) -> (new_value, new_slots)` with no assignment in
+it (Sonnet's `Momentum`, Optax's `ScaleByAdamState`). The base class does the rest of a step:
+
+1. drops missing (None) gradients, with one warning naming the variables, and densifies
+   `tf.IndexedSlices`;
+2. applies the gradient transforms to the WHOLE list (`clipvalue`, then `clipnorm`, then
+   `global_clipnorm`, then the user's `gradient_transforms`): every gradient is computed and
+   transformed before any variable changes;
+3. applies Keras's decoupled weight decay, `v <- v - v * weight_decay * learning_rate`;
+4. reads the slots, calls `update_rule`, and assigns the new variable and slot values;
+5. increments `iterations`.
+
+Learning rates, hyperparameters and gradients are cast to each variable's dtype, so float32
+and float64 models both work; float32 results match `keras.optimizers` bit for bit up to the
+order XLA chooses for its fused ops.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Iterable, Sequence
+
+import tensorflow as tf
+
+from graphfit.optimizers import schedules, transforms
+
+__all__ = ["Optimizer", "cast_hyperparameter"]
+
+# Keras optimizer arguments graphfit does not implement; a Keras config may carry them at
+# their defaults, which `from_config` then ignores.
+_KERAS_ONLY_DEFAULTS = {"use_ema": False, "ema_momentum": 0.99, "ema_overwrite_frequency": None,
+                        "loss_scale_factor": None, "gradient_accumulation_steps": None}
+
+
+def cast_hyperparameter(value, dtype: tf.DType) -> tf.Tensor:
+    """A Python number as a constant of `dtype`, rounded once (exact in float64).
+
+    `tf.cast(0.1, tf.float64)` goes through float32 first; this does not. In float32 it gives
+    the same constant as Keras's `ops.cast(0.1, "float32")`.
+    """
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return tf.cast(value, dtype)
+    return tf.convert_to_tensor(value, dtype=dtype)
+
+
+def _as_tf_variable(variable) -> tf.Variable:
+    if isinstance(variable, tf.Variable):
+        return variable
+    # A keras.Variable on the TensorFlow backend wraps a tf.Variable.
+    inner = getattr(variable, "value", None)
+    if isinstance(inner, tf.Variable):
+        return inner
+    raise ValueError(
+        f"Optimizers update tf.Variable objects. Received: {variable!r} "
+        f"(of type {type(variable).__name__})."
+    )
+
+
+class _SlotIndex:
+    """variable.ref() -> index into Optimizer._slots. A plain object: tf.Module neither
+    tracks it in checkpoints nor walks it when collecting variables."""
+
+    def __init__(self):
+        self.position: dict = {}
+
+
+class Optimizer(tf.Module):
+    """Base class of first-order optimizers: slot state plus a pure `update_rule`.
+
+    Subclasses set the class attribute `slot_names` (an instance may narrow it in `__init__`,
+    e.g. SGD without momentum keeps no slot), implement `update_rule`, and extend
+    `get_config` with their own hyperparameters. See the module docstring for the order of
+    the work in a step and for why slots persist across executions of a compiled step.
+
+    Args:
+        learning_rate: a non-negative float, a `keras.optimizers.schedules`
+            `LearningRateSchedule` (evaluated at `iterations` each step), or a schedule config.
+        clipnorm: if set, clip each gradient to this L2 norm (`transforms.ClipByNorm`).
+        clipvalue: if set, clip gradient elements to `[-clipvalue, clipvalue]`.
+        global_clipnorm: if set, scale all gradients together to this joint L2 norm.
+        weight_decay: if set, decoupled weight decay `v <- v - v * weight_decay * lr`,
+            applied before the update rule (Keras's semantics).
+        gradient_transforms: more transforms (callables `grads -> grads`, or configs of the
+            built-in ones), applied to the whole gradient list after the clipping flags.
+        name: the optimizer's name (a valid scope name).
+
+    Raises:
+        ValueError: for a bad learning rate, clipping value or weight decay.
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> class PlainGD(Optimizer):
+        ...     slot_names = ()
+        ...     def update_rule(self, gradient, value, slots, learning_rate, step):
+        ...         return value - learning_rate * gradient, {}
+        >>> w = tf.Variable([1.0, 2.0])
+        >>> loss, aux = PlainGD(0.5).minimize(lambda: (tf.reduce_sum(w * w), None), [w])
+        >>> w.numpy().tolist()
+        [0.0, 0.0]
+    """
+
+    slot_names: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        learning_rate,
+        *,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        weight_decay: float | None = None,
+        gradient_transforms: Sequence[Callable | dict] = (),
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        learning_rate = schedules.get(learning_rate)
+        if isinstance(gradient_transforms, (dict, str)) or callable(gradient_transforms):
+            raise ValueError(
+                "gradient_transforms must be a list of transforms. "
+                f"Received: gradient_transforms={gradient_transforms!r}"
+            )
+        # Plain (untrackable) objects, so tf.Module leaves them out of checkpoints. Their
+        # constructors validate the arguments.
+        self._flag_transforms = transforms.from_flags(clipvalue, clipnorm, global_clipnorm)
+        self._user_transforms = transforms.Chain(list(gradient_transforms))
+        self._weight_decay = (
+            None if weight_decay is None else transforms.DecoupledWeightDecay(weight_decay)
+        )
+        self.clipvalue = None if clipvalue is None else float(clipvalue)
+        self.clipnorm = None if clipnorm is None else float(clipnorm)
+        self.global_clipnorm = None if global_clipnorm is None else float(global_clipnorm)
+        self.weight_decay = None if weight_decay is None else float(weight_decay)
+        self._index = _SlotIndex()
+        self._schedule = learning_rate if not isinstance(learning_rate, float) else None
+        first = tf.VariableAggregation.ONLY_FIRST_REPLICA
+        with tf.init_scope(), self.name_scope:
+            self._iterations = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                           name="iterations", aggregation=first)
+            # float64 so a float64 model gets its learning rate exactly; cast to float32 it
+            # is the same constant Keras keeps in its float32 variable. Unused under a schedule.
+            self._learning_rate_variable = tf.Variable(
+                0.0 if self._schedule is not None else learning_rate, dtype=tf.float64,
+                trainable=False, name="learning_rate", aggregation=first)
+        self._slots: list[dict[str, tf.Variable]] = []  # one dict per built model variable
+        self._extra_variables: list[tf.Variable] = []
+
+    # ----------------------------------------------------------------------------- state
+
+    @property
+    def iterations(self) -> tf.Variable:
+        """The number of steps applied so far (int64 variable)."""
+        return self._iterations
+
+    @property
+    def learning_rate(self) -> tf.Tensor:
+        """The learning rate of the next step: the schedule at `iterations`, or the constant.
+
+        A constant rate is a float64 tensor, a Keras schedule's is float32; each update casts
+        it to the variable's dtype. Setting a float (or a scalar tensor) assigns the variable,
+        so a compiled step sees it at its next execution without retracing. Setting a
+        schedule replaces the rule; steps traced before keep the old one until retraced.
+
+        Raises:
+            TypeError: when setting a float on an optimizer built with a schedule (Keras).
+            ValueError: when setting a negative or non-numeric rate.
+        """
+        if self._schedule is not None:
+            return tf.convert_to_tensor(self._schedule(self._iterations))
+        return tf.convert_to_tensor(self._learning_rate_variable)
+
+    @learning_rate.setter
+    def learning_rate(self, value) -> None:
+        tensor = isinstance(value, (tf.Tensor, tf.Variable))
+        resolved = value if tensor else schedules.get(value)
+        if isinstance(resolved, schedules.LearningRateSchedule):
+            self._schedule = resolved
+            return
+        if self._schedule is not None:
+            raise TypeError(
+                "This optimizer was created with a LearningRateSchedule as its learning_rate, "
+                "so its learning rate cannot be set to a number (a step traced with the "
+                "schedule would ignore it). Create the optimizer with a float learning_rate "
+                "to make it settable."
+            )
+        self._learning_rate_variable.assign(tf.cast(resolved, tf.float64))
+
+    @property
+    def variables(self) -> list[tf.Variable]:
+        """The optimizer's own collection: iterations, learning rate, then slots in build order."""
+        slots = [slot for per_variable in self._slots for slot in per_variable.values()]
+        return [self._iterations, self._learning_rate_variable, *slots, *self._extra_variables]
+
+    def build(self, variables: Iterable[tf.Variable]) -> None:
+        """Creates the slots of every variable that has none yet (idempotent, incremental).
+
+        Runs under `tf.init_scope()`, so it is safe to call first inside a `tf.function`
+        (XLA included): the slots are created eagerly, once, and later traces reuse them.
+
+        Args:
+            variables: the model variables this optimizer will update.
+        """
+        new, seen = [], set()
+        for variable in variables:
+            variable = _as_tf_variable(variable)
+            if variable.ref() not in self._index.position and variable.ref() not in seen:
+                seen.add(variable.ref())
+                new.append(variable)
+        if not new:
+            return
+        with tf.init_scope(), self.name_scope:
+            for variable in new:
+                base = variable.name.split(":")[0].replace("/", "_")
+                slots = {slot: tf.Variable(self.slot_initial_value(slot, variable),
+                                           trainable=False, name=f"{base}_{slot}")
+                         for slot in self.slot_names}
+                self._index.position[variable.ref()] = len(self._slots)
+                # Appended inside init_scope: a checkpoint restore deferred until now runs
+                # eagerly here, never inside a trace.
+                self._slots.append(slots)
+
+    def slot_initial_value(self, slot_name: str, variable: tf.Variable) -> tf.Tensor:
+        """The initial value of a slot (zeros of the variable's shape and dtype)."""
+        del slot_name
+        return tf.zeros(variable.shape, dtype=variable.dtype)
+
+    def add_variable(self, name: str, initial_value, dtype=None) -> tf.Variable:
+        """Creates optimizer-level state that is not per variable (call it from `build`)."""
+        with tf.init_scope(), self.name_scope:
+            variable = tf.Variable(initial_value, dtype=dtype, trainable=False, name=name)
+            self._extra_variables.append(variable)
+        return variable
+
+    def get_slot(self, variable: tf.Variable, name: str) -> tf.Variable:
+        """The slot `name` of `variable`.
+
+        Raises:
+            ValueError: if the optimizer was not built on `variable` or has no such slot.
+        """
+        position = self._index.position.get(_as_tf_variable(variable).ref())
+        if position is None:
+            raise ValueError(
+                f"Optimizer {self.name!r} has no slots for variable {variable.name!r}. Call "
+                "optimizer.build(variables) or apply gradients to it first."
+            )
+        slots = self._slots[position]
+        if name not in slots:
+            raise ValueError(f"Optimizer {self.name!r} has no slot {name!r}. "
+                             f"Its slots: {list(slots) or 'none'}.")
+        return slots[name]
+
+    def exclude_from_weight_decay(self, var_list=None, var_names=None) -> None:
+        """Exempts variables from weight decay (Keras's method; call it before training).
+
+        Args:
+            var_list: variables to exempt.
+            var_names: regular expressions; a variable whose name contains a match is exempt,
+                e.g. `["bias", "gamma"]`.
+        """
+        if self._weight_decay is not None:
+            self._weight_decay.exclude([_as_tf_variable(v) for v in var_list or ()], var_names)
+
+    # ------------------------------------------------------------------------------ steps
+
+    def minimize(self, loss_fn: Callable[[], tuple[Any, Any]], variables) -> tuple[Any, Any]:
+        """One step: differentiate `loss_fn` with respect to exactly `variables`, then update.
+
+        Args:
+            loss_fn: called once with no arguments; returns `(loss, aux)` where `loss` is the
+                scalar to minimize and `aux` anything the caller wants back (predictions).
+            variables: the variables to train; the tape watches these and nothing else.
+
+        Returns:
+            `(loss, aux)` as `loss_fn` returned them (values before the update).
+
+        Raises:
+            TypeError: if `loss_fn` does not return a pair.
+        """
+        variables = [_as_tf_variable(v) for v in variables]
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(variables)
+            result = loss_fn()
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise TypeError(
+                "loss_fn must return a pair (loss, aux); return (loss, None) when there is "
+                f"nothing else. Received: {result!r}"
+            )
+        loss, aux = result
+        gradients = tape.gradient(loss, variables)
+        self.apply_gradients(zip(gradients, variables))
+        return loss, aux
+
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, tf.Variable]]) -> tf.Variable:
+        """Applies one step of gradients (see the module docstring for the order of work).
+
+        Args:
+            grads_and_vars: `(gradient, variable)` pairs; a None gradient skips its variable.
+
+        Returns:
+            The `iterations` variable (as Keras returns it).
+
+        Raises:
+            ValueError: if every gradient is None.
+        """
+        pairs = [(g, _as_tf_variable(v)) for g, v in grads_and_vars]
+        if not pairs:
+            return self._iterations
+        self.build([v for _, v in pairs])
+        missing = [v.name for g, v in pairs if g is None]
+        pairs = [(g, v) for g, v in pairs if g is not None]
+        if not pairs:
+            raise ValueError(f"No gradients provided for any variable: {missing}.")
+        if missing:
+            # Python code: in a tf.function this runs once per trace, not once per step.
+            warnings.warn(
+                f"Gradients do not exist for variables {missing} when minimizing the loss; "
+                "they are left unchanged. Check that the loss depends on them, or freeze "
+                "them (trainable=False).", stacklevel=2)
+        grads = [tf.convert_to_tensor(g) for g, _ in pairs]  # densifies tf.IndexedSlices
+        grads = self._user_transforms(self._flag_transforms(grads))
+        learning_rate = self.learning_rate
+        step = self._iterations + 1
+        for gradient, variable in zip(grads, (v for _, v in pairs)):
+            self._update_variable(gradient, variable, learning_rate, step)
+        self._iterations.assign_add(1)
+        return self._iterations
+
+    def _update_variable(self, gradient, variable, learning_rate, step) -> None:
+        dtype = variable.dtype
+        lr = tf.cast(learning_rate, dtype)
+        value = tf.convert_to_tensor(variable)
+        if self._weight_decay is not None and self._weight_decay.applies_to(variable):
+            value = self._weight_decay(value, lr)  # folded into the single assign below
+        slots = self._slots[self._index.position[variable.ref()]]
+        current = {name: tf.convert_to_tensor(slot) for name, slot in slots.items()}
+        new_value, new_slots = self.update_rule(
+            tf.cast(gradient, dtype), value, current, lr, tf.cast(step, dtype))
+        if set(new_slots) != set(slots):
+            raise RuntimeError(f"{type(self).__name__}.update_rule returned slots "
+                               f"{sorted(new_slots)}; expected {sorted(slots)}.")
+        for name, slot in slots.items():
+            slot.assign(new_slots[name])
+        if getattr(variable, "constraint", None) is not None:
+            new_value = variable.constraint(new_value)
+        variable.assign(new_value)
+
+    def update_rule(self, gradient: tf.Tensor, variable_value: tf.Tensor,
+                    slots: dict[str, tf.Tensor], learning_rate: tf.Tensor,
+                    step: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """The pure update of one variable: no assignment, no variable creation.
+
+        Args:
+            gradient: the transformed gradient, in the variable's dtype.
+            variable_value: the variable's current value (after weight decay).
+            slots: the current value of each slot in `slot_names`.
+            learning_rate: the learning rate of this step, in the variable's dtype.
+            step: the 1-based number of this step (`iterations + 1`), in the variable's dtype.
+
+        Returns:
+            `(new_variable_value, new_slots)` with the same keys as `slots`.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement update_rule.")
+
+    # ----------------------------------------------------------------------------- config
+
+    def get_config(self) -> dict[str, Any]:
+        """Constructor arguments with Keras's names; a schedule is serialized by Keras."""
+        if self._schedule is not None:
+            learning_rate = schedules.serialize(self._schedule)
+        else:
+            learning_rate = float(self._learning_rate_variable.numpy())
+        return {
+            "name": self.name,
+            "learning_rate": learning_rate,
+            "weight_decay": self.weight_decay,
+            "clipnorm": self.clipnorm,
+            "global_clipnorm": self.global_clipnorm,
+            "clipvalue": self.clipvalue,
+            "gradient_transforms": [transforms.serialize(t)
+                                    for t in self._user_transforms.transforms],
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Optimizer":
+        """Rebuilds an optimizer from `get_config()` (or from a Keras optimizer's config).
+
+        Raises:
+            ValueError: for a Keras-only feature graphfit lacks (`use_ema=True`, ...).
+        """
+        config = dict(config)
+        for key, default in _KERAS_ONLY_DEFAULTS.items():
+            value = config.pop(key, default)
+            if value != default:
+                raise ValueError(
+                    f"graphfit optimizers do not support the Keras argument {key!r}. "
+                    f"Received: {key}={value!r}"
+                )
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} name={self.name!r} slots={list(self.slot_names)}>"

@@ -1,0 +1,120 @@
+"""Learning-rate schedules: Keras's own, accepted as they are.
+
+A learning rate is either a non-negative float or a `keras.optimizers.schedules`
+`LearningRateSchedule`, which the optimizer evaluates at its `iterations` counter at every
+step (as Keras does). graphfit writes no schedules of its own: the Keras classes are
+re-exported here, and `get` also rebuilds one from a config, so a recipe can say
+
+    learning_rate: {type: ExponentialDecay, initial_learning_rate: 0.1,
+                    decay_steps: 100, decay_rate: 0.5}
+
+or use the Keras form `{class_name: ExponentialDecay, config: {...}}`.
+
+Example:
+
+    >>> from graphfit.optimizers import schedules
+    >>> schedule = schedules.get({"type": "ExponentialDecay", "initial_learning_rate": 0.1,
+    ...                           "decay_steps": 10, "decay_rate": 0.5})
+    >>> round(float(schedule(10)), 6)
+    0.05
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import keras
+
+from graphfit import registry
+
+__all__ = [
+    "LearningRateSchedule",
+    "ExponentialDecay",
+    "PiecewiseConstantDecay",
+    "PolynomialDecay",
+    "InverseTimeDecay",
+    "CosineDecay",
+    "CosineDecayRestarts",
+    "get",
+    "serialize",
+    "deserialize",
+]
+
+LearningRateSchedule = keras.optimizers.schedules.LearningRateSchedule
+ExponentialDecay = keras.optimizers.schedules.ExponentialDecay
+PiecewiseConstantDecay = keras.optimizers.schedules.PiecewiseConstantDecay
+PolynomialDecay = keras.optimizers.schedules.PolynomialDecay
+InverseTimeDecay = keras.optimizers.schedules.InverseTimeDecay
+CosineDecay = keras.optimizers.schedules.CosineDecay
+CosineDecayRestarts = keras.optimizers.schedules.CosineDecayRestarts
+serialize = keras.optimizers.schedules.serialize
+
+_BUILT_IN = (
+    "ExponentialDecay",
+    "PiecewiseConstantDecay",
+    "PolynomialDecay",
+    "InverseTimeDecay",
+    "CosineDecay",
+    "CosineDecayRestarts",
+)
+
+
+def deserialize(config: dict[str, Any]) -> LearningRateSchedule:
+    """A schedule from `{"class_name": ..., "config": {...}}` or `{"type": ..., **args}`.
+
+    Raises:
+        ValueError: for an unknown schedule name (with the closest known name) or bad
+            arguments.
+    """
+    config = dict(config)
+    if "class_name" not in config:
+        name = config.pop("type", None)
+        config = {"class_name": name, "config": config}
+    name = config["class_name"]
+    try:
+        schedule = keras.optimizers.schedules.deserialize(config)
+        problem = None
+    except (TypeError, ValueError) as error:
+        schedule, problem = None, f" Keras said: {error}"
+    if not isinstance(schedule, LearningRateSchedule):
+        suggestion = registry.closest(str(name), _BUILT_IN)
+        hint = f" Did you mean {suggestion!r}?" if suggestion and suggestion != name else ""
+        raise ValueError(
+            f"Could not build the learning-rate schedule {name!r}.{hint} Known schedules: "
+            f"{', '.join(_BUILT_IN)}.{problem or ''}"
+        )
+    return schedule
+
+
+def get(learning_rate) -> float | LearningRateSchedule:
+    """Resolves an optimizer's `learning_rate` argument.
+
+    Args:
+        learning_rate: a non-negative number, a `LearningRateSchedule`, or a schedule config
+            (see `deserialize`).
+
+    Returns:
+        A Python float or a `LearningRateSchedule`.
+
+    Raises:
+        ValueError: if `learning_rate` is none of these, or a negative or non-finite number.
+    """
+    if isinstance(learning_rate, LearningRateSchedule):
+        return learning_rate
+    if isinstance(learning_rate, dict):
+        return deserialize(learning_rate)
+    if (
+        isinstance(learning_rate, numbers.Real)
+        and not isinstance(learning_rate, bool)
+        and math.isfinite(learning_rate)
+        and learning_rate >= 0
+    ):
+        return float(learning_rate)
+    raise ValueError(
+        "learning_rate must be a non-negative float, a "
+        "keras.optimizers.schedules.LearningRateSchedule, or a schedule config such as "
+        "{'type': 'ExponentialDecay', ...}. "
+        f"Received: learning_rate={learning_rate!r}"
+    )
