@@ -1,0 +1,398 @@
+"""`Callback`, the hooks a training loop calls, and `CallbackList`, which calls them all.
+
+The hooks and their arguments follow Keras (`keras.callbacks.Callback`), plus the stage: the
+evaluation hooks receive `stage="val"` (validation during `fit`) or `stage="test"` (test data
+during `fit`, or `evaluate`), so a callback can keep validation and test results apart.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Iterable
+
+__all__ = ["Callback", "CallbackList"]
+
+_STAGES = ("val", "test")
+_BATCH_HOOKS = {
+    "train": ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end"),
+    "test": ("on_test_batch_begin", "on_test_batch_end"),
+    "predict": ("on_predict_batch_begin", "on_predict_batch_end"),
+}
+
+
+class Callback:
+    """Base class of callbacks: override the hooks you need, the others do nothing.
+
+    Logs are dicts of Python floats. Batch hooks get the running (epoch-to-date) metrics;
+    with `steps_per_execution=N` they are called once per N batches, with `batch` the index
+    of the last batch run. `on_epoch_end` gets the training metrics unprefixed and the other
+    stages' metrics prefixed (`val_loss`, `test_accuracy`); the evaluation hooks get
+    unprefixed keys and the `stage` ("val" or "test") they belong to.
+
+    Attributes:
+        model: the model being trained, evaluated or run (set by `set_model`), or None.
+        params: dict with "epochs", "steps" (int, or None when unknown) and "verbose"; for
+            `evaluate` and `predict`, "steps" is that run's step count.
+
+    Example:
+
+        >>> import graphfit as gf
+        >>> class CountEpochs(gf.callbacks.Callback):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.seen = 0
+        ...     def on_epoch_end(self, epoch, logs=None):
+        ...         self.seen += 1
+        >>> counter = CountEpochs()
+        >>> counter.on_epoch_end(0, {"loss": 0.5})
+        >>> counter.seen
+        1
+    """
+
+    def __init__(self):
+        self.model = None
+        self.params: dict[str, Any] = {}
+
+    def set_model(self, model) -> None:
+        """Sets the model the hooks refer to."""
+        self.model = model
+
+    def set_params(self, params: dict[str, Any] | None) -> None:
+        """Sets the run parameters ("epochs", "steps", "verbose").
+
+        The dict is shared, not copied (as in Keras), so the loop may update it in place.
+        """
+        self.params = params if params is not None else {}
+
+    # Whole runs.
+    def on_train_begin(self, logs=None):
+        """Called once at the start of `fit`."""
+
+    def on_train_end(self, logs=None):
+        """Called once at the end of `fit`."""
+
+    def on_epoch_begin(self, epoch: int, logs=None):
+        """Called at the start of epoch `epoch` (0-based)."""
+
+    def on_epoch_end(self, epoch: int, logs=None):
+        """Called at the end of an epoch with train metrics and prefixed val/test metrics."""
+
+    def on_test_begin(self, logs=None, stage: str = "test"):
+        """Called at the start of an evaluation stage ("val" or "test")."""
+
+    def on_test_end(self, logs=None, stage: str = "test"):
+        """Called at the end of an evaluation stage with its (unprefixed) metrics."""
+
+    def on_predict_begin(self, logs=None):
+        """Called at the start of `predict`."""
+
+    def on_predict_end(self, logs=None):
+        """Called at the end of `predict`."""
+
+    # Batches.
+    def on_train_batch_begin(self, batch: int, logs=None):
+        """Called before a training execution; calls `on_batch_begin` as Keras does."""
+        self.on_batch_begin(batch, logs=logs)
+
+    def on_train_batch_end(self, batch: int, logs=None):
+        """Called after a training execution with the running metrics."""
+        self.on_batch_end(batch, logs=logs)
+
+    def on_batch_begin(self, batch: int, logs=None):
+        """Keras' backwards-compatible alias of `on_train_batch_begin`."""
+
+    def on_batch_end(self, batch: int, logs=None):
+        """Keras' backwards-compatible alias of `on_train_batch_end`."""
+
+    def on_test_batch_begin(self, batch: int, logs=None, stage: str = "test"):
+        """Called before an evaluation execution of stage `stage`."""
+
+    def on_test_batch_end(self, batch: int, logs=None, stage: str = "test"):
+        """Called after an evaluation execution with the stage's running metrics."""
+
+    def on_predict_batch_begin(self, batch: int, logs=None):
+        """Called before a prediction execution."""
+
+    def on_predict_batch_end(self, batch: int, logs=None):
+        """Called after a prediction execution."""
+
+    # Whether the loop must call (and read metrics for) the batch hooks; the names are
+    # Keras 2's. A subclass that overrides batch hooks but sometimes ignores them (a silent
+    # progress bar) overrides these to say so.
+    def _implements_train_batch_hooks(self) -> bool:
+        return _overrides_any(self, _BATCH_HOOKS["train"])
+
+    def _implements_test_batch_hooks(self) -> bool:
+        return _overrides_any(self, _BATCH_HOOKS["test"])
+
+    def _implements_predict_batch_hooks(self) -> bool:
+        return _overrides_any(self, _BATCH_HOOKS["predict"])
+
+
+def _overrides_any(callback: Callback, names: Iterable[str]) -> bool:
+    for name in names:
+        method = getattr(callback, name)
+        # A bound method compares by its function; a function set on the instance
+        # (a lambda-style callback) is an override by construction.
+        if getattr(method, "__func__", method) is not getattr(Callback, name):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_stage(function) -> bool:
+    """Whether a hook accepts `stage=` (hooks written for Keras do not)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        p.name == "stage" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters
+    )
+
+
+def _call_staged(method, *args, stage: str) -> None:
+    if _takes_stage(getattr(method, "__func__", method)):
+        method(*args, stage=stage)
+    else:
+        method(*args)
+
+
+def _flatten(callbacks) -> list:
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, (list, tuple)):
+        return [c for item in callbacks for c in _flatten(item)]
+    return [callbacks]
+
+
+def _check_callback(callback) -> Callback:
+    if isinstance(callback, Callback):
+        return callback
+    if isinstance(callback, type) and issubclass(callback, Callback):
+        raise TypeError(
+            f"callbacks must hold Callback instances, not classes. Received the class "
+            f"{callback.__name__}; pass {callback.__name__}() instead."
+        )
+    kind = type(callback)
+    raise TypeError(
+        f"callbacks must be graphfit.callbacks.Callback instances (or a list of them). "
+        f"Received an object of type {kind.__module__}.{kind.__qualname__}: {callback!r}. "
+        f"Subclass graphfit.callbacks.Callback to write your own."
+    )
+
+
+class CallbackList(Callback):
+    """Holds a model's callbacks and calls each hook on all of them, in order.
+
+    The order is Keras': the user's callbacks, then the `History`, then the `ProgressBar`,
+    so both see any key a user callback adds to the logs. A `History` or `ProgressBar`
+    already among the user's callbacks is used instead of adding a second one.
+
+    Args:
+        callbacks: a `Callback`, a list of them, or None.
+        model: the model to hand to every callback (see `set_model`).
+        add_history: add a `History` unless the user passed one.
+        add_progress_bar: add a `ProgressBar(verbose=verbose)` unless the user passed one;
+            nothing is added when `verbose` is 0.
+        verbose: 0 (silent), 1 (progress bar), 2 (one line per epoch) or "auto" (1).
+        params: the run parameters to hand to every callback (see `set_params`).
+
+    Raises:
+        TypeError: if an element of `callbacks` is not a `Callback`.
+        ValueError: if `verbose` is not one of 0, 1, 2, "auto".
+
+    Example:
+
+        >>> import graphfit as gf
+        >>> callbacks = gf.callbacks.CallbackList(add_history=True, params={"epochs": 1})
+        >>> callbacks.on_train_begin()
+        >>> callbacks.on_epoch_begin(0)
+        >>> callbacks.on_epoch_end(0, {"loss": 0.25, "val_loss": 0.5})
+        >>> callbacks.history.history
+        {'loss': [0.25], 'val_loss': [0.5]}
+        >>> callbacks.needs_train_batch_hooks
+        False
+    """
+
+    def __init__(
+        self,
+        callbacks: Callback | Iterable[Callback] | None = None,
+        *,
+        model=None,
+        add_history: bool = False,
+        add_progress_bar: bool = False,
+        verbose: int | str = 1,
+        params: dict[str, Any] | None = None,
+    ):
+        super().__init__()
+        if verbose == "auto":
+            verbose = 1
+        if isinstance(verbose, bool) or verbose not in (0, 1, 2):
+            raise ValueError(f"verbose must be 0, 1, 2 or 'auto'. Received: verbose={verbose!r}")
+        # Imported here: both modules subclass Callback from this one.
+        from graphfit.callbacks.history import History
+        from graphfit.callbacks.progress import ProgressBar
+
+        self.callbacks: list[Callback] = [_check_callback(c) for c in _flatten(callbacks)]
+        self._history = next((c for c in self.callbacks if isinstance(c, History)), None)
+        self._progress_bar = next(
+            (c for c in self.callbacks if isinstance(c, ProgressBar)), None
+        )
+        if self._history is None and add_history:
+            self._history = History()
+            self.callbacks.append(self._history)
+        if self._progress_bar is None and add_progress_bar and verbose:
+            self._progress_bar = ProgressBar(verbose=verbose)
+            self.callbacks.append(self._progress_bar)
+        if model is not None:
+            self.set_model(model)
+        if params is not None:
+            self.set_params(params)
+
+    @property
+    def history(self):
+        """The `History` among the callbacks, or None."""
+        return self._history
+
+    @property
+    def progress_bar(self):
+        """The `ProgressBar` among the callbacks, or None."""
+        return self._progress_bar
+
+    def append(self, callback: Callback) -> None:
+        """Adds a callback at the end, handing it the current model and params."""
+        callback = _check_callback(callback)
+        if self.model is not None:
+            callback.set_model(self.model)
+        if self.params:
+            callback.set_params(self.params)
+        self.callbacks.append(callback)
+
+    def __iter__(self):
+        return iter(self.callbacks)
+
+    def __len__(self) -> int:
+        return len(self.callbacks)
+
+    def set_model(self, model) -> None:
+        super().set_model(model)
+        if model is not None and self._history is not None:
+            model.history = self._history  # Keras convention: model.history is the History.
+        for callback in self.callbacks:
+            callback.set_model(model)
+
+    def set_params(self, params: dict[str, Any] | None) -> None:
+        super().set_params(params)
+        for callback in self.callbacks:
+            callback.set_params(params)
+
+    @property
+    def needs_train_batch_hooks(self) -> bool:
+        """Whether any callback listens to training batches (else the loop may skip them)."""
+        return self._implements_train_batch_hooks()
+
+    @property
+    def needs_test_batch_hooks(self) -> bool:
+        """Whether any callback listens to evaluation batches."""
+        return self._implements_test_batch_hooks()
+
+    @property
+    def needs_predict_batch_hooks(self) -> bool:
+        """Whether any callback listens to prediction batches."""
+        return self._implements_predict_batch_hooks()
+
+    def _implements_train_batch_hooks(self) -> bool:
+        return any(c._implements_train_batch_hooks() for c in self.callbacks)
+
+    def _implements_test_batch_hooks(self) -> bool:
+        return any(c._implements_test_batch_hooks() for c in self.callbacks)
+
+    def _implements_predict_batch_hooks(self) -> bool:
+        return any(c._implements_predict_batch_hooks() for c in self.callbacks)
+
+    # Dispatch. One shallow copy of the logs per event, shared by all callbacks as in
+    # Keras: a key a callback adds is seen by the later ones, never by the loop.
+    def on_train_begin(self, logs=None):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            callback.on_train_begin(logs)
+
+    def on_train_end(self, logs=None):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            callback.on_train_end(logs)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            callback.on_epoch_begin(epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            callback.on_epoch_end(epoch, logs)
+
+    def on_test_begin(self, logs=None, stage="test"):
+        _check_stage(stage)
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            _call_staged(callback.on_test_begin, logs, stage=stage)
+
+    def on_test_end(self, logs=None, stage="test"):
+        _check_stage(stage)
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            _call_staged(callback.on_test_end, logs, stage=stage)
+
+    def on_predict_begin(self, logs=None):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            callback.on_predict_begin(logs)
+
+    def on_predict_end(self, logs=None):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            callback.on_predict_end(logs)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            callback.on_train_batch_begin(batch, logs=logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            callback.on_train_batch_end(batch, logs=logs)
+
+    def on_batch_begin(self, batch, logs=None):
+        self.on_train_batch_begin(batch, logs)
+
+    def on_batch_end(self, batch, logs=None):
+        self.on_train_batch_end(batch, logs)
+
+    def on_test_batch_begin(self, batch, logs=None, stage="test"):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            _call_staged(callback.on_test_batch_begin, batch, logs, stage=stage)
+
+    def on_test_batch_end(self, batch, logs=None, stage="test"):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            _call_staged(callback.on_test_batch_end, batch, logs, stage=stage)
+
+    def on_predict_batch_begin(self, batch, logs=None):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            callback.on_predict_batch_begin(batch, logs=logs)
+
+    def on_predict_batch_end(self, batch, logs=None):
+        logs = dict(logs or {})
+        for callback in self.callbacks:
+            callback.on_predict_batch_end(batch, logs=logs)
+
+
+def _check_stage(stage) -> None:
+    if stage not in _STAGES:
+        raise ValueError(f"stage must be 'val' or 'test'. Received: stage={stage!r}")
