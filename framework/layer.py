@@ -9,7 +9,6 @@ train changes only through update hooks (`add_update`, `add_moving_average`).
 from __future__ import annotations
 
 import collections.abc
-import dataclasses
 import inspect
 import itertools
 import re
@@ -20,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit import update_hooks
+from graphfit.input_spec import InputSpec
 
 __all__ = ["Layer", "InputSpec"]
 
@@ -60,52 +60,6 @@ def _floating_dtype(dtype, argument: str = "dtype") -> tf.DType:
             f"Received: {argument}={dtype!r}"
         )
     return resolved
-
-
-def _shape_text(shape) -> str:
-    return str(tuple(tf.TensorShape(shape).as_list()))
-
-
-@dataclasses.dataclass
-class InputSpec:
-    """What a layer accepts: a rank (exact or minimum) and fixed sizes of some axes.
-
-    Args:
-        ndim: the exact rank, batch axis included.
-        min_ndim: the smallest rank accepted.
-        axes: {axis: size} sizes the layer was built for (usually {-1: features}).
-        hint: a sentence telling the user how to fix a wrong rank.
-    """
-
-    ndim: int | None = None
-    min_ndim: int | None = None
-    axes: dict[int, int] | None = None
-    hint: str = ""
-
-    def check(self, layer: "Layer", shape: tf.TensorShape) -> None:
-        rank = shape.rank
-        if rank is None:
-            return
-        expected = None
-        if self.ndim is not None and rank != self.ndim:
-            expected = f"rank {self.ndim}"
-        elif self.min_ndim is not None and rank < self.min_ndim:
-            expected = f"rank {self.min_ndim} or more"
-        if expected:
-            raise ValueError(
-                f"Layer {layer.name!r} ({type(layer).__name__}) expects inputs of {expected} "
-                f"(the batch axis included); received inputs of shape {_shape_text(shape)}, "
-                f"rank {rank}. {self.hint}".rstrip()
-            )
-        for axis, size in (self.axes or {}).items():
-            got = shape[axis] if -rank <= axis < rank else None
-            if got is not None and got != size:
-                raise ValueError(
-                    f"Layer {layer.name!r} ({type(layer).__name__}) was built for inputs with "
-                    f"{size} values on axis {axis}, but received inputs of shape "
-                    f"{_shape_text(shape)}. Feed data of the shape it was built for, or "
-                    f"create a new layer for the new shape."
-                )
 
 
 class Layer(tf.Module):
@@ -219,6 +173,7 @@ class Layer(tf.Module):
             self._output_shape = tf.nest.map_structure(_unbatched_shape, outputs)
         return outputs
 
+    @tf.autograph.experimental.do_not_convert
     def _build_from(self, inputs) -> None:
         shapes = tf.nest.map_structure(lambda t: t.shape, inputs)
         self._build_input_shape = tf.nest.map_structure(_unbatched_shape, shapes)
@@ -337,10 +292,18 @@ class Layer(tf.Module):
         trainable = {id(v) for v in self.trainable_variables}
         return [v for v in self.variables if id(v) not in trainable]
 
-    # Keras spells the collections "weights"; both names work.
-    weights = variables
-    trainable_weights = trainable_variables
-    non_trainable_weights = non_trainable_variables
+    # Keras spells the collections "weights"; both names work, and follow overrides.
+    @property
+    def weights(self) -> list[tf.Variable]:
+        return self.variables
+
+    @property
+    def trainable_weights(self) -> list[tf.Variable]:
+        return self.trainable_variables
+
+    @property
+    def non_trainable_weights(self) -> list[tf.Variable]:
+        return self.non_trainable_variables
 
     def count_params(self) -> int:
         return int(sum(np.prod(v.shape.as_list(), dtype=np.int64) for v in self.variables))
@@ -415,11 +378,7 @@ class Layer(tf.Module):
         The default returns the arguments the constructor received when they are plain data
         (numbers, strings, lists, dicts); layers with other arguments override it.
         """
-        config: dict[str, Any] = {"name": self.name}
-        if self._explicit_dtype is not None:
-            config["dtype"] = self._explicit_dtype.name
-        if not self._trainable:
-            config["trainable"] = False
+        config = self._base_config()
         bound = self._constructor_arguments
         if bound is None:
             return config
@@ -444,6 +403,19 @@ class Layer(tf.Module):
                         f"plain data; override get_config() to return a serializable form."
                     )
                 config[item_key] = item
+        return config
+
+    def _base_config(self) -> dict[str, Any]:
+        """The arguments every layer takes: name, and dtype / trainable when they were set.
+
+        Layers whose constructor takes non-plain arguments (initializer objects, callables)
+        start their own `get_config` from this and add serialized forms of the rest.
+        """
+        config: dict[str, Any] = {"name": self.name}
+        if self._explicit_dtype is not None:
+            config["dtype"] = self._explicit_dtype.name
+        if not self._trainable:
+            config["trainable"] = False
         return config
 
     @classmethod

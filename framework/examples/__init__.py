@@ -1,1 +1,1 @@
-"""placeholder"""
+"""Small runnable examples shipped with graphfit (`python -m graphfit.examples.digits_mlp`)."""

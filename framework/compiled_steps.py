@@ -1,0 +1,200 @@
+"""The compiled train, test and predict steps, and the loops that run several per call.
+
+One training step, traced once and optionally compiled by XLA:
+
+    forward pass (training=True), update hooks collected, not applied
+    loss; optimizer.minimize: gradients of all trainable variables, gradient transforms on the
+        whole list, then the update (a second-order optimizer runs its own minimize)
+    update hooks applied, once, after the optimizer's update
+
+A loop function (a `tf.function`, never XLA) runs a chunk of such steps per call and updates
+the stage's metrics after each step, so Python runs once per chunk, not once per batch. Keras
+metrics stay outside the XLA cluster, which keeps any Keras metric usable with `jit_compile`.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from graphfit import update_hooks
+
+__all__ = ["CompiledSteps"]
+
+
+def _unpack(batch):
+    """(x,), (x, y) or (x, y, sample_weight) -> (x, y, sample_weight) with None for the absent."""
+    batch = tuple(batch) + (None,) * (3 - len(batch))
+    return batch[0], batch[1], batch[2]
+
+
+def _gather(data: tuple, indices):
+    return tf.nest.map_structure(lambda t: tf.gather(t, indices), data)
+
+
+def _signature(data: tuple):
+    """The relaxed signature of an array loop: any number of samples, rows and batch size."""
+    data_spec = tf.nest.map_structure(
+        lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), data
+    )
+    return [data_spec, tf.TensorSpec([None, None], tf.int32)]
+
+
+class CompiledSteps:
+    """The traced steps of one compiled model, for one set of trainable variables.
+
+    Args:
+        model: the built model.
+        loss_set: the compiled `LossSet` (None when only predicting).
+        optimizer: the optimizer (built for `model.trainable_variables`).
+        stage_metrics: {"train": StageMetrics, "val": ..., "test": ...}.
+        jit_compile: compile each step with XLA.
+        run_eagerly: run everything eagerly, for debugging.
+    """
+
+    def __init__(self, model, loss_set, optimizer, stage_metrics, jit_compile: bool,
+                 run_eagerly: bool = False):
+        self.model = model
+        self.loss_set = loss_set
+        self.optimizer = optimizer
+        self.stage_metrics = stage_metrics
+        self.jit_compile = jit_compile and not run_eagerly
+        self.run_eagerly = run_eagerly
+        self.variables = list(model.trainable_variables)
+        self.traced_update_hooks: list[update_hooks.UpdateHook] = []
+        self.train_step = self._compile_step(self._train_step)
+        self.test_step = self._compile_step(self._test_step)
+        self.predict_step = self._compile_step(self._predict_step)
+        self._array_loops: dict = {}
+        self._dataset_loops: dict = {}
+
+    # ------------------------------------------------------------------ the single steps
+    def _compile_step(self, fn):
+        if self.run_eagerly:
+            return fn
+        return tf.function(fn, jit_compile=self.jit_compile, reduce_retracing=True)
+
+    def _train_step(self, x, y, sample_weight):
+        def loss_fn():
+            with update_hooks.collect_updates() as pending:
+                y_pred = self.model(x, training=True)
+            loss, output_losses = self.loss_set(y, y_pred, sample_weight)
+            return loss, (y_pred, output_losses, pending)
+
+        loss, (y_pred, output_losses, pending) = self.optimizer.minimize(loss_fn, self.variables)
+        # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
+        update_hooks.apply_updates(pending)
+        self.traced_update_hooks = [p.hook for p in pending]
+        return loss, output_losses, y_pred
+
+    def _test_step(self, x, y, sample_weight):
+        y_pred = self.model(x, training=False)
+        loss, output_losses = self.loss_set(y, y_pred, sample_weight)
+        return loss, output_losses, y_pred
+
+    def _predict_step(self, x):
+        return self.model(x, training=False)
+
+    # ------------------------------------------------------------------ loops over chunks
+    def _run_and_record(self, stage: str, batch) -> None:
+        x, y, sample_weight = _unpack(batch)
+        step = self.train_step if stage == "train" else self.test_step
+        loss, output_losses, y_pred = step(x, y, sample_weight)
+        self.stage_metrics[stage].update(y, y_pred, sample_weight, loss, output_losses)
+
+    def run_arrays(self, stage: str, data: tuple, index_batches) -> int:
+        """Runs one step per row of `index_batches` (sample indices into `data`)."""
+        loop = self._array_loop(stage, data)
+        return int(loop(data, tf.convert_to_tensor(index_batches, tf.int32)))
+
+    def run_dataset(self, stage: str, iterator, num_steps: int) -> int:
+        """Runs up to `num_steps` steps from `iterator`; returns how many ran."""
+        loop = self._dataset_loop(stage)
+        return int(loop(iterator, tf.constant(num_steps, tf.int32)))
+
+    def predict_arrays(self, x, index_batches):
+        loop = self._array_loop("predict", (x,))
+        return loop((x,), tf.convert_to_tensor(index_batches, tf.int32))
+
+    def predict_dataset(self, iterator, num_steps: int):
+        return self._dataset_loop("predict")(iterator, tf.constant(num_steps, tf.int32))
+
+    def _array_loop(self, stage: str, data: tuple):
+        signature = _signature(data)
+        key = (stage, str(signature))
+        if key not in self._array_loops:
+            if stage == "predict":
+                fn = self._predict_array_loop
+            else:
+                def fn(data, index_batches, stage=stage):
+                    steps = tf.shape(index_batches)[0]
+                    for i in tf.range(steps):
+                        self._run_and_record(stage, _gather(data, index_batches[i]))
+                    return steps
+            self._array_loops[key] = (
+                fn if self.run_eagerly else tf.function(fn, input_signature=signature)
+            )
+        return self._array_loops[key]
+
+    def _dataset_loop(self, stage: str):
+        if stage not in self._dataset_loops:
+            if stage == "predict":
+                fn = self._predict_dataset_loop
+            else:
+                def fn(iterator, num_steps, stage=stage):
+                    done = tf.constant(0, tf.int32)
+                    for _ in tf.range(num_steps):
+                        element = iterator.get_next_as_optional()
+                        if not element.has_value():
+                            break
+                        self._run_and_record(stage, _as_tuple(element.get_value()))
+                        done += 1
+                    return done
+            self._dataset_loops[stage] = fn if self.run_eagerly else tf.function(fn)
+        return self._dataset_loops[stage]
+
+    def _output_arrays(self, size, dynamic: bool):
+        specs = tf.nest.flatten(self.model.output_spec)
+        return [
+            tf.TensorArray(s.dtype, size=size, dynamic_size=dynamic, infer_shape=False)
+            for s in specs
+        ]
+
+    def _predict_array_loop(self, data, index_batches):
+        steps = tf.shape(index_batches)[0]
+        arrays = self._output_arrays(steps, dynamic=False)
+        for i in tf.range(steps):
+            outputs = tf.nest.flatten(self.predict_step(_gather(data, index_batches[i])[0]))
+            arrays = [a.write(i, o) for a, o in zip(arrays, outputs)]
+        return [a.concat() for a in arrays]
+
+    def _predict_dataset_loop(self, iterator, num_steps):
+        arrays = self._output_arrays(0, dynamic=True)
+        done = tf.constant(0, tf.int32)
+        for _ in tf.range(num_steps):
+            element = iterator.get_next_as_optional()
+            if not element.has_value():
+                break
+            x = _as_tuple(element.get_value())[0]
+            outputs = tf.nest.flatten(self.predict_step(x))
+            arrays = [a.write(done, o) for a, o in zip(arrays, outputs)]
+            done += 1
+        return [a.concat() for a in arrays]
+
+    # ------------------------------------------------------------------ introspection
+    def tracing_counts(self) -> dict[str, int]:
+        """How many times each traced function was traced (a retrace is a bug to report)."""
+        counts = {}
+        for name in ("train_step", "test_step", "predict_step"):
+            fn = getattr(self, name)
+            if hasattr(fn, "experimental_get_tracing_count"):
+                counts[name] = fn.experimental_get_tracing_count()
+        for (stage, _), fn in self._array_loops.items():
+            if hasattr(fn, "experimental_get_tracing_count"):
+                counts[f"{stage}_arrays"] = counts.get(f"{stage}_arrays", 0) + (
+                    fn.experimental_get_tracing_count()
+                )
+        return counts
+
+
+def _as_tuple(element):
+    return element if isinstance(element, tuple) else (element,)

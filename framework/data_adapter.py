@@ -1,0 +1,217 @@
+"""Feeding data to the compiled steps: in-memory arrays or a `tf.data.Dataset`.
+
+In-memory arrays are converted to tensors once per call of `fit`/`evaluate`/`predict`; each
+epoch is then a matrix of sample indices (a fresh permutation when shuffling), and the compiled
+loop gathers every batch inside the graph. No `tf.data` pipeline and no Python per batch: that is
+where most of a Keras `fit` step's overhead goes on a small model. A `tf.data.Dataset` is read
+through its iterator inside the same compiled loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterator
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit import input_checks
+
+__all__ = ["ArrayFeed", "DatasetFeed", "make_feed", "Chunk"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """Batches run by one call of a compiled loop: rows of sample indices (arrays) or a count."""
+
+    first_batch: int
+    num_batches: int
+    index_batches: np.ndarray | None = None
+
+
+def _to_array(value, dtype: tf.DType):
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        value = value.numpy()
+    array = np.asarray(value)
+    if array.dtype == object:
+        raise ValueError(
+            "Could not convert the data to a numeric array (ragged rows or mixed types?). "
+            "Give equal-length numeric rows, or a tf.data.Dataset."
+        )
+    if np.issubdtype(array.dtype, np.floating) and array.dtype != dtype.as_numpy_dtype:
+        array = array.astype(dtype.as_numpy_dtype)
+    if array.dtype == np.bool_:
+        array = array.astype(dtype.as_numpy_dtype)
+    return array
+
+
+def _is_structure_of_arrays(value) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(v, (np.ndarray, tf.Tensor)) and np.ndim(v) >= 1 for v in value
+    )
+
+
+def to_arrays(value, dtype: tf.DType, *, features: bool):
+    """User data (arrays, lists, tensors, dicts of them) as numpy arrays in the model's dtype.
+
+    1-D feature arrays become one column, (n,) -> (n, 1); labels keep their shape.
+    """
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return {k: to_arrays(v, dtype, features=features) for k, v in value.items()}
+    if _is_structure_of_arrays(value):
+        return [to_arrays(v, dtype, features=features) for v in value]
+    array = _to_array(value, dtype)
+    if features and array.ndim == 1:
+        array = array[:, None]
+    return array
+
+
+def _spec_of(value):
+    if value is None:
+        return None
+    return tf.nest.map_structure(
+        lambda a: tf.TensorSpec([None, *a.shape[1:]], tf.as_dtype(a.dtype)), value
+    )
+
+
+class ArrayFeed:
+    """In-memory data, batched by index inside the compiled loop.
+
+    Args:
+        x, y, sample_weight: numpy arrays (or dicts/lists of them), one row per sample.
+        batch_size: samples per step; None puts all samples in one batch.
+        shuffle: draw a new permutation of the samples every epoch.
+        seed: with the epoch number, fixes each epoch's permutation (reproducible, resumable).
+    """
+
+    is_dataset = False
+
+    def __init__(self, x, y, sample_weight, batch_size: int | None, shuffle: bool, seed: int):
+        self.x, self.y, self.sample_weight = x, y, sample_weight
+        self.num_samples = int(np.shape(tf.nest.flatten(x)[0])[0])
+        self.batch_size = self.num_samples if batch_size is None else min(batch_size, self.num_samples)
+        self.shuffle = shuffle
+        self.seed = seed
+        self.steps = math.ceil(self.num_samples / self.batch_size)
+        self._tensors = None
+
+    @property
+    def element_spec(self):
+        return _spec_of(self.x), _spec_of(self.y), _spec_of(self.sample_weight)
+
+    def tensors(self):
+        """(x, y, sample_weight) as tensors, converted once."""
+        if self._tensors is None:
+            self._tensors = tf.nest.map_structure(
+                lambda a: None if a is None else tf.constant(a),
+                (self.x, self.y, self.sample_weight),
+            )
+        return self._tensors
+
+    def chunks(self, epoch: int, sizes: Iterator[int]) -> Iterator[Chunk]:
+        """The epoch's batches, grouped into chunks whose sizes `sizes` yields one by one.
+
+        The last, smaller batch (if any) is a chunk of its own: rows of a chunk share one size.
+        """
+        order = np.arange(self.num_samples, dtype=np.int32)
+        if self.shuffle:
+            order = np.random.default_rng([self.seed, epoch]).permutation(order).astype(np.int32)
+        full = self.num_samples // self.batch_size
+        rows = order[: full * self.batch_size].reshape(full, self.batch_size)
+        start = 0
+        while start < full:
+            size = max(1, min(next(sizes), full - start))
+            yield Chunk(start, size, rows[start : start + size])
+            start += size
+        if full * self.batch_size < self.num_samples:
+            yield Chunk(full, 1, order[full * self.batch_size :][None, :])
+
+
+class DatasetFeed:
+    """A `tf.data.Dataset` of batches: `x`, `(x, y)` or `(x, y, sample_weight)`.
+
+    Args:
+        dataset: the batched dataset.
+        steps: batches per epoch; None reads until the dataset ends.
+    """
+
+    is_dataset = True
+
+    def __init__(self, dataset: tf.data.Dataset, steps: int | None):
+        self.dataset = dataset
+        cardinality = int(dataset.cardinality())
+        if steps is None and cardinality == tf.data.INFINITE_CARDINALITY:
+            raise ValueError(
+                "The dataset repeats forever; pass steps_per_epoch (or validation_steps) to say "
+                "how many batches make an epoch."
+            )
+        self.steps = steps if steps is not None else (cardinality if cardinality >= 0 else None)
+        self._infinite = cardinality == tf.data.INFINITE_CARDINALITY
+        self._iterator = None
+
+    @property
+    def element_spec(self):
+        spec = self.dataset.element_spec
+        if isinstance(spec, tuple):
+            if len(spec) not in (1, 2, 3):
+                raise ValueError(
+                    f"A dataset must yield x, (x, y) or (x, y, sample_weight); its elements have "
+                    f"{len(spec)} parts."
+                )
+            return tuple(spec) + (None,) * (3 - len(spec))
+        return spec, None, None
+
+    def chunks(self, epoch: int, sizes: Iterator[int]) -> Iterator[Chunk]:
+        """Chunks of up to `next(sizes)` batches; the loop reports how many it really ran."""
+        start = 0
+        while self.steps is None or start < self.steps:
+            size = next(sizes)
+            if self.steps is not None:
+                size = min(size, self.steps - start)
+            yield Chunk(start, size)
+            start += size
+
+    def epoch_iterator(self):
+        """The iterator for a new epoch: a fresh pass, except over a dataset that repeats
+        forever, which continues where the last epoch stopped."""
+        if self._iterator is None or not self._infinite:
+            self._iterator = iter(self.dataset)
+        return self._iterator
+
+
+def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False,
+              steps=None, check_finite=True, names=("x", "y"), seed=0):
+    """Validates user data and wraps it in an `ArrayFeed` or a `DatasetFeed`.
+
+    Raises:
+        ValueError: for mismatched lengths, NaN/inf values, a bad batch size, or a dataset
+            with labels where none are expected.
+    """
+    if isinstance(x, tf.data.Dataset):
+        if y is not None:
+            raise ValueError(
+                f"{names[0]} is a tf.data.Dataset, which already yields the labels; do not pass "
+                f"{names[1]} as well."
+            )
+        if batch_size not in (None, 32):
+            raise ValueError(
+                f"{names[0]} is a tf.data.Dataset, which is already batched; batch it with "
+                f"dataset.batch({batch_size}) instead of passing batch_size."
+            )
+        return DatasetFeed(x, steps)
+    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
+        raise ValueError(
+            f"batch_size must be a positive integer, or None for all samples in one batch. "
+            f"Received: batch_size={batch_size!r}"
+        )
+    x = to_arrays(x, model.dtype, features=True)
+    y = to_arrays(y, model.dtype, features=False)
+    sample_weight = None if sample_weight is None else _to_array(sample_weight, model.dtype)
+    named = {names[0]: x, names[1]: y, "sample_weight": sample_weight}
+    input_checks.check_same_length({k: v for k, v in named.items() if v is not None})
+    if check_finite:
+        input_checks.check_finite(named)
+    return ArrayFeed(x, y, sample_weight, batch_size, shuffle, seed)

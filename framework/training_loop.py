@@ -1,0 +1,254 @@
+"""The Python side of `fit`, `evaluate` and `predict`: epochs, stages, chunks and callbacks.
+
+Everything per batch happens inside the compiled loops (`compiled_steps`); this module runs
+once per chunk of steps: it asks the feed for the next chunk, calls the loop, times it, and
+tells the callbacks.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.callbacks import CallbackList
+from graphfit.data_adapter import make_feed
+from graphfit.stage_metrics import stage_prefix
+
+__all__ = ["fit", "evaluate", "predict"]
+
+
+def _verbosity(verbose) -> int:
+    if verbose == "auto":
+        return 1
+    if verbose not in (0, 1, 2):
+        raise ValueError(f"verbose must be 0, 1, 2 or 'auto'. Received: verbose={verbose!r}")
+    return int(verbose)
+
+
+def _positive(name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
+
+
+def _split(data, argument: str):
+    """validation_data / test_data: a Dataset, (x, y) or (x, y, sample_weight)."""
+    if data is None or isinstance(data, tf.data.Dataset):
+        return data, None, None
+    if isinstance(data, (list, tuple)) and len(data) in (2, 3):
+        return data[0], data[1], data[2] if len(data) == 3 else None
+    raise ValueError(
+        f"{argument} must be a tf.data.Dataset, (x, y) or (x, y, sample_weight). Received a "
+        f"{type(data).__name__}" + (f" of length {len(data)}" if hasattr(data, "__len__") else "")
+        + "."
+    )
+
+
+def _eval_feed(model, state, data, argument, batch_size, steps, check_finite):
+    x, y, sample_weight = _split(data, argument)
+    if x is None:
+        return None
+    feed = make_feed(model, x, y, sample_weight, batch_size=batch_size, steps=steps,
+                     check_finite=check_finite, names=(f"{argument}[0]", f"{argument}[1]"))
+    return feed
+
+
+def _prepare(model, state, feed, argument: str):
+    state.prepare(model, feed)
+    feed_y = getattr(feed, "y", None)
+    if feed_y is not None:
+        feed.y = _targets_by_output(model, feed_y, argument)
+    state.check_labels(model, feed, f"{argument} labels")
+
+
+def _targets_by_output(model, y, argument: str):
+    names = model.output_names
+    if names is None:
+        if isinstance(y, (dict, list)):
+            raise ValueError(
+                f"The model has one output, but the {argument} labels are a "
+                f"{type(y).__name__}; give one array."
+            )
+        return y
+    if isinstance(y, dict):
+        missing = [n for n in names if n not in y]
+        if missing:
+            raise ValueError(f"The {argument} labels lack outputs {missing} (outputs: {names}).")
+        return {n: y[n] for n in names}
+    if isinstance(y, list) and len(y) == len(names):
+        return dict(zip(names, y))
+    raise ValueError(
+        f"The model has outputs {names}; give the {argument} labels as a dict by output name or "
+        f"a list in that order."
+    )
+
+
+def _stage_data(feed):
+    tensors = feed.tensors()
+    return tuple(t for t in tensors if t is not None)
+
+
+def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackList) -> dict:
+    """Runs one pass of `stage` over `feed`; returns the stage's results (unprefixed)."""
+    metrics = state.stage_metrics[stage]
+    metrics.reset()
+    training = stage == "train"
+    sizer = state.sizers["train" if training else "eval"]
+    wants_batches = (
+        callbacks.needs_train_batch_hooks if training else callbacks.needs_test_batch_hooks
+    )
+    steps = state.steps
+    iterator = feed.epoch_iterator() if feed.is_dataset else None
+    data = None if feed.is_dataset else _stage_data(feed)
+    total = 0
+    for chunk in feed.chunks(epoch, sizer.sizes()):
+        if wants_batches:
+            _batch_hook(callbacks, stage, "begin", chunk.first_batch, None)
+        started = time.perf_counter()
+        if feed.is_dataset:
+            ran = steps.run_dataset(stage, iterator, chunk.num_batches)
+        else:
+            ran = steps.run_arrays(stage, data, chunk.index_batches)
+        if feed.is_dataset or chunk.index_batches.shape[1] == feed.batch_size:
+            sizer.record(ran, time.perf_counter() - started)
+        total += ran
+        if ran and wants_batches:
+            _batch_hook(callbacks, stage, "end", chunk.first_batch + ran - 1, metrics.results())
+        if ran < chunk.num_batches or (training and model.stop_training):
+            break
+    if feed.is_dataset and feed.steps is None and total:
+        feed.steps = total  # learned on the first pass: the progress bar can show a total
+    return metrics.results()
+
+
+def _batch_hook(callbacks, stage, when, batch, logs):
+    if stage == "train":
+        getattr(callbacks, f"on_train_batch_{when}")(batch, logs)
+    else:
+        getattr(callbacks, f"on_test_batch_{when}")(batch, logs, stage=stage)
+
+
+def _evaluate_stage(model, state, stage, feed, epoch, callbacks) -> dict:
+    callbacks.on_test_begin(stage=stage)
+    logs = run_stage(model, state, stage, feed, epoch, callbacks)
+    callbacks.on_test_end(logs, stage=stage)
+    return logs
+
+
+def _prefixed(stage: str, logs: dict) -> dict:
+    return {stage_prefix(stage) + key: value for key, value in logs.items()}
+
+
+def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data, test_data,
+        shuffle, initial_epoch, sample_weight, steps_per_epoch, validation_steps,
+        validation_freq, test_freq, check_finite):
+    state = model._compiled_for("fit")
+    state.require_loss("fit")
+    verbose = _verbosity(verbose)
+    _positive("epochs", epochs)
+    _positive("validation_freq", validation_freq)
+    _positive("test_freq", test_freq, allow_none=True)
+    _positive("steps_per_epoch", steps_per_epoch, allow_none=True)
+    if not isinstance(initial_epoch, (int, np.integer)) or not 0 <= initial_epoch < epochs:
+        raise ValueError(
+            f"initial_epoch must be an integer in [0, epochs). Received: "
+            f"initial_epoch={initial_epoch!r}, epochs={epochs}"
+        )
+    if y is None and not isinstance(x, tf.data.Dataset):
+        raise ValueError("fit() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
+    seed = int(np.random.randint(0, 2**31 - 1))
+    train = make_feed(model, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
+                      steps=steps_per_epoch, check_finite=check_finite, seed=seed)
+    val = _eval_feed(model, state, validation_data, "validation_data", batch_size,
+                     validation_steps, check_finite)
+    test = _eval_feed(model, state, test_data, "test_data", batch_size, None, check_finite)
+    _prepare(model, state, train, "y")
+    for feed, argument in ((val, "validation_data"), (test, "test_data")):
+        if feed is not None:
+            _prepare(model, state, feed, argument)
+
+    callbacks = CallbackList(
+        callbacks, model=model, add_history=True, add_progress_bar=verbose > 0, verbose=verbose,
+        params={"epochs": epochs, "steps": train.steps, "verbose": verbose},
+    )
+    model.stop_training = False
+    callbacks.on_train_begin()
+    logs: dict = {}
+    tested_epoch = None
+    epoch = initial_epoch
+    for epoch in range(initial_epoch, epochs):
+        callbacks.on_epoch_begin(epoch)
+        logs = run_stage(model, state, "train", train, epoch, callbacks)
+        if val is not None and (epoch + 1) % validation_freq == 0:
+            logs.update(_prefixed("val", _evaluate_stage(model, state, "val", val, epoch, callbacks)))
+        last = epoch == epochs - 1
+        if test is not None and (last or (test_freq and (epoch + 1) % test_freq == 0)):
+            logs.update(_prefixed("test", _evaluate_stage(model, state, "test", test, epoch, callbacks)))
+            tested_epoch = epoch
+        callbacks.on_epoch_end(epoch, logs)
+        if model.stop_training:
+            break
+    if test is not None and tested_epoch != epoch:
+        # Training stopped early: the test numbers must describe the final weights.
+        logs.update(_prefixed("test", _evaluate_stage(model, state, "test", test, epoch, callbacks)))
+    callbacks.on_train_end(logs)
+    return callbacks.history
+
+
+def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callbacks, return_dict,
+             stage, check_finite):
+    state = model._compiled_for("evaluate")
+    state.require_loss("evaluate")
+    if stage not in ("val", "test"):
+        raise ValueError(f"stage must be 'val' or 'test'. Received: stage={stage!r}")
+    verbose = _verbosity(verbose)
+    if y is None and not isinstance(x, tf.data.Dataset):
+        raise ValueError("evaluate() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
+    feed = make_feed(model, x, y, sample_weight, batch_size=batch_size, steps=steps,
+                     check_finite=check_finite)
+    _prepare(model, state, feed, "y")
+    callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
+                             verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
+    logs = _evaluate_stage(model, state, stage, feed, 0, callbacks)
+    if return_dict:
+        return logs
+    values = list(logs.values())
+    return values[0] if len(values) == 1 else values
+
+
+def predict(model, x, *, batch_size, verbose, steps, callbacks):
+    if isinstance(x, tf.data.Dataset):
+        feed = make_feed(model, x, batch_size=None, steps=steps)
+    else:
+        feed = make_feed(model, x, batch_size=batch_size, check_finite=False)
+    state = model._compile_state
+    if state is None:
+        from graphfit.compile_state import CompileState
+
+        state = model._compile_state = CompileState(None, None, None, None, "auto", "auto", False)
+    state.prepare(model, feed)
+    verbose = _verbosity(verbose)
+    callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
+                             verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
+    callbacks.on_predict_begin()
+    parts = []
+    if feed.is_dataset:
+        outputs = state.steps.predict_dataset(feed.epoch_iterator(), feed.steps or 2**31 - 1)
+        parts.append([o.numpy() for o in outputs])
+        callbacks.on_predict_batch_end(max((feed.steps or 1) - 1, 0), None)
+    else:
+        x_tensors = feed.tensors()[0]
+        sizer = state.sizers["eval"]
+        for chunk in feed.chunks(0, sizer.sizes()):
+            started = time.perf_counter()
+            outputs = state.steps.predict_arrays(x_tensors, chunk.index_batches)
+            parts.append([o.numpy() for o in outputs])
+            if chunk.index_batches.shape[1] == feed.batch_size:
+                sizer.record(chunk.num_batches, time.perf_counter() - started)
+            callbacks.on_predict_batch_end(chunk.first_batch + chunk.num_batches - 1, None)
+    callbacks.on_predict_end()
+    flat = [np.concatenate(column) for column in zip(*parts)]
+    return tf.nest.pack_sequence_as(model.output_spec, flat)

@@ -1,0 +1,98 @@
+"""Saving and loading a model's weights as TensorFlow checkpoints."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["save", "load", "assign_in_order"]
+
+
+def assign_in_order(variables, values, owner: str) -> None:
+    """Assigns `values` to `variables` one by one, after checking count and shapes."""
+    values = list(values)
+    if len(values) != len(variables):
+        raise ValueError(
+            f"{owner!r} has {len(variables)} weights but {len(values)} arrays were given. Its "
+            f"weights, in order: {[(v.name, tuple(v.shape)) for v in variables]}"
+        )
+    for variable, value in zip(variables, values):
+        value = np.asarray(value)
+        if tuple(value.shape) != tuple(variable.shape):
+            raise ValueError(
+                f"{owner!r}: weight {variable.name!r} has shape {tuple(variable.shape)}, but the "
+                f"array given for it has shape {value.shape}."
+            )
+    for variable, value in zip(variables, values):
+        variable.assign(np.asarray(value, dtype=variable.dtype.as_numpy_dtype))
+
+
+def _check_prefix(filepath: str) -> str:
+    filepath = os.fspath(filepath)
+    if filepath.endswith((".h5", ".keras")):
+        raise ValueError(
+            f"graphfit writes TensorFlow checkpoints, not Keras {os.path.splitext(filepath)[1]} "
+            f"files. Give a path prefix such as 'weights/model' (files model.index and "
+            f"model.data-* are written). Received: {filepath!r}"
+        )
+    return filepath
+
+
+def save(model, filepath: str) -> str:
+    """Writes `tf.train.Checkpoint(model=model)` at the prefix `filepath`.
+
+    The files are written under a temporary prefix in the same folder and then renamed over the
+    old ones, data first and index last, so an interrupted save never leaves a truncated file
+    at `filepath`.
+    """
+    filepath = _check_prefix(filepath)
+    folder = os.path.dirname(os.path.abspath(filepath))
+    os.makedirs(folder, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".graphfit-save-", dir=folder)
+    try:
+        tf.train.Checkpoint(model=model).write(os.path.join(staging, "ckpt"))
+        files = sorted(os.listdir(staging), key=lambda name: name.endswith(".index"))
+        for name in files:
+            suffix = name[len("ckpt"):]
+            os.replace(os.path.join(staging, name), filepath + suffix)
+    finally:
+        for name in os.listdir(staging):
+            os.remove(os.path.join(staging, name))
+        os.rmdir(staging)
+    return filepath
+
+
+def load(model, filepath: str) -> None:
+    """Reads the model's variables from a checkpoint written by `save` (or a training
+    checkpoint that holds the model under the name `model`).
+
+    Raises:
+        FileNotFoundError: when no checkpoint is at `filepath`.
+        ValueError: when the checkpoint does not match the model's variables.
+    """
+    filepath = _check_prefix(filepath)
+    if os.path.isdir(filepath):
+        latest = tf.train.latest_checkpoint(filepath)
+        if latest is None:
+            raise FileNotFoundError(f"No checkpoint found in the folder {filepath!r}.")
+        filepath = latest
+    if not os.path.exists(filepath + ".index"):
+        raise FileNotFoundError(
+            f"No checkpoint at {filepath!r} (expected {filepath}.index). Give the prefix that "
+            f"save_weights() was called with."
+        )
+    before = [v.numpy() for v in model.variables]
+    try:
+        status = tf.train.Checkpoint(model=model).read(filepath)
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as error:
+        # A failed load must not leave the model half overwritten.
+        for variable, value in zip(model.variables, before):
+            variable.assign(value)
+        raise ValueError(
+            f"The checkpoint {filepath!r} does not match model {model.name!r}: {error} Load "
+            f"weights into a model built exactly like the one that saved them."
+        ) from None
