@@ -69,7 +69,8 @@ class GraphModel(Model):
     def __init__(self, inputs, nodes: Sequence[Node], outputs, name: str | None = None,
                  dtype=None, trainable: bool = True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
-        shapes = inputs if isinstance(inputs, dict) else None
+        shapes = dict(inputs) if isinstance(inputs, dict) else None
+        self._input_shapes = _Shapes(shapes)
         self.input_names = [inputs] if isinstance(inputs, str) else list(inputs)
         self.output_list = [outputs] if isinstance(outputs, str) else list(outputs)
         if not self.input_names:
@@ -86,6 +87,12 @@ class GraphModel(Model):
     @property
     def layers(self) -> list[Layer]:
         return list(self._graph_layers)
+
+    def _arrange_inputs(self, x):
+        """Data given as a list in input order becomes a dict by input name."""
+        if isinstance(x, (list, tuple)) and len(self.input_names) > 1:
+            return dict(zip(self.input_names, self._named_inputs(x).values()))
+        return x
 
     def _named_inputs(self, inputs) -> dict[str, tf.Tensor]:
         if isinstance(inputs, dict):
@@ -121,7 +128,9 @@ class GraphModel(Model):
         nodes = []
         for layer, (_, sources, single) in zip(self._graph_layers, self._wiring):
             nodes.append({**layer_to_config(layer), "inputs": sources[0] if single else sources})
-        config = {"name": self.name, "inputs": list(self.input_names), "nodes": nodes,
+        shapes = self._input_shapes.by_name
+        inputs = {k: list(v) for k, v in shapes.items()} if shapes else list(self.input_names)
+        config = {"name": self.name, "inputs": inputs, "nodes": nodes,
                   "outputs": list(self.output_list)}
         if self._explicit_dtype is not None:
             config["dtype"] = self._explicit_dtype.name
@@ -134,6 +143,13 @@ class GraphModel(Model):
         config = dict(config)
         nodes = [Node(layer_from_config(entry), entry["inputs"]) for entry in config.pop("nodes")]
         return cls(nodes=nodes, **config)
+
+
+@dataclasses.dataclass
+class _Shapes:
+    """Input sample shapes, held outside TensorFlow's attribute tracking."""
+
+    by_name: dict | None
 
 
 def _topological_order(inputs: list[str], nodes: list[Node], outputs: list[str]) -> list[Node]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import numpy as np
@@ -23,6 +24,16 @@ def _spec_from_shape(shape, dtype: tf.DType):
         return [_spec_from_shape(s, dtype) for s in shape]
     dims = list(tf.TensorShape(shape).as_list())
     return tf.TensorSpec([None, *dims[1:]], dtype)
+
+
+@dataclasses.dataclass
+class _Signature:
+    """What the model was built for. A plain object, so TensorFlow's attribute tracking does
+    not wrap the specs (a tracked dict would no longer flatten like the data's dict)."""
+
+    inputs: object = None
+    outputs: object = None
+    update_ops: tuple | None = None
 
 
 def _spec_of(tensors):
@@ -58,10 +69,8 @@ class Model(Layer):
     def __init__(self, name: str | None = None, dtype=None, trainable: bool = True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
         self._compile_state: CompileState | None = None
-        self._input_spec = None
-        self._output_spec = None
+        self._signature = _Signature()
         self._building = False
-        self._update_ops_cache: tuple | None = None
         self.stop_training = False
         self.history = None
 
@@ -74,7 +83,7 @@ class Model(Layer):
         self._build_for(_spec_from_shape(input_shape, tf.as_dtype(dtype or self.dtype)))
 
     def _build_from(self, inputs) -> None:
-        self._input_spec = _spec_of(inputs)
+        self._signature.inputs = _spec_of(inputs)
         self._building = True
         try:
             super()._build_from(inputs)
@@ -83,16 +92,16 @@ class Model(Layer):
 
     def _build_for(self, input_spec) -> None:
         """Builds from a spec by tracing, or checks the spec against the built model."""
-        if self._input_spec is None:
+        if self._signature.inputs is None:
             self._trace_forward(input_spec)
             return
-        built, given = tf.nest.flatten(self._input_spec), None
+        built, given = tf.nest.flatten(self._signature.inputs), None
         try:
-            tf.nest.assert_same_structure(self._input_spec, input_spec, check_types=False)
+            tf.nest.assert_same_structure(self._signature.inputs, input_spec, check_types=False)
             given = tf.nest.flatten(input_spec)
         except (ValueError, TypeError):
             raise ValueError(
-                f"Model {self.name!r} was built for inputs structured as {self._input_spec}, "
+                f"Model {self.name!r} was built for inputs structured as {self._signature.inputs}, "
                 f"but received {input_spec}."
             ) from None
         from graphfit.input_checks import check_features
@@ -105,15 +114,19 @@ class Model(Layer):
             return self(x, training=False)
 
         concrete = tf.function(forward).get_concrete_function(input_spec)
-        self._output_spec = _spec_of(concrete.structured_outputs)
+        self._signature.outputs = _spec_of(concrete.structured_outputs)
+
+    def _arrange_inputs(self, x):
+        """Puts user data in the structure the model's call expects (GraphModel: by name)."""
+        return x
 
     @property
     def output_spec(self):
         """TensorSpecs of the outputs (batch axis None); traced from the input spec if needed."""
-        if self._output_spec is None:
+        if self._signature.outputs is None:
             self._require_built("output_spec")
-            self._trace_forward(self._input_spec)
-        return self._output_spec
+            self._trace_forward(self._signature.inputs)
+        return self._signature.outputs
 
     @property
     def output_names(self) -> list[str] | None:
@@ -129,7 +142,7 @@ class Model(Layer):
         return None
 
     def _require_built(self, what: str) -> None:
-        if not self.built or self._input_spec is None:
+        if not self.built or self._signature.inputs is None:
             raise ValueError(
                 f"Model {self.name!r} is not built yet, so {what} is not available. Build it "
                 f"with model.build(input_shape), by calling it on data, or by fit()."
@@ -159,7 +172,7 @@ class Model(Layer):
         """
         self._require_built("update_ops")
         key = tuple((id(l), l.trainable) for l in self._flatten_layers())
-        if self._update_ops_cache is None or self._update_ops_cache[0] != key:
+        if self._signature.update_ops is None or self._signature.update_ops[0] != key:
             hooks: list[update_hooks.UpdateHook] = []
 
             def forward(x):
@@ -168,9 +181,9 @@ class Model(Layer):
                 hooks.extend(p.hook for p in pending)
                 return outputs
 
-            tf.function(forward).get_concrete_function(self._input_spec)
-            self._update_ops_cache = (key, hooks)
-        return list(self._update_ops_cache[1])
+            tf.function(forward).get_concrete_function(self._signature.inputs)
+            self._signature.update_ops = (key, hooks)
+        return list(self._signature.update_ops[1])
 
     # ------------------------------------------------------------------------ training
     def compile(
