@@ -24,29 +24,28 @@ def _shape(shape) -> str:
 def print_summary(model, print_fn: Callable[[str], object], line_length: int) -> None:
     """Prints one row per layer: name (type), output shape, trainable and non-trainable
     parameter counts; then totals, the optimizer's variables and the update hooks."""
-    columns = (0.40, 0.26, 0.17, 0.17)
-    widths = [int(line_length * c) for c in columns]
+    rows = [["Layer (type)", "Output shape", "Trainable", "Non-trainable"]]
+    for layer in model.layers:
+        frozen = "" if layer.trainable else " [frozen]"
+        rows.append([
+            f"{layer.name} ({type(layer).__name__}){frozen}",
+            _shape(layer._output_shape) if layer._output_shape is not None else "?",
+            f"{_count(layer.trainable_variables):,}",
+            f"{_count(layer.non_trainable_variables):,}",
+        ])
+    # Columns as wide as their longest cell, so no name is cut short.
+    widths = [max(len(row[i]) for row in rows) + 3 for i in range(4)]
+    line_length = max(line_length, sum(widths))
 
-    def row(cells) -> str:
-        text = ""
-        for cell, width in zip(cells, widths):
-            cell = str(cell)
-            text += (cell if len(cell) < width else cell[: width - 2] + "…") .ljust(width)
-        return text.rstrip()
+    def line(cells) -> str:
+        return "".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
 
     print_fn(f'Model: "{model.name}" ({type(model).__name__}, {model.dtype.name})')
     print_fn("=" * line_length)
-    print_fn(row(["Layer (type)", "Output shape", "Trainable", "Non-trainable"]))
+    print_fn(line(rows[0]))
     print_fn("-" * line_length)
-    for layer in model.layers:
-        shape = _shape(layer._output_shape) if layer._output_shape is not None else "?"
-        frozen = "" if layer.trainable else " [frozen]"
-        print_fn(row([
-            f"{layer.name} ({type(layer).__name__}){frozen}",
-            shape,
-            f"{_count(layer.trainable_variables):,}",
-            f"{_count(layer.non_trainable_variables):,}",
-        ]))
+    for row in rows[1:]:
+        print_fn(line(row))
     print_fn("=" * line_length)
     trainable = _count(model.trainable_variables)
     non_trainable = _count(model.non_trainable_variables)
