@@ -146,6 +146,24 @@ def test_float64_models_train_in_float64(digits):
     assert {v.dtype for v in model.variables} == {tf.float64}
     assert model.predict(x[:3], verbose=0).dtype == np.float64
     assert {v.dtype for v in model.optimizer.variables[2:]} == {tf.float64}
+    # The Keras loss object given to compile was rebuilt to compute in float64 too.
+    assert model._compile_state.loss_set.losses[None].dtype == "float64"
+
+
+def test_plain_functions_serve_as_loss_and_metric():
+    def half_squared_error(y_true, y_pred):
+        return 0.5 * tf.reduce_mean(tf.square(y_true - y_pred), axis=-1)
+
+    def max_error(y_true, y_pred):
+        return tf.reduce_max(tf.abs(y_true - y_pred), axis=-1)
+
+    model = gf.Sequential([layers.Dense(1, kernel_initializer="zeros")], input_shape=(2,))
+    model.compile(optimizer="sgd", loss=half_squared_error, metrics=[max_error])
+    x = np.array([[1.0, 0.0], [0.0, 1.0]], "float32")
+    y = np.array([[2.0], [-4.0]], "float32")
+    logs = model.evaluate(x, y, verbose=0, return_dict=True)
+    # Zero weights predict 0: loss = mean(0.5 * [4, 16]) = 5, max_error = mean([2, 4]) = 3.
+    assert logs == {"loss": pytest.approx(5.0), "max_error": pytest.approx(3.0)}
 
 
 def test_evaluate_and_predict_return_keras_shapes(digits):
