@@ -130,13 +130,8 @@ class GraphModel(Model):
             nodes.append({**layer_to_config(layer), "inputs": sources[0] if single else sources})
         shapes = self._input_shapes.by_name
         inputs = {k: list(v) for k, v in shapes.items()} if shapes else list(self.input_names)
-        config = {"name": self.name, "inputs": inputs, "nodes": nodes,
-                  "outputs": list(self.output_list)}
-        if self._explicit_dtype is not None:
-            config["dtype"] = self._explicit_dtype.name
-        if not self.trainable:
-            config["trainable"] = False
-        return config
+        return {**self._base_config(), "inputs": inputs, "nodes": nodes,
+                "outputs": list(self.output_list)}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "GraphModel":

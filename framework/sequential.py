@@ -95,12 +95,7 @@ class Sequential(Model):
         return outputs
 
     def get_config(self) -> dict[str, Any]:
-        config = {"name": self.name, "layers": [layer_to_config(l) for l in self._stack]}
-        if self._explicit_dtype is not None:
-            config["dtype"] = self._explicit_dtype.name
-        if not self.trainable:
-            config["trainable"] = False
-        return config
+        return {**self._base_config(), "layers": [layer_to_config(l) for l in self._stack]}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Sequential":
