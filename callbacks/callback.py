@@ -294,6 +294,14 @@ class CallbackList(Callback):
         return self._implements_train_batch_hooks()
 
     @property
+    def wants_every_train_batch(self) -> bool:
+        """Whether a callback other than the progress bar listens to training batches; then
+        `steps_per_execution="auto"` runs one step per call so it hears every batch, as in
+        Keras."""
+        return any(c._implements_train_batch_hooks() for c in self.callbacks
+                   if c is not self._progress_bar)
+
+    @property
     def needs_test_batch_hooks(self) -> bool:
         """Whether any callback listens to evaluation batches."""
         return self._implements_test_batch_hooks()

@@ -46,11 +46,23 @@ def resolve_jit_compile(setting, model) -> bool:
     return all(getattr(l, "xla_friendly_on_cpu", True) for l in layers)
 
 
+def _check_metrics(metrics, argument: str):
+    metrics = metrics or []
+    if not isinstance(metrics, (list, tuple, dict)):
+        raise ValueError(
+            f"{argument} must be a list, or a dict by output name. Received: {argument}={metrics!r}"
+        )
+    for item in metrics.values() if isinstance(metrics, dict) else metrics:
+        for identifier in item if isinstance(item, (list, tuple)) else [item]:
+            check_metric_identifier(identifier)
+    return metrics
+
+
 class CompileState:
     """The result of `compile`: validated settings, built lazily against the data."""
 
     def __init__(self, optimizer, loss, metrics, loss_weights, jit_compile,
-                 steps_per_execution, run_eagerly):
+                 steps_per_execution, run_eagerly, weighted_metrics=None):
         if jit_compile not in (True, False, "auto"):
             raise ValueError(
                 f"jit_compile must be True, False or 'auto'. Received: jit_compile={jit_compile!r}"
@@ -66,19 +78,16 @@ class CompileState:
 
         self.optimizer = None if optimizer is None else optimizers.get(optimizer)
         self.loss_set = LossSet(loss, loss_weights) if loss is not None else None
-        metrics = metrics or []
-        for item in metrics.values() if isinstance(metrics, dict) else metrics:
-            for identifier in item if isinstance(item, (list, tuple)) else [item]:
-                check_metric_identifier(identifier)
-        self.metrics_spec = metrics
+        self.metrics_spec = _check_metrics(metrics, "metrics")
+        self.weighted_metrics_spec = _check_metrics(weighted_metrics, "weighted_metrics")
         self.jit_compile_setting = jit_compile
         self.run_eagerly = bool(run_eagerly)
-        self.sizers = {
-            "train": ExecutionSizer(steps_per_execution),
-            "eval": ExecutionSizer(steps_per_execution),
-        }
+        # One per loop: each learns the time per step of its own stage.
+        self.sizers = {name: ExecutionSizer(steps_per_execution)
+                       for name in ("train", "val", "test", "predict")}
         self.stage_metrics: dict[str, StageMetrics] = {}
         self.steps: CompiledSteps | None = None
+        self._steps_key = None
         self.jit_compile: bool | None = None
 
     def require_loss(self, caller: str) -> None:
@@ -88,39 +97,62 @@ class CompileState:
                 f"loss first."
             )
 
+    def outputs_needing_labels(self, output_names) -> list[str]:
+        """The outputs with a loss or metrics: their labels must be given."""
+        if output_names is None or self.loss_set is None:
+            return []
+        needed = set(self.loss_set.losses)
+        for spec in (self.metrics_spec, self.weighted_metrics_spec):
+            needed |= set(spec) if isinstance(spec, dict) else (set(output_names) if spec else set())
+        return [n for n in output_names if n in needed]
+
     def prepare(self, model, feed) -> None:
-        """Builds what the data needs: the model, losses, metrics, optimizer slots, steps."""
-        x_spec, y_spec, _ = feed.element_spec
-        model._build_for(x_spec)
-        output_spec = model.output_spec
+        """Builds what the data needs: losses, metrics, optimizer slots, compiled steps.
+
+        The model is built, and the feed's labels arranged by output, before this runs.
+        """
+        y_spec = feed.element_spec[1]
         if self.loss_set is not None:
             if not self.loss_set.built:
                 self.loss_set.build(model.output_names, model.dtype)
             if not self.stage_metrics and y_spec is not None:
-                self.stage_metrics = {
-                    stage: StageMetrics(stage, self.metrics_spec, self.loss_set) for stage in STAGES
+                stage_metrics = {
+                    stage: StageMetrics(stage, self.metrics_spec, self.weighted_metrics_spec,
+                                        self.loss_set, model.dtype)
+                    for stage in STAGES
                 }
-                for metrics in self.stage_metrics.values():
-                    metrics.build(y_spec, output_spec)
+                for metrics in stage_metrics.values():
+                    metrics.build(y_spec, model.output_spec)
+                self.stage_metrics = stage_metrics  # only once every stage built
         variables = model.trainable_variables
-        if self.steps is None or [id(v) for v in self.steps.variables] != [id(v) for v in variables]:
-            # First use, or layers were frozen or unfrozen since: trace new steps.
+        # Freezing or unfreezing changes the variables trained and the update hooks run.
+        key = ([id(v) for v in variables], [(id(l), l.trainable) for l in model._flatten_layers()])
+        if self.steps is None or key != self._steps_key:
             if self.optimizer is not None:
                 self.optimizer.build(variables)
             self.jit_compile = resolve_jit_compile(self.jit_compile_setting, model)
             self.steps = CompiledSteps(model, self.loss_set, self.optimizer, self.stage_metrics,
                                        self.jit_compile, self.run_eagerly)
+            self._steps_key = key
         self.steps.stage_metrics = self.stage_metrics
 
-    def check_labels(self, model, feed, name: str) -> None:
-        """Labels of in-memory data fit the loss and the model's outputs."""
-        if feed.is_dataset or feed.y is None or self.loss_set is None:
+    def check_labels(self, model, feed, stage: str) -> None:
+        """Labels fit the loss and the model's outputs: all of them for in-memory data, and
+        batch by batch inside the compiled loop for a dataset."""
+        if self.loss_set is None or feed.element_spec[1] is None:
             return
         names = model.output_names
-        if names is None:
-            input_checks.check_labels(name, feed.y, model.output_spec, self.loss_set.kind())
-            return
-        for output in names:
-            if output in self.loss_set.losses:
-                input_checks.check_labels(f"{name}[{output!r}]", feed.y[output],
-                                          model.output_spec[output], self.loss_set.kind(output))
+        outputs = [None] if names is None else [n for n in names if n in self.loss_set.losses]
+        label_name = f"{feed.names[1]}" if not feed.is_dataset else f"labels of {feed.names[0]}"
+        checks = {}
+        for output in outputs:
+            spec = model.output_spec if output is None else model.output_spec[output]
+            kind = self.loss_set.kind(output)
+            name = label_name if output is None else f"{label_name}[{output!r}]"
+            if feed.is_dataset:
+                checks[output] = (name, spec, kind)
+            else:
+                y = feed.y if output is None else feed.y[output]
+                input_checks.check_labels(name, y, spec, kind)
+        if feed.is_dataset:
+            self.steps.label_checks[stage] = checks

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from graphfit import update_hooks
+from graphfit import input_checks, update_hooks
 
 __all__ = ["CompiledSteps"]
 
@@ -60,7 +60,8 @@ class CompiledSteps:
         self.jit_compile = jit_compile and not run_eagerly
         self.run_eagerly = run_eagerly
         self.variables = list(model.trainable_variables)
-        self.traced_update_hooks: list[update_hooks.UpdateHook] = []
+        # {stage: {output: (name, spec, loss kind)}}: dataset labels are checked batch by batch.
+        self.label_checks: dict[str, dict] = {}
         self.train_step = self._compile_step(self._train_step)
         self.test_step = self._compile_step(self._test_step)
         self.predict_step = self._compile_step(self._predict_step)
@@ -83,7 +84,6 @@ class CompiledSteps:
         loss, (y_pred, output_losses, pending) = self.optimizer.minimize(loss_fn, self.variables)
         # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
         update_hooks.apply_updates(pending)
-        self.traced_update_hooks = [p.hook for p in pending]
         return loss, output_losses, y_pred
 
     def _test_step(self, x, y, sample_weight):
@@ -95,10 +95,14 @@ class CompiledSteps:
         return self.model(x, training=False)
 
     # ------------------------------------------------------------------ loops over chunks
-    def _run_and_record(self, stage: str, batch) -> None:
+    def _run_and_record(self, stage: str, batch, check_labels: bool = False) -> None:
         x, y, sample_weight = _unpack(batch)
         step = self.train_step if stage == "train" else self.test_step
-        loss, output_losses, y_pred = step(x, y, sample_weight)
+        checks = []
+        if check_labels:
+            checks = input_checks.label_assertions(y, self.label_checks.get(stage, {}))
+        with tf.control_dependencies(checks):  # a bad batch stops the loop before its step
+            loss, output_losses, y_pred = step(x, y, sample_weight)
         self.stage_metrics[stage].update(y, y_pred, sample_weight, loss, output_losses)
 
     def run_arrays(self, stage: str, data: tuple, index_batches) -> int:
@@ -146,7 +150,8 @@ class CompiledSteps:
                         element = iterator.get_next_as_optional()
                         if not element.has_value():
                             break
-                        self._run_and_record(stage, _as_tuple(element.get_value()))
+                        self._run_and_record(stage, _as_tuple(element.get_value()),
+                                             check_labels=True)
                         done += 1
                     return done
             self._dataset_loops[stage] = fn if self.run_eagerly else tf.function(fn)
@@ -155,7 +160,8 @@ class CompiledSteps:
     def _output_arrays(self, size, dynamic: bool):
         specs = tf.nest.flatten(self.model.output_spec)
         return [
-            tf.TensorArray(s.dtype, size=size, dynamic_size=dynamic, infer_shape=False)
+            tf.TensorArray(s.dtype, size=size, dynamic_size=dynamic, infer_shape=False,
+                           element_shape=s.shape)
             for s in specs
         ]
 

@@ -30,10 +30,14 @@ class ExecutionSizer:
         self._seconds_per_step: float | None = None
         self._calls = 0
 
-    def sizes(self) -> Iterator[int]:
-        """An endless stream of chunk sizes; it adapts as `record` reports timings."""
+    def sizes(self, one_at_a_time: bool = False) -> Iterator[int]:
+        """An endless stream of chunk sizes; it adapts as `record` reports timings.
+
+        Args:
+            one_at_a_time: with "auto", run single steps (a callback wants every batch).
+        """
         while True:
-            yield self.next_size()
+            yield 1 if one_at_a_time and self.setting == "auto" else self.next_size()
 
     def next_size(self) -> int:
         if self.setting != "auto":
@@ -47,7 +51,7 @@ class ExecutionSizer:
         """Reports that a call ran `steps` steps in `seconds`."""
         self._calls += 1
         if self._calls == 1 or steps <= 0:
-            return  # the first call includes tracing (and XLA compilation)
+            return  # the first call of a loop includes its tracing (and XLA compilation)
         per_step = seconds / steps
         if self._seconds_per_step is None:
             self._seconds_per_step = per_step

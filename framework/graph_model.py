@@ -70,13 +70,15 @@ class GraphModel(Model):
                  dtype=None, trainable: bool = True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
         shapes = dict(inputs) if isinstance(inputs, dict) else None
-        self._input_shapes = _Shapes(shapes)
+        self._structure = _Structure(shapes)
         self.input_names = [inputs] if isinstance(inputs, str) else list(inputs)
         self.output_list = [outputs] if isinstance(outputs, str) else list(outputs)
         if not self.input_names:
             raise ValueError("A GraphModel needs at least one input name.")
         ordered = _topological_order(self.input_names, list(nodes), self.output_list)
-        self._wiring = [(node.name, node.input_names, isinstance(node.inputs, str)) for node in ordered]
+        self._structure.wiring = [
+            (node.name, node.input_names, isinstance(node.inputs, str)) for node in ordered
+        ]
         self._graph_layers: list[Layer] = [node.layer for node in ordered]
         if not self.trainable:
             for layer in self._graph_layers:
@@ -89,10 +91,12 @@ class GraphModel(Model):
         return list(self._graph_layers)
 
     def _arrange_inputs(self, x):
-        """Data given as a list in input order becomes a dict by input name."""
-        if isinstance(x, (list, tuple)) and len(self.input_names) > 1:
-            return dict(zip(self.input_names, self._named_inputs(x).values()))
-        return x
+        """Inputs (data or specs) as a dict by input name, however they were given."""
+        if isinstance(x, dict):
+            return x
+        if len(self.input_names) == 1:
+            return {self.input_names[0]: x}
+        return self._named_inputs(x)
 
     def _named_inputs(self, inputs) -> dict[str, tf.Tensor]:
         if isinstance(inputs, dict):
@@ -117,7 +121,7 @@ class GraphModel(Model):
 
     def call(self, inputs, training: bool = False):
         values = self._named_inputs(inputs)
-        for layer, (name, sources, single) in zip(self._graph_layers, self._wiring):
+        for layer, (name, sources, single) in zip(self._graph_layers, self._structure.wiring):
             args = values[sources[0]] if single else [values[s] for s in sources]
             values[name] = layer(args, training=training)
         if len(self.output_list) == 1:
@@ -126,9 +130,9 @@ class GraphModel(Model):
 
     def get_config(self) -> dict[str, Any]:
         nodes = []
-        for layer, (_, sources, single) in zip(self._graph_layers, self._wiring):
+        for layer, (_, sources, single) in zip(self._graph_layers, self._structure.wiring):
             nodes.append({**layer_to_config(layer), "inputs": sources[0] if single else sources})
-        shapes = self._input_shapes.by_name
+        shapes = self._structure.input_shapes
         inputs = {k: list(v) for k, v in shapes.items()} if shapes else list(self.input_names)
         return {**self._base_config(), "inputs": inputs, "nodes": nodes,
                 "outputs": list(self.output_list)}
@@ -141,10 +145,12 @@ class GraphModel(Model):
 
 
 @dataclasses.dataclass
-class _Shapes:
-    """Input sample shapes, held outside TensorFlow's attribute tracking."""
+class _Structure:
+    """Input shapes and wiring: plain data, held outside TensorFlow's attribute tracking (which
+    would wrap the lists, and a config must be plain lists and dicts)."""
 
-    by_name: dict | None
+    input_shapes: dict | None
+    wiring: list = dataclasses.field(default_factory=list)
 
 
 def _topological_order(inputs: list[str], nodes: list[Node], outputs: list[str]) -> list[Node]:

@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from graphfit.losses import LossKind
 
-__all__ = ["check_same_length", "check_finite", "check_features", "check_labels", "shape_text"]
+__all__ = ["check_same_length", "check_finite", "check_features", "check_labels", "shape_text",
+           "label_assertions", "LABEL_CHECK_MARK"]
 
 
 def shape_text(shape) -> str:
@@ -84,6 +85,11 @@ def check_features(name: str, array_shape, expected: tf.TensorSpec) -> None:
 def check_labels(name: str, y: np.ndarray, output: tf.TensorSpec, kind: LossKind) -> None:
     """Labels fit the loss and the model's output: class ids in range, 0/1 targets, shapes."""
     y = np.asarray(y)
+    if not (np.issubdtype(y.dtype, np.number) or y.dtype == np.bool_):
+        raise ValueError(
+            f"{name} must be numeric; it holds {y.dtype} values such as {y.flat[0]!r}. Encode "
+            f"class names as integer ids (e.g. with np.unique(labels, return_inverse=True))."
+        )
     outputs = output.shape[-1] if output.shape.rank else None
     if kind.labels == "sparse_categorical":
         if not np.issubdtype(y.dtype, np.integer) and not np.all(np.mod(y, 1) == 0):
@@ -130,3 +136,40 @@ def _check_target_shape(name: str, shape, output: tf.TensorSpec) -> None:
             f"predicts {shape_text(output.shape)}. Make the last layer produce one value per "
             f"target, or reshape the targets."
         )
+
+
+LABEL_CHECK_MARK = "graphfit label check: "
+
+
+def label_assertions(y, checks: dict) -> list:
+    """In-graph checks of one batch of labels read from a dataset (arrays are checked whole,
+    before training, by `check_labels`).
+
+    Args:
+        y: the batch's labels (a dict by output name for several outputs).
+        checks: {output or None: (name for messages, output TensorSpec, LossKind)}.
+
+    Returns:
+        Assertion ops; a failing one raises `tf.errors.InvalidArgumentError` whose message
+        starts with `LABEL_CHECK_MARK`.
+    """
+    ops = []
+    for output, (name, spec, kind) in checks.items():
+        labels = y if output is None else y[output]
+        if kind.labels == "sparse_categorical" and spec.shape[-1] is not None:
+            classes = int(spec.shape[-1])
+            message = (f"{LABEL_CHECK_MARK}{name} contains a label outside 0..{classes - 1}, but "
+                       f"the model outputs {classes} classes. Fix the labels, or give the last "
+                       f"layer as many units as there are classes.")
+            labels = tf.cast(labels, tf.float64)
+            ops.append(tf.debugging.assert_non_negative(labels, message=message))
+            ops.append(tf.debugging.assert_less(labels, tf.constant(classes, tf.float64),
+                                                message=message))
+        elif kind.labels == "binary":
+            message = (f"{LABEL_CHECK_MARK}{name} must hold targets in [0, 1] for a binary "
+                       f"cross-entropy loss.")
+            labels = tf.cast(labels, tf.float64)
+            ops.append(tf.debugging.assert_non_negative(labels, message=message))
+            ops.append(tf.debugging.assert_less_equal(labels, tf.constant(1.0, tf.float64),
+                                                      message=message))
+    return ops

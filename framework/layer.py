@@ -18,36 +18,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from graphfit import update_hooks
+from graphfit import constructor_config, update_hooks
 from graphfit.input_spec import InputSpec
+from graphfit.naming import snake_case, unique_name
 
 __all__ = ["Layer", "InputSpec"]
-
-_name_counters: dict[str, itertools.count] = {}
-_PLAIN_TYPES = (type(None), bool, int, float, str)
-
-
-def _unique_name(base: str) -> str:
-    """'dense', then 'dense_1', 'dense_2', ... within this process (as Keras names layers)."""
-    counter = _name_counters.setdefault(base, itertools.count())
-    index = next(counter)
-    return base if index == 0 else f"{base}_{index}"
-
-
-def _snake_case(name: str) -> str:
-    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
-
-
-def _is_plain(value) -> bool:
-    if isinstance(value, _PLAIN_TYPES):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_plain(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
-    return False
-
 
 def _floating_dtype(dtype, argument: str = "dtype") -> tf.DType:
     try:
@@ -95,12 +70,7 @@ class Layer(tf.Module):
     def __new__(cls, *args, **kwargs):
         instance = super().__new__(cls)
         # Remember the constructor arguments so that the default get_config can return them.
-        try:
-            bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
-            bound.apply_defaults()
-            instance._constructor_arguments = bound
-        except TypeError:
-            instance._constructor_arguments = None  # __init__ will raise the real error
+        instance._constructor_arguments = constructor_config.capture(cls, args, kwargs)
         return instance
 
     def __init__(self, name: str | None = None, dtype=None, trainable: bool = True):
@@ -108,7 +78,7 @@ class Layer(tf.Module):
             raise ValueError(
                 f"name must be a non-empty string without '/'. Received: name={name!r}"
             )
-        layer_name = name or _unique_name(_snake_case(type(self).__name__))
+        layer_name = name or unique_name(snake_case(type(self).__name__))
         scope_name = re.sub(r"[^A-Za-z0-9_]", "_", layer_name)
         if not scope_name[0].isalpha():
             scope_name = "layer_" + scope_name
@@ -378,32 +348,7 @@ class Layer(tf.Module):
         The default returns the arguments the constructor received when they are plain data
         (numbers, strings, lists, dicts); layers with other arguments override it.
         """
-        config = self._base_config()
-        bound = self._constructor_arguments
-        if bound is None:
-            return config
-        for key, value in list(bound.arguments.items())[1:]:
-            kind = bound.signature.parameters[key].kind
-            if key in ("name", "dtype", "trainable"):
-                continue
-            if kind is inspect.Parameter.VAR_POSITIONAL:
-                if value:
-                    raise NotImplementedError(
-                        f"{type(self).__name__} takes *{key}; override get_config() to "
-                        f"describe its constructor arguments."
-                    )
-                continue
-            items = value.items() if kind is inspect.Parameter.VAR_KEYWORD else [(key, value)]
-            for item_key, item in items:
-                if item_key in ("name", "dtype", "trainable"):
-                    continue
-                if not _is_plain(item):
-                    raise NotImplementedError(
-                        f"{type(self).__name__} received {item_key}={item!r}, which is not "
-                        f"plain data; override get_config() to return a serializable form."
-                    )
-                config[item_key] = item
-        return config
+        return {**self._base_config(), **constructor_config.plain_arguments(self)}
 
     def _base_config(self) -> dict[str, Any]:
         """The arguments every layer takes: name, and dtype / trainable when they were set.

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import warnings
 
 import keras
 import tensorflow as tf
 
+from graphfit.naming import snake_case
 from graphfit.registry import closest
 
 __all__ = ["LossSet", "resolve_loss", "loss_kind", "LossKind", "FunctionLoss"]
@@ -30,11 +30,6 @@ _ALIASES = {
 }
 
 
-def _snake(name: str) -> str:
-    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
-
-
 @functools.cache
 def _loss_classes() -> dict[str, type]:
     """{'mean_squared_error': keras.losses.MeanSquaredError, ...} for every public loss."""
@@ -43,7 +38,7 @@ def _loss_classes() -> dict[str, type]:
         value = getattr(keras.losses, attribute)
         if isinstance(value, type) and issubclass(value, keras.losses.Loss):
             if value is not keras.losses.Loss:
-                classes[_snake(attribute)] = value
+                classes[snake_case(attribute)] = value
     classes["kl_divergence"] = keras.losses.KLDivergence
     return classes
 
@@ -83,7 +78,7 @@ def resolve_loss(identifier, dtype: tf.DType) -> keras.losses.Loss:
         TypeError: for anything that is not a name, a Loss or a callable.
     """
     if isinstance(identifier, str):
-        key = _snake(identifier) if identifier[:1].isupper() else identifier.lower()
+        key = snake_case(identifier) if identifier[:1].isupper() else identifier.lower()
         key = _ALIASES.get(key, key)
         cls = _loss_classes().get(key)
         if cls is None:
@@ -144,7 +139,7 @@ def loss_kind(loss: keras.losses.Loss) -> LossKind:
     if isinstance(loss, FunctionLoss):
         name = getattr(loss.fn, "__name__", "")
     else:
-        name = _snake(type(loss).__name__)
+        name = snake_case(type(loss).__name__)
     return LossKind(_KINDS.get(name), bool(config.get("from_logits", False)))
 
 

@@ -11,6 +11,8 @@ import tensorflow as tf
 from graphfit import summary as summary_lib
 from graphfit import training_loop, update_hooks, weights_io
 from graphfit.compile_state import CompileState
+from graphfit.data_adapter import DEFAULT_BATCH_SIZE, spec_of
+from graphfit.input_checks import check_features
 from graphfit.layer import Layer
 
 __all__ = ["Model"]
@@ -34,10 +36,6 @@ class _Signature:
     inputs: object = None
     outputs: object = None
     update_ops: tuple | None = None
-
-
-def _spec_of(tensors):
-    return tf.nest.map_structure(lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), tensors)
 
 
 class Model(Layer):
@@ -70,6 +68,7 @@ class Model(Layer):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
         self._compile_state: CompileState | None = None
         self._signature = _Signature()
+        self._predict_state: CompileState | None = None
         self._building = False
         self.stop_training = False
         self.history = None
@@ -83,15 +82,17 @@ class Model(Layer):
         self._build_for(_spec_from_shape(input_shape, tf.as_dtype(dtype or self.dtype)))
 
     def _build_from(self, inputs) -> None:
-        self._signature.inputs = _spec_of(inputs)
+        self._signature.inputs = spec_of(inputs)
         self._building = True
         try:
             super()._build_from(inputs)
         finally:
             self._building = False
 
-    def _build_for(self, input_spec) -> None:
-        """Builds from a spec by tracing, or checks the spec against the built model."""
+    def _build_for(self, input_spec, name: str = "x") -> None:
+        """Builds from a spec by tracing, or checks the spec (of the data called `name`)
+        against the built model."""
+        input_spec = self._arrange_inputs(input_spec)
         if self._signature.inputs is None:
             self._trace_forward(input_spec)
             return
@@ -102,19 +103,17 @@ class Model(Layer):
         except (ValueError, TypeError):
             raise ValueError(
                 f"Model {self.name!r} was built for inputs structured as {self._signature.inputs}, "
-                f"but received {input_spec}."
+                f"but {name} is structured as {input_spec}."
             ) from None
-        from graphfit.input_checks import check_features
-
         for expected, spec in zip(built, given):
-            check_features("x", spec.shape, expected)
+            check_features(name, spec.shape, expected)
 
     def _trace_forward(self, input_spec):
         def forward(x):
             return self(x, training=False)
 
         concrete = tf.function(forward).get_concrete_function(input_spec)
-        self._signature.outputs = _spec_of(concrete.structured_outputs)
+        self._signature.outputs = spec_of(concrete.structured_outputs)
 
     def _arrange_inputs(self, x):
         """Puts user data in the structure the model's call expects (GraphModel: by name)."""
@@ -192,6 +191,7 @@ class Model(Layer):
         loss=None,
         metrics=None,
         loss_weights=None,
+        weighted_metrics=None,
         jit_compile="auto",
         steps_per_execution="auto",
         run_eagerly: bool = False,
@@ -205,11 +205,14 @@ class Model(Layer):
             metrics: Keras metric names or objects, or functions; a dict by output name for
                 several outputs. "accuracy" picks binary, sparse or categorical accuracy from
                 the shapes; with a binary from-logits loss, threshold metrics use logits.
+                As in Keras, they ignore sample weights.
             loss_weights: weights of the per-output losses in the total.
+            weighted_metrics: metrics that apply the sample weights (same forms as metrics).
             jit_compile: True, False, or "auto" (XLA where it helps; see
                 `compile_state.resolve_jit_compile`).
             steps_per_execution: training steps per call of the compiled loop: an int, or
-                "auto" (as many as fit in about 0.1 s).
+                "auto": as many as fit in about 0.1 s, or one when a callback listens to
+                every training batch. Batch callbacks run once per call.
             run_eagerly: run the steps eagerly, for debugging with print and pdb.
 
         Raises:
@@ -217,15 +220,25 @@ class Model(Layer):
                 or a bad setting.
         """
         self._compile_state = CompileState(optimizer, loss, metrics, loss_weights, jit_compile,
-                                           steps_per_execution, run_eagerly)
+                                           steps_per_execution, run_eagerly, weighted_metrics)
 
     @property
     def compiled(self) -> bool:
+        """Whether `compile` has been called."""
         return self._compile_state is not None
 
     @property
     def optimizer(self):
+        """The optimizer given to `compile` (None before), with its slots in `.variables`."""
         return self._compile_state.optimizer if self._compile_state else None
+
+    def _state_for_predict(self) -> CompileState:
+        """The compiled state, or, before `compile`, one that only predicts."""
+        if self._compile_state is not None:
+            return self._compile_state
+        if self._predict_state is None:
+            self._predict_state = CompileState(None, None, None, None, "auto", "auto", False)
+        return self._predict_state
 
     def _compiled_for(self, caller: str) -> CompileState:
         if self._compile_state is None:
@@ -235,12 +248,12 @@ class Model(Layer):
             )
         return self._compile_state
 
-    def fit(self, x=None, y=None, batch_size: int | None = 32, epochs: int = 1,
+    def fit(self, x=None, y=None, batch_size: int | None = DEFAULT_BATCH_SIZE, epochs: int = 1,
             verbose="auto", callbacks=None, validation_data=None, test_data=None,
             shuffle: bool = True, initial_epoch: int = 0, sample_weight=None,
             steps_per_epoch: int | None = None, validation_steps: int | None = None,
-            validation_freq: int = 1, test_freq: int | None = None,
-            check_finite: bool = True):
+            test_steps: int | None = None, validation_freq: int = 1,
+            test_freq: int | None = None, check_finite: bool = True):
         """Trains the model; returns a `History` (`history.history["loss"]`, ...).
 
         Args:
@@ -257,7 +270,8 @@ class Model(Layer):
             shuffle: a new order of the samples every epoch (arrays only).
             initial_epoch: the epoch to start from (resuming).
             sample_weight: per-sample weights for the loss and the metrics.
-            steps_per_epoch, validation_steps: batches per epoch for datasets.
+            steps_per_epoch, validation_steps, test_steps: batches per pass for datasets
+                (needed for datasets that repeat forever).
             validation_freq, test_freq: evaluate every so many epochs.
             check_finite: refuse data with NaN or infinite values (arrays only).
 
@@ -271,7 +285,8 @@ class Model(Layer):
             callbacks=callbacks, validation_data=validation_data, test_data=test_data,
             shuffle=shuffle, initial_epoch=initial_epoch, sample_weight=sample_weight,
             steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
-            validation_freq=validation_freq, test_freq=test_freq, check_finite=check_finite,
+            test_steps=test_steps, validation_freq=validation_freq, test_freq=test_freq,
+            check_finite=check_finite,
         )
 
     def evaluate(self, x=None, y=None, batch_size: int | None = 32, verbose="auto",
@@ -279,7 +294,24 @@ class Model(Layer):
                  return_dict: bool = False, stage: str = "test", check_finite: bool = True):
         """Computes the loss and metrics on data, with the `stage`'s own metric state.
 
-        Returns the loss, [loss, *metrics], or a dict with return_dict=True (Keras style).
+        Args:
+            x, y: as for `fit` (arrays or a Dataset of (x, y) batches).
+            batch_size: samples per step; None puts all samples in one batch.
+            verbose: 0 silent, 1 progress bar; "auto" is 1.
+            sample_weight: per-sample weights for the loss and the weighted metrics.
+            steps: batches to read from a Dataset (default: until it ends).
+            callbacks: callbacks; their test hooks receive `stage`.
+            return_dict: return {"loss": ..., metric: ...} instead of a list.
+            stage: "test" (default) or "val": whose metric state is used and reported.
+            check_finite: refuse data with NaN or infinite values.
+
+        Returns:
+            The loss alone when there are no metrics, else [loss, *metrics] in log order (as
+            Keras), or a dict with return_dict=True.
+
+        Raises:
+            RuntimeError: when the model was not compiled with a loss.
+            ValueError: for bad data, as `fit`.
         """
         return training_loop.evaluate(
             self, x, y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
@@ -289,7 +321,20 @@ class Model(Layer):
 
     def predict(self, x, batch_size: int | None = 32, verbose="auto", steps: int | None = None,
                 callbacks=None):
-        """The model's outputs (inference mode) as NumPy arrays (a dict for several outputs)."""
+        """The model's outputs in inference mode (no update hooks run).
+
+        Works before `compile` too.
+
+        Args:
+            x: arrays (a dict or list of them for several inputs) or a Dataset of x batches.
+            batch_size: samples per step; None puts all samples in one batch.
+            verbose: 0 silent, 1 progress bar; "auto" is 1.
+            steps: batches to read from a Dataset (default: until it ends).
+            callbacks: callbacks; their predict hooks are called.
+
+        Returns:
+            A NumPy array, or a dict of arrays by output name for several outputs.
+        """
         return training_loop.predict(self, x, batch_size=batch_size, verbose=verbose,
                                      steps=steps, callbacks=callbacks)
 

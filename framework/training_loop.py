@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from graphfit.callbacks import CallbackList
 from graphfit.data_adapter import make_feed
+from graphfit.input_checks import LABEL_CHECK_MARK
 from graphfit.stage_metrics import stage_prefix
 
 __all__ = ["fit", "evaluate", "predict"]
@@ -47,71 +48,74 @@ def _split(data, argument: str):
     )
 
 
-def _eval_feed(model, state, data, argument, batch_size, steps, check_finite):
+def _eval_feed(model, data, argument, batch_size, steps, check_finite):
     x, y, sample_weight = _split(data, argument)
     if x is None:
         return None
-    feed = make_feed(model, x, y, sample_weight, batch_size=batch_size, steps=steps,
-                     check_finite=check_finite, names=(f"{argument}[0]", f"{argument}[1]"))
-    return feed
-
-
-def _prepare(model, state, feed, argument: str):
-    state.prepare(model, feed)
-    feed_y = getattr(feed, "y", None)
-    if feed_y is not None:
-        feed.y = _targets_by_output(model, feed_y, argument)
-    state.check_labels(model, feed, f"{argument} labels")
-
-
-def _targets_by_output(model, y, argument: str):
-    names = model.output_names
-    if names is None:
-        if isinstance(y, (dict, list)):
-            raise ValueError(
-                f"The model has one output, but the {argument} labels are a "
-                f"{type(y).__name__}; give one array."
-            )
-        return y
-    if isinstance(y, dict):
-        missing = [n for n in names if n not in y]
-        if missing:
-            raise ValueError(f"The {argument} labels lack outputs {missing} (outputs: {names}).")
-        return {n: y[n] for n in names}
-    if isinstance(y, list) and len(y) == len(names):
-        return dict(zip(names, y))
-    raise ValueError(
-        f"The model has outputs {names}; give the {argument} labels as a dict by output name or "
-        f"a list in that order."
+    return make_feed(
+        model, x, y, sample_weight,
+        batch_size=None if isinstance(x, tf.data.Dataset) else batch_size,
+        steps=steps, check_finite=check_finite, names=(f"{argument}[0]", f"{argument}[1]"),
+        steps_argument="validation_steps" if argument == "validation_data" else "test_steps",
     )
+
+
+def _prepare(model, state, feed, stage: str) -> None:
+    """Builds the model for the feed's inputs, arranges its labels by output, builds the
+    losses, metrics and steps, and checks the labels; all before any step runs."""
+    model._build_for(feed.element_spec[0], feed.names[0])
+    names = model.output_names
+    feed.arrange_targets(names, state.outputs_needing_labels(names))
+    state.prepare(model, feed)
+    state.check_labels(model, feed, stage)
+
+
+def _run_chunk(state, stage, feed, chunk, iterator):
+    """Runs one chunk; a dataset with fixed steps that runs out starts a new pass."""
+    steps = state.steps
+    if not feed.is_dataset:
+        return steps.run_arrays(stage, _stage_data(feed), chunk.index_batches), iterator
+    ran = steps.run_dataset(stage, iterator, chunk.num_batches)
+    while feed.cycles and ran < chunk.num_batches:
+        iterator = feed.restart()
+        more = steps.run_dataset(stage, iterator, chunk.num_batches - ran)
+        if not more:
+            break
+        ran += more
+    return ran, iterator
 
 
 def _stage_data(feed):
-    tensors = feed.tensors()
-    return tuple(t for t in tensors if t is not None)
+    return tuple(t for t in feed.tensors() if t is not None)
 
 
 def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackList) -> dict:
-    """Runs one pass of `stage` over `feed`; returns the stage's results (unprefixed)."""
+    """Runs one pass of `stage` over `feed`; returns the stage's results (unprefixed).
+
+    Raises:
+        ValueError: when the data yields no batch, or a dataset batch holds bad labels.
+    """
     metrics = state.stage_metrics[stage]
     metrics.reset()
     training = stage == "train"
-    sizer = state.sizers["train" if training else "eval"]
+    sizer = state.sizers[stage]
     wants_batches = (
         callbacks.needs_train_batch_hooks if training else callbacks.needs_test_batch_hooks
     )
-    steps = state.steps
+    sizes = sizer.sizes(one_at_a_time=training and callbacks.wants_every_train_batch)
     iterator = feed.epoch_iterator() if feed.is_dataset else None
-    data = None if feed.is_dataset else _stage_data(feed)
     total = 0
-    for chunk in feed.chunks(epoch, sizer.sizes()):
+    for chunk in feed.chunks(epoch, sizes):
         if wants_batches:
             _batch_hook(callbacks, stage, "begin", chunk.first_batch, None)
         started = time.perf_counter()
-        if feed.is_dataset:
-            ran = steps.run_dataset(stage, iterator, chunk.num_batches)
-        else:
-            ran = steps.run_arrays(stage, data, chunk.index_batches)
+        try:
+            ran, iterator = _run_chunk(state, stage, feed, chunk, iterator)
+        except tf.errors.InvalidArgumentError as error:
+            if LABEL_CHECK_MARK not in error.message:
+                raise
+            reason = error.message.split(LABEL_CHECK_MARK, 1)[1].split("\n")[0]
+            raise ValueError(f"{reason} (batch {chunk.first_batch} or after).") from None
         if feed.is_dataset or chunk.index_batches.shape[1] == feed.batch_size:
             sizer.record(ran, time.perf_counter() - started)
         total += ran
@@ -119,7 +123,9 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
             _batch_hook(callbacks, stage, "end", chunk.first_batch + ran - 1, metrics.results())
         if ran < chunk.num_batches or (training and model.stop_training):
             break
-    if feed.is_dataset and feed.steps is None and total:
+    if not total:
+        raise ValueError(f"{feed.names[0]} yielded no batches: there is nothing to {stage} on.")
+    if feed.is_dataset and feed.steps is None:
         feed.steps = total  # learned on the first pass: the progress bar can show a total
     return metrics.results()
 
@@ -143,7 +149,7 @@ def _prefixed(stage: str, logs: dict) -> dict:
 
 
 def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data, test_data,
-        shuffle, initial_epoch, sample_weight, steps_per_epoch, validation_steps,
+        shuffle, initial_epoch, sample_weight, steps_per_epoch, validation_steps, test_steps,
         validation_freq, test_freq, check_finite):
     state = model._compiled_for("fit")
     state.require_loss("fit")
@@ -151,7 +157,9 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     _positive("epochs", epochs)
     _positive("validation_freq", validation_freq)
     _positive("test_freq", test_freq, allow_none=True)
-    _positive("steps_per_epoch", steps_per_epoch, allow_none=True)
+    for name, value in (("steps_per_epoch", steps_per_epoch), ("validation_steps", validation_steps),
+                        ("test_steps", test_steps)):
+        _positive(name, value, allow_none=True)
     if not isinstance(initial_epoch, (int, np.integer)) or not 0 <= initial_epoch < epochs:
         raise ValueError(
             f"initial_epoch must be an integer in [0, epochs). Received: "
@@ -162,13 +170,12 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     seed = int(np.random.randint(0, 2**31 - 1))
     train = make_feed(model, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
                       steps=steps_per_epoch, check_finite=check_finite, seed=seed)
-    val = _eval_feed(model, state, validation_data, "validation_data", batch_size,
-                     validation_steps, check_finite)
-    test = _eval_feed(model, state, test_data, "test_data", batch_size, None, check_finite)
-    _prepare(model, state, train, "y")
-    for feed, argument in ((val, "validation_data"), (test, "test_data")):
+    val = _eval_feed(model, validation_data, "validation_data", batch_size, validation_steps,
+                     check_finite)
+    test = _eval_feed(model, test_data, "test_data", batch_size, test_steps, check_finite)
+    for feed, stage in ((train, "train"), (val, "val"), (test, "test")):
         if feed is not None:
-            _prepare(model, state, feed, argument)
+            _prepare(model, state, feed, stage)
 
     callbacks = CallbackList(
         callbacks, model=model, add_history=True, add_progress_bar=verbose > 0, verbose=verbose,
@@ -208,8 +215,8 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
     if y is None and not isinstance(x, tf.data.Dataset):
         raise ValueError("evaluate() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
     feed = make_feed(model, x, y, sample_weight, batch_size=batch_size, steps=steps,
-                     check_finite=check_finite)
-    _prepare(model, state, feed, "y")
+                     check_finite=check_finite, steps_argument="steps")
+    _prepare(model, state, feed, stage)
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
                              verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
     logs = _evaluate_stage(model, state, stage, feed, 0, callbacks)
@@ -221,14 +228,11 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
 
 def predict(model, x, *, batch_size, verbose, steps, callbacks):
     if isinstance(x, tf.data.Dataset):
-        feed = make_feed(model, x, batch_size=None, steps=steps)
+        feed = make_feed(model, x, batch_size=None, steps=steps, steps_argument="steps")
     else:
         feed = make_feed(model, x, batch_size=batch_size, check_finite=False)
-    state = model._compile_state
-    if state is None:
-        from graphfit.compile_state import CompileState
-
-        state = model._compile_state = CompileState(None, None, None, None, "auto", "auto", False)
+    state = model._state_for_predict()
+    model._build_for(feed.element_spec[0], feed.names[0])
     state.prepare(model, feed)
     verbose = _verbosity(verbose)
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
@@ -236,13 +240,15 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
     callbacks.on_predict_begin()
     parts = []
     if feed.is_dataset:
+        callbacks.on_predict_batch_begin(0)
         outputs = state.steps.predict_dataset(feed.epoch_iterator(), feed.steps or 2**31 - 1)
         parts.append([o.numpy() for o in outputs])
         callbacks.on_predict_batch_end(max((feed.steps or 1) - 1, 0), None)
     else:
         x_tensors = feed.tensors()[0]
-        sizer = state.sizers["eval"]
+        sizer = state.sizers["predict"]
         for chunk in feed.chunks(0, sizer.sizes()):
+            callbacks.on_predict_batch_begin(chunk.first_batch)
             started = time.perf_counter()
             outputs = state.steps.predict_arrays(x_tensors, chunk.index_batches)
             parts.append([o.numpy() for o in outputs])
@@ -251,4 +257,6 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
             callbacks.on_predict_batch_end(chunk.first_batch + chunk.num_batches - 1, None)
     callbacks.on_predict_end()
     flat = [np.concatenate(column) for column in zip(*parts)]
+    if not flat or not len(flat[0]):
+        raise ValueError(f"{feed.names[0]} yielded no batches: there is nothing to predict.")
     return tf.nest.pack_sequence_as(model.output_spec, flat)

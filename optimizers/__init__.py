@@ -91,6 +91,13 @@ def get(identifier: Any) -> Optimizer:
                 f"{{'type': 'Adam', 'learning_rate': 0.001}}. Received: {identifier!r}"
             )
         return _lookup(str(name)).from_config(config)
+    if type(identifier).__module__.startswith("keras"):
+        name = type(identifier).__name__
+        raise ValueError(
+            f"A Keras optimizer ({name}) cannot update graphfit's variables and slots. Use "
+            f"graphfit.optimizers.{name}(...) with the same arguments"
+            + (f" (available: {', '.join(OPTIMIZERS.names())})." if name not in OPTIMIZERS else ".")
+        )
     raise ValueError(
         "Could not interpret the optimizer identifier: expected a graphfit Optimizer, a name "
         f"({', '.join(OPTIMIZERS.names())}) or a config dict. Received: {identifier!r}"

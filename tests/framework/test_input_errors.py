@@ -58,8 +58,8 @@ def test_labels_outside_the_number_of_classes(model, data):
 
 def test_labels_in_validation_data_are_checked_too(model, data):
     x, y = data
-    message = _untouched(model, lambda: model.fit(x, y, validation_data=(x, y + 5), verbose=0))
-    assert message.startswith("validation_data labels contains label")
+    message = _untouched(model, lambda: model.fit(x, y, validation_data=(x, y * 0 + 5), verbose=0))
+    assert message.startswith("validation_data[1] contains label 5")
 
 
 def test_x_and_y_of_different_lengths(model, data):
@@ -118,3 +118,37 @@ def test_binary_and_regression_targets_are_checked():
     with pytest.raises(ValueError, match="targets of shape \\(None, 3\\).*predicts \\(None, 2\\)"):
         regression.fit(x, np.ones((10, 3)), verbose=0)
     regression.fit(x, np.ones((10, 2)), verbose=0)  # the right shape trains
+
+
+def test_validation_features_are_named_in_the_error(model, data):
+    x, y = data
+    message = _untouched(model, lambda: model.fit(x, y, validation_data=(x[:, :3], y), verbose=0))
+    assert message.startswith("validation_data[0] has samples of shape (3,)")
+
+
+def test_dataset_labels_outside_the_classes_stop_training_with_a_clear_error(model, data):
+    x, y = data
+    bad = tf.data.Dataset.from_tensor_slices((x, y + 7)).batch(10)
+    with pytest.raises(ValueError, match="labels of x contains a label outside 0..2, but the "
+                                         "model outputs 3 classes"):
+        model.fit(bad, verbose=0)
+    assert int(model.optimizer.iterations) == 0  # the first bad batch never ran its step
+    with pytest.raises(ValueError, match="contains a label outside 0..2"):
+        model.evaluate(bad, verbose=0)
+
+
+def test_empty_data_and_string_labels_are_refused(model, data):
+    x, y = data
+    with pytest.raises(ValueError, match="empty dataset"):
+        model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(4).take(0), verbose=0)
+    unknown_length = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: b > 5).batch(4)
+    with pytest.raises(ValueError, match="yielded no batches"):
+        model.fit(unknown_length, verbose=0)
+    with pytest.raises(ValueError, match="must be numeric.*integer ids"):
+        model.fit(x, np.array(["cat"] * 30), verbose=0)
+
+
+def test_a_keras_optimizer_object_is_refused_with_the_graphfit_equivalent():
+    model = gf.Sequential([layers.Dense(1)])
+    with pytest.raises(ValueError, match="graphfit.optimizers.Adam"):
+        model.compile(optimizer=keras.optimizers.Adam(), loss="mse")

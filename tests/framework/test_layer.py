@@ -186,3 +186,9 @@ def test_registry_finds_classes_and_suggests_close_names():
     assert gf.registry.LAYERS.get("Doubler") is Doubler
     with pytest.raises(ValueError, match="already registered"):
         gf.registry.LAYERS.register(Running, name="Doubler")
+
+
+def test_default_names_follow_keras():
+    assert layers.Conv2D(2, 3).name.startswith("conv2d")
+    assert layers.GlobalAveragePooling2D().name.startswith("global_average_pooling2d")
+    assert layers.BatchNormalization().name.startswith("batch_normalization")

@@ -184,3 +184,51 @@ def test_predict_without_compile_and_the_datasets_shipped():
     assert bx.shape == (569, 30) and set(np.unique(by)) == {0, 1} and by.sum() == 357
     model = gf.Sequential([layers.Conv2D(4, 3), layers.GlobalAveragePooling2D(), layers.Dense(10)])
     assert model.predict(x[:9], verbose=0).shape == (9, 10)
+
+
+def _multi_output(compile_loss):
+    model = gf.GraphModel(
+        inputs={"x": (4,)},
+        nodes=[gf.Node(layers.Dense(8, activation="relu", name="trunk"), "x"),
+               gf.Node(layers.Dense(3, name="cls"), "trunk"),
+               gf.Node(layers.Dense(1, name="reg"), "trunk")],
+        outputs=["cls", "reg"],
+    )
+    model.compile(optimizer="adam", loss=compile_loss,
+                  metrics={"cls": ["accuracy"], "reg": ["mae"]})
+    return model
+
+
+def test_multi_output_labels_as_a_list_or_a_dataset_tuple_are_matched_by_position():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 4)).astype("float32")
+    y_cls, y_reg = rng.integers(0, 3, 32), rng.normal(size=(32, 1)).astype("float32")
+    losses = [keras.losses.SparseCategoricalCrossentropy(from_logits=True), "mse"]
+    by_list = _multi_output(losses)
+    initial = by_list.get_weights()
+    by_list.fit(x, [y_cls, y_reg], batch_size=8, shuffle=False, verbose=0)
+    by_dataset = _multi_output(losses)
+    by_dataset.set_weights(initial)
+    dataset = tf.data.Dataset.from_tensor_slices((x, (y_cls, y_reg))).batch(8)
+    history = by_dataset.fit(dataset, verbose=0)
+    for a, b in zip(by_list.get_weights(), by_dataset.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert set(history.history) == {"loss", "cls_loss", "reg_loss", "cls_accuracy", "reg_mae"}
+
+
+def test_outputs_without_a_loss_need_no_labels():
+    x = np.ones((16, 4), "float32")
+    model = _multi_output({"reg": "mse"})
+    model.compile(optimizer="adam", loss={"reg": "mse"}, metrics={"reg": ["mae"]})
+    with pytest.warns(UserWarning, match="Gradients do not exist for variables.*cls/kernel"):
+        history = model.fit(x, {"reg": np.zeros((16, 1), "float32")}, verbose=0)
+    assert set(history.history) == {"loss", "reg_loss", "reg_mae"}
+    with pytest.raises(ValueError, match="lacks labels for outputs \\['reg'\\]"):
+        model.fit(x, {"cls": np.zeros(16)}, verbose=0)
+
+
+def test_configs_are_plain_data_that_yaml_can_write():
+    import yaml
+
+    config = _two_headed().get_config()
+    assert yaml.safe_load(yaml.safe_dump(config)) == config

@@ -192,3 +192,87 @@ def test_keras_metrics_such_as_auc_precision_and_recall_work():
     np.testing.assert_allclose(final["val_accuracy"], np.mean((logits > 0) == y[400:]), rtol=1e-6)
     precision = np.sum((logits > 0) & (y[400:] == 1)) / np.sum(logits > 0)
     np.testing.assert_allclose(final["val_precision"], precision, rtol=1e-5)
+
+
+def test_a_dataset_for_validation_goes_with_any_batch_size(digits):
+    x, y = digits
+    model = _compile(_mlp())
+    val = tf.data.Dataset.from_tensor_slices((x[:64], y[:64])).batch(16)
+    history = model.fit(x[:128], y[:128], batch_size=16, validation_data=val, verbose=0)
+    assert history.history["val_loss"][0] == pytest.approx(
+        model.evaluate(x[:64], y[:64], verbose=0)[0], rel=1e-5)
+
+
+def test_fixed_steps_per_epoch_walk_through_a_finite_dataset(digits):
+    x, y = digits
+    seen = []
+
+    class Spy(gf.Layer):
+        def call(self, inputs, training=False):
+            if training:
+                tf.py_function(lambda v: seen.append(int(v)), [inputs[0, 0]], [])
+            return inputs
+
+    model = gf.Sequential([Spy(), layers.Dense(10)])
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=False)
+    ids = np.arange(10, dtype="float32")[:, None] * np.ones((1, 64), "float32")
+    dataset = tf.data.Dataset.from_tensor_slices((ids, y[:10])).batch(2)  # 5 batches
+    model.fit(dataset, epochs=3, steps_per_epoch=2, verbose=0)
+    assert seen == [0, 2, 4, 6, 8, 0]  # the epochs carry on through the data, then wrap
+
+
+def test_auto_grouping_runs_single_steps_for_batch_callbacks(digits):
+    x, y = digits
+
+    class StopAtTen(gf.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.batches = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.batches.append(batch)
+            if batch == 9:
+                self.model.stop_training = True
+
+    model = _compile(_mlp())
+    stopper = StopAtTen()
+    model.fit(x[:640], y[:640], batch_size=8, epochs=3, callbacks=[stopper], verbose=0)
+    assert stopper.batches == list(range(10)) and int(model.optimizer.iterations) == 10
+
+
+def test_metrics_ignore_sample_weights_and_weighted_metrics_apply_them_as_in_keras():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 3)).astype("float32")
+    y = rng.normal(size=(64, 1)).astype("float32")
+    weights = rng.uniform(0, 2, size=64).astype("float32")
+    ours = gf.Sequential([layers.Dense(1)], input_shape=(3,))
+    ours.compile(loss="mse", metrics=["mae"], weighted_metrics=["mae"])
+    theirs = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    theirs.compile(loss="mse", metrics=["mae"], weighted_metrics=["mae"])
+    theirs.set_weights(ours.get_weights())
+    ours_logs = ours.evaluate(x, y, sample_weight=weights, verbose=0, return_dict=True)
+    theirs_logs = theirs.evaluate(x, y, sample_weight=weights, verbose=0, return_dict=True)
+    assert set(ours_logs) == set(theirs_logs) == {"loss", "mae", "weighted_mae"}
+    for key in ours_logs:
+        assert ours_logs[key] == pytest.approx(theirs_logs[key], rel=1e-5)
+    assert ours_logs["mae"] != pytest.approx(ours_logs["weighted_mae"], rel=1e-3)
+
+
+def test_float64_losses_and_metrics_are_accumulated_in_float64():
+    x = np.linspace(0, 1, 50)[:, None]
+    y = np.exp(x) + 1e-9
+    model = gf.Sequential([layers.Dense(1, kernel_initializer="zeros")], dtype="float64")
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    logs = model.evaluate(x, y, batch_size=7, verbose=0, return_dict=True)
+    assert logs["loss"] == pytest.approx(np.mean(y**2), rel=1e-13)
+    assert logs["mae"] == pytest.approx(np.mean(np.abs(y)), rel=1e-13)
+
+
+def test_predict_before_compile_leaves_the_model_uncompiled(digits):
+    x, y = digits
+    model = _mlp()
+    assert model.predict(x[:3], verbose=0).shape == (3, 10)
+    assert not model.compiled
+    with pytest.raises(RuntimeError, match="must be compiled before fit"):
+        model.fit(x[:3], y[:3], verbose=0)

@@ -128,3 +128,21 @@ def test_keras_layer_state_updates_follow_the_hook_contract(data):
     model.fit(x, y, batch_size=100, epochs=1, verbose=0)
     moving_mean = wrapped.keras_layer.moving_mean.numpy()
     np.testing.assert_allclose(moving_mean, 0.5 * x.mean(axis=0), rtol=1e-5)
+
+
+def test_freezing_or_unfreezing_between_fits_retraces_the_step(data):
+    x, y = data
+    # A layer with only non-trainable state: freezing it changes no trainable variable, yet
+    # the compiled step must stop running its hooks.
+    stats = layers.BatchNormalization(center=False, scale=False)
+    model = gf.Sequential([stats, layers.Dense(1)], input_shape=(3,))
+    model.compile(optimizer=optimizers.SGD(0.1), loss="mse")
+    model.fit(x, y, batch_size=100, verbose=0)
+    moved = stats.moving_mean.numpy()
+    assert np.abs(moved).max() > 0
+    stats.trainable = False
+    model.fit(x, y, batch_size=100, verbose=0)
+    np.testing.assert_array_equal(stats.moving_mean.numpy(), moved)
+    stats.trainable = True
+    model.fit(x, y, batch_size=100, verbose=0)
+    assert not np.array_equal(stats.moving_mean.numpy(), moved)
