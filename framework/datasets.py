@@ -4,6 +4,13 @@
   (E. Alpaydin, C. Kaynak, 1998; CC BY 4.0).
 - breast cancer: UCI Wisconsin diagnostic breast cancer, 569 samples, 30 features, binary
   (W. Wolberg, W. Street, O. Mangasarian, 1995; CC BY 4.0).
+
+Example:
+
+    >>> import graphfit as gf
+    >>> x, y = gf.datasets.load_digits()
+    >>> x.shape, y.shape, float(x.max())
+    ((1797, 64), (1797,), 1.0)
 """
 
 from __future__ import annotations

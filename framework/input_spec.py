@@ -26,6 +26,20 @@ class InputSpec:
         min_ndim: the smallest rank accepted.
         axes: {axis: size} sizes the layer was built for (usually {-1: features}).
         hint: a sentence telling the user how to fix a wrong rank.
+
+    Example:
+
+        >>> import tensorflow as tf, graphfit as gf
+        >>> class Pairwise(gf.Layer):
+        ...     def __init__(self, **kwargs):
+        ...         super().__init__(**kwargs)
+        ...         self.input_spec = gf.InputSpec(ndim=3, hint="Give (batch, items, features).")
+        ...     def call(self, x, training=False):
+        ...         return tf.matmul(x, x, transpose_b=True)
+        >>> Pairwise(name="pairs")(tf.ones((2, 4)))
+        Traceback (most recent call last):
+        ...
+        ValueError: Layer 'pairs' (Pairwise) expects inputs of rank 3 (the batch axis included); received inputs of shape (2, 4), rank 2. Give (batch, items, features).
     """
 
     ndim: int | None = None

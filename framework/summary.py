@@ -6,6 +6,8 @@ from typing import Callable
 
 import numpy as np
 
+from graphfit.input_checks import shape_text
+
 __all__ = ["print_summary"]
 
 
@@ -18,7 +20,7 @@ def _shape(shape) -> str:
         return ", ".join(f"{k}: {_shape(v)}" for k, v in shape.items())
     if isinstance(shape, (list, tuple)) and shape and isinstance(shape[0], (list, tuple)):
         return ", ".join(_shape(s) for s in shape)
-    return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ")"
+    return shape_text(shape)
 
 
 def print_summary(model, print_fn: Callable[[str], object], line_length: int) -> None:

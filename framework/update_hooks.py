@@ -10,6 +10,22 @@ away, so moving statistics move exactly once per training step.
 
 With no collector open (a layer called eagerly with `training=True` outside `fit`, or inside a
 user's own `tf.function`), the update is applied immediately, at the point of the call.
+
+Example:
+
+    >>> import tensorflow as tf
+    >>> from graphfit import layers, update_hooks
+    >>> bn = layers.BatchNormalization(momentum=0.5)
+    >>> x = tf.constant([[2.0], [4.0]])
+    >>> with update_hooks.collect_updates() as pending:
+    ...     _ = bn(x, training=True)
+    >>> [(p.hook.variable.name.split("/")[-1], p.hook.kind) for p in pending]
+    [('moving_mean:0', 'moving_average'), ('moving_variance:0', 'moving_average')]
+    >>> float(bn.moving_mean[0])  # collected, not applied
+    0.0
+    >>> update_hooks.apply_updates(pending)
+    >>> float(bn.moving_mean[0])  # 0 * 0.5 + 3 * 0.5
+    1.5
 """
 
 from __future__ import annotations

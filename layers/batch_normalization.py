@@ -58,8 +58,8 @@ class BatchNormalization(Layer):
       each batch (r ~ 1, d ~ 0: plain batch norm, noisy with small batches); too large and
       the averages lag the changing weights. Keep the default 0.99 with small or non-i.i.d.
       batches, the case renorm is for; lower it (0.9) when the weights change quickly (high
-      learning rate, short runs). Start with tight `renorm_clipping` (e.g. rmax=1, dmax=0
-      equals plain batch norm) and relax it (rmax=3, rmin=1/3, dmax=5, as in the paper) once
+      learning rate, short runs). Start with tight `renorm_clipping` (rmin=1, rmax=1,
+      dmax=0 is plain batch norm) and relax it (rmax=3, rmin=1/3, dmax=5, as in the paper) once
       the averages have settled.
 
     **Freezing.** With `trainable=False` the layer runs in inference mode even when called
