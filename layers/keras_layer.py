@@ -117,9 +117,6 @@ class KerasLayer(Layer):
             return []
         return [_tf_variable(v) for v in self.keras_layer.trainable_weights]
 
-    weights = variables
-    trainable_weights = trainable_variables
-
     # ---------------------------------------------------------------------------- contract
     def build(self, input_shape) -> None:
         if not self.keras_layer.built:
