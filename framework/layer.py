@@ -58,7 +58,7 @@ class Layer(tf.Module):
         ...         self.scale = self.add_weight("scale", (input_shape[-1],), initializer="ones")
         ...     def call(self, x, training=False):
         ...         return x * self.scale
-        >>> layer = Scale()
+        >>> layer = Scale(name="scale")
         >>> layer(tf.ones((2, 3))).shape
         TensorShape([2, 3])
         >>> [v.name for v in layer.trainable_variables]

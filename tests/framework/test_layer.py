@@ -179,13 +179,13 @@ def test_registry_finds_classes_and_suggests_close_names():
         gf.registry.LAYERS.get("Dens")
 
     @gf.register_layer
-    class Doubler(gf.Layer):
+    class TwiceTheInput(gf.Layer):
         def call(self, x, training=False):
             return 2.0 * x
 
-    assert gf.registry.LAYERS.get("Doubler") is Doubler
+    assert gf.registry.LAYERS.get("TwiceTheInput") is TwiceTheInput
     with pytest.raises(ValueError, match="already registered"):
-        gf.registry.LAYERS.register(Running, name="Doubler")
+        gf.registry.LAYERS.register(Running, name="TwiceTheInput")
 
 
 def test_default_names_follow_keras():
