@@ -34,7 +34,7 @@ class Block(gf.Layer):
 
 
 def test_variables_are_created_once_and_reused():
-    layer = Running()
+    layer = Running(name="running")
     layer(tf.ones((2, 3)))
     first = [id(v) for v in layer.variables]
     layer(tf.ones((5, 3)))
