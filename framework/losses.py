@@ -15,7 +15,7 @@ import keras
 import tensorflow as tf
 
 from graphfit.naming import snake_case
-from graphfit.registry import closest
+from graphfit.registry import unknown_name_error
 
 __all__ = ["LossSet", "resolve_loss", "loss_kind", "LossKind", "FunctionLoss"]
 
@@ -82,12 +82,9 @@ def resolve_loss(identifier, dtype: tf.DType) -> keras.losses.Loss:
         key = _ALIASES.get(key, key)
         cls = _loss_classes().get(key)
         if cls is None:
-            suggestion = closest(identifier, valid_loss_names())
-            hint = f" Did you mean {suggestion!r}?" if suggestion else ""
-            raise ValueError(
-                f"Unknown loss {identifier!r}.{hint} Valid loss names: "
-                f"{', '.join(valid_loss_names())}; or pass a keras.losses.Loss object or a "
-                f"function (y_true, y_pred) -> losses."
+            raise unknown_name_error(
+                "loss", identifier, valid_loss_names(),
+                "or pass a keras.losses.Loss object or a function (y_true, y_pred) -> losses.",
             )
         return cls(dtype=dtype.name)
     if isinstance(identifier, keras.losses.Loss):

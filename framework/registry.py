@@ -20,7 +20,8 @@ from __future__ import annotations
 import difflib
 from typing import Callable, TypeVar
 
-__all__ = ["Registry", "LAYERS", "OPTIMIZERS", "CALLBACKS", "register_layer", "closest"]
+__all__ = ["Registry", "LAYERS", "OPTIMIZERS", "CALLBACKS", "register_layer", "closest",
+           "unknown_name_error"]
 
 T = TypeVar("T")
 
@@ -30,6 +31,15 @@ def closest(name: str, candidates) -> str | None:
     lowered = {c.lower(): c for c in candidates}
     match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
     return lowered[match[0]] if match else None
+
+
+def unknown_name_error(kind: str, name: str, valid, advice: str) -> ValueError:
+    """"Unknown {kind} 'x'. Did you mean 'y'? Valid {kind} names: ...; {advice}" as an error."""
+    suggestion = closest(name, valid)
+    hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+    return ValueError(
+        f"Unknown {kind} {name!r}.{hint} Valid {kind} names: {', '.join(sorted(valid))}; {advice}"
+    )
 
 
 class Registry:

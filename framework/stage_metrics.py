@@ -14,7 +14,7 @@ import keras
 import tensorflow as tf
 
 from graphfit.losses import LossKind, LossSet
-from graphfit.registry import closest
+from graphfit.registry import unknown_name_error
 
 __all__ = ["StageMetrics", "STAGES", "stage_prefix", "resolve_metric", "check_metric_identifier"]
 
@@ -54,12 +54,9 @@ def check_metric_identifier(identifier) -> None:
     try:
         keras.metrics.get(identifier)
     except ValueError:
-        suggestion = closest(identifier, _valid_metric_names())
-        hint = f" Did you mean {suggestion!r}?" if suggestion else ""
-        raise ValueError(
-            f"Unknown metric {identifier!r}.{hint} Valid metric names: "
-            f"{', '.join(_valid_metric_names())}; or pass a keras.metrics.Metric object or a "
-            f"function (y_true, y_pred)."
+        raise unknown_name_error(
+            "metric", identifier, _valid_metric_names(),
+            "or pass a keras.metrics.Metric object or a function (y_true, y_pred).",
         ) from None
 
 

@@ -326,11 +326,9 @@ def get(identifier: Callable | dict) -> Callable:
         config = dict(identifier)
         name = config.pop("type", None)
         if name not in _BUILT_IN:
-            suggestion = registry.closest(str(name), _BUILT_IN)
-            hint = f" Did you mean {suggestion!r}?" if suggestion else ""
-            raise ValueError(
-                f"Unknown gradient transform {name!r}.{hint} Known gradient transforms: "
-                f"{', '.join(sorted(_BUILT_IN))}."
+            raise registry.unknown_name_error(
+                "gradient transform", str(name), _BUILT_IN,
+                "or pass a callable grads -> grads.",
             )
         return _BUILT_IN[name].from_config(config)
     if callable(identifier):
