@@ -9,7 +9,6 @@ import keras
 import tensorflow as tf
 
 from graphfit.layer import Layer
-from graphfit.layers import _arguments
 from graphfit.registry import register_layer
 
 __all__ = ["KerasLayer"]

@@ -41,6 +41,27 @@ def copy_weights_to_keras(layer: Layer, keras_layer: keras.layers.Layer, inputs)
     keras_layer.set_weights([v.numpy() for v in layer.variables])
 
 
+def assert_gradients_match_keras(layer: Layer, twin: keras.layers.Layer, x, *, rtol=1e-6,
+                                 atol=1e-6, seed: int = 1) -> None:
+    """Gradients of a fixed random projection of the outputs, with respect to the inputs and
+    the trainable weights, equal those of the Keras twin (weights copied in first)."""
+    xs = tf.convert_to_tensor(x)
+    layer(xs)
+    copy_weights_to_keras(layer, twin, xs)
+    projection = tf.constant(
+        np.random.default_rng(seed).normal(size=layer(xs).shape).astype(xs.dtype.as_numpy_dtype)
+    )
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(xs)
+        ours = tf.reduce_sum(layer(xs) * projection)
+        theirs = tf.reduce_sum(twin(xs) * projection)
+    for a, b in zip(
+        tape.gradient(ours, [xs, *layer.trainable_variables]),
+        tape.gradient(theirs, [xs, *(w.value for w in twin.trainable_weights)]),
+    ):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=rtol, atol=atol)
+
+
 def run_layer_test(
     layer_cls: type[Layer],
     init_kwargs: dict[str, Any],

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import layers
-from tests.layer_testing import copy_weights_to_keras, run_layer_test
+from tests.layer_testing import assert_gradients_match_keras, run_layer_test
 
 
 def _images(*shape):
@@ -40,19 +40,9 @@ def test_conv2d_matches_keras(kwargs, input_shape, output_shape):
 
 
 def test_conv2d_gradients_match_keras():
-    x = tf.constant(_images(2, 5, 5, 2))
-    layer = layers.Conv2D(2, 3, padding="same")
-    layer(x)
-    twin = keras.layers.Conv2D(2, 3, padding="same")
-    copy_weights_to_keras(layer, twin, x)
-    with tf.GradientTape(persistent=True) as tape:
-        tape.watch(x)
-        ours, theirs = tf.reduce_sum(layer(x) ** 2), tf.reduce_sum(twin(x) ** 2)
-    for a, b in zip(
-        tape.gradient(ours, [x, *layer.trainable_variables]),
-        tape.gradient(theirs, [x, *(w.value for w in twin.trainable_weights)]),
-    ):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+    assert_gradients_match_keras(layers.Conv2D(2, 3, padding="same"),
+                                 keras.layers.Conv2D(2, 3, padding="same"),
+                                 _images(2, 5, 5, 2), rtol=1e-5, atol=1e-5)
 
 
 def test_conv2d_rank_errors_name_the_reshape_that_fixes_them():

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import layers
-from tests.layer_testing import copy_weights_to_keras, run_layer_test
+from tests.layer_testing import assert_gradients_match_keras, run_layer_test
 
 
 def _data(*shape, seed=0):
@@ -25,19 +25,7 @@ def test_dense_rank2_matches_keras_outputs_and_gradients():
         reference=keras.layers.Dense(5, activation="tanh"),
     )
     assert [v.name.split("/")[-1] for v in layer.variables] == ["kernel:0", "bias:0"]
-    twin = keras.layers.Dense(5, activation="tanh")
-    copy_weights_to_keras(layer, twin, x)
-    weights = tf.constant(_data(4, 5, seed=1))
-    xs = tf.constant(x)
-    with tf.GradientTape(persistent=True) as tape:
-        tape.watch(xs)
-        ours = tf.reduce_sum(layer(xs) * weights)
-        theirs = tf.reduce_sum(twin(xs) * weights)
-    for a, b in zip(
-        tape.gradient(ours, [xs, *layer.trainable_variables]),
-        tape.gradient(theirs, [xs, *(w.value for w in twin.trainable_weights)]),
-    ):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+    assert_gradients_match_keras(layer, keras.layers.Dense(5, activation="tanh"), x)
 
 
 def test_dense_rank3_acts_on_the_last_axis():

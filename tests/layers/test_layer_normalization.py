@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import layers
-from tests.layer_testing import copy_weights_to_keras, run_layer_test
+from tests.layer_testing import assert_gradients_match_keras, run_layer_test
 
 X = (np.random.default_rng(0).normal(size=(2, 3, 4)) * 3 + 1).astype("float32")
 RANDOM = {"gamma_initializer": "random_normal", "beta_initializer": "random_normal"}
@@ -33,21 +33,8 @@ def test_layer_normalization_hand_computed_and_gradients_match_keras():
     x = tf.constant([[1.0, 3.0]])  # mean 2, variance 1, epsilon 1e-3
     expected = [[-1 / np.sqrt(1.001), 1 / np.sqrt(1.001)]]
     np.testing.assert_allclose(layers.LayerNormalization()(x).numpy(), expected, rtol=1e-6)
-    layer = layers.LayerNormalization(**RANDOM)
-    xs = tf.constant(X)
-    layer(xs)
-    twin = keras.layers.LayerNormalization()
-    copy_weights_to_keras(layer, twin, xs)
-    weights = tf.constant(np.random.default_rng(1).normal(size=X.shape).astype("float32"))
-    with tf.GradientTape(persistent=True) as tape:
-        tape.watch(xs)
-        ours = tf.reduce_sum(layer(xs) * weights)
-        theirs = tf.reduce_sum(twin(xs) * weights)
-    for a, b in zip(
-        tape.gradient(ours, [xs, *layer.trainable_variables]),
-        tape.gradient(theirs, [xs, *(w.value for w in twin.trainable_weights)]),
-    ):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert_gradients_match_keras(layers.LayerNormalization(**RANDOM),
+                                 keras.layers.LayerNormalization(), X, rtol=1e-5)
 
 
 @pytest.mark.parametrize(
