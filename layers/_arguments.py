@@ -14,6 +14,7 @@ import keras
 
 
 __all__ = [
+    "scale_and_offset",
     "get_initializer",
     "get_activation",
     "positive_int",
@@ -21,6 +22,16 @@ __all__ = [
     "channels_last",
     "padding_mode",
 ]
+
+
+def scale_and_offset(layer, shape):
+    """The `gamma` and `beta` weights of a normalization layer (None where it has
+    `scale=False` or `center=False`), created in that order as Keras does."""
+    gamma = (layer.add_weight("gamma", shape, initializer=layer.gamma_initializer)
+             if layer.scale else None)
+    beta = (layer.add_weight("beta", shape, initializer=layer.beta_initializer)
+            if layer.center else None)
+    return gamma, beta
 
 
 def get_initializer(value, argument: str):

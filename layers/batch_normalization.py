@@ -160,16 +160,7 @@ class BatchNormalization(Layer):
                 f"Received input shape {tuple(input_shape.as_list())}."
             )
         shape = (int(size),)
-        self.gamma = (
-            self.add_weight("gamma", shape, initializer=self.gamma_initializer)
-            if self.scale
-            else None
-        )
-        self.beta = (
-            self.add_weight("beta", shape, initializer=self.beta_initializer)
-            if self.center
-            else None
-        )
+        self.gamma, self.beta = _arguments.scale_and_offset(self, shape)
         self.moving_mean = self.add_weight(
             "moving_mean", shape, initializer=self.moving_mean_initializer, trainable=False
         )

@@ -96,16 +96,7 @@ class LayerNormalization(Layer):
                 f"LayerNormalization {self.name!r} needs known sizes of axis={self.axis}. "
                 f"Received input shape {tuple(input_shape.as_list())}."
             )
-        self.gamma = (
-            self.add_weight("gamma", shape, initializer=self.gamma_initializer)
-            if self.scale
-            else None
-        )
-        self.beta = (
-            self.add_weight("beta", shape, initializer=self.beta_initializer)
-            if self.center
-            else None
-        )
+        self.gamma, self.beta = _arguments.scale_and_offset(self, shape)
         self.input_spec = InputSpec(ndim=rank, axes={a: int(input_shape[a]) for a in self._axes})
 
     def call(self, inputs, training: bool = False):
