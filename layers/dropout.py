@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from graphfit.layer import Layer
@@ -16,10 +17,12 @@ class Dropout(Layer):
 
     With `training=True` each input is kept with probability `1 - rate` and the kept ones are
     scaled by `1 / (1 - rate)`, so the expected sum is unchanged; with `training=False`
-    (inference, the default) the layer is the identity. Masks come from TensorFlow's random
-    ops: every call draws a new mask. `seed` makes the sequence of masks reproducible once
-    the global seed is set (`keras.utils.set_random_seed`); under XLA TensorFlow ignores
-    seeds.
+    (inference, the default) the layer is the identity. Every call draws a new mask from the
+    layer's own `tf.random.Generator` through stateless dropout, so the sequence of masks is
+    reproducible from `seed` (or, with `seed=None`, from the global seed set by
+    `graphfit.set_seed`), with and without XLA (stateful random ops under XLA ignore seeds).
+    The generator's state is saved in checkpoints, so a resumed run draws the masks an
+    uninterrupted one would.
 
     Args:
         rate: the fraction of inputs to drop, in [0, 1).
@@ -75,11 +78,17 @@ class Dropout(Layer):
         self.noise_shape = noise_shape
         self.seed = seed
 
+    def build(self, input_shape):
+        # Drawn from NumPy's global state when no seed is given, so set_seed fixes it too.
+        seed = self.seed if self.seed is not None else int(np.random.randint(0, 2**31 - 1))
+        self._generator = tf.random.Generator.from_seed(seed)
+
     def call(self, inputs, training: bool = False):
         if not training or self.rate == 0.0:
             return inputs
-        return tf.nn.dropout(
-            inputs, rate=self.rate, noise_shape=self._noise_shape(inputs), seed=self.seed
+        seed = self._generator.make_seeds(1)[:, 0]
+        return tf.nn.experimental.stateless_dropout(
+            inputs, rate=self.rate, seed=seed, noise_shape=self._noise_shape(inputs)
         )
 
     def _noise_shape(self, inputs):
