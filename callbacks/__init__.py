@@ -3,5 +3,6 @@
 from graphfit.callbacks.callback import Callback, CallbackList
 from graphfit.callbacks.history import History
 from graphfit.callbacks.progress import ProgressBar
+from graphfit.callbacks.tensorboard import TensorBoard
 
-__all__ = ["Callback", "CallbackList", "History", "ProgressBar"]
+__all__ = ["Callback", "CallbackList", "History", "ProgressBar", "TensorBoard"]

@@ -14,6 +14,7 @@ from graphfit.sequential import Sequential
 from graphfit.update_hooks import UpdateHook
 
 from graphfit import callbacks, layers, optimizers  # noqa: E402  (they build on the core)
+from graphfit import recipes  # noqa: E402  (recipes name layers, optimizers, callbacks)
 
 __version__ = "0.1.0"
 
@@ -29,6 +30,7 @@ __all__ = [
     "datasets",
     "layers",
     "optimizers",
+    "recipes",
     "register_layer",
     "registry",
     "set_seed",

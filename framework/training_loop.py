@@ -70,6 +70,21 @@ def _prepare(model, state, feed, stage: str) -> None:
     state.check_labels(model, feed, stage)
 
 
+def check_inputs(model, x, y, *, stage: str, batch_size, check_finite: bool = True) -> None:
+    """Runs every check `fit` or `evaluate` makes before its first step, and builds what
+    they build (model, losses, metrics, optimizer slots), without running a step."""
+    state = model._compiled_for("fit" if stage == "train" else "evaluate")
+    state.require_loss("fit" if stage == "train" else "evaluate")
+    argument = {"train": "x", "val": "validation_data", "test": "test_data"}[stage]
+    if stage == "train" or isinstance(x, tf.data.Dataset):
+        dataset = isinstance(x, tf.data.Dataset)
+        feed = make_feed(model, x, y, None, batch_size=None if dataset else batch_size,
+                         check_finite=check_finite)
+    else:
+        feed = _eval_feed(model, (x, y), argument, batch_size, None, check_finite)
+    _prepare(model, state, feed, stage)
+
+
 def _run_chunk(state, stage, feed, chunk, iterator):
     """Runs one chunk; a dataset with fixed steps that runs out starts a new pass."""
     steps = state.steps
