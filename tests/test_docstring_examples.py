@@ -7,14 +7,14 @@ import pkgutil
 import pytest
 
 import graphfit
-from graphfit import callbacks, layers, optimizers
+from graphfit import callbacks, layers, optimizers, recipes
 
 # The subpackages live in their own folders (package-dir), so each is walked on its own.
 MODULES = sorted(
-    {package.__name__ for package in (graphfit, layers, optimizers, callbacks)}
+    {package.__name__ for package in (graphfit, layers, optimizers, callbacks, recipes)}
     | {
         info.name
-        for package in (graphfit, layers, optimizers, callbacks)
+        for package in (graphfit, layers, optimizers, callbacks, recipes)
         for info in pkgutil.iter_modules(package.__path__, prefix=package.__name__ + ".")
         if not info.ispkg
     }

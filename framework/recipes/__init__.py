@@ -2,14 +2,16 @@
 
     >>> import graphfit as gf
     >>> recipe = gf.recipes.recipe_from_text(
-    ...     "data: {source: moons}\n"
-    ...     "model: [{type: Dense, units: 1}]\n"
-    ...     "loss: {type: BinaryCrossentropy, from_logits: true}\n", "moons.yaml")
+    ...     "data: {source: moons}\\n"
+    ...     "model: [{type: Dense, units: 1}]\\n"
+    ...     "loss: {type: BinaryCrossentropy, from_logits: true}\\n", "moons.yaml")
     >>> recipe.training["epochs"], recipe.optimizer["type"], recipe.data["n_samples"]
     (10, 'Adam', 500)
 """
 
 from graphfit.recipes.problems import Position, Problem, RecipeError
 from graphfit.recipes.recipe import Recipe, load_recipe, recipe_from_text
+from graphfit.recipes.runner import RunResult, evaluate_run, load_run, prepare, train
 
-__all__ = ["Position", "Problem", "Recipe", "RecipeError", "load_recipe", "recipe_from_text"]
+__all__ = ["Position", "Problem", "Recipe", "RecipeError", "RunResult", "evaluate_run",
+           "load_recipe", "load_run", "prepare", "recipe_from_text", "train"]

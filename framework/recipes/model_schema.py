@@ -117,10 +117,19 @@ def _check_base(value, path, checker):
     return resolved
 
 
+def _alias_positions(checker: Checker, old: tuple, new: tuple) -> None:
+    """`model: [...]` is read as `model: {layers: [...]}`: its items' positions follow."""
+    positions = checker.document.positions
+    for known, where in list(positions.items()):
+        if known[: len(old)] == old:
+            positions.setdefault(new + known[len(old):], where)
+
+
 def check_model(value, path: tuple, checker: Checker):
     """Checks the model section; returns its resolved mapping (or INVALID)."""
     if isinstance(value, list):
         value = {"layers": value}
+        _alias_positions(checker, path, path + ("layers",))
     if not isinstance(value, dict):
         checker.report(path, f"must be a mapping with 'layers' (or 'nodes'), got {shown(value)}")
         return INVALID

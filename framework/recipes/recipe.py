@@ -2,7 +2,7 @@
 
 Example:
 
-    >>> text = "data: {source: digits}\nmodel: [{type: Dense, units: 10}]\nloss: mse\n"
+    >>> text = "data: {source: digits}\\nmodel: [{type: Dense, units: 10}]\\nloss: mse\\n"
     >>> recipe = recipe_from_text(text, "quick.yaml", overrides=["training.epochs=2"],
     ...                           default_name="quick")
     >>> recipe.name, recipe.training["epochs"], recipe.training["batch_size"]

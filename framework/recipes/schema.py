@@ -271,6 +271,10 @@ class Section(Spec):
             elif field.default is REQUIRED:
                 checker.report(path, f"missing required key {key!r} ({field.doc})")
                 resolved[key] = INVALID
+            elif isinstance(field.default, dict):
+                # A default section still gets its own defaults filled in.
+                resolved[key] = field.spec.check(copy.deepcopy(field.default), path + (key,),
+                                                 checker)
             else:
                 resolved[key] = copy.deepcopy(field.default)
         return resolved

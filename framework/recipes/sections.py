@@ -131,14 +131,15 @@ SECTION_DOCS = {key: field.doc for key, field in RECIPE.fields.items()}
 def import_user_modules(data: dict, checker: Checker) -> None:
     """Imports the recipe's `imports:` (so their registered classes exist before checking).
 
-    The recipe's folder is put on `sys.path` first, so a module next to the recipe is found.
+    The recipe's folder is put on `sys.path` first, so a module next to the recipe is found
+    (by `imports`, `class_path` and `data.function` alike), as Python does for a script.
     """
+    folder = getattr(checker, "base_dir", None)
+    if folder and folder not in sys.path:
+        sys.path.insert(0, folder)  # also for class_path and data functions
     names = data.get("imports") if isinstance(data, dict) else None
     if not isinstance(names, list):
         return
-    folder = getattr(checker, "base_dir", None)
-    if folder and folder not in sys.path:
-        sys.path.insert(0, folder)
     for index, name in enumerate(names):
         if not isinstance(name, str):
             continue

@@ -48,6 +48,9 @@ _REPLACED = {"tag:yaml.org,2002:float", "tag:yaml.org,2002:int", "tag:yaml.org,2
              "tag:yaml.org,2002:timestamp"}
 
 
+_PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+
+
 class _RecipeLoader(yaml.SafeLoader):
     """SafeLoader with YAML 1.2 scalars; SafeConstructor builds only plain data."""
 
@@ -92,6 +95,11 @@ def _position(source: str, mark) -> Position:
 def _walk(node, path: Path, source: str, positions: dict, problems: list, constructor) -> Any:
     """Plain data for `node`, recording positions and duplicate keys on the way."""
     positions.setdefault(path, _position(source, node.start_mark))
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
+        # Only plain data: a tag such as !!python/object is refused, never interpreted.
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the tag {node.tag!r} is not allowed in a recipe (plain data only)",
+            node.start_mark)
     if isinstance(node, yaml.MappingNode):
         constructor.flatten_mapping(node)  # resolves `<<:` merge keys as safe_load does
         result: dict = {}
@@ -143,9 +151,12 @@ def parse_yaml(text: str, source: str) -> Document:
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = _position(source, mark) if mark else Position(source, 1, 1)
-        reason = error.problem or "YAML syntax error"
+        reason = error.problem or "cannot read it"
         context = f" ({error.context})" if error.context and error.context != reason else ""
-        raise RecipeError([Problem((), f"YAML syntax error: {reason}{context}", where)]) from None
+        kind = ("YAML syntax error" if isinstance(error, (yaml.scanner.ScannerError,
+                                                          yaml.parser.ParserError))
+                else "YAML error")
+        raise RecipeError([Problem((), f"{kind}: {reason}{context}", where)]) from None
     except yaml.YAMLError as error:
         raise RecipeError([Problem((), f"YAML error: {error}", Position(source, 1, 1))]) from None
     finally:

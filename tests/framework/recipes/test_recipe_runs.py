@@ -1,0 +1,192 @@
+"""Recipes end to end: every shipped recipe trains, runs are complete and never overwritten,
+print-config round-trips, evaluate and predict work from a run directory alone."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import graphfit as gf
+from graphfit import cli
+from graphfit.recipes import load_recipe, run_directory, runner
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+RECIPES = os.path.join(REPO, "recipes")
+SHIPPED = sorted(f for f in os.listdir(RECIPES) if f.endswith(".yaml"))
+SHORT = ["--set", "training.epochs=2", "--verbose", "0"]
+
+
+def _train(path, run_dir, *extra):
+    return cli.main(["train", path, "--run-dir", str(run_dir), *SHORT, *extra])
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A working directory with one finished quickstart run under runs/quickstart/."""
+    folder = tmp_path_factory.mktemp("work")
+    previous = os.getcwd()
+    os.chdir(folder)
+    try:
+        recipe = load_recipe(os.path.join(RECIPES, "quickstart.yaml"), ["training.epochs=2"])
+        result = runner.train(recipe, verbose=0)
+        yield folder, result
+    finally:
+        os.chdir(previous)
+
+
+def test_recipes_folder_holds_the_promised_recipes():
+    assert {"quickstart.yaml", "digits_cnn_batchnorm.yaml", "breast_cancer_auc.yaml",
+            "regression_sinc.yaml", "finetune_frozen.yaml"} <= set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", [n for n in SHIPPED if n != "finetune_frozen.yaml"])
+def test_every_shipped_recipe_trains_into_a_complete_run(name, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert _train(os.path.join(RECIPES, name), run) == 0
+    assert f"run directory: {run}" in capsys.readouterr().out
+    for entry in ("recipe.yaml", "overrides.yaml", "versions.json", "metrics.json",
+                  "history.json", "preprocessing.json", "checkpoints/final.index"):
+        assert (run / entry).is_file(), entry
+    assert sorted(os.listdir(run / "logs")) == ["test", "train", "val"]
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert set(metrics) == {"train", "val", "test"}
+    assert all(np.isfinite(v) for stage in metrics.values() for v in stage.values())
+    assert run_directory.read_json(str(run / "versions.json"))["graphfit"] == gf.__version__
+    assert (run / "overrides.yaml").read_text() == "- training.epochs=2\n"
+    if name == "breast_cancer_auc.yaml":
+        assert all("auc" in metrics[stage] for stage in ("train", "val", "test"))
+
+
+def test_finetune_keeps_the_frozen_base_as_trained(workdir, tmp_path):
+    _, base = workdir
+    recipe = load_recipe(os.path.join(RECIPES, "finetune_frozen.yaml"), ["training.epochs=2"])
+    assert recipe.model["base"]["run"] == base.run_dir  # runs/quickstart/latest, resolved
+    result = runner.train(recipe, run_dir=str(tmp_path / "fine"), verbose=0)
+    model = result.model
+    assert [layer.name for layer in model.layers[-2:]] == ["new_hidden", "new_head"]
+    base_layers = model.layers[:-2]
+    assert len(base_layers) == len(base.model.layers) - 1
+    for mine, theirs in zip(base_layers, base.model.layers):
+        assert not mine.trainable
+        for a, b in zip(mine.variables, theirs.variables):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())  # loaded, then untouched
+    assert {id(v) for v in model.trainable_variables} == {
+        id(v) for layer in model.layers[-2:] for v in layer.variables}
+
+
+def test_print_config_is_a_recipe_that_reproduces_the_run(tmp_path, capsys):
+    source = os.path.join(RECIPES, "spirals_graph.yaml")
+    overrides = ["--set", "training.epochs=2", "--set", "data.n_samples=300"]
+    assert cli.main(["print-config", source, *overrides]) == 0
+    resolved_text = capsys.readouterr().out
+    saved = tmp_path / "elsewhere" / "saved.yaml"
+    saved.parent.mkdir()
+    saved.write_text(resolved_text)
+    first = load_recipe(source, ["training.epochs=2", "data.n_samples=300"])
+    again = load_recipe(str(saved))
+    assert again.config == first.config  # nothing lost, nothing re-defaulted differently
+    a = runner.train(first, run_dir=str(tmp_path / "a"), verbose=0)
+    b = runner.train(again, run_dir=str(tmp_path / "b"), verbose=0)
+    assert a.metrics == b.metrics
+    for x, y in zip(a.model.get_weights(), b.model.get_weights()):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_evaluate_reproduces_the_final_numbers_from_the_run_directory(workdir, capsys):
+    _, result = workdir
+    assert cli.main(["evaluate", result.run_dir]) == 0
+    out = capsys.readouterr().out
+    for stage in ("val", "test"):
+        expected = ", ".join(f"{k}={v:.4f}" for k, v in result.metrics[stage].items())
+        assert f"{stage}: {expected}" in out
+    values = runner.evaluate_run(result.run_dir)
+    for stage in ("val", "test"):
+        for key, value in result.metrics[stage].items():
+            assert values[stage][key] == pytest.approx(value, rel=1e-6)
+
+
+def test_predict_writes_classes_and_probabilities(workdir, tmp_path, capsys):
+    _, result = workdir
+    x, _ = gf.datasets.load_digits()
+    rows = x[:25]
+    inputs = tmp_path / "new.csv"
+    with open(inputs, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([f"pixel_{i}" for i in range(64)])
+        writer.writerows(rows.tolist())
+    output = tmp_path / "out" / "predictions.csv"
+    assert cli.main(["predict", result.run_dir, "--input", str(inputs),
+                     "--output", str(output)]) == 0
+    assert "wrote 25 predictions" in capsys.readouterr().out
+    with open(output) as handle:
+        table = list(csv.reader(handle))
+    assert table[0] == ["class"] + [f"probability_{k}" for k in range(10)]
+    probabilities = np.array(table[1:], dtype=np.float64)[:, 1:]
+    logits = result.model.predict(rows, verbose=0)
+    expected = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(probabilities, expected, rtol=1e-5, atol=1e-7)
+    assert [int(r[0]) for r in table[1:]] == logits.argmax(axis=1).tolist()
+
+
+def test_latest_names_the_newest_finished_run(workdir):
+    folder, result = workdir
+    assert run_directory.find_run(str(folder / "runs" / "quickstart" / "latest")) == \
+        result.run_dir
+
+
+def test_runs_are_never_overwritten(tmp_path, capsys):
+    first = run_directory.create_run("r", None, root=str(tmp_path))
+    second = run_directory.create_run("r", None, root=str(tmp_path))
+    assert first != second and os.path.isdir(first) and os.path.isdir(second)
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "keep.txt").write_text("precious")
+    code = _train(os.path.join(RECIPES, "quickstart.yaml"), occupied)
+    assert code == 2
+    assert "already exists and is not empty; runs are never overwritten" in \
+        capsys.readouterr().err
+    assert os.listdir(occupied) == ["keep.txt"]
+    assert (occupied / "keep.txt").read_text() == "precious"
+
+
+def test_evaluate_and_predict_refuse_what_is_not_a_run(tmp_path, capsys):
+    assert cli.main(["evaluate", str(tmp_path)]) == 2
+    assert "is not a graphfit run directory (it has no recipe.yaml)" in capsys.readouterr().err
+    assert cli.main(["predict", str(tmp_path / "nope"), "--input", "a.csv",
+                     "--output", "b.csv"]) == 2
+    assert "run directory not found" in capsys.readouterr().err
+
+
+def test_predict_rejects_inputs_of_the_wrong_width(workdir, tmp_path, capsys):
+    _, result = workdir
+    inputs = tmp_path / "narrow.csv"
+    inputs.write_text("a,b\n1,2\n")
+    assert cli.main(["predict", result.run_dir, "--input", str(inputs),
+                     "--output", str(tmp_path / "o.csv")]) == 2
+    assert "the inputs have 2 values per row but the model takes 64" in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("layers", "Dense"), ("optimizers", "SGD"), ("losses", "BinaryCrossentropy"),
+    ("metrics", "AUC"), ("datasets", "moons"), ("callbacks", "TensorBoard"),
+])
+def test_list(kind, expected, capsys):
+    assert cli.main(["list", kind]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert expected in names
+
+
+def test_readme_main_job_through_the_console_script(tmp_path):
+    script = os.path.join(os.path.dirname(sys.executable), "graphfit")
+    done = subprocess.run(
+        [script, "train", os.path.join(RECIPES, "quickstart.yaml"), "--set", "training.epochs=1",
+         "--verbose", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "test: loss=" in done.stdout
+    runs = os.listdir(tmp_path / "runs" / "quickstart")
+    assert len(runs) == 1
