@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("recipe", help="the recipe's YAML file")
         command.add_argument("--set", dest="overrides", action="append", default=[],
                              metavar="KEY=VALUE", help="override a key, e.g. training.epochs=3")
-        command.add_argument("--debug", action="store_true", help="show Python tracebacks")
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show Python tracebacks")
         return command
 
     train = recipe_command("train", "train a recipe into a new run directory")
@@ -51,12 +52,14 @@ def _parser() -> argparse.ArgumentParser:
     recipe_command("print-config", "print the resolved recipe with every default")
     evaluate = commands.add_parser("evaluate", help="re-evaluate a finished run")
     evaluate.add_argument("run", help="the run directory (or runs/<name>/latest)")
-    evaluate.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    evaluate.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                          help="show Python tracebacks")
     predict = commands.add_parser("predict", help="predict with a finished run")
     predict.add_argument("run", help="the run directory (or runs/<name>/latest)")
     predict.add_argument("--input", required=True, help="a CSV (with header) or .npz file")
     predict.add_argument("--output", required=True, help="the CSV file to write")
-    predict.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    predict.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                         help="show Python tracebacks")
     listing = commands.add_parser("list", help="list what recipes can name")
     listing.add_argument("kind", choices=LISTABLE)
     return parser

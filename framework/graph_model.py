@@ -103,19 +103,22 @@ class GraphModel(Model):
             missing = [n for n in self.input_names if n not in inputs]
             if missing:
                 raise ValueError(
-                    f"GraphModel {self.name!r} needs inputs {self.input_names}; missing {missing}."
+                    f"GraphModel {self.name!r} needs inputs {', '.join(self.input_names)}; "
+                    f"missing {', '.join(missing)}."
                 )
             return {n: inputs[n] for n in self.input_names}
         if isinstance(inputs, (list, tuple)):
             if len(inputs) != len(self.input_names):
                 raise ValueError(
                     f"GraphModel {self.name!r} has {len(self.input_names)} inputs "
-                    f"{self.input_names}; received {len(inputs)}."
+                    f"({', '.join(self.input_names)}); received {len(inputs)}."
                 )
             return dict(zip(self.input_names, inputs))
         if len(self.input_names) != 1:
+            names = ", ".join(self.input_names)
             raise ValueError(
-                f"GraphModel {self.name!r} has inputs {self.input_names}; pass a dict by name."
+                f"GraphModel {self.name!r} has {len(self.input_names)} inputs ({names}) but "
+                f"received one array; pass a dict {{name: array}} with a key per input."
             )
         return {self.input_names[0]: inputs}
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import re
 
-__all__ = ["snake_case", "unique_name"]
+__all__ = ["snake_case", "unique_name", "names_unchanged"]
 
-_counters: dict[str, itertools.count] = {}
+_counters: dict[str, int] = {}  # base name -> how many names it has given
 
 
 def snake_case(name: str) -> str:
@@ -19,5 +19,18 @@ def snake_case(name: str) -> str:
 
 def unique_name(base: str) -> str:
     """'dense', then 'dense_1', 'dense_2', ... within this process (as Keras names layers)."""
-    index = next(_counters.setdefault(base, itertools.count()))
+    index = _counters.get(base, 0)
+    _counters[base] = index + 1
     return base if index == 0 else f"{base}_{index}"
+
+
+@contextlib.contextmanager
+def names_unchanged():
+    """Layers made inside take names without using them up (recipe checks build trial
+    instances; the real model must still get 'conv2d', not 'conv2d_1')."""
+    saved = dict(_counters)
+    try:
+        yield
+    finally:
+        _counters.clear()
+        _counters.update(saved)

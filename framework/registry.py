@@ -28,9 +28,14 @@ T = TypeVar("T")
 
 def closest(name: str, candidates) -> str | None:
     """The candidate that looks most like `name`, or None when nothing is close."""
-    lowered = {c.lower(): c for c in candidates}
-    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
-    return lowered[match[0]] if match else None
+    candidates = list(candidates)
+    match = difflib.get_close_matches(name.lower(), {c.lower() for c in candidates}, n=1,
+                                      cutoff=0.6)
+    if not match:
+        return None
+    # "Dense" and "dense" fold together: prefer the one whose case matches best.
+    same = [c for c in candidates if c.lower() == match[0]]
+    return max(same, key=lambda c: difflib.SequenceMatcher(None, name, c).ratio())
 
 
 def unknown_name_error(kind: str, name: str, valid, advice: str) -> ValueError:

@@ -19,10 +19,12 @@ import keras
 
 from graphfit import losses as losses_module
 from graphfit.layer import Layer
+from graphfit.naming import names_unchanged
 from graphfit.recipes.schema import INVALID, Checker, shown
 from graphfit.registry import closest
 
-__all__ = ["ComponentFamily", "check_component", "import_attribute", "signature_arguments"]
+__all__ = ["ComponentFamily", "check_component", "clean_message", "import_attribute",
+           "signature_arguments"]
 
 _PLAIN = (type(None), bool, int, float, str)
 _LAYER_BASE_ARGUMENTS = ("name", "dtype", "trainable")
@@ -75,6 +77,19 @@ def import_attribute(reference: str, separator: str):
     return getattr(module, attribute)
 
 
+def clean_message(error: Exception) -> str:
+    """An exception's message, without the "in user code:" stack that tf.function adds."""
+    text = str(error).strip()
+    if "in user code:" in text:
+        lines = text.splitlines()
+        last = max((i for i, line in enumerate(lines)
+                    if re.match(r"\s*\w+(Error|Exception): ", line)), default=None)
+        if last is not None:
+            text = "\n".join(lines[last:]).strip()
+            text = re.sub(r"^\w+(Error|Exception): ", "", text)
+    return " ".join(text.split()) or type(error).__name__
+
+
 def signature_arguments(cls: type) -> tuple[dict[str, inspect.Parameter], bool]:
     """The constructor's keyword parameters, and whether it also takes **kwargs."""
     parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
@@ -94,7 +109,7 @@ def _find_class(entry: dict, family: ComponentFamily, path, checker: Checker):
         checker.report(path, "give either 'type' or 'class_path', not both", at=path + ("type",))
         return None
     if has_path and not family.allow_class_path:
-        checker.report(path + ("class_path",), f"a {family.kind} is named with 'type'")
+        checker.report(path + ("class_path",), f"{_a(family.kind)} is named with 'type'")
         return None
     if has_path:
         reference = entry["class_path"]
@@ -113,11 +128,12 @@ def _find_class(entry: dict, family: ComponentFamily, path, checker: Checker):
         return cls
     if not has_type:
         how = "'type' (or 'class_path' for your own class)" if family.allow_class_path else "'type'"
-        checker.report(path, f"a {family.kind} needs {how}; got keys {', '.join(entry) or 'none'}")
+        checker.report(path, f"{_a(family.kind)} needs {how}; got keys "
+                             f"{', '.join(entry) or 'none'}")
         return None
     name = entry["type"]
     if not isinstance(name, str):
-        checker.report(path + ("type",), f"must be a {family.kind} name, got {shown(name)}")
+        checker.report(path + ("type",), f"must be {_a(family.kind)} name, got {shown(name)}")
         return None
     cls = family.lookup(name)
     if cls is None:
@@ -130,6 +146,14 @@ def _find_class(entry: dict, family: ComponentFamily, path, checker: Checker):
                                          f"{', '.join(known)}.{extra}")
     return cls
 
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+
+# Names users carry over from other libraries, which string similarity cannot guess.
+_FAMILIAR = {"lr": "learning_rate", "decay": "weight_decay", "num_units": "units",
+             "filters_out": "filters", "dropout": "rate"}
 
 _RECEIVED = re.compile(r"Received:?\s+(\w+)=")
 
@@ -146,7 +170,7 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
     if isinstance(entry, str):
         entry = {"type": entry}
     if not isinstance(entry, dict):
-        checker.report(path, f"must be a {family.kind} name or a mapping with 'type', got "
+        checker.report(path, f"must be {_a(family.kind)} name or a mapping with 'type', got "
                              f"{shown(entry)}")
         return INVALID
     cls = _find_class(entry, family, path, checker)
@@ -158,7 +182,8 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
     if not open_ended:
         for key in arguments:
             if key not in accepted:
-                guess = closest(key, accepted)
+                guess = closest(key, accepted) or (
+                    _FAMILIAR.get(key) if _FAMILIAR.get(key) in accepted else None)
                 hint = f"; did you mean {guess!r}?" if guess else "."
                 checker.report(path + (key,), f"{cls.__name__} has no argument {key!r}{hint} "
                                               f"Its arguments: {', '.join(accepted)}")
@@ -168,9 +193,10 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
     if len(checker.problems) > problems_before:
         return INVALID
     try:
-        cls(**arguments)
+        with names_unchanged():
+            cls(**arguments)
     except Exception as error:  # the constructor's own message is the most precise one
-        message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        message = clean_message(error)
         named = _RECEIVED.search(str(error))
         at = path + (named.group(1),) if named and named.group(1) in arguments else path
         checker.report(at, f"{cls.__name__}: {message}")

@@ -90,6 +90,9 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
     full = os.path.abspath(os.path.join(_base_dir(path + ("path",), checker),
                                         os.path.expanduser(location)))
     resolved["path"] = full
+    if os.path.isdir(full):
+        checker.report(path + ("path",), f"{full} is a folder; give the data file in it")
+        return
     if not os.path.isfile(full):
         checker.report(path + ("path",), f"file not found: {full} (a relative path is read "
                                          f"from the recipe's folder)")

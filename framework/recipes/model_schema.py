@@ -74,6 +74,7 @@ def _check_nodes(value, path, checker, input_names):
     resolved, named = [], []
     for index, node in enumerate(value):
         where = path + (index,)
+        before = len(checker.problems)
         if isinstance(node, dict):
             for key in ("name", "inputs"):
                 if key not in node:
@@ -84,6 +85,9 @@ def _check_nodes(value, path, checker, input_names):
                 checker.report(where + ("name",), f"must be a string, got {shown(node['name'])}")
             if "inputs" in node:
                 _NAMES.check(node["inputs"], where + ("inputs",), checker)
+        if len(checker.problems) > before:
+            resolved.append(INVALID)  # the layer would only repeat the problem
+            continue
         resolved.append(check_component(node, where, checker, LAYER, reserved=("inputs",)))
     _check_unique(named, checker)
     known = list(input_names) + [name for name, _ in named]

@@ -50,7 +50,14 @@ def parse_key(key: str) -> tuple:
     return tuple(path)
 
 
-def _place(data: dict, path: tuple, value, where: Position, text: str) -> None:
+def _not_a_mapping(node, key) -> str:
+    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+             list: "a list", type(None): "null"}
+    return (f"cannot set {key!r} inside it: it is {kinds.get(type(node), 'a value')} "
+            f"({node!r}), not a mapping")
+
+
+def _place(data: dict, path: tuple, value, where: Position) -> None:
     """Sets `path` in `data` to `value`, creating missing mappings; raises RecipeError."""
     node = data
     for depth, part in enumerate(path[:-1]):
@@ -59,13 +66,12 @@ def _place(data: dict, path: tuple, value, where: Position, text: str) -> None:
         if isinstance(part, int):
             if not isinstance(node, list) or part >= len(node):
                 size = len(node) if isinstance(node, list) else 0
-                raise RecipeError([Problem(head, f"{text}: no item {part} here (the list has "
-                                                 f"{size})", where)])
+                raise RecipeError([Problem(head, f"no item {part} here (the list has {size})",
+                                           where)])
             node = node[part]
         else:
             if not isinstance(node, dict):
-                raise RecipeError([Problem(head[:-1], f"{text}: cannot set a key inside a "
-                                                      f"{type(node).__name__}", where)])
+                raise RecipeError([Problem(head[:-1], _not_a_mapping(node, part), where)])
             if node.get(part) is None:
                 node[part] = [] if isinstance(nxt, int) else {}
             node = node[part]
@@ -73,11 +79,10 @@ def _place(data: dict, path: tuple, value, where: Position, text: str) -> None:
     if isinstance(last, int):
         if not isinstance(node, list) or last >= len(node):
             size = len(node) if isinstance(node, list) else 0
-            raise RecipeError([Problem(path, f"{text}: no item {last} here (the list has "
-                                             f"{size})", where)])
+            raise RecipeError([Problem(path, f"no item {last} here (the list has {size})",
+                                       where)])
     elif not isinstance(node, dict):
-        raise RecipeError([Problem(path[:-1], f"{text}: cannot set a key inside a "
-                                              f"{type(node).__name__}", where)])
+        raise RecipeError([Problem(path[:-1], _not_a_mapping(node, last), where)])
     node[last] = value
 
 
@@ -89,7 +94,7 @@ def apply_overrides(document: Document, overrides: list[str]) -> None:
             value, an index past the end of a list).
     """
     problems: list[Problem] = []
-    if document.data is None:
+    if document.data is None and overrides:
         document.data = {}
     for text in overrides:
         where = Position(f"--set {text}", 0, 0)
@@ -101,17 +106,19 @@ def apply_overrides(document: Document, overrides: list[str]) -> None:
             if not isinstance(document.data, dict):
                 raise ValueError("the recipe is not a mapping, so it has no keys to set")
             value = parse_value(raw, where.source)
-            _place(document.data, path, value.data, where, f"--set {key.strip()}")
+            _place(document.data, path, value.data, where)
         except ValueError as error:
             if isinstance(error, RecipeError):
                 problems.extend(_at(problem, where) for problem in error.problems)
             else:
-                problems.append(Problem((), f"--set {text}: {error}", where))
+                problems.append(Problem((), str(error), where))
             continue
         for known in [p for p in document.positions if p[: len(path)] == path]:
             del document.positions[known]
         for sub_path in value.positions:
             document.positions[path + tuple(sub_path)] = where
+        for depth in range(1, len(path)):  # sections the override created
+            document.positions.setdefault(path[:depth], where)
     if problems:
         raise RecipeError(problems)
 

@@ -67,6 +67,7 @@ def recipe_from_text(text: str, source: str, overrides=(), base_dir: str | None 
                      default_name: str = "recipe") -> Recipe:
     """Checks recipe text (see `load_recipe`); `source` is the name used in messages."""
     document = parse_yaml(text, source)
+    document.positions.setdefault((), Position(source, 1, 1))
     overrides = list(overrides)
     apply_overrides(document, overrides)
     checker = Checker(document)

@@ -27,6 +27,7 @@ from typing import Any
 
 from graphfit.recipes import run_directory
 from graphfit.recipes.builder import build_callbacks, build_model, compile_arguments
+from graphfit.recipes.components import clean_message
 from graphfit.recipes.data_loading import DataError, Splits, Standardizer, load_splits
 from graphfit.recipes.problems import Problem, RecipeError
 from graphfit.recipes.recipe import Recipe, load_recipe
@@ -55,8 +56,7 @@ class RunResult:
 
 
 def _error(recipe: Recipe, path: tuple, error: Exception) -> RecipeError:
-    message = str(error).strip() or type(error).__name__
-    return RecipeError([Problem(path, message, recipe.position(path))])
+    return RecipeError([Problem(path, clean_message(error), recipe.position(path))])
 
 
 def prepare(recipe: Recipe) -> Prepared:
@@ -86,16 +86,43 @@ def prepare(recipe: Recipe) -> Prepared:
     except (ValueError, TypeError) as error:
         raise _error(recipe, ("optimizer",), error) from None
     training = config["training"]
+    try:
+        _build_on(model, splits.train)
+    except ValueError as error:
+        raise _error(recipe, _model_key(config), error) from None
     for stage, pair in (("train", splits.train), ("val", splits.val), ("test", splits.test)):
         if pair is None:
             continue
-        x, y = pair if isinstance(pair, tuple) else (pair, None)
+        x, y = _pair(pair)
         try:
             check_inputs(model, x, y, stage=stage, batch_size=training["batch_size"],
                          check_finite=training["check_finite"])
         except ValueError as error:
-            raise _error(recipe, ("model",) if not model.built else ("loss",), error) from None
+            raise _error(recipe, _stage_key(config, stage), error) from None
     return Prepared(recipe, model, splits, callbacks)
+
+
+def _build_on(model, train) -> None:
+    """Builds the model on the training inputs (the shape errors belong to the model)."""
+    import tensorflow as tf
+
+    from graphfit.data_adapter import spec_of
+
+    x = train.element_spec[0] if isinstance(train, tf.data.Dataset) else _pair(train)[0]
+    model._build_for(x if isinstance(train, tf.data.Dataset) else
+                     tf.nest.map_structure(spec_of, x), "x")
+
+
+def _model_key(config) -> tuple:
+    return ("model", "inputs") if isinstance(config["model"].get("inputs"), dict) else ("model",)
+
+
+def _stage_key(config, stage: str) -> tuple:
+    """The recipe key behind a stage's data problem: a separate source, else the labels/loss."""
+    separate = {"val": "validation_data", "test": "test_data"}.get(stage)
+    if separate and config["training"][separate] is not None:
+        return ("training", separate)
+    return ("loss",)
 
 
 def _pair(data):

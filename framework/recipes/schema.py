@@ -152,6 +152,8 @@ class String(Spec):
     choices: tuple[str, ...] | None = None
 
     def describe(self) -> str:
+        if self.choices and len(self.choices) == 1:
+            return repr(self.choices[0])
         if self.choices:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         return "a string"
@@ -207,7 +209,7 @@ class ListOf(Spec):
     single_ok: bool = False  # a lone item stands for a list of one
 
     def describe(self) -> str:
-        return f"a list of {self.item.describe()}"
+        return f"a list (each item {self.item.describe()})"
 
     def check(self, value, path, checker):
         if self.single_ok and not isinstance(value, list):

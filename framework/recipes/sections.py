@@ -23,6 +23,8 @@ __all__ = ["RECIPE", "SECTION_DOCS", "check_recipe", "import_user_modules"]
 def _optimizer(value, path, checker):
     if isinstance(value, str):
         value = {"type": value}
+    if isinstance(value, dict) and "type" not in value and "class_path" not in value:
+        value = {"type": "Adam", **value}  # the default optimizer, with the arguments given
     if isinstance(value, dict) and isinstance(value.get("learning_rate"), dict):
         schedule = check_component(value["learning_rate"], path + ("learning_rate",), checker,
                                    SCHEDULE)
@@ -153,6 +155,10 @@ def import_user_modules(data: dict, checker: Checker) -> None:
 def check_recipe(checker: Checker, default_name: str) -> dict:
     """Checks the whole document; returns the resolved recipe (problems go to `checker`)."""
     data = checker.document.data
+    if data is None:
+        checker.report((), "the recipe is empty: it needs at least the sections data, model "
+                           "and loss (see recipes/quickstart.yaml)")
+        return {}
     if not isinstance(data, dict):
         checker.report((), f"a recipe must be a mapping of sections ({', '.join(RECIPE.fields)})"
                            f", got {shown(data)}")

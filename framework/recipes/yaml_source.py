@@ -71,6 +71,18 @@ _RecipeLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+01234
 _RecipeLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL, list("tTfF"))
 
 
+# PyYAML's words for the most common mistakes, with what they usually mean.
+_HINTS = {
+    "mapping values are not allowed here": "; usually a wrong indentation, or a ':' inside "
+                                           "a value that needs quotes",
+    "found character '\\t' that cannot start any token": "; YAML indents with spaces, not tabs",
+    "expected <block end>, but found '<block mapping start>'": "; this line is indented "
+                                                               "differently from the lines "
+                                                               "above it",
+    "but found another document": "; a recipe is one YAML document: remove the '---' line",
+}
+
+
 @dataclasses.dataclass
 class Document:
     """A parsed recipe: its plain data and the position of every key path in it."""
@@ -152,7 +164,13 @@ def parse_yaml(text: str, source: str) -> Document:
         mark = error.problem_mark or error.context_mark
         where = _position(source, mark) if mark else Position(source, 1, 1)
         reason = error.problem or "cannot read it"
-        context = f" ({error.context})" if error.context and error.context != reason else ""
+        context = ""
+        if error.context and error.context != reason:
+            opened = error.context_mark
+            at = (f" at line {opened.line + 1}, column {opened.column + 1}"
+                  if opened and mark and opened.line != mark.line else "")
+            context = f" ({error.context}{at})"
+        reason += _HINTS.get(reason, "")
         kind = ("YAML syntax error" if isinstance(error, (yaml.scanner.ScannerError,
                                                           yaml.parser.ParserError))
                 else "YAML error")

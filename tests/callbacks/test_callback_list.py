@@ -292,7 +292,8 @@ def test_train_batch_hooks_call_the_keras_legacy_aliases():
 
 
 def test_registry_and_exports():
-    assert callbacks_package.__all__ == ["Callback", "CallbackList", "History", "ProgressBar"]
+    assert callbacks_package.__all__ == ["Callback", "CallbackList", "History", "ProgressBar",
+                                         "TensorBoard"]
     assert CALLBACKS.get("History") is History
     assert CALLBACKS.get("ProgressBar") is ProgressBar
 

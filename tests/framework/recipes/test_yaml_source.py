@@ -88,8 +88,9 @@ def test_bad_overrides_are_all_reported():
         apply_overrides(document, ["seed", "seed.x=1", "model.layers[2].units=3", "a=[1"])
     lines = str(caught.value).splitlines()
     assert len(lines) == 4
-    assert lines[0].startswith("--set seed: --set seed: must look like key=value")
-    assert "cannot set a key inside a int" in lines[1]
+    assert lines[0] == "--set seed: must look like key=value (for example training.epochs=3)"
+    assert lines[1] == "--set seed.x=1: seed: cannot set 'x' inside it: it is a number (1), " \
+                       "not a mapping"
     assert "no item 2 here (the list has 0)" in lines[2]
     assert lines[3].startswith("--set a=[1: YAML syntax error")
 
