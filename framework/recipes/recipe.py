@@ -66,11 +66,12 @@ class Recipe:
 def recipe_from_text(text: str, source: str, overrides=(), base_dir: str | None = None,
                      default_name: str = "recipe") -> Recipe:
     """Checks recipe text (see `load_recipe`); `source` is the name used in messages."""
-    document = parse_yaml(text, source)
+    document = parse_yaml(text, source, keep_going=True)
     document.positions.setdefault((), Position(source, 1, 1))
     overrides = list(overrides)
     apply_overrides(document, overrides)
     checker = Checker(document)
+    checker.problems.extend(document.problems)  # duplicate keys, reported with the rest
     checker.base_dir = os.path.abspath(base_dir or os.getcwd())
     config = check_recipe(checker, default_name)
     if checker.problems:

@@ -89,6 +89,7 @@ class Document:
 
     data: Any
     positions: dict[Path, Position]
+    problems: list = dataclasses.field(default_factory=list)  # kept with keep_going=True
 
     def position(self, path: Path) -> Position | None:
         """The position of `path`, or of its nearest ancestor that has one."""
@@ -140,12 +141,14 @@ def _walk(node, path: Path, source: str, positions: dict, problems: list, constr
     return constructor.construct_object(node, deep=True)
 
 
-def parse_yaml(text: str, source: str) -> Document:
+def parse_yaml(text: str, source: str, keep_going: bool = False) -> Document:
     """Parses one YAML document with positions.
 
     Args:
         text: the YAML text.
         source: the name positions carry (a file path, or "--set key=value").
+        keep_going: return duplicate keys in `Document.problems` (the first value kept)
+            instead of raising, so the recipe's other problems are found in the same pass.
 
     Returns:
         A `Document`; an empty text gives `data=None`.
@@ -179,9 +182,9 @@ def parse_yaml(text: str, source: str) -> Document:
         raise RecipeError([Problem((), f"YAML error: {error}", Position(source, 1, 1))]) from None
     finally:
         loader.dispose()
-    if problems:
+    if problems and not keep_going:
         raise RecipeError(problems)
-    return Document(data, positions)
+    return Document(data, positions, problems)
 
 
 def parse_value(text: str, source: str) -> Document:

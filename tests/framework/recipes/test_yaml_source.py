@@ -120,3 +120,15 @@ def test_booleans_are_not_integers():
     checker = Checker(parse_yaml("n: true\n", "b.yaml"))
     Integer(min=1).check(True, ("n",), checker)
     assert str(checker.problems[0]) == "b.yaml:1:1: n: must be an integer >= 1, got True (a boolean)"
+
+
+def test_duplicate_keys_are_reported_with_the_recipes_other_problems():
+    from graphfit.recipes import recipe_from_text
+    text = ("data: {source: moons}\nmodel: [{type: Dense, units: 1}]\nloss: mse\n"
+            "training:\n  epochs: 0\n  epochs: 3\n")
+    with pytest.raises(RecipeError) as caught:
+        recipe_from_text(text, "r.yaml")
+    assert [str(p).split(": ")[0] + ": " + str(p).split(": ")[1] for p in caught.value.problems] \
+        == ["r.yaml:5:3: training.epochs", "r.yaml:6:3: training.epochs"]
+    assert "must be an integer >= 1, got 0" in str(caught.value)  # the first value is kept
+    assert "duplicate key 'epochs' (first given at line 5)" in str(caught.value)
