@@ -6,6 +6,8 @@ One training step, traced once and optionally compiled by XLA:
     loss; optimizer.minimize: gradients of all trainable variables, gradient transforms on the
         whole list, then the update (a second-order optimizer runs its own minimize)
     update hooks applied, once, after the optimizer's update
+    with gradient taps on (TensorBoard's gradient histograms): the raw gradients that
+        minimize reported are assigned to one tap variable per trainable variable
 
 A loop function (a `tf.function`, never XLA) runs a chunk of such steps per call and updates
 the stage's metrics after each step, so Python runs once per chunk, not once per batch. Keras
@@ -60,6 +62,11 @@ class CompiledSteps:
         self.jit_compile = jit_compile and not run_eagerly
         self.run_eagerly = run_eagerly
         self.variables = list(model.trainable_variables)
+        # Gradient taps: off (None) until `enable_gradient_taps`; `_filled_taps` holds the
+        # indices of the taps the traced train step assigns.
+        self.gradient_taps: list[tf.Variable] | None = None
+        self._filled_taps: list[int] = []
+        self._train_signature = None
         # {stage: {output: (name, spec, loss kind)}}: dataset labels are checked batch by batch.
         self.label_checks: dict[str, dict] = {}
         self.train_step = self._compile_step(self._train_step)
@@ -81,10 +88,28 @@ class CompiledSteps:
             loss, output_losses = self.loss_set(y, y_pred, sample_weight)
             return loss, (y_pred, output_losses, pending)
 
-        loss, (y_pred, output_losses, pending) = self.optimizer.minimize(loss_fn, self.variables)
+        self._train_signature = tf.nest.map_structure(_spec, (x, y, sample_weight))
+        if self.gradient_taps is None:
+            result = self.optimizer.minimize(loss_fn, self.variables)
+        else:
+            result = self._minimize_into_taps(loss_fn)
+        loss, (y_pred, output_losses, pending) = result
         # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
         update_hooks.apply_updates(pending)
         return loss, output_losses, y_pred
+
+    def _minimize_into_taps(self, loss_fn):
+        from graphfit.optimizers.gradient_record import collect_gradients  # imports graphfit
+
+        with collect_gradients() as gradients:
+            result = self.optimizer.minimize(loss_fn, self.variables)
+        # Runs at trace time: records which taps this trace fills (none when a minimize
+        # override reports no gradients).
+        self._filled_taps = [i for i, v in enumerate(self.variables) if v.ref() in gradients]
+        for i in self._filled_taps:
+            gradient = tf.convert_to_tensor(gradients[self.variables[i].ref()])  # IndexedSlices
+            self.gradient_taps[i].assign(tf.cast(gradient, self.gradient_taps[i].dtype))
+        return result
 
     def _test_step(self, x, y, sample_weight):
         y_pred = self.model(x, training=False)
@@ -187,6 +212,43 @@ class CompiledSteps:
         return [a.concat() for a in arrays]
 
     # ------------------------------------------------------------------ introspection
+    def enable_gradient_taps(self) -> None:
+        """Makes every training step copy its raw gradients into tap variables, from now on.
+
+        Creates, once and outside any trace, one non-trainable tap per trainable variable
+        (same shape and dtype, zeros), and drops the traced train step and training loops
+        so they are traced again with the assignments. The gradients are those the
+        optimizer's `minimize` reports to `optimizers.gradient_record.record_gradients`: the raw
+        gradients of the loss, before clipping and weight decay. Each step overwrites the
+        taps, so between steps they hold the last step's gradients.
+        """
+        if self.gradient_taps is not None:
+            return
+        with tf.init_scope():
+            self.gradient_taps = [
+                tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                            name=f"gradient_tap_{v.name.split(':')[0].replace('/', '_')}")
+                for v in self.variables
+            ]
+        self.train_step = self._compile_step(self._train_step)
+        self._array_loops = {k: f for k, f in self._array_loops.items() if k[0] != "train"}
+        self._dataset_loops.pop("train", None)
+
+    def recorded_gradients(self) -> list[tuple[tf.Variable, tf.Variable]]:
+        """(variable, tap) pairs whose tap the traced train step fills: empty before the
+        first step with taps, and when the optimizer's `minimize` reports no gradients."""
+        if self.gradient_taps is None:
+            return []
+        return [(self.variables[i], self.gradient_taps[i]) for i in self._filled_taps]
+
+    def train_step_graph(self) -> tf.Graph | None:
+        """The traced graph of the training step (forward pass, gradients, update, update
+        hooks; the graph XLA compiles under `jit_compile`), or None before the first
+        training step and when running eagerly."""
+        if self.run_eagerly or self._train_signature is None:
+            return None
+        return self.train_step.get_concrete_function(*self._train_signature).graph
+
     def tracing_counts(self) -> dict[str, int]:
         """How many times each traced function was traced (a retrace is a bug to report)."""
         counts = {}
@@ -200,6 +262,10 @@ class CompiledSteps:
                     fn.experimental_get_tracing_count()
                 )
         return counts
+
+
+def _spec(tensor):
+    return None if tensor is None else tf.TensorSpec(tensor.shape, tensor.dtype)
 
 
 def _as_tuple(element):

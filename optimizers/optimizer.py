@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Sequence
 import tensorflow as tf
 
 from graphfit.optimizers import schedules, transforms
+from graphfit.optimizers.gradient_record import record_gradients
 
 __all__ = ["Optimizer", "cast_hyperparameter"]
 
@@ -195,7 +196,8 @@ class Optimizer(tf.Module):
                 "schedule would ignore it). Create the optimizer with a float learning_rate "
                 "to make it settable."
             )
-        self._learning_rate_variable.assign(tf.cast(resolved, tf.float64))
+        # Not through float32: 0.03 must stay 0.03 for a float64 model.
+        self._learning_rate_variable.assign(cast_hyperparameter(resolved, tf.float64))
 
     @property
     def variables(self) -> list[tf.Variable]:
@@ -282,6 +284,9 @@ class Optimizer(tf.Module):
                 scalar to minimize and `aux` anything the caller wants back (predictions).
             variables: the variables to train; the tape watches these and nothing else.
 
+        The raw gradients go to `record_gradients` (read by TensorBoard's gradient
+        histograms); an override should report its gradient there too when it has one.
+
         Returns:
             `(loss, aux)` as `loss_fn` returned them (values before the update).
 
@@ -299,6 +304,7 @@ class Optimizer(tf.Module):
             )
         loss, aux = result
         gradients = tape.gradient(loss, variables)
+        record_gradients(gradients, variables)  # for gradient histograms; see collect_gradients
         self.apply_gradients(zip(gradients, variables))
         return loss, aux
 
