@@ -5,6 +5,7 @@
 """
 
 from graphfit import datasets, registry, update_hooks
+from graphfit import checkpoints
 from graphfit.graph_model import GraphModel, Node
 from graphfit.layer import InputSpec, Layer
 from graphfit.model import Model
@@ -27,6 +28,7 @@ __all__ = [
     "Sequential",
     "UpdateHook",
     "callbacks",
+    "checkpoints",
     "datasets",
     "layers",
     "optimizers",

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from graphfit import checkpoints
 from graphfit.callbacks import CallbackList
 from graphfit.data_adapter import make_feed
 from graphfit.input_checks import LABEL_CHECK_MARK
@@ -182,7 +183,12 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
         )
     if y is None and not isinstance(x, tf.data.Dataset):
         raise ValueError("fit() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
-    seed = int(np.random.randint(0, 2**31 - 1))
+    state_of_fit = checkpoints.fit_state(model)
+    seed = int(state_of_fit.shuffle_seed.numpy())
+    if initial_epoch == 0 or seed < 0:
+        # A resumed fit (initial_epoch > 0) keeps the saved seed, so its epochs shuffle
+        # exactly as those of an uninterrupted fit.
+        seed = int(np.random.randint(0, 2**31 - 1))
     train = make_feed(model, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
                       steps=steps_per_epoch, check_finite=check_finite, seed=seed)
     val = _eval_feed(model, validation_data, "validation_data", batch_size, validation_steps,
@@ -197,6 +203,8 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
         params={"epochs": epochs, "steps": train.steps, "verbose": verbose},
     )
     model.stop_training = False
+    state_of_fit.shuffle_seed.assign(seed)
+    state_of_fit.epoch.assign(initial_epoch)
     callbacks.on_train_begin()
     logs: dict = {}
     tested_epoch = None
@@ -210,6 +218,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
         if test is not None and (last or (test_freq and (epoch + 1) % test_freq == 0)):
             logs.update(_prefixed("test", _evaluate_stage(model, state, "test", test, epoch, callbacks)))
             tested_epoch = epoch
+        state_of_fit.epoch.assign(epoch + 1)  # before the callbacks: checkpoints save it
         callbacks.on_epoch_end(epoch, logs)
         if model.stop_training:
             break

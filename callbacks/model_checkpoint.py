@@ -1,0 +1,196 @@
+"""`ModelCheckpoint`: TensorFlow training checkpoints at epoch ends, latest and best.
+
+Keras's names and arguments, but the files are `tf.train.Checkpoint`s written through
+`graphfit.checkpoints.Checkpointer`: the model, the optimizer's slots and iterations, and the
+fit state (epochs completed, shuffle seed), so a fit resumes exactly:
+
+    state = graphfit.checkpoints.restore_latest(model, "checkpoints")
+    model.fit(x, y, epochs=10, initial_epoch=state["epoch"] if state else 0,
+              callbacks=[ModelCheckpoint("checkpoints")])
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+import numpy as np
+
+from graphfit.callbacks.callback import Callback
+from graphfit.checkpoints import Checkpointer, fit_state
+from graphfit.registry import CALLBACKS
+
+__all__ = ["ModelCheckpoint"]
+
+_MODES = ("auto", "min", "max")
+# mode="auto": names (without the val_/test_ prefix) that are better when larger.
+_LARGER_IS_BETTER = ("acc", "auc", "precision", "recall", "f1", "fbeta", "iou", "r2",
+                     "correlation")
+_SMALLER_IS_BETTER = ("loss", "error", "mse", "mae", "mape", "msle", "crossentropy",
+                      "hinge", "divergence", "poisson", "cosh")
+
+
+def _direction(monitor: str, mode: str) -> str:
+    """'min' or 'max' for `monitor` under `mode`."""
+    if mode != "auto":
+        return mode
+    name = monitor.lower()
+    for prefix in ("val_", "test_"):
+        name = name.removeprefix(prefix)
+    if any(part in name for part in _LARGER_IS_BETTER):
+        return "max"
+    if any(part in name for part in _SMALLER_IS_BETTER):
+        return "min"
+    raise ValueError(
+        f"mode='auto' cannot tell whether monitor={monitor!r} is better when larger or "
+        f"smaller. Pass mode='max' or mode='min'."
+    )
+
+
+@CALLBACKS.register
+class ModelCheckpoint(Callback):
+    """Writes training checkpoints to `filepath/latest` and, on improvement, `filepath/best`.
+
+    At the end of every epoch the model, its optimizer's state and the fit state are written
+    to `filepath/latest` (unless `save_best_only`), and to `filepath/best` when the monitored
+    value improved on the best so far. A resumed fit (`initial_epoch > 0`) reads the best so
+    far from the latest checkpoint, so `best/` keeps the best of the whole run.
+
+    An epoch whose losses are not finite is never saved (and TerminateOnNaN's
+    `model.nonfinite_step`, set during the epoch, counts as such), so the last good
+    checkpoint stays the newest.
+
+    Args:
+        filepath: the folder that holds `latest/` and `best/` (created at the first save).
+        monitor: the log key compared for `best/`, e.g. "val_loss" or "val_accuracy".
+        mode: "min", "max", or "auto" (from the name: max for accuracy, AUC, precision,
+            recall; min for losses and errors).
+        save_best_only: write only `best/` (then there is no `latest/` to resume from).
+        save_freq: "epoch" (the only choice: saving at epoch ends is what makes a resume
+            exact).
+        max_to_keep: checkpoints kept in each of `latest/` and `best/`; None keeps all.
+        verbose: 0 silent, 1 a line per save.
+
+    Raises:
+        ValueError: for a bad argument, or `mode="auto"` with a monitor whose direction
+            cannot be told from its name.
+
+    Example:
+
+        >>> import tempfile
+        >>> import numpy as np, graphfit as gf
+        >>> from graphfit import layers
+        >>> folder = tempfile.mkdtemp()
+        >>> model = gf.Sequential([layers.Dense(1)])
+        >>> model.compile(optimizer="sgd", loss="mse")
+        >>> checkpoint = gf.callbacks.ModelCheckpoint(folder, monitor="loss")
+        >>> _ = model.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=3, verbose=0,
+        ...               callbacks=[checkpoint])
+        >>> gf.checkpoints.resume_point(folder)
+        3
+    """
+
+    def __init__(self, filepath: str, monitor: str = "val_loss", mode: str = "auto",
+                 save_best_only: bool = False, save_freq="epoch", max_to_keep: int | None = 3,
+                 verbose: int = 0):
+        super().__init__()
+        if not isinstance(filepath, (str, os.PathLike)) or not os.fspath(filepath):
+            raise ValueError(f"filepath must be a folder path. Received: filepath={filepath!r}")
+        filepath = os.fspath(filepath)
+        if filepath.endswith((".h5", ".keras")) or "{" in filepath:
+            raise ValueError(
+                "filepath is the folder that holds the TensorFlow checkpoints (latest/ and "
+                "best/), not a Keras file name or pattern. Received: "
+                f"filepath={filepath!r}"
+            )
+        if not isinstance(monitor, str) or not monitor:
+            raise ValueError(f"monitor must be a log key such as 'val_loss'. Received: "
+                             f"monitor={monitor!r}")
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {list(_MODES)}. Received: mode={mode!r}")
+        if not isinstance(save_best_only, bool):
+            raise ValueError(f"save_best_only must be True or False. Received: "
+                             f"save_best_only={save_best_only!r}")
+        if save_freq != "epoch":
+            raise ValueError(
+                "save_freq must be 'epoch': graphfit checkpoints at epoch ends, where a resumed "
+                f"fit can carry on exactly. Received: save_freq={save_freq!r}"
+            )
+        if max_to_keep is not None and (
+            isinstance(max_to_keep, bool) or not isinstance(max_to_keep, (int, np.integer))
+            or max_to_keep < 1
+        ):
+            raise ValueError("max_to_keep must be a positive integer, or None to keep every "
+                             f"checkpoint. Received: max_to_keep={max_to_keep!r}")
+        if verbose not in (0, 1) or isinstance(verbose, bool):
+            raise ValueError(f"verbose must be 0 or 1. Received: verbose={verbose!r}")
+        self.filepath = filepath
+        self.monitor = monitor
+        self.mode = mode
+        self.direction = _direction(monitor, mode)
+        self.save_best_only = save_best_only
+        self.save_freq = save_freq
+        self.max_to_keep = max_to_keep
+        self.verbose = verbose
+        self.best: float | None = None
+        self.checkpointer = None
+        self._warned_missing = False
+        self._nonfinite_at_begin = None
+
+    def on_train_begin(self, logs=None):
+        self.checkpointer = Checkpointer(self.filepath, self.model, self.max_to_keep)
+        self.best = None
+        self._warned_missing = False
+        # A flag left by an earlier fit is not this fit's (TerminateOnNaN resets it anyway).
+        self._nonfinite_at_begin = getattr(self.model, "nonfinite_step", None)
+        if int(fit_state(self.model).epoch.numpy()) > 0:
+            # Resuming: the best so far is the one the interrupted run recorded.
+            self.best = self.checkpointer.recorded_best(
+                "best" if self.save_best_only else "latest")
+            self.checkpointer.best_value = self.best
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if not self._finite_epoch(logs):
+            if self.verbose:
+                print(f"\nEpoch {epoch + 1}: the loss is not finite; no checkpoint written.")
+            return
+        value = self._monitored(logs)
+        improved = value is not None and (
+            self.best is None
+            or (value < self.best if self.direction == "min" else value > self.best)
+        )
+        if improved:
+            previous, self.best = self.best, value
+            path = self.checkpointer.save_best(epoch + 1, value)
+            if self.verbose:
+                print(f"\nEpoch {epoch + 1}: {self.monitor} improved from "
+                      f"{'-' if previous is None else f'{previous:.5f}'} to {value:.5f}, "
+                      f"saved {path}")
+        if not self.save_best_only:
+            path = self.checkpointer.save_latest(epoch + 1)
+            if self.verbose:
+                print(f"\nEpoch {epoch + 1}: saved {path}")
+
+    def _finite_epoch(self, logs: dict) -> bool:
+        flagged = getattr(self.model, "nonfinite_step", None)
+        if flagged is not None and flagged != self._nonfinite_at_begin:
+            return False
+        return all(
+            math.isfinite(float(v)) for k, v in logs.items()
+            if k.endswith("loss") and isinstance(v, (int, float, np.number))
+        )
+
+    def _monitored(self, logs: dict) -> float | None:
+        value = logs.get(self.monitor)
+        if value is None:
+            if not self._warned_missing:
+                self._warned_missing = True
+                warnings.warn(
+                    f"ModelCheckpoint monitors {self.monitor!r}, which is not in the logs "
+                    f"(available: {sorted(logs)}); best/ is not written"
+                    + ("." if self.save_best_only else ", latest/ still is."), stacklevel=2)
+            return None
+        value = float(value)
+        return value if math.isfinite(value) else None
