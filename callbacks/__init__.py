@@ -4,5 +4,12 @@ from graphfit.callbacks.callback import Callback, CallbackList
 from graphfit.callbacks.history import History
 from graphfit.callbacks.progress import ProgressBar
 from graphfit.callbacks.tensorboard import TensorBoard
+from graphfit.callbacks.model_checkpoint import ModelCheckpoint
+from graphfit.callbacks.csv_logger import CSVLogger
+from graphfit.callbacks.early_stopping import EarlyStopping
+from graphfit.callbacks.learning_rate import LearningRateScheduler, ReduceLROnPlateau
+from graphfit.callbacks.terminate_on_nan import TerminateOnNaN
 
-__all__ = ["Callback", "CallbackList", "History", "ProgressBar", "TensorBoard"]
+__all__ = ["Callback", "CallbackList", "History", "ProgressBar", "TensorBoard", "ModelCheckpoint"]
+__all__ += ["CSVLogger", "EarlyStopping", "LearningRateScheduler", "ReduceLROnPlateau",
+            "TerminateOnNaN"]

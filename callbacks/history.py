@@ -32,6 +32,8 @@ class History(Callback):
             test run for "test_" keys).
         epoch: the epoch indices recorded by `on_epoch_end` in the current `fit`.
         test_epoch: the epoch index of each entry of the "test_" lists.
+        stop_reason: why the last `fit` stopped early (set by EarlyStopping, TerminateOnNaN,
+            ...), or None when it ran all its epochs.
 
     Example:
 
@@ -53,6 +55,7 @@ class History(Callback):
         self.history: dict[str, list[Any]] = {}
         self.epoch: list[int] = []
         self.test_epoch: list[int | None] = []
+        self.stop_reason: str | None = None
         self._current_epoch: int | None = None
 
     def on_train_begin(self, logs=None):
@@ -71,6 +74,10 @@ class History(Callback):
                 self.history.setdefault(key, []).append(value)
         # Again here, as Keras does, so that the model points at the latest record.
         self._attach_to_model()
+
+    def on_train_end(self, logs=None):
+        # Why fit stopped before its last epoch (EarlyStopping, TerminateOnNaN, ...), or None.
+        self.stop_reason = getattr(self.model, "stop_reason", None)
 
     def on_test_end(self, logs=None, stage="test"):
         if stage != "test" or not logs:

@@ -254,6 +254,9 @@ class ProgressBar(Callback):
 
     def on_train_end(self, logs=None):
         self._flush_pending()
+        reason = getattr(self.model, "stop_reason", None)
+        if self.verbose and reason:
+            self._write(f"Stopped: {reason}\n")  # early stopping, NaN, convergence: say why
         self._in_fit = self._in_epoch = False
         self._run = None
 

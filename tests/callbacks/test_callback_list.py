@@ -292,8 +292,12 @@ def test_train_batch_hooks_call_the_keras_legacy_aliases():
 
 
 def test_registry_and_exports():
-    assert callbacks_package.__all__ == ["Callback", "CallbackList", "History", "ProgressBar",
-                                         "TensorBoard"]
+    assert set(callbacks_package.__all__) == {
+        "Callback", "CallbackList", "History", "ProgressBar", "TensorBoard", "ModelCheckpoint",
+        "CSVLogger", "EarlyStopping", "LearningRateScheduler", "ReduceLROnPlateau",
+        "TerminateOnNaN"}
+    for name in callbacks_package.__all__[2:]:
+        assert CALLBACKS.get(name) is getattr(callbacks_package, name)
     assert CALLBACKS.get("History") is History
     assert CALLBACKS.get("ProgressBar") is ProgressBar
 
