@@ -35,17 +35,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    def recipe_command(name, help_text):
+    def recipe_command(name, help_text, optional=False):
         command = commands.add_parser(name, help=help_text, description=help_text)
-        command.add_argument("recipe", help="the recipe's YAML file")
+        command.add_argument("recipe", help="the recipe's YAML file",
+                             nargs="?" if optional else None)
         command.add_argument("--set", dest="overrides", action="append", default=[],
                              metavar="KEY=VALUE", help="override a key, e.g. training.epochs=3")
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="show Python tracebacks")
         return command
 
-    train = recipe_command("train", "train a recipe into a new run directory")
+    train = recipe_command("train", "train a recipe into a new run directory", optional=True)
     train.add_argument("--run-dir", help="where to write the run (must not hold files yet)")
+    train.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue an interrupted run from its latest checkpoint (only "
+                            "--set training.epochs=N may change it)")
     train.add_argument("--verbose", type=int, choices=(0, 1, 2), default=2,
                        help="0 silent, 1 progress bar, 2 one line per epoch (default)")
     recipe_command("validate", "check a recipe, its data and its model; train nothing")
@@ -101,11 +105,41 @@ class _BadInput(Exception):
     """A bad run directory or input file named on the command line (exit code 2)."""
 
 
-def _train(args) -> int:
-    from graphfit.recipes import load_recipe, runner
+def _resume(args):
+    from graphfit.recipes import training_run
+    from graphfit.recipes.overrides import parse_key
 
-    recipe = load_recipe(args.recipe, args.overrides)
-    result = runner.train(recipe, run_dir=args.run_dir, verbose=args.verbose)
+    if args.recipe or args.run_dir:
+        raise _BadInput("--resume continues a run from its own recipe and directory; give no "
+                        "recipe file and no --run-dir")
+    epochs = None
+    for text in args.overrides:
+        key, _, value = text.partition("=")
+        try:
+            if parse_key(key.strip()) != ("training", "epochs"):
+                raise ValueError
+            epochs = int(value)
+        except ValueError:
+            raise _BadInput(f"--set {text}: a resumed run keeps its recipe; only "
+                            f"training.epochs=N (an integer) may be set") from None
+    try:
+        return training_run.resume(args.resume, epochs=epochs, verbose=args.verbose)
+    except ValueError as error:
+        if type(error) is not ValueError:
+            raise  # a RecipeError keeps its own report
+        raise _BadInput(error) from None
+
+
+def _train(args) -> int:
+    from graphfit.recipes import load_recipe, training_run
+
+    if args.resume:
+        result = _resume(args)
+    elif args.recipe is None:
+        raise _BadInput("train needs a recipe file, or --resume RUN_DIR")
+    else:
+        recipe = load_recipe(args.recipe, args.overrides)
+        result = training_run.train(recipe, run_dir=args.run_dir, verbose=args.verbose)
     print(f"run directory: {result.run_dir}")
     for stage, values in result.metrics.items():
         print(f"{stage}: " + ", ".join(f"{k}={v:.4f}" for k, v in values.items()))

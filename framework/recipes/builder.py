@@ -78,6 +78,17 @@ def loss_of(config: dict):
     return instantiate(loss, LOSS) if isinstance(loss, dict) else loss
 
 
-def build_callbacks(config: dict) -> list:
-    """The callbacks the recipe lists, in order."""
-    return [instantiate(entry, CALLBACK) for entry in config["callbacks"]]
+_PATH_ARGUMENTS = ("log_dir", "filepath", "filename")
+
+
+def build_callbacks(config: dict, run_dir: str | None = None) -> list:
+    """The callbacks the recipe lists, in order; relative paths in their arguments
+    (`log_dir`, `filepath`, `filename`) are placed inside `run_dir` when it is given."""
+    built = []
+    for entry in config["callbacks"]:
+        entry = dict(entry)
+        for key in _PATH_ARGUMENTS:
+            if run_dir and isinstance(entry.get(key), str) and not os.path.isabs(entry[key]):
+                entry[key] = os.path.join(run_dir, entry[key])
+        built.append(instantiate(entry, CALLBACK))
+    return built

@@ -1,22 +1,10 @@
-"""Running recipes: train into a new run directory, and evaluate or predict from one.
+"""Preparing recipes to run, and reloading finished runs to evaluate or predict with.
 
 Everything that can be checked is checked before the run directory is created: the recipe,
 then the data (loaded and split), the model (built on the data's shape), the labels against
 the loss. A recipe that fails there leaves nothing behind.
 
-Example (Python, the same as `graphfit train`):
-
-    >>> import graphfit as gf
-    >>> recipe = gf.recipes.recipe_from_text(
-    ...     "data: {source: moons, n_samples: 200}\\n"
-    ...     "model: [{type: Dense, units: 8, activation: relu}, {type: Dense, units: 1}]\\n"
-    ...     "loss: {type: BinaryCrossentropy, from_logits: true}\\n"
-    ...     "metrics: [accuracy]\\n"
-    ...     "training: {epochs: 2}\\n", "moons.yaml", default_name="moons")
-    >>> import tempfile, os
-    >>> run = gf.recipes.train(recipe, run_dir=os.path.join(tempfile.mkdtemp(), "run"), verbose=0)
-    >>> sorted(run.metrics)
-    ['test', 'train', 'val']
+Training into a run directory is `graphfit.recipes.training_run`.
 """
 
 from __future__ import annotations
@@ -32,7 +20,7 @@ from graphfit.recipes.data_loading import DataError, Splits, Standardizer, load_
 from graphfit.recipes.problems import Problem, RecipeError
 from graphfit.recipes.recipe import Recipe, load_recipe
 
-__all__ = ["Prepared", "RunResult", "prepare", "train", "evaluate_run", "load_run"]
+__all__ = ["Prepared", "prepare", "evaluate_run", "load_run", "sample_shape"]
 
 
 @dataclasses.dataclass
@@ -43,16 +31,6 @@ class Prepared:
     model: Any
     splits: Splits
     callbacks: list
-
-
-@dataclasses.dataclass
-class RunResult:
-    """What `train` produced: the run directory, the final numbers and the trained model."""
-
-    run_dir: str
-    metrics: dict[str, dict[str, float]]
-    history: dict[str, list]
-    model: Any
 
 
 def _error(recipe: Recipe, path: tuple, error: Exception) -> RecipeError:
@@ -129,63 +107,11 @@ def _pair(data):
     return data if isinstance(data, tuple) else (data, None)
 
 
-def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
-          runs_root: str = "runs") -> RunResult:
-    """Trains a recipe into a new run directory (see `graphfit.recipes.run_directory`).
-
-    Args:
-        recipe: a loaded `Recipe`.
-        run_dir: where to write the run (default: the recipe's `run_dir`, else
-            `<runs_root>/<name>/<timestamp>`). It must not hold files yet.
-        verbose: 0 silent, 1 progress bar, 2 one line per epoch.
-
-    Raises:
-        RecipeError: for anything wrong with the recipe, before any training.
-    """
-    from graphfit.callbacks.tensorboard import TensorBoard
-
-    prepared = prepare(recipe)
-    config, model, splits = recipe.config, prepared.model, prepared.splits
-    try:
-        run = run_directory.create_run(config["name"], run_dir or config["run_dir"], runs_root)
-    except (ValueError, OSError) as error:
-        raise _error(recipe, ("run_dir",), error) from None
-    run_directory.write_yaml(os.path.join(run, "recipe.yaml"), config)
-    run_directory.write_yaml(os.path.join(run, "overrides.yaml"), list(recipe.overrides))
-    run_directory.write_json(os.path.join(run, "versions.json"), run_directory.versions())
-    x, y = _pair(splits.train)
-    run_directory.write_json(os.path.join(run, "preprocessing.json"), {
-        "input_shape": _sample_shape(model),
-        "feature_names": splits.feature_names,
-        "standardize": splits.standardizer.to_json() if splits.standardizer else None,
-    })
-    training = config["training"]
-    callbacks = prepared.callbacks + [TensorBoard(os.path.join(run, run_directory.LOGS))]
-    history = model.fit(x, y, batch_size=training["batch_size"], epochs=training["epochs"],
-                        verbose=verbose, callbacks=callbacks, validation_data=splits.val,
-                        test_data=splits.test, shuffle=training["shuffle"],
-                        check_finite=training["check_finite"])
-    model.save_weights(os.path.join(run, run_directory.CHECKPOINT))
-    metrics = _final_metrics(history.history)
-    run_directory.write_json(os.path.join(run, "history.json"), history.history)
-    run_directory.write_json(os.path.join(run, "metrics.json"), metrics)
-    return RunResult(run, metrics, history.history, model)
-
-
-def _sample_shape(model) -> list[int] | dict:
+def sample_shape(model) -> list[int] | dict:
     spec = model._signature.inputs
     if isinstance(spec, dict):
         return {name: s.shape.as_list()[1:] for name, s in spec.items()}
     return spec.shape.as_list()[1:]
-
-
-def _final_metrics(history: dict) -> dict[str, dict[str, float]]:
-    final: dict[str, dict[str, float]] = {"train": {}}
-    for key, values in history.items():
-        stage = next((s for s in ("val", "test") if key.startswith(s + "_")), "train")
-        name = key[len(stage) + 1:] if stage != "train" else key
-        final.setdefault(stage, {})[name] = float(values[-1])
-    return final
 
 
 def load_run(run: str) -> tuple[Prepared, dict]:
@@ -206,17 +132,35 @@ def load_run(run: str) -> tuple[Prepared, dict]:
     return prepared, preprocessing
 
 
-def evaluate_run(run: str, verbose: int = 0) -> dict[str, dict[str, float]]:
-    """Re-evaluates a finished run on its validation and test splits: {stage: {metric: value}}."""
+def evaluate_run(run: str, verbose: int = 0,
+                 write_logs: bool = True) -> dict[str, dict[str, float]]:
+    """Re-evaluates a finished run on its validation and test splits: {stage: {metric: value}}.
+
+    With `write_logs`, the test numbers are also written to the run's TensorBoard `logs/test`.
+    """
+    from graphfit.callbacks import TensorBoard
+
+    run = run_directory.find_run(run)
     prepared, _ = load_run(run)
     results = {}
     batch_size = prepared.recipe.training["batch_size"]
     for stage, data in (("val", prepared.splits.val), ("test", prepared.splits.test)):
         if data is not None:
             x, y = _pair(data)
+            board = []
+            if write_logs and stage == "test":
+                board = [TensorBoard(os.path.join(run, run_directory.LOGS))]
+                # The test point of the run's last epoch, as fit wrote it.
+                board[0].evaluation_step = max(_epochs_trained(run) - 1, 0)
             results[stage] = prepared.model.evaluate(x, y, batch_size=batch_size, stage=stage,
-                                                     verbose=verbose, return_dict=True)
+                                                     verbose=verbose, return_dict=True,
+                                                     callbacks=board)
     return results
+
+
+def _epochs_trained(run: str) -> int:
+    history = os.path.join(run, "history.json")
+    return len(run_directory.read_json(history).get("loss", [])) if os.path.isfile(history) else 0
 
 
 def standardizer_of(preprocessing: dict) -> Standardizer | None:

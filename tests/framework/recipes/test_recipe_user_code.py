@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from graphfit import cli
-from graphfit.recipes import load_recipe, runner
+from graphfit.recipes import load_recipe, training_run
 from graphfit.recipes.data_loading import load_splits
 
 BINARY = textwrap.dedent("""\
@@ -39,7 +39,7 @@ def csv_run(tmp_path):
         model: [{type: Dense, units: 4, activation: relu}, {type: Dense, units: 1}]
     """) + BINARY)
     recipe = load_recipe(str(tmp_path / "csv.yaml"))
-    return recipe, runner.train(recipe, run_dir=str(tmp_path / "run"), verbose=0), features
+    return recipe, training_run.train(recipe, run_dir=str(tmp_path / "run"), verbose=0), features
 
 
 def test_csv_paths_are_read_from_the_recipe_folder_and_stored_absolute(csv_run, tmp_path):
@@ -140,7 +140,7 @@ def test_imports_registered_layers_and_data_functions(user_folder):
         training: {epochs: 2, batch_size: 8}
     """))
     recipe = load_recipe(str(user_folder / "u.yaml"))
-    result = runner.train(recipe, run_dir=str(user_folder / "run"), verbose=0)
+    result = training_run.train(recipe, run_dir=str(user_folder / "run"), verbose=0)
     assert [type(layer).__name__ for layer in result.model.layers] == \
         ["RecipeTestScale", "Unregistered"]
     assert sum(len(s[0]) for s in (load_splits(recipe.config).train,)) == 40 - 6 - 6
