@@ -1,15 +1,25 @@
 """graphfit.callbacks: hooks into `fit`, `evaluate` and `predict` (Keras-style, stage-aware)."""
 
 from graphfit.callbacks.callback import Callback, CallbackList
-from graphfit.callbacks.history import History
-from graphfit.callbacks.progress import ProgressBar
-from graphfit.callbacks.tensorboard import TensorBoard
-from graphfit.callbacks.model_checkpoint import ModelCheckpoint
 from graphfit.callbacks.csv_logger import CSVLogger
 from graphfit.callbacks.early_stopping import EarlyStopping
+from graphfit.callbacks.history import History
 from graphfit.callbacks.learning_rate import LearningRateScheduler, ReduceLROnPlateau
+from graphfit.callbacks.model_checkpoint import ModelCheckpoint
+from graphfit.callbacks.progress import ProgressBar
+from graphfit.callbacks.tensorboard import TensorBoard
 from graphfit.callbacks.terminate_on_nan import TerminateOnNaN
 
-__all__ = ["Callback", "CallbackList", "History", "ProgressBar", "TensorBoard", "ModelCheckpoint"]
-__all__ += ["CSVLogger", "EarlyStopping", "LearningRateScheduler", "ReduceLROnPlateau",
-            "TerminateOnNaN"]
+__all__ = [
+    "Callback",
+    "CallbackList",
+    "CSVLogger",
+    "EarlyStopping",
+    "History",
+    "LearningRateScheduler",
+    "ModelCheckpoint",
+    "ProgressBar",
+    "ReduceLROnPlateau",
+    "TensorBoard",
+    "TerminateOnNaN",
+]

@@ -217,3 +217,39 @@ def test_resume_reaches_the_weights_of_an_uninterrupted_run(tmp_path, capsys):
     assert "has already trained 4 of 4 epochs" in capsys.readouterr().err
     assert cli.main(["train", "--resume", str(cut), "--set", "seed=3"]) == 2
     assert "only training.epochs=N" in capsys.readouterr().err
+
+
+def test_recipe_callbacks_write_inside_the_run_and_say_why_training_stopped(tmp_path, capsys):
+    recipe = tmp_path / "stop.yaml"
+    recipe.write_text(
+        "data: {source: moons, n_samples: 200}\n"
+        "model: [{type: Dense, units: 1}]\n"
+        "loss: {type: BinaryCrossentropy, from_logits: true}\n"
+        "optimizer: {type: SGD, learning_rate: 0.0}\n"  # nothing improves: stops at once
+        "training: {epochs: 20}\n"
+        "callbacks:\n"
+        "  - {type: EarlyStopping, monitor: val_loss, patience: 1}\n"
+        "  - {type: CSVLogger, filename: epochs.csv}\n")
+    run = tmp_path / "run"
+    assert cli.main(["train", str(recipe), "--run-dir", str(run), "--verbose", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "Stopped: EarlyStopping: val_loss did not improve for 1 epoch" in out
+    rows = (run / "epochs.csv").read_text().splitlines()
+    assert rows[0].startswith("epoch,") and len(rows) == 1 + 2  # header, epochs 1 and 2
+    history = json.loads((run / "history.json").read_text())
+    assert len(history["loss"]) == 2
+    assert os.path.isdir(run / "checkpoints" / "latest")
+
+
+def test_evaluate_writes_the_test_run_at_the_last_epoch(workdir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, result = workdir
+    test_logs = os.path.join(result.run_dir, "logs", "test")
+    before = len(os.listdir(test_logs))
+    runner.evaluate_run(result.run_dir)
+    assert len(os.listdir(test_logs)) == before + 1
+    events = EventAccumulator(test_logs)
+    events.Reload()
+    steps = sorted({event.step for event in events.Tensors("loss")})
+    assert steps == [1]  # epochs=2: fit's final test and evaluate's are both at step 1
