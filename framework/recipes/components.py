@@ -199,7 +199,8 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
         message = clean_message(error)
         named = _RECEIVED.search(str(error))
         at = path + (named.group(1),) if named and named.group(1) in arguments else path
-        checker.report(at, f"{cls.__name__}: {message}")
+        prefix = "" if message.startswith(f"{cls.__name__}:") else f"{cls.__name__}: "
+        checker.report(at, prefix + message)
         return INVALID
     resolved = {k: entry[k] for k in ("type", "class_path") if k in entry}
     for key, parameter in accepted.items():

@@ -38,6 +38,8 @@ def read_inputs(path: str, preprocessing: dict) -> np.ndarray:
             names = datasets.csv_columns(path)
         x, _ = datasets.load_csv(path, features=names, target=None)
     shape = preprocessing["input_shape"]
+    if isinstance(shape, dict) and len(shape) == 1:
+        shape = next(iter(shape.values()))  # a graph model with one named input
     if isinstance(shape, dict):
         raise ValueError("predict reads one input array; this run's model has several inputs "
                          f"({', '.join(shape)}). Use model.predict from Python.")

@@ -94,6 +94,11 @@ def write_json(path: str, data) -> None:
     _write_atomically(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
+def read_yaml(path: str):
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
 def read_json(path: str):
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)

@@ -149,13 +149,21 @@ def evaluate_run(run: str, verbose: int = 0,
             x, y = _pair(data)
             board = []
             if write_logs and stage == "test":
-                board = [TensorBoard(os.path.join(run, run_directory.LOGS))]
+                board = [TensorBoard(_log_dir(prepared.recipe.config, run))]
                 # The test point of the run's last epoch, as fit wrote it.
                 board[0].evaluation_step = max(_epochs_trained(run) - 1, 0)
             results[stage] = prepared.model.evaluate(x, y, batch_size=batch_size, stage=stage,
                                                      verbose=verbose, return_dict=True,
                                                      callbacks=board)
     return results
+
+
+def _log_dir(config: dict, run: str) -> str:
+    """Where the run's TensorBoard wrote: the recipe's own TensorBoard, or logs/."""
+    for entry in config["callbacks"]:
+        if entry.get("type") == "TensorBoard" and isinstance(entry.get("log_dir"), str):
+            return os.path.join(run, entry["log_dir"])
+    return os.path.join(run, run_directory.LOGS)
 
 
 def _epochs_trained(run: str) -> int:

@@ -168,7 +168,20 @@ def check_recipe(checker: Checker, default_name: str) -> dict:
     if resolved.get("name") is None:
         resolved["name"] = default_name
     _check_splits(resolved, checker)
+    _check_learning_rate_callbacks(resolved, checker)
     return resolved
+
+
+def _check_learning_rate_callbacks(resolved: dict, checker: Checker) -> None:
+    optimizer, entries = resolved.get("optimizer"), resolved.get("callbacks")
+    if not isinstance(optimizer, dict) or not isinstance(optimizer.get("learning_rate"), dict):
+        return
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        if isinstance(entry, dict) and entry.get("type") in ("ReduceLROnPlateau",
+                                                             "LearningRateScheduler"):
+            checker.report(("callbacks", index, "type"),
+                           f"{entry['type']} sets the learning rate, but optimizer.learning_rate "
+                           f"is a schedule; use one or the other")
 
 
 def _check_splits(resolved: dict, checker: Checker) -> None:

@@ -214,7 +214,11 @@ def test_resume_reaches_the_weights_of_an_uninterrupted_run(tmp_path, capsys):
     assert history["loss"] == full.history["loss"]  # epochs 1-2 kept, 3-4 resumed
     assert json.loads((cut / "metrics.json").read_text()) == full.metrics
     assert cli.main(["train", "--resume", str(cut), "--verbose", "0"]) == 2
-    assert "has already trained 4 of 4 epochs" in capsys.readouterr().err
+    assert "has already trained 4 epochs (its recipe asks for 4); give --set " \
+        "training.epochs=N with N > 4" in capsys.readouterr().err
+    assert run_directory.read_yaml(str(cut / "overrides.yaml")) == [
+        "data.n_samples=240", "training.batch_size=16", "training.epochs=2",
+        "training.epochs=4"]
     assert cli.main(["train", "--resume", str(cut), "--set", "seed=3"]) == 2
     assert "only training.epochs=N" in capsys.readouterr().err
 
@@ -253,3 +257,44 @@ def test_evaluate_writes_the_test_run_at_the_last_epoch(workdir):
     events.Reload()
     steps = sorted({event.step for event in events.Tensors("loss")})
     assert steps == [1]  # epochs=2: fit's final test and evaluate's are both at step 1
+
+
+def test_a_run_that_goes_non_finite_fails_and_saves_no_final_weights(tmp_path, capsys):
+    recipe = tmp_path / "nan.yaml"
+    recipe.write_text(
+        "data: {source: sinc, n_samples: 200}\n"
+        "model: [{type: Dense, units: 16, activation: tanh}, {type: Dense, units: 1}]\n"
+        "loss: mse\n"
+        "optimizer: {type: SGD, learning_rate: 1.0e+6}\n"
+        "training: {epochs: 3, batch_size: 8}\n"
+        "callbacks: [{type: TerminateOnNaN}]\n")
+    run = tmp_path / "run"
+    assert cli.main(["train", str(recipe), "--run-dir", str(run), "--verbose", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "train failed: TrainingFailed: the loss became non-finite at step" in err
+    saved = os.listdir(run / "checkpoints") if (run / "checkpoints").exists() else []
+    assert not any(name.startswith("final") for name in saved)  # no good epoch: nothing
+    assert not (run / "metrics.json").exists()
+    json.loads((run / "history.json").read_text(), parse_constant=pytest.fail)  # strict JSON
+
+
+def test_schedule_and_learning_rate_callback_conflict_is_a_recipe_problem(tmp_path, capsys):
+    recipe = tmp_path / "lr.yaml"
+    recipe.write_text(
+        "data: {source: moons}\nmodel: [{type: Dense, units: 1}]\nloss: mse\n"
+        "optimizer:\n  type: SGD\n  learning_rate: {type: ExponentialDecay, "
+        "initial_learning_rate: 0.1, decay_steps: 10, decay_rate: 0.9}\n"
+        "callbacks:\n  - {type: ReduceLROnPlateau}\n")
+    assert cli.main(["validate", str(recipe)]) == 2
+    assert f"{recipe}:8:6: callbacks[0].type: ReduceLROnPlateau sets the learning rate, but " \
+           f"optimizer.learning_rate is a schedule" in capsys.readouterr().err
+
+
+def test_predict_with_a_single_input_graph_model(tmp_path, capsys):
+    run = tmp_path / "graph"
+    assert _train(os.path.join(RECIPES, "spirals_graph.yaml"), run,
+                  "--set", "data.n_samples=200") == 0
+    np.savez(tmp_path / "points.npz", x=np.array([[0.1, 0.2], [-0.5, 0.3]], np.float32))
+    assert cli.main(["predict", str(run), "--input", str(tmp_path / "points.npz"),
+                     "--output", str(tmp_path / "p.csv")]) == 0
+    assert "wrote 2 predictions (class, probability_0, probability_1)" in capsys.readouterr().out
