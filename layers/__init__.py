@@ -9,6 +9,7 @@ from graphfit.layers.convolutional import Conv2D
 from graphfit.layers.dense import Dense
 from graphfit.layers.dropout import Dropout
 from graphfit.layers.embedding import Embedding
+from graphfit.layers.formula import Formula
 from graphfit.layers.keras_layer import KerasLayer
 from graphfit.layers.layer_normalization import LayerNormalization
 from graphfit.layers.merging import Add, Concatenate
@@ -26,6 +27,7 @@ __all__ = [
     "Dropout",
     "Embedding",
     "Flatten",
+    "Formula",
     "GlobalAveragePooling2D",
     "KerasLayer",
     "LayerNormalization",

@@ -1,0 +1,217 @@
+"""`Formula`: a curve-fitting layer written as a formula string, `b1*(1-exp(-b2*x))`."""
+
+from __future__ import annotations
+
+import keyword
+import math
+import numbers
+import re
+from typing import Any, Mapping
+
+import tensorflow as tf
+
+from graphfit.layer import InputSpec, Layer
+from graphfit.layers import formula_parser
+from graphfit.registry import register_layer
+
+__all__ = ["Formula"]
+
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@register_layer
+class Formula(Layer):
+    """A model `y = f(x; params)` written as a formula string, for curve fitting.
+
+    The expression is parsed safely (a syntax tree walked against a whitelist, never
+    evaluated as Python) into TensorFlow ops. It may hold:
+
+    - numbers, and the constant `pi` (there is no `e`: write `exp(1)`; `e` may be a parameter);
+    - the parameters, by name; each is a trainable scalar variable of the layer's dtype, named
+      after it and initialized to the value given in `params`;
+    - the inputs: `x` for inputs of shape `(batch,)` or `(batch, 1)`, or `x1`, `x2`, ... for
+      the columns 0, 1, ... of inputs of shape `(batch, k)` (not both spellings at once;
+      `x0` is free for a parameter);
+    - `+ - * / **`, unary `-` and `+`, parentheses (`^` is refused: use `**`);
+    - `exp log sqrt sin cos tan arctan tanh abs` (`atan` is `arctan`), one argument each.
+
+    The output has shape `(batch, 1)`. Use `dtype="float64"` for curve fitting: float32
+    gradients are too coarse for the certified NIST problems. Line breaks in the expression
+    (from a YAML block scalar) are read as spaces.
+
+    Args:
+        expression: the formula, a string.
+        params: `{name: initial value}`, a plain dict of numbers (YAML-friendly). Every
+            parameter must appear in the expression, and every name in the expression must be
+            a parameter, an input or `pi`.
+        name: the layer's name. dtype: its floating dtype (None inherits the model's).
+        trainable: False freezes the parameters.
+
+    Raises:
+        ValueError: for a bad `params`, or an expression outside the whitelist, with a
+            syntax error, an unknown name or an unused parameter; the message shows the
+            expression with carets under the offending part. On the first call, also for
+            inputs of rank other than 1 or 2, or fewer columns than the expression uses.
+
+    Example:
+
+        >>> import numpy as np
+        >>> from graphfit import layers
+        >>> curve = layers.Formula("b1*(1-exp(-b2*x))", params={"b1": 500.0, "b2": 1e-4},
+        ...                        dtype="float64")
+        >>> curve(np.array([0.0, 1e4])).numpy().round(3)
+        array([[  0.  ],
+               [316.06]])
+        >>> curve.values()
+        {'b1': 500.0, 'b2': 0.0001}
+        >>> layers.Formula("b1*exp(-c*x)", params={"b1": 1.0, "b2": 2.0})
+        Traceback (most recent call last):
+        ...
+        ValueError: Formula: unknown name 'c' in "b1*exp(-c*x)" (parameters: b1, b2; inputs: x, or x1, x2, ... for several columns; constants: pi)
+            b1*exp(-c*x)
+                    ^
+    """
+
+    xla_friendly_on_cpu = True
+
+    def __init__(
+        self,
+        expression: str,
+        params: Mapping[str, float],
+        name: str | None = None,
+        dtype=None,
+        trainable: bool = True,
+    ):
+        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        if not isinstance(expression, str):
+            raise ValueError(
+                f"expression must be a string such as 'b1*exp(-b2*x)'. "
+                f"Received: expression={expression!r}"
+            )
+        # One line, so that the carets of an error line up (YAML block scalars break lines).
+        self.expression = " ".join(expression.replace("\t", " ").splitlines()).strip()
+        if not self.expression:
+            raise ValueError(
+                f"expression must not be empty; write a formula such as 'b1*exp(-b2*x)'. "
+                f"Received: expression={expression!r}"
+            )
+        self.params = _initial_values(params)
+        self._formula = formula_parser.parse(self.expression, list(self.params))
+        unused = [p for p in self.params if p not in self._formula.names]
+        if unused:
+            raise formula_parser.located_error(
+                self.expression, None,
+                f"parameter{'s' if len(unused) > 1 else ''} {', '.join(map(repr, unused))} "
+                f"not used",
+                " (a parameter the formula does not use has no gradient and cannot be fitted):"
+                f" remove it from params or use it. Received: params={dict(self.params)!r}",
+            )
+        self._parameters: dict[str, tf.Variable] = {}
+        self.input_spec = InputSpec(min_ndim=1)
+
+    def build(self, input_shape) -> None:
+        rank = input_shape.rank
+        if rank not in (1, 2):
+            raise ValueError(
+                f"Formula {self.name!r} expects inputs of shape (batch,) or (batch, columns); "
+                f"received inputs of shape {tuple(input_shape.as_list())}. Add "
+                f"layers.Flatten() before it, or select the columns you need."
+            )
+        columns = 1 if rank == 1 else input_shape[-1]
+        if columns is None:
+            raise ValueError(
+                f"Formula {self.name!r} needs a known number of input columns. Received "
+                f"inputs of shape {tuple(input_shape.as_list())}."
+            )
+        self._check_columns(int(columns), input_shape)
+        for param, value in self.params.items():
+            self._parameters[param] = self.add_weight(param, (), initializer=_constant(value))
+        self.input_spec = InputSpec(ndim=rank, axes={-1: int(columns)} if rank == 2 else None)
+
+    def _check_columns(self, columns: int, input_shape) -> None:
+        shape = tuple(input_shape.as_list())
+        for name in self._formula.inputs:
+            span = self._formula.names[name]
+            if name == "x" and columns > 1:
+                raise formula_parser.located_error(
+                    self.expression, span, "'x' stands for a single input column",
+                    f", but the inputs have {columns} columns (shape {shape}): name them "
+                    f"x1 ... x{columns} (x1 = column 0)",
+                )
+            needed = 1 if name == "x" else int(name[1:])
+            if needed > columns:
+                raise formula_parser.located_error(
+                    self.expression, span, f"input {name!r} needs {needed} input columns",
+                    f", but the inputs have {columns} (shape {shape}); x1 is column 0",
+                )
+
+    @tf.autograph.experimental.do_not_convert  # plain TF ops, no Python control flow on tensors
+    def call(self, inputs, training: bool = False):
+        values = {name: tf.convert_to_tensor(v) for name, v in self._parameters.items()}
+        for name in self._formula.inputs:
+            if inputs.shape.rank == 1:
+                values[name] = inputs
+            else:
+                values[name] = inputs[:, 0 if name == "x" else int(name[1:]) - 1]
+        outputs = self._formula.evaluate(values, self.dtype)
+        if outputs.shape.rank == 0:  # no input in the formula: one value for every example
+            outputs = tf.broadcast_to(outputs, tf.shape(inputs)[:1])
+        return tf.expand_dims(outputs, -1)
+
+    def values(self) -> dict[str, float]:
+        """The parameters' current (fitted) values, `{name: float}`, in the order of `params`.
+
+        Raises:
+            RuntimeError: before the layer is built (its variables do not exist yet).
+        """
+        if not self.built:
+            raise RuntimeError(
+                f"Formula {self.name!r} has no fitted values yet: its parameters are created on "
+                f"the first call. Call it on data first (layer(x), model.fit(...)); the "
+                f"initial values are in .params."
+            )
+        return {name: float(v.numpy()) for name, v in self._parameters.items()}
+
+    def get_config(self) -> dict[str, Any]:
+        # The initial values as given: fitted values travel with the weights, as in Keras.
+        return {**self._base_config(), "expression": self.expression,
+                "params": dict(self.params.items())}
+
+
+def _constant(value: float):
+    """An initializer giving exactly `value` in any dtype (keras's Constant rounds to float32
+    first, which would turn a float64 1e-4 into 9.9999997e-05)."""
+    return lambda shape, dtype=None: tf.constant(value, dtype, shape)
+
+
+def _initial_values(params) -> dict[str, float]:
+    """`params` checked: a dict of usable names to finite numbers, the numbers as floats."""
+    received = f"Received: params={params!r}"
+    if not isinstance(params, Mapping):
+        raise ValueError(
+            f"params must be a dict mapping each parameter name to its initial value, e.g. "
+            f"{{'b1': 500.0, 'b2': 1e-4}}. {received}"
+        )
+    values: dict[str, float] = {}
+    for param, value in params.items():
+        if not isinstance(param, str) or not _PARAM_NAME.match(param) or keyword.iskeyword(param):
+            raise ValueError(
+                f"params: {param!r} is not a usable parameter name (letters, digits and _, not "
+                f"starting with a digit, not a Python keyword). {received}"
+            )
+        reserved = (
+            "an input name (x, x1, x2, ...)" if formula_parser.INPUT_NAME.match(param)
+            else "a function" if param in formula_parser.FUNCTIONS
+            else "a constant" if param in formula_parser.CONSTANTS
+            else None
+        )
+        if reserved:
+            raise ValueError(f"params: {param!r} is {reserved}, not a parameter name. {received}")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(
+            value
+        ):
+            raise ValueError(
+                f"params: the initial value of {param!r} must be a finite number. {received}"
+            )
+        values[param] = float(value)
+    return values
