@@ -16,6 +16,8 @@ metrics stay outside the XLA cluster, which keeps any Keras metric usable with `
 
 from __future__ import annotations
 
+import types
+
 import tensorflow as tf
 
 from graphfit import input_checks, update_hooks
@@ -88,6 +90,10 @@ class CompiledSteps:
             loss, output_losses = self.loss_set(y, y_pred, sample_weight)
             return loss, (y_pred, output_losses, pending)
 
+        # What a second-order optimizer needs to linearize the loss (LevenbergMarquardt's
+        # residuals): the model, the loss set and the batch. First-order optimizers ignore it.
+        loss_fn.batch = types.SimpleNamespace(model=self.model, loss_set=self.loss_set, x=x,
+                                              y=y, sample_weight=sample_weight)
         self._train_signature = tf.nest.map_structure(_spec, (x, y, sample_weight))
         if self.gradient_taps is None:
             result = self.optimizer.minimize(loss_fn, self.variables)

@@ -137,6 +137,8 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
         total += ran
         if ran and wants_batches:
             _batch_hook(callbacks, stage, "end", chunk.first_batch + ran - 1, metrics.results())
+        if training and ran:
+            _ask_optimizer_to_stop(model, state.optimizer)
         if ran < chunk.num_batches or (training and model.stop_training):
             break
     if not total:
@@ -144,6 +146,14 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
     if feed.is_dataset and feed.steps is None:
         feed.steps = total  # learned on the first pass: the progress bar can show a total
     return metrics.results()
+
+
+def _ask_optimizer_to_stop(model, optimizer) -> None:
+    """Stops training when the optimizer asks (LevenbergMarquardt converged), saying why."""
+    reason = optimizer.stop_reason() if optimizer is not None else None
+    if reason:
+        model.stop_training = True
+        model.stop_reason = reason
 
 
 def _batch_hook(callbacks, stage, when, batch, logs):
@@ -203,6 +213,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
         params={"epochs": epochs, "steps": train.steps, "verbose": verbose},
     )
     model.stop_training = False
+    model.stop_reason = None  # a reason is about the fit that set it
     state_of_fit.shuffle_seed.assign(seed)
     state_of_fit.epoch.assign(initial_epoch)
     callbacks.on_train_begin()

@@ -21,6 +21,8 @@ from typing import Any
 
 from graphfit.optimizers import schedules, transforms
 from graphfit.optimizers.adam import Adam
+from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
+from graphfit.optimizers.lm_residuals import ResidualLoss
 from graphfit.optimizers.optimizer import Optimizer
 from graphfit.optimizers.sgd import SGD
 from graphfit.optimizers.transforms import (
@@ -36,6 +38,8 @@ __all__ = [
     "Optimizer",
     "SGD",
     "Adam",
+    "LevenbergMarquardt",
+    "ResidualLoss",
     "GradientTransform",
     "ClipByValue",
     "ClipByNorm",

@@ -274,6 +274,14 @@ class Optimizer(tf.Module):
         if self._weight_decay is not None:
             self._weight_decay.exclude([_as_tf_variable(v) for v in var_list or ()], var_names)
 
+    def stop_reason(self) -> str | None:
+        """Why the optimizer asks `fit` to stop (e.g. it converged), or None to go on.
+
+        `fit` calls it after each chunk of training steps; a string stops training and
+        becomes `model.stop_reason`. First-order optimizers never ask: None.
+        """
+        return None
+
     # ------------------------------------------------------------------------------ steps
 
     def minimize(self, loss_fn: Callable[[], tuple[Any, Any]], variables) -> tuple[Any, Any]:

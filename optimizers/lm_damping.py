@@ -1,0 +1,120 @@
+"""The damped Gauss–Newton step of Levenberg–Marquardt, and the damping's update.
+
+With `A = CᵀC` (n × n), `b = ½∇f` and the damping matrix `D` (diagonal), the step solves
+
+    (A + λ D) δ = −b.
+
+It is solved in the scaled variables `u = D^½ δ`, `(Ã + λ I) u = −D^-½ b` with
+`Ã = D^-½ A D^-½` (unit diagonal under Marquardt's scaling `D = diag(A)`), by Cholesky; when
+rounding makes the matrix indefinite (Cholesky yields NaN, which TensorFlow reports instead of
+raising), an eigendecomposition with the negative eigenvalues clipped to zero solves it.
+
+In the underdetermined case (m rows < n parameters) the same step comes from the m × m system:
+`δ = −D⁻¹ Cᵀ (C D⁻¹ Cᵀ + λ I)⁻¹ ρ`, where `Cᵀρ = b`; `C` and `ρ` arrive padded with zero rows to
+n, which leaves that solution unchanged.
+
+The damping follows Nielsen (1999): after an accepted step with gain ratio
+`ρ_gain = (actual reduction) / (predicted reduction)`,
+`λ ← λ · max(1/3, 1 − (2ρ_gain − 1)³)` and `ν ← 2`; after a rejected one `λ ← λ ν`, `ν ← 2ν`.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+__all__ = ["scaling", "ScaledSystem", "nielsen_update", "MAX_DAMPING"]
+
+# λ never grows past this (relative to the largest scaled diagonal): a larger one means that
+# no step reduces the loss, which the optimizer reports as convergence.
+MAX_DAMPING = 1e16
+
+
+def scaling(diag: tf.Tensor, damping: str, eps: float) -> tf.Tensor:
+    """The damping matrix's diagonal D.
+
+    "marquardt": `diag(A)`, floored at `eps · max(diag(A))` (a parameter without effect on the
+    loss would otherwise make D singular); "identity": ones.
+    """
+    if damping == "identity":
+        return tf.ones_like(diag)
+    floor = tf.maximum(tf.reduce_max(diag) * eps, tf.constant(1e-300, diag.dtype))
+    return tf.maximum(diag, floor)
+
+
+class ScaledSystem:
+    """The damped system of one step, ready to solve for any λ.
+
+    Args:
+        matrix: `A` (overdetermined) or `C` padded to n × n (underdetermined).
+        b: half the loss gradient (overdetermined) or `Cᵀρ` (underdetermined).
+        rho: ρ padded to n (only read in the underdetermined case).
+        d: the damping diagonal D.
+        under: a bool tensor, the underdetermined case.
+    """
+
+    def __init__(self, matrix, b, rho, d, under):
+        self.matrix, self.b, self.d, self.under = matrix, b, d, under
+        inv_sqrt = tf.math.rsqrt(d)
+        self.inv_sqrt_d = inv_sqrt
+
+        def over():
+            scaled = matrix * inv_sqrt[:, None] * inv_sqrt[None, :]
+            return scaled, -inv_sqrt * b
+
+        def wide():
+            scaled_c = matrix * inv_sqrt[None, :]
+            return tf.matmul(scaled_c, scaled_c, transpose_b=True), -rho
+
+        # P is Ã (over) or C D⁻¹ Cᵀ (under, zero-padded); rhs its right-hand side.
+        self.p, self.rhs = tf.cond(under, wide, over)
+        self.p = 0.5 * (self.p + tf.transpose(self.p))  # exactly symmetric for Cholesky
+
+    def solve(self, damping) -> tuple[tf.Tensor, tf.Tensor]:
+        """δ for the damping λ (absolute, same dtype), and whether Cholesky was used."""
+        n = tf.shape(self.p)[0]
+        shifted = self.p + damping * tf.eye(n, dtype=self.p.dtype)
+        factor = tf.linalg.cholesky(shifted)
+        ok = tf.reduce_all(tf.math.is_finite(tf.linalg.band_part(factor, -1, 0)))
+
+        def cholesky():
+            return tf.linalg.cholesky_solve(factor, self.rhs[:, None])[:, 0]
+
+        def eigen():
+            values, vectors = tf.linalg.eigh(self.p)
+            inverse = 1.0 / (tf.maximum(values, 0.0) + damping)
+            return tf.linalg.matvec(vectors, inverse * tf.linalg.matvec(vectors, self.rhs,
+                                                                        transpose_a=True))
+
+        v = tf.cond(ok, cholesky, eigen)
+
+        def over():
+            return self.inv_sqrt_d * v
+
+        def wide():
+            return tf.linalg.matvec(self.matrix, v, transpose_a=True) / self.d
+
+        return tf.cond(self.under, wide, over), ok
+
+    def curvature(self, delta) -> tf.Tensor:
+        """`δᵀ A δ` = ‖C δ‖²."""
+        def over():
+            return tf.reduce_sum(delta * tf.linalg.matvec(self.matrix, delta))
+
+        def wide():
+            return tf.reduce_sum(tf.square(tf.linalg.matvec(self.matrix, delta)))
+
+        return tf.cond(self.under, wide, over)
+
+    def predicted_reduction(self, delta, damping) -> tf.Tensor:
+        """`f − q(δ)` for the quadratic model `q` of `f = ‖r‖²`: `δᵀAδ + 2λ δᵀDδ` (≥ 0)."""
+        return self.curvature(delta) + 2.0 * damping * tf.reduce_sum(self.d * tf.square(delta))
+
+
+def nielsen_update(damping, growth, gain, accepted):
+    """Nielsen's rule: `(λ, ν)` after a trial step with gain ratio `gain`."""
+    two = tf.constant(2.0, damping.dtype)
+    shrink = tf.maximum(tf.constant(1.0 / 3.0, damping.dtype),
+                        1.0 - tf.pow(2.0 * gain - 1.0, 3))
+    new_damping = tf.where(accepted, damping * shrink, damping * growth)
+    new_growth = tf.where(accepted, two, growth * two)
+    return new_damping, new_growth

@@ -1,0 +1,191 @@
+"""Jacobians of residual rows, and the normal equations accumulated chunk by chunk.
+
+`jacobian(rows_fn, variables, mode)` returns the Jacobian `C` (rows × n) of the residual rows
+that `rows_fn()` computes, with respect to all `variables` flattened and concatenated (in
+their order, each in row-major order):
+
+- "reverse": `GradientTape.jacobian` vectorized with pfor: one backward pass per row;
+- "forward": `tf.autodiff.ForwardAccumulator`, one forward pass per parameter, vectorized with
+  `tf.vectorized_map` over groups of unit tangents.
+
+`choose_mode` and `chunk_examples` pick the mode and the examples per chunk (see there: the
+work of reverse mode grows with the rows of a chunk, that of forward mode with the
+parameters). `normal_equations` accumulates `A = CᵀC` over the chunks, so memory stays `O(n²)`
+plus one chunk's Jacobian; a batch no larger than a chunk is linearized as a whole, unpadded.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["choose_mode", "chunk_examples", "jacobian", "normal_equations",
+           "check_parameter_count", "CHUNK_BUDGET"]
+
+# The default chunk holds at most this many Jacobian entries (128 MiB in float64).
+CHUNK_BUDGET = 2**24
+# Forward mode pushes at most this many tangents through one vectorized pass, which bounds the
+# memory of the tangent activations.
+TANGENT_GROUP = 256
+
+
+def check_parameter_count(n: int, max_parameters: int) -> None:
+    """Raises a ValueError when the n × n system would be too large.
+
+    Raises:
+        ValueError: naming n and the memory of JᵀJ, when n > max_parameters.
+    """
+    if n > max_parameters:
+        size = n * n * 8
+        raise ValueError(
+            f"LevenbergMarquardt solves an n × n linear system each step, and this model has "
+            f"n={n} trainable parameters, more than max_parameters={max_parameters}: JᵀJ alone "
+            f"would take n²·8 = {size} bytes ({size / 2**30:.2f} GiB) in float64, and the "
+            f"Cholesky factorization O(n³) work. Freeze layers (trainable=False) to train "
+            f"fewer parameters, or pass a larger max_parameters."
+        )
+
+
+def choose_mode(mode: str, n: int, rows_per_example: int | None) -> str:
+    """The Jacobian mode: `mode`, or for "auto" forward mode when one example alone has
+    more residual rows than there are parameters, reverse mode otherwise."""
+    if mode != "auto":
+        return mode
+    return "forward" if (rows_per_example or 1) > n else "reverse"
+
+
+def chunk_examples(n: int, rows_per_example: int | None, mode: str,
+                   chunk_size: int | None) -> int:
+    """Examples per chunk: the user's `chunk_size`, or the automatic choice.
+
+    Reverse mode costs one backward pass over the chunk per row, so the work over a batch
+    grows with the chunk: `batch · chunk · rows_per_example` backward passes of one example,
+    against `batch · n` forward passes of one example in forward mode. A reverse chunk holds
+    about `max(n, 256) / rows_per_example` examples, which keeps its work near forward mode's
+    (256: small problems gain more from fewer loop iterations than they lose in work). Forward
+    mode's work does not depend on the chunk. Either way a chunk's Jacobian stays within
+    `CHUNK_BUDGET` entries.
+    """
+    if chunk_size is not None:
+        return chunk_size
+    per_example = max(rows_per_example or 1, 1)
+    fits = max(1, CHUNK_BUDGET // (max(n, 1) * per_example))
+    if mode == "forward":
+        return fits
+    return max(1, min(fits, max(n, 256) // per_example))
+
+
+def _sizes(variables: Sequence[tf.Variable]) -> list[int]:
+    return [int(np.prod(v.shape.as_list())) for v in variables]
+
+
+def jacobian(rows_fn: Callable[[], tuple[tf.Tensor, tf.Tensor]],
+             variables: Sequence[tf.Variable], mode: str) -> tuple[tf.Tensor, tf.Tensor]:
+    """The Jacobian of `rows_fn`'s rows with respect to `variables`, and its `rho`.
+
+    Args:
+        rows_fn: `() -> (rows, rho)`, both 1-D of the same length k; `rows` depends on the
+            variables, `rho` is constant.
+        variables: the variables (n scalars in all).
+        mode: "forward" or "reverse".
+
+    Returns:
+        `(C, rho)`: C of shape (k, n) in the variables' dtype, and `rho`.
+    """
+    sizes = _sizes(variables)
+    if mode == "reverse":
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(variables)
+            rows, rho = rows_fn()
+        parts = tape.jacobian(rows, variables, experimental_use_pfor=True,
+                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        k = tf.shape(rows)[0]
+        columns = [tf.reshape(tf.cast(p, rows.dtype), [k, size]) for p, size in zip(parts, sizes)]
+        return tf.concat(columns, axis=1), rho
+    if mode != "forward":
+        raise ValueError(f"mode must be 'forward' or 'reverse'. Received: mode={mode!r}")
+    n = sum(sizes)
+    blocks = []
+    for start in range(0, n, TANGENT_GROUP):
+        count = min(TANGENT_GROUP, n - start)
+        # Unit tangents e_start .. e_(start+count-1), split into the variables' shapes.
+        eye = tf.one_hot(tf.range(start, start + count), n, dtype=variables[0].dtype)
+
+        def jvp(tangent):
+            pieces = tf.split(tangent, sizes)
+            tangents = [tf.cast(tf.reshape(p, v.shape), v.dtype) for p, v in zip(pieces, variables)]
+            with tf.autodiff.ForwardAccumulator(variables, tangents) as accumulator:
+                block_rows, _ = rows_fn()
+            return accumulator.jvp(block_rows, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+        blocks.append(tf.transpose(tf.vectorized_map(jvp, eye)))
+    _, rho = rows_fn()  # rho from a plain pass
+    return (blocks[0] if len(blocks) == 1 else tf.concat(blocks, axis=1)), rho
+
+
+def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
+                     variables: Sequence[tf.Variable], mode: str, solve_dtype: tf.DType):
+    """The linearized least-squares problem of a batch, accumulated over chunks of examples.
+
+    Args:
+        rows_for: `rows_for(data_chunk) -> (rows, rho)` for a slice of `data` (a structure of
+            tensors whose first axis is the example).
+        data: the batch: the model's inputs, labels and per-element weights.
+        num_examples: the batch size (a scalar tensor).
+        chunk: the most examples per chunk (a Python int). A batch up to this size is one
+            chunk, unpadded; a larger one is cut into chunks of this size, the last filled with
+            zero-weight examples (static shapes, for XLA).
+        variables: the trained variables.
+        mode: "forward" or "reverse".
+        solve_dtype: the dtype of the results.
+
+    Returns:
+        `(M, g, diag, rho, under)`, all in `solve_dtype` but `under` (a bool tensor):
+
+        - overdetermined (rows m ≥ n, or more than one chunk): `M = CᵀC` (n × n),
+          `rho` zeros;
+        - underdetermined (m < n, one chunk): `M` is C with zero rows appended to n × n,
+          `rho` the rows' rho with zeros appended to n (the m × m system lives in it);
+
+        `g = Cᵀrho` and `diag` the diagonal of CᵀC in both cases.
+    """
+    n = sum(_sizes(variables))
+    if chunk <= 0:
+        raise ValueError(f"chunk must be positive. Received: chunk={chunk}")
+    # Under XLA the batch size is static, so `size` and the chunk count are constants there.
+    size = tf.minimum(num_examples, chunk)
+    num_chunks = (num_examples + size - 1) // size
+    padding = num_chunks * size - num_examples
+    padded = tf.nest.map_structure(
+        lambda t: tf.concat([t, tf.zeros(tf.concat([[padding], tf.shape(t)[1:]], 0), t.dtype)],
+                            0), data)
+
+    def body(i, a, g, c_n, rho_n, m):
+        indices = i * size + tf.range(size)
+        part = tf.nest.map_structure(lambda t: tf.gather(t, indices), padded)
+        c, rho = jacobian(lambda: rows_for(part), variables, mode)
+        # The products in the model's dtype (float32 halves their cost), summed in
+        # `solve_dtype`.
+        rho = tf.reshape(rho, [-1])
+        cc = tf.cast(tf.matmul(c, c, transpose_a=True), solve_dtype)
+        crho = tf.cast(tf.linalg.matvec(c, rho, transpose_a=True), solve_dtype)
+        c, rho = tf.cast(c, solve_dtype), tf.cast(rho, solve_dtype)
+        rows = tf.shape(c)[0]
+        # Keeps C itself when the batch is one chunk with fewer rows than parameters; the
+        # max() keeps the padding valid in the branch XLA compiles but does not take.
+        fill = tf.maximum(n - rows, 0)
+        c_n, rho_n = tf.cond(
+            (num_chunks == 1) & (rows < n),
+            lambda: (tf.ensure_shape(tf.pad(c, [[0, fill], [0, 0]])[:n], [n, n]),
+                     tf.ensure_shape(tf.pad(rho, [[0, fill]])[:n], [n])),
+            lambda: (c_n, rho_n))
+        return i + 1, a + cc, g + crho, c_n, rho_n, rows
+
+    zeros = tf.zeros([n, n], solve_dtype)
+    start = (0, zeros, tf.zeros([n], solve_dtype), zeros, tf.zeros([n], solve_dtype), 0)
+    _, a, g, c_n, rho_n, rows = tf.while_loop(lambda i, *_: i < num_chunks, body, start)
+    under = (num_chunks == 1) & (rows < n)
+    matrix = tf.where(under, c_n, a)
+    return matrix, g, tf.linalg.diag_part(a), tf.where(under, rho_n, tf.zeros_like(rho_n)), under
