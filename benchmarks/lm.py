@@ -1,0 +1,213 @@
+"""Levenberg–Marquardt benchmark: graphfit's LM against Adam, torch-levenberg-marquardt and SciPy.
+
+    python benchmarks/lm.py [--budget 120] [--skip-sinc] [--skip-nist]
+
+1. sinc: y = sinc(10x) (numpy/torch's normalized sinc) on 20 000 points, x uniform in [-1, 1],
+   a 1-20-1 tanh MLP, batch 1000, float32. For each contender: seconds per epoch, wall time
+   until the full-data MSE is <= 1e-5 and <= 1e-7, and the best full-data MSE within the
+   budget. torch-levenberg-marquardt runs only where it is installed.
+2. NIST StRD (the 8 problems shipped in tests/optimizers/nist_data), each from both starts, the
+   model written as a `layers.Formula`: graphfit LM (defaults, float64, full batch) against
+   `scipy.optimize.least_squares(method="lm")` with default tolerances (when SciPy is
+   installed): the certified digits reached (smallest LRE over the parameters) and the work
+   (graphfit: LM steps; SciPy: function evaluations).
+Not a test: numbers depend on the machine; the script prints them, and the targets next to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+FORMULAS = {
+    "Misra1a": "b1*(1-exp(-b2*x))",
+    "Misra1b": "b1 * (1-(1+b2*x/2)**(-2))",
+    "Chwirut1": "exp(-b1*x)/(b2+b3*x)",
+    "Chwirut2": "exp(-b1*x)/(b2+b3*x)",
+    "Lanczos3": "b1*exp(-b2*x) + b3*exp(-b4*x) + b5*exp(-b6*x)",
+    "Gauss1": "b1*exp(-b2*x) + b3*exp(-(x-b4)**2/b5**2) + b6*exp(-(x-b7)**2/b8**2)",
+    "Gauss2": "b1*exp(-b2*x) + b3*exp(-(x-b4)**2/b5**2) + b6*exp(-(x-b7)**2/b8**2)",
+    "DanWood": "b1*x**b2",
+}
+
+
+def _sinc_data():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, size=(20_000, 1)).astype(np.float32)
+    return x, np.sinc(10 * x).astype(np.float32)
+
+
+def _graphfit_sinc(optimizer, budget: float):
+    import graphfit as gf
+    from graphfit import layers
+
+    gf.set_seed(0)
+    x, y = _sinc_data()
+    model = gf.Sequential([layers.Dense(20, activation="tanh"), layers.Dense(1)])
+    model.compile(optimizer=optimizer, loss="mse", jit_compile=True)
+    return _race(lambda: model.fit(x, y, batch_size=1000, epochs=1, verbose=0),
+                 lambda: float(model.evaluate(x, y, batch_size=20_000, verbose=0)), budget)
+
+
+def _race(epoch, mse, budget):
+    """Runs epochs until the budget is spent: (s/epoch, t to 1e-5, t to 1e-7, best MSE)."""
+    reached: dict[float, float] = {}
+    best, epochs, trained = np.inf, 0, 0.0
+    start = time.perf_counter()
+    while time.perf_counter() - start < budget:
+        tick = time.perf_counter()
+        epoch()
+        trained += time.perf_counter() - tick
+        epochs += 1
+        value = mse()
+        best = min(best, value)
+        for target in (1e-5, 1e-7):
+            if value <= target and target not in reached:
+                reached[target] = time.perf_counter() - start
+    return trained / max(epochs, 1), reached.get(1e-5), reached.get(1e-7), best
+
+
+def _torch_sinc(budget):
+    try:
+        import torch
+        import torch_levenberg_marquardt as tlm
+    except ImportError:
+        return None
+    torch.manual_seed(0)
+    x, y = (torch.from_numpy(a) for a in _sinc_data())
+    model = torch.nn.Sequential(torch.nn.Linear(1, 20), torch.nn.Tanh(), torch.nn.Linear(20, 1))
+    module = tlm.training.LevenbergMarquardtModule(model=model, loss_fn=tlm.loss.MSELoss())
+    loader = tlm.utils.FastDataLoader((x, y), batch_size=1000, repeat=1, shuffle=True)
+
+    def epoch():
+        for inputs, targets in loader:
+            module.training_step(inputs, targets)
+
+    def mse():
+        with torch.no_grad():
+            return float(torch.mean((model(x) - y) ** 2))
+
+    return _race(epoch, mse, budget)
+
+
+def _cell(value, fmt):
+    return "-" if value is None else format(value, fmt)
+
+
+def sinc_table(budget: float) -> None:
+    from graphfit import optimizers
+
+    rows = [("graphfit LevenbergMarquardt", _graphfit_sinc(optimizers.LevenbergMarquardt(),
+                                                           budget)),
+            ("graphfit Adam (lr 0.01)", _graphfit_sinc(optimizers.Adam(0.01), budget)),
+            ("torch-levenberg-marquardt", _torch_sinc(budget))]
+    print(f"\nsinc(10x), 20 000 points, 1-20-1 tanh MLP, batch 1000, float32, budget {budget:.0f} s"
+          f" per contender (times include compilation)\n")
+    print("| contender | s / epoch | time to MSE <= 1e-5 (s) | time to MSE <= 1e-7 (s) | "
+          "best MSE in budget |")
+    print("|---|---:|---:|---:|---:|")
+    for name, result in rows:
+        if result is None:
+            print(f"| {name} | not installed | | | |")
+            continue
+        per_epoch, t5, t7, best = result
+        print(f"| {name} | {per_epoch:.3f} | {_cell(t5, '.1f')} | {_cell(t7, '.1f')} | "
+              f"{best:.2e} |")
+    print("\ntarget: graphfit LM reaches 1e-5 in less time than torch-levenberg-marquardt "
+          "and a lower best MSE within the budget (compared only where torch-lm is installed)")
+
+
+def _graphfit_nist(problem, start):
+    import graphfit as gf
+    from graphfit import layers, optimizers
+
+    params = dict(zip(problem.parameter_names, (float(v) for v in start)))
+    formula = layers.Formula(FORMULAS[problem.name], params=params)
+    model = gf.Sequential([formula], dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False)
+    history = model.fit(problem.x, problem.y[:, None], batch_size=None, epochs=500, verbose=0)
+    values = formula.values()
+    return np.array([values[n] for n in problem.parameter_names]), len(history.epoch)
+
+
+def _scipy_nist(problem, start):
+    try:
+        from scipy.optimize import least_squares
+    except ImportError:
+        return None
+    import graphfit as gf
+    from graphfit import layers
+
+    formula = layers.Formula(FORMULAS[problem.name],
+                             params=dict(zip(problem.parameter_names, map(float, start))),
+                             dtype="float64")
+    formula(problem.x)  # builds the variables
+
+    def residuals(b):
+        for variable, value in zip(formula.trainable_variables, b):
+            variable.assign(value)
+        return formula(problem.x).numpy()[:, 0] - problem.y
+
+    del gf
+    result = least_squares(residuals, np.asarray(start, np.float64), method="lm")
+    return result.x, result.nfev
+
+
+def nist_table() -> None:
+    from tests.optimizers import nist
+
+    print("\nNIST StRD, float64, model as layers.Formula; LRE = certified digits reached "
+          "(smallest over the parameters)\n")
+    print("| problem | start | graphfit LRE | graphfit steps | scipy lm LRE | scipy nfev |")
+    print("|---|---:|---:|---:|---:|---:|")
+    ours_ok = theirs_ok = 0
+    for name in nist.PROBLEMS:
+        problem = nist.read(nist.DATA / f"{name}.dat")
+        for index, start in enumerate(problem.starts):
+            estimate, steps = _graphfit_nist(problem, start)
+            lre = min(nist.log_relative_error(e, c) for e, c in zip(estimate, problem.certified))
+            ours_ok += lre >= 6
+            scipy_result = _scipy_nist(problem, start)
+            if scipy_result is None:
+                theirs = "not installed"
+                nfev = "-"
+            else:
+                values, nfev = scipy_result
+                slre = min(nist.log_relative_error(e, c) for e, c in
+                           zip(values, problem.certified))
+                theirs_ok += slre >= 6
+                theirs = f"{slre:.1f}"
+            print(f"| {name} | {index + 1} | {lre:.1f} | {steps} | {theirs} | {nfev} |")
+    print(f"\n>= 6 digits: graphfit {ours_ok} of 16, scipy {theirs_ok} of 16 "
+          f"(target: graphfit everywhere scipy does, and more)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=120.0)
+    parser.add_argument("--skip-sinc", action="store_true")
+    parser.add_argument("--skip-nist", action="store_true")
+    args = parser.parse_args()
+    import keras
+    import tensorflow as tf
+
+    import graphfit as gf
+    print(f"machine: {os.cpu_count()} CPU cores, {len(tf.config.list_physical_devices('GPU'))} "
+          f"GPU(s), {platform.machine()} {platform.system()}; Python {platform.python_version()}, "
+          f"TensorFlow {tf.__version__}, Keras {keras.__version__}, graphfit {gf.__version__}")
+    if not args.skip_nist:
+        nist_table()
+    if not args.skip_sinc:
+        sinc_table(args.budget)
+
+
+if __name__ == "__main__":
+    main()
