@@ -18,6 +18,7 @@ import numpy as np
 
 from graphfit import datasets
 from graphfit.losses import loss_kind, resolve_loss
+from graphfit.recipes.data_loading import Standardizer
 
 __all__ = ["read_inputs", "prediction_table", "write_csv"]
 
@@ -49,11 +50,7 @@ def read_inputs(path: str, preprocessing: dict) -> np.ndarray:
                          f"the model takes {width} (shape {tuple(shape)})")
     x = x.reshape((len(x), *shape)).astype(np.float32)
     record = preprocessing.get("standardize")
-    if record:
-        flat = x.reshape(len(x), -1)
-        x = ((flat - np.asarray(record["mean"])) / np.asarray(record["std"])).astype(
-            np.float32).reshape(x.shape)
-    return x
+    return Standardizer.from_json(record)(x) if record else x
 
 
 def prediction_table(outputs: np.ndarray, loss) -> tuple[list[str], np.ndarray]:

@@ -14,9 +14,9 @@ import os
 from typing import Any
 
 from graphfit.recipes import run_directory
-from graphfit.recipes.builder import build_callbacks, build_model, compile_arguments
+from graphfit.recipes.builder import build_model, compile_arguments
 from graphfit.recipes.components import clean_message
-from graphfit.recipes.data_loading import DataError, Splits, Standardizer, load_splits
+from graphfit.recipes.data_loading import DataError, Splits, load_splits
 from graphfit.recipes.problems import Problem, RecipeError
 from graphfit.recipes.recipe import Recipe, load_recipe
 
@@ -30,7 +30,6 @@ class Prepared:
     recipe: Recipe
     model: Any
     splits: Splits
-    callbacks: list
 
 
 def _error(recipe: Recipe, path: tuple, error: Exception) -> RecipeError:
@@ -60,7 +59,6 @@ def prepare(recipe: Recipe) -> Prepared:
         raise _error(recipe, ("model",), error) from None
     try:
         model.compile(**compile_arguments(config))
-        callbacks = build_callbacks(config)
     except (ValueError, TypeError) as error:
         raise _error(recipe, ("optimizer",), error) from None
     training = config["training"]
@@ -77,7 +75,7 @@ def prepare(recipe: Recipe) -> Prepared:
                          check_finite=training["check_finite"])
         except ValueError as error:
             raise _error(recipe, _stage_key(config, stage), error) from None
-    return Prepared(recipe, model, splits, callbacks)
+    return Prepared(recipe, model, splits)
 
 
 def _build_on(model, train) -> None:
@@ -169,9 +167,3 @@ def _log_dir(config: dict, run: str) -> str:
 def _epochs_trained(run: str) -> int:
     history = os.path.join(run, "history.json")
     return len(run_directory.read_json(history).get("loss", [])) if os.path.isfile(history) else 0
-
-
-def standardizer_of(preprocessing: dict) -> Standardizer | None:
-    record = preprocessing.get("standardize")
-    return Standardizer.from_json(record) if record else None
-

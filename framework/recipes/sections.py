@@ -46,36 +46,38 @@ def _component_list(family):
                          f"a {family.kind} name or {{type: Name, ...}}"))
 
 
-def _loss(value, path, checker):
+def _name_or_component(family, check_name, kind_text: str):
+    """A Keras name (checked by `check_name`, which raises ValueError) or `{type: ...}`."""
+
+    def check(value, path, checker):
+        if isinstance(value, dict):
+            return check_component(value, path, checker, family)
+        if not isinstance(value, str):
+            checker.report(path, f"must be {kind_text} or {{type: ..., ...}}, got "
+                                 f"{shown(value)}")
+            return INVALID
+        try:
+            check_name(value)
+        except ValueError as error:
+            checker.report(path, str(error))
+            return INVALID
+        return value
+
+    return check
+
+
+def _check_loss_name(name: str) -> None:
     from graphfit import losses
-    if isinstance(value, dict):
-        return check_component(value, path, checker, LOSS)
-    if not isinstance(value, str):
-        checker.report(path, f"must be a loss name or {{type: LossClass, ...}}, got "
-                             f"{shown(value)}")
-        return INVALID
-    try:
-        losses.resolve_loss(value, _tf_float32())
-    except ValueError as error:
-        checker.report(path, str(error))
-        return INVALID
-    return value
+    losses.resolve_loss(name, _tf_float32())
 
 
-def _metric_entry(value, path, checker):
+def _check_metric_name(name: str) -> None:
     from graphfit.stage_metrics import check_metric_identifier
-    if isinstance(value, dict):
-        return check_component(value, path, checker, METRIC)
-    if not isinstance(value, str):
-        checker.report(path, f"must be a metric name or {{type: MetricClass, ...}}, got "
-                             f"{shown(value)}")
-        return INVALID
-    try:
-        check_metric_identifier(value)
-    except ValueError as error:
-        checker.report(path, str(error))
-        return INVALID
-    return value
+    check_metric_identifier(name)
+
+
+_loss = _name_or_component(LOSS, _check_loss_name, "a loss name")
+_metric_entry = _name_or_component(METRIC, _check_metric_name, "a metric name")
 
 
 def _tf_float32():

@@ -266,11 +266,6 @@ def _warn_stateful_callbacks(config: dict) -> None:
 
 
 def _final_metrics(history: dict) -> dict[str, dict[str, float]]:
-    final: dict[str, dict[str, float]] = {"train": {}}
-    for key, values in history.items():
-        if not values:
-            continue
-        stage = next((s for s in ("val", "test") if key.startswith(s + "_")), "train")
-        name = key[len(stage) + 1:] if stage != "train" else key
-        final.setdefault(stage, {})[name] = float(values[-1])
-    return final
+    """The last epoch's training numbers (val and test are measured on the saved weights)."""
+    return {"train": {key: float(values[-1]) for key, values in history.items()
+                      if values and not key.startswith(("val_", "test_"))}}
