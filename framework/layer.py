@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from graphfit import constructor_config, update_hooks
+from graphfit import constructor_config, layer_outputs, update_hooks
 from graphfit.input_spec import InputSpec
 from graphfit.naming import snake_case, unique_name
 
@@ -141,6 +141,7 @@ class Layer(tf.Module):
                 self._in_call = False
         if self._output_shape is None:
             self._output_shape = tf.nest.map_structure(_unbatched_shape, outputs)
+        layer_outputs.offer(self.name, outputs)  # for Jacobians and gradient taps of a node
         return outputs
 
     @tf.autograph.experimental.do_not_convert

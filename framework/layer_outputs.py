@@ -1,0 +1,68 @@
+"""Layer outputs by name: how Jacobians and gradient taps reach a node inside the model.
+
+A model's forward pass is ordinary Python calling layers, so there is no graph node to look up
+afterwards the way TF1's `graph.get_tensor_by_name` did. Instead, `Layer.__call__` offers every
+output to the innermost `capture_outputs` block, which keeps those of the layers it asks for:
+
+    with layer_outputs.capture_outputs(["hidden"]) as captured:
+        y = model(x)
+    hidden = captured["hidden"]        # the tensor the layer called "hidden" returned
+
+The captured tensors belong to the same computation as `y`, so a `GradientTape` that recorded
+the forward pass can differentiate them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterable, Iterator
+
+__all__ = ["CapturedOutputs", "capture_outputs", "offer"]
+
+_captures = threading.local()
+
+
+class CapturedOutputs(dict):
+    """{layer name: output} of one `capture_outputs` block, plus how often each layer ran.
+
+    A layer that is called more than once (a shared layer) has several outputs; the dict keeps
+    the last and `calls[name]` counts them, so a caller can refuse the ambiguous case.
+    """
+
+    def __init__(self, names: Iterable[str]):
+        super().__init__()
+        self.names = frozenset(names)
+        self.calls: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def capture_outputs(names: Iterable[str]) -> Iterator[CapturedOutputs]:
+    """Collects the outputs of the named layers called inside the block.
+
+    Args:
+        names: layer names (`layer.name`) whose outputs to keep.
+
+    Yields:
+        A `CapturedOutputs` dict, filled as the layers run.
+    """
+    stack = getattr(_captures, "stack", None)
+    if stack is None:
+        stack = _captures.stack = []
+    captured = CapturedOutputs(names)
+    stack.append(captured)
+    try:
+        yield captured
+    finally:
+        stack.pop()
+
+
+def offer(layer_name: str, outputs: Any) -> None:
+    """Called by `Layer.__call__` with each output; keeps it when a block asks for the name."""
+    stack = getattr(_captures, "stack", None)
+    if not stack:
+        return
+    captured = stack[-1]
+    if layer_name in captured.names:
+        captured[layer_name] = outputs
+        captured.calls[layer_name] = captured.calls.get(layer_name, 0) + 1
