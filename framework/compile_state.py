@@ -20,13 +20,14 @@ from graphfit.stage_metrics import STAGES, StageMetrics, check_metric_identifier
 __all__ = ["CompileState", "resolve_jit_compile"]
 
 
-def resolve_jit_compile(setting, model) -> bool:
+def resolve_jit_compile(setting, model, optimizer=None) -> bool:
     """True when the steps should be compiled with XLA.
 
-    "auto" compiles with XLA when every layer supports it and, on a CPU-only machine, when no
-    layer is known to run slower under XLA there: measured on a 2-core CPU, XLA speeds up a
-    dense MLP step a little but makes a small convolutional net about twice as slow, because
-    TensorFlow's own CPU convolutions (oneDNN) beat XLA's.
+    "auto" compiles with XLA when every layer supports it and, on a CPU-only machine, when
+    neither a layer nor the optimizer is known to run slower under XLA there (their
+    `xla_friendly_on_cpu`): measured on a 2-core CPU, XLA speeds up a dense MLP step a little
+    but makes a small convolutional net about twice as slow, because TensorFlow's own CPU
+    convolutions (oneDNN) beat XLA's, and Levenberg–Marquardt's step compiles for seconds.
     """
     layers = list(model._flatten_layers())
     unsupported = [l.name for l in layers if not getattr(l, "supports_jit", True)]
@@ -43,7 +44,8 @@ def resolve_jit_compile(setting, model) -> bool:
         return False
     if tf.config.list_physical_devices("GPU"):
         return True
-    return all(getattr(l, "xla_friendly_on_cpu", True) for l in layers)
+    friendly = [getattr(l, "xla_friendly_on_cpu", True) for l in layers]
+    return all(friendly) and getattr(optimizer, "xla_friendly_on_cpu", True)
 
 
 def _check_metrics(metrics, argument: str):
@@ -130,7 +132,8 @@ class CompileState:
         if self.steps is None or key != self._steps_key:
             if self.optimizer is not None:
                 self.optimizer.build(variables)
-            self.jit_compile = resolve_jit_compile(self.jit_compile_setting, model)
+            self.jit_compile = resolve_jit_compile(self.jit_compile_setting, model,
+                                                   self.optimizer)
             self.steps = CompiledSteps(model, self.loss_set, self.optimizer, self.stage_metrics,
                                        self.jit_compile, self.run_eagerly)
             self._steps_key = key

@@ -491,3 +491,14 @@ def test_damping_state_is_checkpointed(tmp_path):
     fresh = _lm()
     tf.train.Checkpoint(optimizer=fresh).restore(path).assert_existing_objects_matched()
     assert (float(fresh.damping_value), float(fresh._growth)) == saved
+
+
+def test_auto_jit_leaves_xla_off_for_lm_on_cpu():
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("on a GPU jit_compile='auto' keeps XLA for LM")
+    x = np.linspace(-1, 1, 8)[:, None]
+    for optimizer, expected in ((_lm(), False), (optimizers.SGD(0.1), True)):
+        model = gf.Sequential([layers.Dense(1)], input_shape=(1,))
+        model.compile(optimizer=optimizer, loss="mse")  # jit_compile="auto"
+        model.fit(x, x, batch_size=None, epochs=1, verbose=0)
+        assert model._compile_state.jit_compile is expected
