@@ -3,6 +3,8 @@
     graphfit train RECIPE [--set key=value ...] [--run-dir DIR]
     graphfit validate RECIPE [--set ...]        check everything, train nothing
     graphfit print-config RECIPE [--set ...]    the resolved recipe, every default shown
+    graphfit inspect RECIPE [--stage STAGE] [--set ...]   the traced steps: ops before/after
+                                                Grappler, XLA fusions, FLOPs; train nothing
     graphfit evaluate RUN_DIR                   re-evaluate a finished run
     graphfit predict RUN_DIR --input FILE --output FILE
     graphfit list layers|optimizers|losses|metrics|datasets|callbacks
@@ -54,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="0 silent, 1 progress bar, 2 one line per epoch (default)")
     recipe_command("validate", "check a recipe, its data and its model; train nothing")
     recipe_command("print-config", "print the resolved recipe with every default")
+    from graphfit import cli_inspect
+
+    cli_inspect.add_arguments(recipe_command(
+        "inspect", "show the traced steps: ops before/after Grappler, XLA, FLOPs; train nothing"))
     evaluate = commands.add_parser("evaluate", help="re-evaluate a finished run")
     evaluate.add_argument("run", help="the run directory (or runs/<name>/latest)")
     evaluate.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -210,6 +216,12 @@ def _predict(args) -> int:
     return EXIT_OK
 
 
+def _inspect(args) -> int:
+    from graphfit import cli_inspect
+
+    return cli_inspect.run(args)
+
+
 def _list(args) -> int:
     from graphfit.recipes import catalog
 
@@ -219,7 +231,7 @@ def _list(args) -> int:
 
 
 _COMMANDS = {"train": _train, "validate": _validate, "print-config": _print_config,
-             "evaluate": _evaluate, "predict": _predict, "list": _list}
+             "evaluate": _evaluate, "predict": _predict, "list": _list, "inspect": _inspect}
 
 
 if __name__ == "__main__":
