@@ -363,3 +363,32 @@ class Model(Layer):
         """Prints the layers with output shapes and trainable / non-trainable counts."""
         self._require_built("summary()")
         summary_lib.print_summary(self, print_fn or print, line_length)
+
+    def flops(self, batch_size: int = 1) -> dict:
+        """FLOPs of the forward pass and of the training step, total and per layer.
+
+        Counted by TensorFlow's profiler on the traced graphs (traced, never run: no variable
+        changes); see `graphfit.flops` for the method and its pitfalls.
+
+        Args:
+            batch_size: the batch size to count at.
+
+        Returns:
+            {"forward", "backward", "update", "training_step": ints, "per_layer": {layer
+            name: {"forward", "forward_train", "backward"}}, "method": str, ...}.
+
+        Raises:
+            ValueError: if the model is not built, or `batch_size` is not a positive integer.
+
+        Example:
+
+            >>> import graphfit as gf
+            >>> from graphfit import layers
+            >>> model = gf.Sequential([layers.Dense(3)])
+            >>> model.build((None, 4))
+            >>> model.flops(batch_size=2)["forward"]  # MatMul 2*2*4*3 + bias 2*3
+            54
+        """
+        from graphfit import flops as flops_lib  # flops imports model lazily too
+
+        return flops_lib.count_flops(self, batch_size)
