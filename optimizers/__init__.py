@@ -24,6 +24,7 @@ from graphfit.optimizers.adam import Adam
 from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
 from graphfit.optimizers.lm_residuals import ResidualLoss
 from graphfit.optimizers.optimizer import Optimizer
+from graphfit.optimizers.per_example_clipping import PerExampleClipping
 from graphfit.optimizers.sgd import SGD
 from graphfit.optimizers.transforms import (
     ClipByGlobalNorm,
@@ -44,6 +45,7 @@ __all__ = [
     "ClipByValue",
     "ClipByNorm",
     "ClipByGlobalNorm",
+    "PerExampleClipping",
     "chain",
     "schedules",
     "transforms",

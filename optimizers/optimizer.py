@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import tensorflow as tf
 
-from graphfit.optimizers import schedules, transforms
+from graphfit.optimizers import per_example_clipping, schedules, transforms
 from graphfit.optimizers.gradient_record import record_gradients
 
 __all__ = ["Optimizer", "cast_hyperparameter"]
@@ -245,6 +245,13 @@ class Optimizer(tf.Module):
             self._extra_variables.append(variable)
         return variable
 
+    def track_variable(self, variable: tf.Variable) -> None:
+        """Adds state created elsewhere (a gradient transform's random generator) to the
+        optimizer's variables, so checkpoints of the optimizer save and restore it."""
+        with tf.init_scope():
+            if not any(v is variable for v in self._extra_variables):
+                self._extra_variables.append(variable)
+
     def get_slot(self, variable: tf.Variable, name: str) -> tf.Variable:
         """The slot `name` of `variable`.
 
@@ -294,6 +301,8 @@ class Optimizer(tf.Module):
 
         The raw gradients go to `record_gradients` (read by TensorBoard's gradient
         histograms); an override should report its gradient there too when it has one.
+        With `PerExampleClipping` first in `gradient_transforms`, the gradient is built from
+        per-example gradients instead (`optimizers.per_example_clipping.minimize`).
 
         Returns:
             `(loss, aux)` as `loss_fn` returned them (values before the update).
@@ -302,6 +311,9 @@ class Optimizer(tf.Module):
             TypeError: if `loss_fn` does not return a pair.
         """
         variables = [_as_tf_variable(v) for v in variables]
+        clipping = per_example_clipping.find(self._user_transforms)
+        if clipping is not None:  # DP-SGD: needs the per-example gradients, not the sum
+            return per_example_clipping.minimize(self, clipping, loss_fn, variables)
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables)
             result = loss_fn()

@@ -41,6 +41,7 @@ __all__ = [
     "from_flags",
     "DecoupledWeightDecay",
     "get",
+    "register_transform",
     "serialize",
 ]
 
@@ -298,6 +299,13 @@ class DecoupledWeightDecay:
 
 
 _BUILT_IN = {cls.__name__: cls for cls in (ClipByValue, ClipByNorm, ClipByGlobalNorm, Chain)}
+
+
+def register_transform(cls: type) -> type:
+    """Lets configs and recipes name a transform class (`{type: ClassName, ...}`); a
+    decorator. The class needs `get_config` and `from_config` (as `GradientTransform` has)."""
+    _BUILT_IN[cls.__name__] = cls
+    return cls
 
 
 def serialize(transform: GradientTransform) -> dict[str, Any]:

@@ -1,0 +1,225 @@
+"""Per-example gradient clipping with Gaussian noise: differentially private SGD's gradient.
+
+DP-SGD (Abadi et al. 2016, as in `tensorflow_privacy`) bounds how much any one example can
+move the model: each example's gradient (all variables together) is clipped to an L2 norm of
+at most `l2_norm_clip`, the clipped gradients are summed, Gaussian noise of standard deviation
+`noise_multiplier * l2_norm_clip` is added, and the result is divided by the batch size.
+
+An ordinary gradient transform sees only the batch gradient, where the examples are already
+summed. `PerExampleClipping` therefore works with the optimizer's `minimize`: when it is the
+first of an optimizer's `gradient_transforms`, the training step's `minimize` computes the
+batch's per-example gradients (`graphfit.autodiff_per_example`, vectorized over the
+examples), clips and aggregates them here, and hands the result to the rest of the step
+(the clipping flags, the remaining transforms, weight decay, the update rule). The forward
+pass that reports the loss and collects the update hooks runs once, as in a plain step.
+
+"Each example's gradient" is the gradient the batch loss would have if every example of the
+batch were that one: grad(w_i * loss_i) for a mean-reduced loss (Keras's default). So with a
+clip no example reaches and no noise, the step is exactly the plain step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.optimizers import transforms
+from graphfit.optimizers.gradient_record import record_gradients
+
+__all__ = ["PerExampleClipping", "find", "minimize"]
+
+_applying = threading.local()
+
+
+class PerExampleClipping(transforms.GradientTransform):
+    """Clips each example's gradient to a global L2 norm, sums, adds noise, divides by batch.
+
+    For the per-example gradients g_1..g_B of a batch (each a list over the variables):
+
+        g = (sum_i g_i * min(1, l2_norm_clip / ||g_i||) + N(0, (noise_multiplier *
+             l2_norm_clip)^2 I)) / B
+
+    where ||g_i|| is the norm of all of example i's gradients together. Put it first in an
+    optimizer's `gradient_transforms` and train with `model.fit`; its training step computes
+    the per-example gradients. The noise comes from a `tf.random.Generator` created once,
+    outside any trace, from `seed` (or, when None, from NumPy's global state, which
+    `graphfit.set_seed` fixes), so a run is reproducible with XLA too. Its state is one of the
+    optimizer's variables, so training checkpoints save it and a resumed run goes on with new
+    noise.
+
+    Layers that mix the examples of a batch (BatchNormalization at training time) see each
+    example as a batch of one here; DP-SGD needs independent examples (use
+    LayerNormalization). Dropout works, but its random generator cannot be vectorized, so
+    the per-example gradients are then computed one example at a time (slower, with a
+    warning).
+
+    Args:
+        l2_norm_clip: the largest L2 norm one example's gradient keeps (positive).
+        noise_multiplier: the noise standard deviation in units of `l2_norm_clip`
+            (non-negative; 0 clips without noise).
+        seed: an integer seed for the noise, or None.
+
+    Raises:
+        ValueError: for a bad argument (named, with the value received).
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> clip = PerExampleClipping(l2_norm_clip=1.0)
+        >>> # Two examples: gradient norms 5 (clipped to 1) and 0.5 (kept); one variable.
+        >>> per_example = [tf.constant([[3.0, 4.0], [0.3, 0.4]])]
+        >>> [round(float(v), 6) for v in clip.clip_and_aggregate(per_example)[0]]
+        [0.45, 0.6]
+        >>> from graphfit import optimizers
+        >>> sgd = optimizers.get({"type": "SGD", "learning_rate": 0.1, "gradient_transforms": [
+        ...     {"type": "PerExampleClipping", "l2_norm_clip": 1.0, "noise_multiplier": 1.1}]})
+        >>> sgd.get_config()["gradient_transforms"]
+        [{'type': 'PerExampleClipping', 'l2_norm_clip': 1.0, 'noise_multiplier': 1.1, 'seed': None}]
+    """
+
+    def __init__(self, l2_norm_clip: float, noise_multiplier: float = 0.0,
+                 seed: int | None = None):
+        self.l2_norm_clip = transforms._positive(l2_norm_clip, "l2_norm_clip")
+        if (isinstance(noise_multiplier, bool) or not isinstance(noise_multiplier, numbers.Real)
+                or not math.isfinite(noise_multiplier) or noise_multiplier < 0):
+            raise ValueError("noise_multiplier must be a non-negative float. "
+                             f"Received: noise_multiplier={noise_multiplier!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                                 or seed < 0):
+            raise ValueError("seed must be a non-negative integer or None. "
+                             f"Received: seed={seed!r}")
+        self.noise_multiplier = float(noise_multiplier)
+        self.seed = None if seed is None else int(seed)
+        self._generator: tf.random.Generator | None = None  # created at the first noisy step
+
+    def clip_and_aggregate(self, per_example: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+        """The DP-SGD gradient from per-example gradients.
+
+        Args:
+            per_example: one tensor per variable, shaped (batch, *var.shape): row i is
+                example i's gradient.
+
+        Returns:
+            One tensor per variable, shaped var.shape (see the class docstring).
+        """
+        per_example = [tf.convert_to_tensor(g) for g in per_example]
+        dtypes = {g.dtype for g in per_example}
+        norm_dtype = per_example[0].dtype if len(dtypes) == 1 else tf.float64
+        squares = [tf.reduce_sum(tf.reshape(tf.cast(g, norm_dtype) ** 2, [tf.shape(g)[0], -1]),
+                                 axis=1) for g in per_example]
+        norms = tf.sqrt(tf.add_n(squares))
+        limit = tf.constant(self.l2_norm_clip, norm_dtype)
+        factors = limit / tf.maximum(norms, limit)  # 1 below the limit, limit/norm above
+        batch = tf.shape(per_example[0])[0]
+        aggregated = []
+        for g in per_example:
+            total = tf.tensordot(tf.cast(factors, g.dtype), g, axes=[[0], [0]])
+            if self.noise_multiplier > 0:
+                stddev = self.noise_multiplier * self.l2_norm_clip
+                total += self._noise_generator().normal(tf.shape(total), stddev=stddev,
+                                                        dtype=g.dtype)
+            aggregated.append(total / tf.cast(batch, g.dtype))
+        return aggregated
+
+    def _noise_generator(self) -> tf.random.Generator:
+        if self._generator is None:
+            # Outside any trace, once: the compiled step then only reads and advances it.
+            seed = self.seed if self.seed is not None else int(np.random.randint(0, 2**31 - 1))
+            with tf.init_scope():
+                self._generator = tf.random.Generator.from_seed(seed)
+        return self._generator
+
+    def track_noise_state(self, optimizer) -> None:
+        """Puts the noise generator's state among `optimizer`'s variables, so training
+        checkpoints save it and a resumed run draws new noise, never the noise it drew
+        before (a restore deferred until now fills it). No-op without noise."""
+        if self.noise_multiplier == 0:
+            return
+        optimizer.track_variable(self._noise_generator().state)
+
+    def __call__(self, grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+        if getattr(_applying, "transform", None) is self:
+            return list(grads)  # `minimize` already clipped and aggregated the examples
+        raise ValueError(
+            "PerExampleClipping clips each example's gradient, so it cannot act on a batch "
+            "gradient where the examples are already summed. Put it first in an optimizer's "
+            "gradient_transforms and train with model.fit, whose training step computes the "
+            "per-example gradients."
+        )
+
+    def get_config(self) -> dict[str, Any]:
+        return {"l2_norm_clip": self.l2_norm_clip, "noise_multiplier": self.noise_multiplier,
+                "seed": self.seed}
+
+
+# Registered with the built-in transforms, so recipes and optimizer configs name it
+# (`gradient_transforms: [{type: PerExampleClipping, l2_norm_clip: 1.0}]`).
+transforms.register_transform(PerExampleClipping)
+
+
+def find(chain: transforms.Chain) -> PerExampleClipping | None:
+    """The optimizer's `PerExampleClipping`, or None.
+
+    Raises:
+        ValueError: when it is not the first of the transforms, or appears twice.
+    """
+    positions = [i for i, t in enumerate(chain.transforms) if isinstance(t, PerExampleClipping)]
+    if not positions:
+        return None
+    if positions != [0]:
+        raise ValueError(
+            "PerExampleClipping must be the first (and only one) of gradient_transforms: it "
+            "turns per-example gradients into the batch gradient the other transforms act on. "
+            f"Received: gradient_transforms={chain.transforms!r}"
+        )
+    return chain.transforms[0]
+
+
+@contextlib.contextmanager
+def _aggregated(transform: PerExampleClipping):
+    previous = getattr(_applying, "transform", None)
+    _applying.transform = transform
+    try:
+        yield
+    finally:
+        _applying.transform = previous
+
+
+def minimize(optimizer, clipping: PerExampleClipping, loss_fn, variables):
+    """`Optimizer.minimize` with per-example clipping (see the module docstring).
+
+    Raises:
+        ValueError: outside graphfit's training step (no `loss_fn.batch`).
+        TypeError: if `loss_fn` does not return a pair.
+    """
+    batch = getattr(loss_fn, "batch", None)
+    if batch is None:
+        raise ValueError(
+            "PerExampleClipping needs the batch to compute per-example gradients, not only the "
+            "loss: train with model.compile(optimizer=...) and model.fit, whose training step "
+            "passes the batch (loss_fn.batch) to optimizer.minimize."
+        )
+    result = loss_fn()  # the loss and outputs to report, and the update hooks, as usual
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise TypeError("loss_fn must return a pair (loss, aux); return (loss, None) when there "
+                        f"is nothing else. Received: {result!r}")
+    from graphfit import autodiff_per_example  # graphfit imports the optimizers package
+
+    per_example = autodiff_per_example.compute(
+        batch.model, batch.loss_set, batch.x, batch.y, batch.sample_weight, variables,
+        training=True, method="auto")
+    # Their sum is the batch gradient: the raw gradient of the step, for gradient taps.
+    record_gradients([tf.reduce_sum(g, axis=0) for g in per_example], variables)
+    size = tf.shape(per_example[0])[0]
+    own = [g * tf.cast(size, g.dtype) for g in per_example]  # as if the batch were example i
+    clipping.track_noise_state(optimizer)
+    gradients = clipping.clip_and_aggregate(own)
+    with _aggregated(clipping):
+        optimizer.apply_gradients(zip(gradients, variables))
+    return result[0], result[1]
