@@ -4,7 +4,8 @@ What `log_dir` holds after `fit` (every run is a folder TensorBoard lists on its
 
     log_dir/            hyperparameters (HParams tab) and the recipe text (Text tab)
     log_dir/train/      per-epoch metrics, `learning_rate`, `batch_*` scalars, weight and
-                        gradient histograms, the graph of the compiled training step, a profile
+                        gradient histograms, gradient taps (`gradient_taps/<node>/<variable>`),
+                        the graph of the compiled training step, a profile
     log_dir/val/        per-epoch validation metrics
     log_dir/test/       test metrics, each time test data is evaluated
 
@@ -41,7 +42,7 @@ import warnings
 
 import tensorflow as tf
 
-from graphfit.callbacks import tensorboard_writers as tbw
+from graphfit.callbacks import tensorboard_taps, tensorboard_writers as tbw
 from graphfit.callbacks.callback import Callback
 from graphfit.registry import CALLBACKS
 
@@ -83,6 +84,16 @@ class TensorBoard(Callback):
             the metrics shown with them are the last values of the train, val and test
             scalars.
         recipe_text: text (the resolved recipe) shown in the Text tab, tag `recipe`.
+        gradient_taps: layer names ("output" for the model's output, "loss" for the loss)
+            whose gradient norms to record: `gradient_taps/<node>/<variable tag>` in the
+            train run is ‖∂(sum of the node's output over the batch)/∂(variable)‖₂, what
+            `tf.gradients(node, variables)` gives, for every trainable variable the node
+            depends on (text `gradient_taps` lists the others). Computed inside the compiled
+            training step from the step's own forward pass, at the weights before its update
+            (see `graphfit.node_taps`), and written at that step's global step. Listening to
+            batches, like `update_freq`.
+        gradient_tap_freq: record the taps in the training steps whose global step is a
+            multiple of this.
 
     Attributes:
         runs_written: the runs ("", "train", "val", "test") written to so far.
@@ -122,6 +133,8 @@ class TensorBoard(Callback):
         profile_batch: int | str | list | tuple = 0,
         hparams: dict | None = None,
         recipe_text: str | None = None,
+        gradient_taps: list[str] | None = None,
+        gradient_tap_freq: int = 1,
     ):
         super().__init__()
         if isinstance(log_dir, os.PathLike):
@@ -149,6 +162,11 @@ class TensorBoard(Callback):
         self.profile_batch = profile_batch
         self.hparams = tbw.check_hparams(hparams)
         self.recipe_text = recipe_text
+        self.gradient_taps = tensorboard_taps.check_gradient_taps(gradient_taps,
+                                                                  gradient_tap_freq)
+        self.gradient_tap_freq = gradient_tap_freq
+        self._taps = None if self.gradient_taps is None else tensorboard_taps.TapWriter(
+            self.gradient_taps, gradient_tap_freq)
         self._batch_every = tbw.check_update_freq(update_freq)
         self._profile_range = tbw.check_profile_batch(profile_batch)
         self.evaluation_step: int | None = None
@@ -179,6 +197,8 @@ class TensorBoard(Callback):
             steps = self._compiled_steps()
             if steps is not None:
                 steps.enable_gradient_taps()  # before the first step is traced
+        if self._taps is not None:
+            self._taps.begin(self.model, self._compiled_steps())
         if not self._session_written and (self.hparams or self.recipe_text is not None):
             with self._runs.writer(tbw.ROOT).as_default():
                 if self.recipe_text is not None:
@@ -230,7 +250,7 @@ class TensorBoard(Callback):
     def _implements_train_batch_hooks(self) -> bool:
         # Asked at the start of every training epoch: batch hooks (and one step per call
         # under steps_per_execution="auto") only for batch scalars or a pending profile.
-        return self._batch_every is not None or (
+        return self._batch_every is not None or self._taps is not None or (
             self._profile_range is not None and not self._profile_done)
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -245,6 +265,8 @@ class TensorBoard(Callback):
         if every is not None and logs and step // every > self._last_batch_step // every:
             self._runs.scalars("train", {f"batch_{k}": v for k, v in logs.items()}, step)
         self._last_batch_step = step
+        if self._taps is not None:
+            self._taps.write(self._runs, self.model)
         if self._profiling and step - self._first_step >= self._profile_range[1]:
             self._stop_profiler()
 

@@ -8,6 +8,8 @@ One training step, traced once and optionally compiled by XLA:
     update hooks applied, once, after the optimizer's update
     with gradient taps on (TensorBoard's gradient histograms): the raw gradients that
         minimize reported are assigned to one tap variable per trainable variable
+    with node taps on (TensorBoard's gradient_taps), every N steps: the norms of
+        d(sum of a named node)/d(variables) from the same forward pass (`node_taps`)
 
 A loop function (a `tf.function`, never XLA) runs a chunk of such steps per call and updates
 the stage's metrics after each step, so Python runs once per chunk, not once per batch. Keras
@@ -20,7 +22,7 @@ import types
 
 import tensorflow as tf
 
-from graphfit import input_checks, update_hooks
+from graphfit import input_checks, node_taps, update_hooks
 
 __all__ = ["CompiledSteps"]
 
@@ -68,6 +70,7 @@ class CompiledSteps:
         # indices of the taps the traced train step assigns.
         self.gradient_taps: list[tf.Variable] | None = None
         self._filled_taps: list[int] = []
+        self.node_taps: node_taps.NodeTaps | None = None  # after `enable_node_taps`
         self._train_signature = None
         # {stage: {output: (name, spec, loss kind)}}: dataset labels are checked batch by batch.
         self.label_checks: dict[str, dict] = {}
@@ -95,10 +98,16 @@ class CompiledSteps:
         loss_fn.batch = types.SimpleNamespace(model=self.model, loss_set=self.loss_set, x=x,
                                               y=y, sample_weight=sample_weight)
         self._train_signature = tf.nest.map_structure(_spec, (x, y, sample_weight))
+        if self.node_taps is not None:  # the norms of d(node)/d(variables), every N steps
+            loss_fn = self.node_taps.tapped_loss_fn(
+                loss_fn, self.optimizer.iterations + 1,
+                lambda result: {"loss": result[0], "output": result[1][0]})
         if self.gradient_taps is None:
             result = self.optimizer.minimize(loss_fn, self.variables)
         else:
             result = self._minimize_into_taps(loss_fn)
+        if self.node_taps is not None:
+            loss_fn.finish()
         loss, (y_pred, output_losses, pending) = result
         # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
         update_hooks.apply_updates(pending)
@@ -236,9 +245,35 @@ class CompiledSteps:
                             name=f"gradient_tap_{v.name.split(':')[0].replace('/', '_')}")
                 for v in self.variables
             ]
+        self._retrace_training()
+
+    def _retrace_training(self) -> None:
         self.train_step = self._compile_step(self._train_step)
         self._array_loops = {k: f for k, f in self._array_loops.items() if k[0] != "train"}
         self._dataset_loops.pop("train", None)
+
+    def enable_node_taps(self, names, every_n_steps: int = 1, capacity: int = 1) -> None:
+        """Makes training record the norms of d(sum of node)/d(variables), from now on.
+
+        See `graphfit.node_taps` for the semantics. Creates the tap variables once, outside
+        any trace, and drops the traced train step and training loops so they are traced
+        again with the taps; the same arguments again change nothing, others replace the
+        taps. The values are read with `self.node_taps.read(after_step)`.
+
+        Args:
+            names: layer names, "output" (the model's output) or "loss".
+            every_n_steps: record in the steps whose global step is a multiple of it.
+            capacity: recordings kept between two reads (ceil(steps per call / N)).
+
+        Raises:
+            ValueError: for an unknown layer name (listing the model's layers) or a bad
+                argument.
+        """
+        if self.node_taps is not None and self.node_taps.matches(names, every_n_steps, capacity):
+            return
+        self.node_taps = node_taps.NodeTaps(self.model, self.variables, names, every_n_steps,
+                                            capacity)
+        self._retrace_training()
 
     def recorded_gradients(self) -> list[tuple[tf.Variable, tf.Variable]]:
         """(variable, tap) pairs whose tap the traced train step fills: empty before the
