@@ -16,6 +16,7 @@ from graphfit.update_hooks import UpdateHook
 
 from graphfit import callbacks, layers, optimizers  # noqa: E402  (they build on the core)
 from graphfit import recipes  # noqa: E402  (recipes name layers, optimizers, callbacks)
+from graphfit import autodiff, flops, inspect  # noqa: E402  (they trace compiled steps)
 
 __version__ = "0.1.0"
 
@@ -27,9 +28,12 @@ __all__ = [
     "Node",
     "Sequential",
     "UpdateHook",
+    "autodiff",
     "callbacks",
     "checkpoints",
     "datasets",
+    "flops",
+    "inspect",
     "layers",
     "optimizers",
     "recipes",
