@@ -44,10 +44,19 @@ import tensorflow as tf
 
 from graphfit import layer_outputs
 
-__all__ = ["NodeTaps", "SPECIAL_NODES"]
+__all__ = ["NodeTaps", "SPECIAL_NODES", "check_names"]
 
 # Nodes that are not layers; a layer with the same name takes precedence.
 SPECIAL_NODES = ("output", "loss")
+
+
+def check_names(names, model) -> list[str]:
+    """The tap names, checked against the model's layers (a recipe's `validate` uses it).
+
+    Raises:
+        ValueError: for a name that is neither a layer of `model` nor "output" or "loss".
+    """
+    return _check_names(names, [layer.name for layer in model._flatten_layers(include_self=False)])
 
 
 def _check_names(names, layer_names: Sequence[str]) -> list[str]:

@@ -75,7 +75,21 @@ def prepare(recipe: Recipe) -> Prepared:
                          check_finite=training["check_finite"])
         except ValueError as error:
             raise _error(recipe, _stage_key(config, stage), error) from None
+    _check_tap_names(recipe, model)
     return Prepared(recipe, model, splits)
+
+
+def _check_tap_names(recipe: Recipe, model) -> None:
+    """TensorBoard's `gradient_taps` name layers, which exist only once the model is built."""
+    from graphfit import node_taps
+
+    for index, entry in enumerate(recipe.config["callbacks"]):
+        names = entry.get("gradient_taps") if isinstance(entry, dict) else None
+        if names:
+            try:
+                node_taps.check_names(names, model)
+            except ValueError as error:
+                raise _error(recipe, ("callbacks", index, "gradient_taps"), error) from None
 
 
 def _build_on(model, train) -> None:

@@ -262,3 +262,18 @@ def test_from_a_recipe_callbacks_entry(tmp_path):
         set(written)
     steps = [s for s, _ in written["gradient_taps/hidden/hidden/kernel"]]
     assert steps and all(s % 2 == 0 for s in steps)
+
+
+def test_validate_finds_an_unknown_tap_name_in_a_recipe(tmp_path, capsys):
+    recipe = tmp_path / "taps.yaml"
+    recipe.write_text(
+        "data: {source: moons, n_samples: 64}\n"
+        "model: [{type: Dense, units: 4, activation: tanh, name: hidden},\n"
+        "        {type: Dense, units: 1}]\n"
+        "loss: {type: BinaryCrossentropy, from_logits: true}\n"
+        "callbacks:\n"
+        "  - {type: TensorBoard, gradient_taps: [hiden]}\n")
+    assert cli.main(["validate", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert "taps.yaml:6:" in err and "callbacks[0].gradient_taps:" in err
+    assert "no layer named 'hiden' to tap" in err and "'hidden'" in err
