@@ -243,17 +243,21 @@ def test_bad_arguments_name_the_argument_and_value(tmp_path, arguments, named):
     assert not (tmp_path / "logs").exists()
 
 
-def test_from_a_recipe_callbacks_entry(tmp_path):
+def _tap_recipe(tmp_path, training: str, tensorboard: str):
+    """A small moons recipe whose `hidden` layer can be tapped; line 6 holds `tensorboard`."""
     recipe = tmp_path / "taps.yaml"
     recipe.write_text(
         "data: {source: moons, n_samples: 64}\n"
         "model: [{type: Dense, units: 4, activation: tanh, name: hidden},\n"
         "        {type: Dense, units: 1}]\n"
         "loss: {type: BinaryCrossentropy, from_logits: true}\n"
-        "training: {epochs: 1, batch_size: 16}\n"
-        "callbacks:\n"
-        "  - {type: TensorBoard, log_dir: logs, gradient_taps: [hidden, loss], "
-        "gradient_tap_freq: 2}\n")
+        f"callbacks:\n  - {{type: TensorBoard, {tensorboard}}}\n{training}")
+    return recipe
+
+
+def test_from_a_recipe_callbacks_entry(tmp_path):
+    recipe = _tap_recipe(tmp_path, "training: {epochs: 1, batch_size: 16}\n",
+                         "log_dir: logs, gradient_taps: [hidden, loss], gradient_tap_freq: 2")
     assert cli.main(["validate", str(recipe)]) == 0
     run = tmp_path / "run"
     assert cli.main(["train", str(recipe), "--run-dir", str(run), "--verbose", "0"]) == 0
@@ -265,14 +269,7 @@ def test_from_a_recipe_callbacks_entry(tmp_path):
 
 
 def test_validate_finds_an_unknown_tap_name_in_a_recipe(tmp_path, capsys):
-    recipe = tmp_path / "taps.yaml"
-    recipe.write_text(
-        "data: {source: moons, n_samples: 64}\n"
-        "model: [{type: Dense, units: 4, activation: tanh, name: hidden},\n"
-        "        {type: Dense, units: 1}]\n"
-        "loss: {type: BinaryCrossentropy, from_logits: true}\n"
-        "callbacks:\n"
-        "  - {type: TensorBoard, gradient_taps: [hiden]}\n")
+    recipe = _tap_recipe(tmp_path, "", "gradient_taps: [hiden]")
     assert cli.main(["validate", str(recipe)]) == 2
     err = capsys.readouterr().err
     assert "taps.yaml:6:" in err and "callbacks[0].gradient_taps:" in err
