@@ -4,7 +4,11 @@
     from graphfit import layers, optimizers, callbacks
 """
 
-from graphfit import datasets, registry, update_hooks
+from graphfit import autograph_scope
+
+autograph_scope.skip_graphfit_modules()  # before anything is traced
+
+from graphfit import datasets, registry, update_hooks  # noqa: E402
 from graphfit import checkpoints
 from graphfit.graph_model import GraphModel, Node
 from graphfit.layer import InputSpec, Layer

@@ -305,7 +305,7 @@ def _prepared_steps(model, stage: str, batch_size, x, y):
     step's input specs."""
     if not getattr(model, "compiled", False):
         raise RuntimeError(
-            f"inspect.step_graph needs a compiled model: call model.compile(optimizer=..., "
+            "inspect.step_graph needs a compiled model: call model.compile(optimizer=..., "
             f"loss=...) first."
         )
     state = model._compile_state

@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from graphfit import constructor_config, layer_outputs, update_hooks
+from graphfit import autograph_scope, constructor_config, layer_outputs, update_hooks
 from graphfit.input_spec import InputSpec
 from graphfit.naming import snake_case, unique_name
 
@@ -136,7 +136,7 @@ class Layer(tf.Module):
             try:
                 if self._call_accepts_training():
                     kwargs["training"] = training
-                outputs = self.call(inputs, *args, **kwargs)
+                outputs = autograph_scope.convert_user_code(self.call)(inputs, *args, **kwargs)
             finally:
                 self._in_call = False
         if self._output_shape is None:
@@ -144,7 +144,6 @@ class Layer(tf.Module):
         layer_outputs.offer(self.name, outputs)  # for Jacobians and gradient taps of a node
         return outputs
 
-    @tf.autograph.experimental.do_not_convert
     def _build_from(self, inputs) -> None:
         shapes = tf.nest.map_structure(lambda t: t.shape, inputs)
         self._build_input_shape = tf.nest.map_structure(_unbatched_shape, shapes)

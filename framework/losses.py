@@ -14,6 +14,7 @@ import warnings
 import keras
 import tensorflow as tf
 
+from graphfit import autograph_scope
 from graphfit.naming import snake_case
 from graphfit.registry import unknown_name_error
 
@@ -67,7 +68,7 @@ class FunctionLoss(keras.losses.Loss):
             y_true = tf.squeeze(y_true, -1)
         elif y_pred.shape.rank == y_true.shape.rank + 1 and y_pred.shape[-1] == 1:
             y_pred = tf.squeeze(y_pred, -1)
-        return self.fn(y_true, y_pred)
+        return autograph_scope.convert_user_code(self.fn)(y_true, y_pred)
 
 
 def resolve_loss(identifier, dtype: tf.DType) -> keras.losses.Loss:

@@ -251,7 +251,6 @@ class _TappedLossFn:
         if hasattr(loss_fn, "batch"):
             self.batch = loss_fn.batch  # what a second-order optimizer linearizes
 
-    @tf.autograph.experimental.do_not_convert  # loss_fn comes converted; the rest is tf.cond
     def __call__(self):
         if self._tapped or _current_graph() is not self._graph:
             # Later passes (LM's trials), or a pass inside a loop or a vectorized map, whose

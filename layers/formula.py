@@ -145,7 +145,6 @@ class Formula(Layer):
                     f", but the inputs have {columns} (shape {shape}); x1 is column 0",
                 )
 
-    @tf.autograph.experimental.do_not_convert  # plain TF ops, no Python control flow on tensors
     def call(self, inputs, training: bool = False):
         values = {name: tf.convert_to_tensor(v) for name, v in self._parameters.items()}
         for name in self._formula.inputs:

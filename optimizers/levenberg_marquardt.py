@@ -201,10 +201,6 @@ class LevenbergMarquardt(Optimizer):
 
     # ----------------------------------------------------------------------------- step
 
-    # Explicit tf.cond / tf.while_loop throughout: AutoGraph would only spend seconds per
-    # trace converting this code. The model's forward passes are still converted (loss_fn
-    # comes converted from the training step; `_forward` below converts the Jacobian's).
-    @tf.autograph.experimental.do_not_convert
     def minimize(self, loss_fn, variables):
         """One Levenberg–Marquardt step (see the class docstring).
 

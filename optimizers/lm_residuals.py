@@ -35,7 +35,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from graphfit import update_hooks
+from graphfit import autograph_scope, update_hooks
 from graphfit.losses import FunctionLoss
 
 __all__ = ["ResidualLoss", "linearizable", "element_weights", "loss_rows", "batch_rows"]
@@ -87,7 +87,8 @@ class ResidualLoss(keras.losses.Loss):
 
     def residuals(self, y_true, y_pred) -> tf.Tensor:
         """The residuals `fn(y_true, y_pred)` in the loss's dtype."""
-        return tf.convert_to_tensor(self.fn(tf.cast(y_true, y_pred.dtype), y_pred))
+        fn = autograph_scope.convert_user_code(self.fn)
+        return tf.convert_to_tensor(fn(tf.cast(y_true, y_pred.dtype), y_pred))
 
     def call(self, y_true, y_pred):
         r = self.residuals(y_true, y_pred)
@@ -245,14 +246,9 @@ def batch_rows(batch, y_pred0):
     data = {"x": batch.x, "y": labels, "w": weights}
     model = batch.model
 
-    def forward(x):
-        return model(x, training=True)
-
-    forward = tf.autograph.to_graph(forward)  # as the training step's own forward pass
-
     def rows_for(part):
         with update_hooks.collect_updates():  # Jacobian passes never move moving averages
-            y_pred = forward(part["x"])
+            y_pred = model(part["x"], training=True)
         rows, rhos = [], []
         for k in keys:
             r, rho = loss_rows(loss_set.losses[k], part["y"][str(k)], pick(y_pred, k),

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import tensorflow as tf
 
+from graphfit import autograph_scope
 from graphfit.optimizers import per_example_clipping, schedules, transforms
 from graphfit.optimizers.gradient_record import record_gradients
 
@@ -371,7 +372,7 @@ class Optimizer(tf.Module):
             value = self._weight_decay(value, lr)  # folded into the single assign below
         slots = self._slots[self._index.position[variable.ref()]]
         current = {name: tf.convert_to_tensor(slot) for name, slot in slots.items()}
-        new_value, new_slots = self.update_rule(
+        new_value, new_slots = autograph_scope.convert_user_code(self.update_rule)(
             tf.cast(gradient, dtype), value, current, lr, tf.cast(step, dtype))
         if set(new_slots) != set(slots):
             raise RuntimeError(f"{type(self).__name__}.update_rule returned slots "
@@ -379,7 +380,7 @@ class Optimizer(tf.Module):
         for name, slot in slots.items():
             slot.assign(new_slots[name])
         if getattr(variable, "constraint", None) is not None:
-            new_value = variable.constraint(new_value)
+            new_value = autograph_scope.convert_user_code(variable.constraint)(new_value)
         variable.assign(new_value)
 
     def update_rule(self, gradient: tf.Tensor, variable_value: tf.Tensor,

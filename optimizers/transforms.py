@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from graphfit import registry
+from graphfit import autograph_scope, registry
 
 __all__ = [
     "GradientTransform",
@@ -211,7 +211,7 @@ class Chain(GradientTransform):
         grads = list(grads)
         for transform in self.transforms:
             count = len(grads)
-            grads = list(transform(grads))
+            grads = list(autograph_scope.convert_user_code(transform)(grads))
             if len(grads) != count:
                 raise ValueError(
                     f"Gradient transform {transform!r} must return one gradient per input "
