@@ -306,7 +306,7 @@ def _prepared_steps(model, stage: str, batch_size, x, y):
     if not getattr(model, "compiled", False):
         raise RuntimeError(
             "inspect.step_graph needs a compiled model: call model.compile(optimizer=..., "
-            f"loss=...) first."
+            "loss=...) first."
         )
     state = model._compile_state
     if stage != "predict":

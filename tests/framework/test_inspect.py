@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import graphfit as gf
-from graphfit import grappler, layers, xla_report
+from graphfit import layers, xla_report
 from graphfit import inspect as gf_inspect
 
 
