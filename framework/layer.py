@@ -66,6 +66,10 @@ class Layer(tf.Module):
     """
 
     _autocast_inputs = True  # cast integer inputs to the float dtype too (Embedding opts out)
+    # Whether `call(training=True)` mixes the examples of a batch (batch statistics): such a
+    # layer computes something else on a batch of one, so LevenbergMarquardt's per-example
+    # Jacobian avoids models holding one. Set it on a custom layer that does.
+    mixes_examples = False
 
     def __new__(cls, *args, **kwargs):
         instance = super().__new__(cls)

@@ -186,6 +186,11 @@ class BatchNormalization(Layer):
         self._reduction_axes = [i for i in range(rank) if i != self._feature_axis]
         self.input_spec = InputSpec(ndim=rank, axes={self.axis: int(size)})
 
+    @property
+    def mixes_examples(self) -> bool:
+        """Batch statistics in training; a frozen layer uses its moving ones."""
+        return self.trainable
+
     def call(self, inputs, training: bool = False):
         gamma, beta = self.gamma, self.beta
         # Keras 3: a frozen layer normalizes with its moving statistics even in training.

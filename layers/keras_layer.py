@@ -96,6 +96,12 @@ class KerasLayer(Layer):
     trainable = property(Layer.trainable.fget, _set_trainable, doc=Layer.trainable.__doc__)
 
     @property
+    def mixes_examples(self) -> bool:
+        """Whether a Keras BatchNormalization inside trains with batch statistics."""
+        return any(isinstance(layer, keras.layers.BatchNormalization) and layer.trainable
+                   for layer in self.keras_layer._flatten_layers())
+
+    @property
     def supports_jit(self) -> bool:
         """Whether the Keras layer can be XLA-compiled (`keras_layer.supports_jit`)."""
         return bool(getattr(self.keras_layer, "supports_jit", True))

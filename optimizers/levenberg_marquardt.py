@@ -77,18 +77,24 @@ class LevenbergMarquardt(Optimizer):
     alone, and `fit` stops after its current chunk of steps with `model.stop_reason` saying
     why (`stop_reason()` reports it once and re-arms the optimizer).
 
-    The Jacobian of each chunk of examples comes from reverse mode (`GradientTape.jacobian`
-    with pfor: one backward pass per residual row) or forward mode
-    (`tf.autodiff.ForwardAccumulator` vectorized over unit tangents: one forward pass per
-    parameter). "auto" picks reverse mode, with chunks of about `max(n, 256)` rows, which
-    keeps its work near forward mode's and its graph far cheaper to build and optimize; and
-    forward mode when one example alone has more rows than there are parameters (say an image
-    output of a small model). `JᵀJ` is accumulated over the chunks, so memory stays O(n²)
-    plus one chunk. Each chunk runs through the model on its own: exact for models that treat
-    examples independently; a layer that mixes examples (BatchNormalization in training) sees
-    each chunk as its own batch when a batch is split (pass a `jacobian_chunk_size` of at
-    least the batch size to avoid that). Dropout makes the loss random, which LM's gain ratio
-    cannot judge: leave it out of models trained with LM.
+    The Jacobian of each chunk of examples comes from one of three modes:
+
+    - "per_example": reverse mode one example at a time, each example's rows differentiated
+      on a batch of one and all examples vectorized with `tf.vectorized_map` (as
+      torch-levenberg-marquardt's `vmap(jacrev)`): work linear in the examples;
+    - "reverse": `GradientTape.jacobian` with pfor on a whole chunk, one backward pass of the
+      chunk per residual row (chunks of about `max(n, 256)` rows keep that work bounded);
+    - "forward": `tf.autodiff.ForwardAccumulator` vectorized over unit tangents, one forward
+      pass per parameter.
+
+    "auto" picks forward mode when one example alone has more rows than there are parameters
+    (say an image output of a small model); otherwise "per_example", or "reverse" when a layer
+    of the model mixes the examples of a batch (`Layer.mixes_examples`: BatchNormalization in
+    training), whose statistics a batch of one would break. `JᵀJ` is accumulated over the
+    chunks, so memory stays O(n²) plus one chunk. Each chunk runs through the model on its
+    own: a layer that mixes examples sees each chunk as its own batch when a batch is split
+    (pass a `jacobian_chunk_size` of at least the batch size to avoid that). Dropout makes the
+    loss random, which LM's gain ratio cannot judge: leave it out of models trained with LM.
 
     Args:
         damping: "marquardt" (scale-invariant, MINPACK's choice) or "identity".
@@ -98,7 +104,7 @@ class LevenbergMarquardt(Optimizer):
         ftol: relative-reduction tolerance. Defaults to 1e-10 (see above).
         xtol: relative step tolerance. Defaults to 1e-10.
         gtol: gradient (cosine) tolerance. Defaults to 0.0 (MINPACK's).
-        jacobian_mode: "auto", "forward" or "reverse".
+        jacobian_mode: "auto", "per_example", "reverse" or "forward" (see above).
         jacobian_chunk_size: examples per chunk of the Jacobian, or None to choose as above.
         max_parameters: the largest n accepted; above it a clear ValueError names n and the
             memory JᵀJ would need. Defaults to 5000.
@@ -145,9 +151,9 @@ class LevenbergMarquardt(Optimizer):
                 or not (math.isfinite(initial_damping) and initial_damping > 0):
             raise ValueError("initial_damping must be a positive float. "
                              f"Received: initial_damping={initial_damping!r}")
-        if jacobian_mode not in ("auto", "forward", "reverse"):
-            raise ValueError("jacobian_mode must be 'auto', 'forward' or 'reverse'. "
-                             f"Received: jacobian_mode={jacobian_mode!r}")
+        if jacobian_mode not in lm_jacobian.MODES:
+            raise ValueError("jacobian_mode must be 'auto', 'per_example', 'reverse' or "
+                             f"'forward'. Received: jacobian_mode={jacobian_mode!r}")
         self.attempts_per_step = _check_int("attempts_per_step", attempts_per_step)
         self.jacobian_chunk_size = _check_int("jacobian_chunk_size", jacobian_chunk_size, True)
         self.max_parameters = _check_int("max_parameters", max_parameters)
@@ -263,7 +269,8 @@ class LevenbergMarquardt(Optimizer):
         f64 = tf.float64
         data, rows_for, per_example = lm_residuals.batch_rows(batch, y_pred0)
         num_examples = tf.shape(tf.nest.flatten(batch.x)[0])[0]
-        mode = lm_jacobian.choose_mode(self.jacobian_mode, n, per_example)
+        independent = not any(layer.mixes_examples for layer in batch.model._flatten_layers())
+        mode = lm_jacobian.choose_mode(self.jacobian_mode, n, per_example, independent)
         chunk = lm_jacobian.chunk_examples(n, per_example, mode, self.jacobian_chunk_size)
         matrix, g_lin, diag, rho, under = lm_jacobian.normal_equations(
             rows_for, data, num_examples, chunk, variables, mode, f64)

@@ -8,6 +8,12 @@ their order, each in row-major order):
 - "forward": `tf.autodiff.ForwardAccumulator`, one forward pass per parameter, vectorized with
   `tf.vectorized_map` over groups of unit tangents.
 
+`per_example_jacobian(rows_for, data, variables)` ("per_example" mode) is reverse mode one
+example at a time: each example's rows differentiated on a batch of one, all examples at once
+with `tf.vectorized_map` (torch-levenberg-marquardt's `vmap(jacrev)`). Its work grows linearly
+with the examples, where whole-batch reverse mode's grows with their square, but it is exact
+only when the model treats examples independently.
+
 `choose_mode` and `chunk_examples` pick the mode and the examples per chunk (see there: the
 work of reverse mode grows with the rows of a chunk, that of forward mode with the
 parameters). `normal_equations` accumulates `A = CᵀC` over the chunks, so memory stays `O(n²)`
@@ -21,8 +27,10 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["choose_mode", "chunk_examples", "jacobian", "normal_equations",
-           "check_parameter_count", "CHUNK_BUDGET"]
+__all__ = ["MODES", "choose_mode", "chunk_examples", "jacobian", "per_example_jacobian",
+           "normal_equations", "check_parameter_count", "CHUNK_BUDGET"]
+
+MODES = ("auto", "forward", "reverse", "per_example")
 
 # The default chunk holds at most this many Jacobian entries (128 MiB in float64).
 CHUNK_BUDGET = 2**24
@@ -48,12 +56,17 @@ def check_parameter_count(n: int, max_parameters: int) -> None:
         )
 
 
-def choose_mode(mode: str, n: int, rows_per_example: int | None) -> str:
-    """The Jacobian mode: `mode`, or for "auto" forward mode when one example alone has
-    more residual rows than there are parameters, reverse mode otherwise."""
+def choose_mode(mode: str, n: int, rows_per_example: int | None,
+                examples_independent: bool) -> str:
+    """The Jacobian mode: `mode`, or for "auto": forward mode when one example alone has more
+    residual rows than there are parameters; otherwise reverse mode, one example at a time
+    ("per_example") when the model treats examples independently, on whole chunks
+    ("reverse") when a layer mixes them (batch normalization in training)."""
     if mode != "auto":
         return mode
-    return "forward" if (rows_per_example or 1) > n else "reverse"
+    if (rows_per_example or 1) > n:
+        return "forward"
+    return "per_example" if examples_independent else "reverse"
 
 
 def chunk_examples(n: int, rows_per_example: int | None, mode: str,
@@ -64,15 +77,15 @@ def chunk_examples(n: int, rows_per_example: int | None, mode: str,
     grows with the chunk: `batch · chunk · rows_per_example` backward passes of one example,
     against `batch · n` forward passes of one example in forward mode. A reverse chunk holds
     about `max(n, 256) / rows_per_example` examples, which keeps its work near forward mode's
-    (256: small problems gain more from fewer loop iterations than they lose in work). Forward
-    mode's work does not depend on the chunk. Either way a chunk's Jacobian stays within
-    `CHUNK_BUDGET` entries.
+    (256: small problems gain more from fewer loop iterations than they lose in work). The
+    work of forward and per-example mode does not depend on the chunk. Either way a chunk's
+    Jacobian stays within `CHUNK_BUDGET` entries.
     """
     if chunk_size is not None:
         return chunk_size
     per_example = max(rows_per_example or 1, 1)
     fits = max(1, CHUNK_BUDGET // (max(n, 1) * per_example))
-    if mode == "forward":
+    if mode in ("forward", "per_example"):
         return fits
     return max(1, min(fits, max(n, 256) // per_example))
 
@@ -125,6 +138,40 @@ def jacobian(rows_fn: Callable[[], tuple[tf.Tensor, tf.Tensor]],
     return (blocks[0] if len(blocks) == 1 else tf.concat(blocks, axis=1)), rho
 
 
+def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable]
+                         ) -> tuple[tf.Tensor, tf.Tensor]:
+    """`(C, rho)` of `rows_for(data)`, each example differentiated on a batch of its own.
+
+    Args:
+        rows_for: `rows_for(part) -> (rows, rho)`, flat, example by example (as in
+            `normal_equations`).
+        data: a structure of tensors whose first axis is the example.
+        variables: the variables (n scalars in all).
+
+    Returns:
+        `(C, rho)` as `jacobian` returns them, rows in the same order as `rows_for(data)`.
+    """
+    sizes = _sizes(variables)
+
+    def one_example(example):
+        single = tf.nest.map_structure(lambda t: t[None], example)
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(variables)
+            rows, rho = rows_for(single)
+        if rows.shape.num_elements() == 1:  # one row: its gradient, without a nested pfor
+            parts = tape.gradient(rows, variables,
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        else:
+            parts = tape.jacobian(rows, variables, experimental_use_pfor=True,
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        k = tf.size(rows)
+        columns = [tf.reshape(tf.cast(p, rows.dtype), [k, size]) for p, size in zip(parts, sizes)]
+        return tf.concat(columns, axis=1), rho
+
+    c, rho = tf.vectorized_map(one_example, data)
+    return tf.reshape(c, [-1, sum(sizes)]), tf.reshape(rho, [-1])
+
+
 def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
                      variables: Sequence[tf.Variable], mode: str, solve_dtype: tf.DType):
     """The linearized least-squares problem of a batch, accumulated over chunks of examples.
@@ -138,7 +185,7 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
             chunk, unpadded; a larger one is cut into chunks of this size, the last filled with
             zero-weight examples (static shapes, for XLA).
         variables: the trained variables.
-        mode: "forward" or "reverse".
+        mode: "forward", "reverse" or "per_example".
         solve_dtype: the dtype of the results.
 
     Returns:
@@ -165,7 +212,10 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
     def body(i, a, g, c_n, rho_n, m):
         indices = i * size + tf.range(size)
         part = tf.nest.map_structure(lambda t: tf.gather(t, indices), padded)
-        c, rho = jacobian(lambda: rows_for(part), variables, mode)
+        if mode == "per_example":
+            c, rho = per_example_jacobian(rows_for, part, variables)
+        else:
+            c, rho = jacobian(lambda: rows_for(part), variables, mode)
         # The products in the model's dtype (float32 halves their cost), summed in
         # `solve_dtype`.
         rho = tf.reshape(rho, [-1])
