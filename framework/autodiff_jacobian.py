@@ -115,7 +115,7 @@ def choose_mode(mode: str, inputs: int, outputs: int) -> str:
     """`mode`, or for "auto": forward mode when fewer numbers go in than come out."""
     from graphfit.optimizers import lm_jacobian  # the optimizers package imports graphfit
 
-    return lm_jacobian.choose_mode(mode, inputs, outputs)
+    return lm_jacobian.choose_mode(mode, inputs, outputs, examples_independent=False)
 
 
 def _flat_rows(node_fn, x) -> Callable:

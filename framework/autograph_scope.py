@@ -8,8 +8,10 @@ epoch of a two-layer MLP took 2.4 s, 0.5 s without it. graphfit writes its graph
 explicitly (`tf.cond`, `tf.while_loop`), so its modules join that list here.
 
 What the user writes still converts: where graphfit calls user code inside a trace (a layer's
-`call`, a loss or metric function, an update hook), `convert_user_code` hands it to AutoGraph,
-as Keras 2 did for subclassed layers.
+`call`, an activation function, a loss or residual function, an optimizer's `update_rule`,
+`minimize` or `apply_gradients`, a gradient transform, a variable constraint),
+`convert_user_code` hands it to AutoGraph, as Keras 2 did for subclassed layers. Metric
+functions go through Keras's `MeanMetricWrapper`, which never converted them, in Keras either.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import types
 
 import tensorflow as tf
 
-from graphfit import input_checks, node_taps, update_hooks
+from graphfit import autograph_scope, input_checks, node_taps, update_hooks
 
 __all__ = ["CompiledSteps"]
 
@@ -117,7 +117,8 @@ class CompiledSteps:
         from graphfit.optimizers.gradient_record import collect_gradients  # imports graphfit
 
         with collect_gradients() as gradients:
-            result = self.optimizer.minimize(loss_fn, self.variables)
+            minimize = autograph_scope.convert_user_code(self.optimizer.minimize)
+            result = minimize(loss_fn, self.variables)
         # Runs at trace time: records which taps this trace fills (none when a minimize
         # override reports no gradients).
         self._filled_taps = [i for i, v in enumerate(self.variables) if v.ref() in gradients]

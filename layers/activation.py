@@ -6,6 +6,7 @@ from typing import Any
 
 import keras
 
+from graphfit import autograph_scope
 from graphfit.layer import Layer
 from graphfit.layers import _arguments
 from graphfit.registry import register_layer
@@ -41,7 +42,7 @@ class Activation(Layer):
         self.activation = _arguments.get_activation(activation)
 
     def call(self, inputs, training: bool = False):
-        return self.activation(inputs)
+        return autograph_scope.convert_user_code(self.activation)(inputs)
 
     def get_config(self) -> dict[str, Any]:
         return {

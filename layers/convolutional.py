@@ -9,6 +9,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from graphfit import autograph_scope
 from graphfit.layer import InputSpec, Layer
 from graphfit.layers import _arguments
 from graphfit.registry import register_layer
@@ -187,7 +188,7 @@ class Conv2D(Layer):
         )
         if self.bias is not None:
             outputs = outputs + self.bias
-        return self.activation(outputs)
+        return autograph_scope.convert_user_code(self.activation)(outputs)
 
     def get_config(self) -> dict[str, Any]:
         return {

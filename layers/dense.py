@@ -7,6 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from graphfit import autograph_scope
 from graphfit.layer import InputSpec, Layer
 from graphfit.layers import _arguments
 from graphfit.registry import register_layer
@@ -98,7 +99,7 @@ class Dense(Layer):
             outputs = tf.tensordot(inputs, self.kernel, [[inputs.shape.rank - 1], [0]])
         if self.bias is not None:
             outputs = outputs + self.bias
-        return self.activation(outputs)
+        return autograph_scope.convert_user_code(self.activation)(outputs)
 
     def get_config(self) -> dict[str, Any]:
         return {

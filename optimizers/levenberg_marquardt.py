@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,8 @@ class LevenbergMarquardt(Optimizer):
     "auto" picks forward mode when one example alone has more rows than there are parameters
     (say an image output of a small model); otherwise "per_example", or "reverse" when a layer
     of the model mixes the examples of a batch (`Layer.mixes_examples`: BatchNormalization in
-    training), whose statistics a batch of one would break. `JᵀJ` is accumulated over the
+    training) or the loss does (`ResidualLoss(mixes_examples=True)`), which a batch of one
+    would break. `JᵀJ` is accumulated over the
     chunks, so memory stays O(n²) plus one chunk. Each chunk runs through the model on its
     own: a layer that mixes examples sees each chunk as its own batch when a batch is split
     (pass a `jacobian_chunk_size` of at least the batch size to avoid that). Dropout makes the
@@ -269,8 +271,14 @@ class LevenbergMarquardt(Optimizer):
         f64 = tf.float64
         data, rows_for, per_example = lm_residuals.batch_rows(batch, y_pred0)
         num_examples = tf.shape(tf.nest.flatten(batch.x)[0])[0]
-        independent = not any(layer.mixes_examples for layer in batch.model._flatten_layers())
+        independent = examples_independent(batch.model, batch.loss_set)
         mode = lm_jacobian.choose_mode(self.jacobian_mode, n, per_example, independent)
+        if mode == "per_example" and not independent:  # Python: once per trace
+            warnings.warn(
+                "jacobian_mode='per_example' differentiates each example on a batch of its "
+                "own, but a layer or the loss of this model mixes the examples of a batch "
+                "(mixes_examples=True), so the Jacobian is not exact. Use 'auto' or 'reverse'.",
+                stacklevel=2)
         chunk = lm_jacobian.chunk_examples(n, per_example, mode, self.jacobian_chunk_size)
         matrix, g_lin, diag, rho, under = lm_jacobian.normal_equations(
             rows_for, data, num_examples, chunk, variables, mode, f64)
@@ -384,6 +392,15 @@ class LevenbergMarquardt(Optimizer):
             "jacobian_chunk_size": self.jacobian_chunk_size,
             "max_parameters": self.max_parameters,
         }
+
+
+def examples_independent(model, loss_set) -> bool:
+    """Whether each example's residual rows depend on that example alone: no layer of the
+    model (`Layer.mixes_examples`) and no loss (a `mixes_examples` attribute, as
+    `ResidualLoss` has) mixes the examples of a batch."""
+    if any(layer.mixes_examples for layer in model._flatten_layers()):
+        return False
+    return not any(getattr(loss, "mixes_examples", False) for loss in loss_set.losses.values())
 
 
 def _split_aux(aux):

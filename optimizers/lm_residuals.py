@@ -66,6 +66,10 @@ class ResidualLoss(keras.losses.Loss):
         name: the name shown in logs; default the function's name.
         reduction: a Keras reduction; default "sum_over_batch_size".
         dtype: the dtype the loss computes in (graphfit sets the model's).
+        mixes_examples: True when an example's residuals depend on other examples of the
+            batch (differences between neighbours, a batch-wide normalization). The default
+            False lets `LevenbergMarquardt` differentiate each example on a batch of its own,
+            which is only exact when they do not.
 
     Example:
 
@@ -76,7 +80,8 @@ class ResidualLoss(keras.losses.Loss):
     """
 
     def __init__(self, fn: Callable, name: str | None = None,
-                 reduction: str = "sum_over_batch_size", dtype=None):
+                 reduction: str = "sum_over_batch_size", dtype=None,
+                 mixes_examples: bool = False):
         if not callable(fn):
             raise ValueError(f"fn must be a callable (y_true, y_pred) -> residuals. "
                              f"Received: fn={fn!r}")
@@ -84,6 +89,7 @@ class ResidualLoss(keras.losses.Loss):
         default = default if default.isidentifier() else "residual_loss"  # not "<lambda>"
         super().__init__(name=name or default, reduction=reduction, dtype=dtype)
         self.fn = fn
+        self.mixes_examples = bool(mixes_examples)
 
     def residuals(self, y_true, y_pred) -> tf.Tensor:
         """The residuals `fn(y_true, y_pred)` in the loss's dtype."""
@@ -95,7 +101,7 @@ class ResidualLoss(keras.losses.Loss):
         return tf.reduce_sum(tf.square(r), axis=tf.range(1, tf.rank(r)))
 
     def get_config(self):
-        return {**super().get_config(), "fn": self.fn}
+        return {**super().get_config(), "fn": self.fn, "mixes_examples": self.mixes_examples}
 
 
 def _kind(loss) -> str | None:
@@ -203,7 +209,7 @@ def loss_rows(loss, y_true, y_pred, weights) -> tuple[tf.Tensor, tf.Tensor]:
     dtype = y_pred.dtype
     weights = tf.cast(weights, dtype)
     if kind == "residuals":
-        r = loss.residuals(y_true, y_pred)
+        r = autograph_scope.convert_user_code(loss.residuals)(y_true, y_pred)
         rows = tf.sqrt(_expand_to(weights, r)) * r
         return _flat(rows), _flat(tf.stop_gradient(rows))
     if kind == "mse":

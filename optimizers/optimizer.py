@@ -326,7 +326,7 @@ class Optimizer(tf.Module):
         loss, aux = result
         gradients = tape.gradient(loss, variables)
         record_gradients(gradients, variables)  # for gradient histograms; see collect_gradients
-        self.apply_gradients(zip(gradients, variables))
+        autograph_scope.convert_user_code(self.apply_gradients)(zip(gradients, variables))
         return loss, aux
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, tf.Variable]]) -> tf.Variable:

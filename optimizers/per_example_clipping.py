@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 import tensorflow as tf
 
+from graphfit import autograph_scope
 from graphfit.optimizers import transforms
 from graphfit.optimizers.gradient_record import record_gradients
 
@@ -221,5 +222,5 @@ def minimize(optimizer, clipping: PerExampleClipping, loss_fn, variables):
     clipping.track_noise_state(optimizer)
     gradients = clipping.clip_and_aggregate(own)
     with _aggregated(clipping):
-        optimizer.apply_gradients(zip(gradients, variables))
+        autograph_scope.convert_user_code(optimizer.apply_gradients)(zip(gradients, variables))
     return result[0], result[1]

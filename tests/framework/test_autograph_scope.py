@@ -67,6 +67,19 @@ def test_a_user_model_loops_over_a_tensor_inside_the_compiled_steps():
     assert history.history["loss"] == [0.0]
 
 
+def test_a_user_activation_function_branches_on_a_tensor():
+    def clipped_identity(x):
+        if tf.reduce_max(x) > 1.0:
+            return tf.minimum(x, 1.0)
+        return x
+
+    model = gf.Sequential([layers.Dense(1, activation=clipped_identity, use_bias=False,
+                                        kernel_initializer="ones")], input_shape=(1,))
+    model.compile(optimizer=optimizers.SGD(0.0), loss="mse")
+    np.testing.assert_allclose(model.predict(np.array([[0.5], [3.0]], np.float32), verbose=0),
+                               [[0.5], [1.0]])
+
+
 def test_a_user_loss_function_branches_on_a_tensor():
     def hinge_or_square(y_true, y_pred):
         error = y_pred - y_true
@@ -90,6 +103,14 @@ def test_user_optimizer_rule_transform_and_constraint_branch_on_tensors():
             if step > 1:
                 return value - learning_rate * gradient, {}
             return value, {}
+
+        def apply_gradients(self, grads_and_vars):
+            pairs = []
+            for gradient, variable in grads_and_vars:  # zeroes non-finite gradients
+                if not tf.reduce_all(tf.math.is_finite(gradient)):
+                    gradient = tf.zeros_like(gradient)
+                pairs.append((gradient, variable))
+            return super().apply_gradients(pairs)
 
     def drop_large(grads):
         out = []

@@ -10,7 +10,7 @@ import tensorflow as tf
 import graphfit as gf
 from graphfit import layers, optimizers, update_hooks
 from graphfit.optimizers import lm_damping, lm_jacobian, lm_residuals
-from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
+from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt, examples_independent
 
 RNG = np.random.default_rng(0)
 
@@ -138,6 +138,9 @@ def test_residual_loss_is_a_mean_of_summed_squares():
     assert float(tf.reduce_sum(rho**2)) == pytest.approx(5.0)
     with pytest.raises(ValueError, match="fn must be a callable"):
         optimizers.ResidualLoss("mse")
+    assert loss.get_config()["mixes_examples"] is False
+    again = optimizers.ResidualLoss.from_config({**loss.get_config(), "mixes_examples": True})
+    assert again.mixes_examples is True and again.fn is loss.fn
 
 
 # ------------------------------------------------------------------------ Jacobians
@@ -167,6 +170,20 @@ def test_jacobian_matches_central_differences_and_modes_agree():
         variables)
     np.testing.assert_allclose(per_example, reverse, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(rho, rows_fn()[1], rtol=1e-14)
+    # One row per example takes the plain-gradient path instead of a nested pfor.
+    single = gf.Sequential([layers.Dense(3, activation="tanh"), layers.Dense(1)],
+                           input_shape=(4,), dtype="float64")
+    single.build()
+
+    def single_rows(part):
+        out = tf.reshape(single(part), [-1])
+        return out, tf.stop_gradient(out)
+
+    one_row, _ = lm_jacobian.per_example_jacobian(single_rows, x, single.trainable_variables)
+    whole, _ = lm_jacobian.jacobian(lambda: single_rows(x), single.trainable_variables,
+                                    "reverse")
+    assert one_row.shape == (5, 19)
+    np.testing.assert_allclose(one_row, whole, rtol=1e-12, atol=1e-14)
     base = _flat(variables)
     sizes = [int(np.prod(v.shape)) for v in variables]
     numeric = np.zeros(reverse.shape)
@@ -211,9 +228,12 @@ def test_chunked_normal_equations_equal_the_whole_batch(mode, examples):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
 
 
-def test_auto_mode_goes_per_example_unless_a_layer_mixes_the_examples():
-    def mode_of(model, rows_per_example=1):
-        independent = not any(layer.mixes_examples for layer in model._flatten_layers())
+def test_auto_mode_goes_per_example_unless_a_layer_or_the_loss_mixes_the_examples():
+    mse = gf.losses.LossSet("mse")
+    mse.build(None, tf.float64)
+
+    def mode_of(model, rows_per_example=1, loss_set=mse):
+        independent = examples_independent(model, loss_set)
         return lm_jacobian.choose_mode("auto", 23, rows_per_example, independent)
 
     plain = _small_model()
@@ -226,6 +246,10 @@ def test_auto_mode_goes_per_example_unless_a_layer_mixes_the_examples():
     assert mode_of(with_norm) == mode_of(keras_norm) == "reverse"
     norm.trainable = False  # frozen: moving statistics, examples independent again
     assert mode_of(with_norm) == "per_example"
+    centred = gf.losses.LossSet(optimizers.ResidualLoss(
+        lambda y, p: (p - y) - tf.reduce_mean(p - y), mixes_examples=True))
+    centred.build(None, tf.float64)
+    assert mode_of(plain, loss_set=centred) == "reverse"
     assert lm_jacobian.choose_mode("forward", 23, 1, True) == "forward"
 
 
@@ -243,6 +267,9 @@ def test_batch_norm_model_fits_with_the_chunked_reverse_jacobian():
         losses[mode] = model.fit(x, y, batch_size=None, epochs=10, verbose=0).history["loss"]
     assert losses["auto"] == losses["reverse"]
     assert losses["auto"][-1] < 0.1 * losses["auto"][0]
+    model.compile(optimizer=_lm(jacobian_mode="per_example"), loss="mse", jit_compile=False)
+    with pytest.warns(UserWarning, match="mixes the examples of a batch"):
+        model.fit(x, y, batch_size=None, epochs=1, verbose=0)
 
 
 def test_too_many_parameters_is_a_clear_error():
