@@ -92,11 +92,11 @@ class LevenbergMarquardt(Optimizer):
     (say an image output of a small model); otherwise "per_example", or "reverse" when a layer
     of the model mixes the examples of a batch (`Layer.mixes_examples`: BatchNormalization in
     training) or the loss does (`ResidualLoss(mixes_examples=True)`), which a batch of one
-    would break. `JᵀJ` is accumulated over the
-    chunks, so memory stays O(n²) plus one chunk. Each chunk runs through the model on its
-    own: a layer that mixes examples sees each chunk as its own batch when a batch is split
-    (pass a `jacobian_chunk_size` of at least the batch size to avoid that). Dropout makes the
-    loss random, which LM's gain ratio cannot judge: leave it out of models trained with LM.
+    would break. `JᵀJ` is accumulated over the chunks, so memory stays O(n²) plus one chunk.
+    Each chunk runs through the model on its own: a layer that mixes examples sees each chunk
+    as its own batch when a batch is split (pass a `jacobian_chunk_size` of at least the batch
+    size to avoid that). Dropout makes the loss random, which LM's gain ratio cannot judge:
+    leave it out of models trained with LM.
 
     Args:
         damping: "marquardt" (scale-invariant, MINPACK's choice) or "identity".

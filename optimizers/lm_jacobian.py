@@ -60,8 +60,8 @@ def choose_mode(mode: str, n: int, rows_per_example: int | None,
                 examples_independent: bool) -> str:
     """The Jacobian mode: `mode`, or for "auto": forward mode when one example alone has more
     residual rows than there are parameters; otherwise reverse mode, one example at a time
-    ("per_example") when the model treats examples independently, on whole chunks
-    ("reverse") when a layer mixes them (batch normalization in training)."""
+    ("per_example") when examples are independent, on whole chunks ("reverse") when a layer
+    or the loss mixes them (batch normalization in training)."""
     if mode != "auto":
         return mode
     if (rows_per_example or 1) > n:
@@ -94,6 +94,12 @@ def _sizes(variables: Sequence[tf.Variable]) -> list[int]:
     return [int(np.prod(v.shape.as_list())) for v in variables]
 
 
+def _as_matrix(parts, sizes: list[int], rows, dtype) -> tf.Tensor:
+    """The per-variable Jacobians `parts` (rows × *variable shape) as one rows × n matrix."""
+    columns = [tf.reshape(tf.cast(p, dtype), [rows, size]) for p, size in zip(parts, sizes)]
+    return tf.concat(columns, axis=1)
+
+
 def jacobian(rows_fn: Callable[[], tuple[tf.Tensor, tf.Tensor]],
              variables: Sequence[tf.Variable], mode: str) -> tuple[tf.Tensor, tf.Tensor]:
     """The Jacobian of `rows_fn`'s rows with respect to `variables`, and its `rho`.
@@ -115,8 +121,7 @@ def jacobian(rows_fn: Callable[[], tuple[tf.Tensor, tf.Tensor]],
         parts = tape.jacobian(rows, variables, experimental_use_pfor=True,
                               unconnected_gradients=tf.UnconnectedGradients.ZERO)
         k = tf.shape(rows)[0]
-        columns = [tf.reshape(tf.cast(p, rows.dtype), [k, size]) for p, size in zip(parts, sizes)]
-        return tf.concat(columns, axis=1), rho
+        return _as_matrix(parts, sizes, k, rows.dtype), rho
     if mode != "forward":
         raise ValueError(f"mode must be 'forward' or 'reverse'. Received: mode={mode!r}")
     n = sum(sizes)
@@ -165,8 +170,7 @@ def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variab
             parts = tape.jacobian(rows, variables, experimental_use_pfor=True,
                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
         k = tf.size(rows)
-        columns = [tf.reshape(tf.cast(p, rows.dtype), [k, size]) for p, size in zip(parts, sizes)]
-        return tf.concat(columns, axis=1), rho
+        return _as_matrix(parts, sizes, k, rows.dtype), rho
 
     c, rho = tf.vectorized_map(one_example, data)
     return tf.reshape(c, [-1, sum(sizes)]), tf.reshape(rho, [-1])
