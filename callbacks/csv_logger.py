@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from graphfit.callbacks.callback import Callback
-from graphfit.registry import CALLBACKS
+from graphfit.core.registry import CALLBACKS
 
 __all__ = ["CSVLogger"]
 

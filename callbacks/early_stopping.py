@@ -18,7 +18,7 @@ import warnings
 
 from graphfit.callbacks.callback import Callback
 from graphfit.callbacks.progress import format_value
-from graphfit.registry import CALLBACKS, closest
+from graphfit.core.registry import CALLBACKS, closest
 
 __all__ = ["EarlyStopping", "MonitorCallback"]
 

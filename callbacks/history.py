@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphfit.callbacks.callback import Callback
-from graphfit.registry import CALLBACKS
+from graphfit.core.registry import CALLBACKS
 
 __all__ = ["History"]
 

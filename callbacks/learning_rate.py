@@ -21,9 +21,13 @@ from typing import Any, Callable
 import numpy as np
 
 from graphfit.callbacks.callback import Callback
-from graphfit.callbacks.early_stopping import (MonitorCallback, check_non_negative_int,
-                                               check_number, check_verbose)
-from graphfit.registry import CALLBACKS
+from graphfit.callbacks.early_stopping import (
+    MonitorCallback,
+    check_non_negative_int,
+    check_number,
+    check_verbose,
+)
+from graphfit.core.registry import CALLBACKS
 
 __all__ = ["LearningRateScheduler", "ReduceLROnPlateau"]
 

@@ -1,10 +1,10 @@
 """`ModelCheckpoint`: TensorFlow training checkpoints at epoch ends, latest and best.
 
 Keras's names and arguments, but the files are `tf.train.Checkpoint`s written through
-`graphfit.checkpoints.Checkpointer`: the model, the optimizer's slots and iterations, and the
+`graphfit.saving.checkpoints.Checkpointer`: the model, the optimizer's slots and iterations, and the
 fit state (epochs completed, shuffle seed), so a fit resumes exactly:
 
-    state = graphfit.checkpoints.restore_latest(model, "checkpoints")
+    state = graphfit.saving.checkpoints.restore_latest(model, "checkpoints")
     model.fit(x, y, epochs=10, initial_epoch=state["epoch"] if state else 0,
               callbacks=[ModelCheckpoint("checkpoints")])
 """
@@ -18,8 +18,8 @@ import warnings
 import numpy as np
 
 from graphfit.callbacks.callback import Callback
-from graphfit.checkpoints import Checkpointer, fit_state
-from graphfit.registry import CALLBACKS
+from graphfit.saving.checkpoints import Checkpointer, fit_state
+from graphfit.core.registry import CALLBACKS
 
 __all__ = ["ModelCheckpoint"]
 

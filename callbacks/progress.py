@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable, TextIO
 
 from graphfit.callbacks.callback import Callback
-from graphfit.registry import CALLBACKS
+from graphfit.core.registry import CALLBACKS
 
 __all__ = ["ProgressBar"]
 

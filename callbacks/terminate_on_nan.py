@@ -6,7 +6,7 @@ import math
 
 from graphfit.callbacks.callback import Callback
 from graphfit.callbacks.early_stopping import clear_stop_reason, set_stop_reason
-from graphfit.registry import CALLBACKS
+from graphfit.core.registry import CALLBACKS
 
 __all__ = ["TerminateOnNaN"]
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import keras
 
-from graphfit import autograph_scope
-from graphfit.layer import Layer
+from graphfit.core import autograph_scope
+from graphfit.core.layer import Layer
 from graphfit.layers import _arguments
-from graphfit.registry import register_layer
+from graphfit.core.registry import register_layer
 
 __all__ = ["Activation"]
 

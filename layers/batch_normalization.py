@@ -7,9 +7,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.layer import InputSpec, Layer
+from graphfit.core.layer import InputSpec, Layer
 from graphfit.layers import _arguments
-from graphfit.registry import register_layer
+from graphfit.core.registry import register_layer
 
 __all__ = ["BatchNormalization"]
 
@@ -37,7 +37,7 @@ class BatchNormalization(Layer):
     not a training step (Levenberg–Marquardt trial passes, Jacobians, per-example gradients)
     never move them. Called eagerly with `training=True` outside `fit` (no collector open),
     the layer applies them immediately, as Keras does. Under
-    `graphfit.update_hooks.collect_updates()` they are collected and not applied.
+    `graphfit.core.update_hooks.collect_updates()` they are collected and not applied.
 
     **momentum versus renorm_momentum.** They drive two different sets of averages:
 

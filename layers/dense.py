@@ -7,10 +7,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit import autograph_scope
-from graphfit.layer import InputSpec, Layer
+from graphfit.core import autograph_scope
+from graphfit.core.layer import InputSpec, Layer
 from graphfit.layers import _arguments
-from graphfit.registry import register_layer
+from graphfit.core.registry import register_layer
 
 __all__ = ["Dense"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from graphfit.layer import Layer
-from graphfit.registry import register_layer
+from graphfit.core.layer import Layer
+from graphfit.core.registry import register_layer
 
 __all__ = ["Dropout"]
 

@@ -10,9 +10,9 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
-from graphfit.layer import InputSpec, Layer
+from graphfit.core.layer import InputSpec, Layer
 from graphfit.layers import formula_parser
-from graphfit.registry import register_layer
+from graphfit.core.registry import register_layer
 
 __all__ = ["Formula"]
 

@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Mapping
 
 import tensorflow as tf
 
-from graphfit.registry import closest
+from graphfit.core.registry import closest
 
 __all__ = ["FUNCTIONS", "CONSTANTS", "INPUT_NAME", "MAX_DEPTH", "Span", "ParsedFormula",
            "parse", "located_error"]

@@ -8,8 +8,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.layer import Layer
-from graphfit.registry import register_layer
+from graphfit.core.layer import Layer
+from graphfit.core.registry import register_layer
 
 __all__ = ["KerasLayer"]
 

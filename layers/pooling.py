@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from graphfit.layer import Layer
+from graphfit.core.layer import Layer
 from graphfit.layers import _arguments
 from graphfit.layers.convolutional import ImageInputSpec, spatial_output_size
-from graphfit.registry import register_layer
+from graphfit.core.registry import register_layer
 
 __all__ = ["MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D"]
 

@@ -6,9 +6,9 @@ import math
 
 import tensorflow as tf
 
-from graphfit.layer import InputSpec, Layer
+from graphfit.core.layer import InputSpec, Layer
 from graphfit.layers import _arguments
-from graphfit.registry import register_layer
+from graphfit.core.registry import register_layer
 
 __all__ = ["Flatten", "Reshape"]
 

@@ -22,7 +22,7 @@ from typing import Any
 from graphfit.optimizers import schedules, transforms
 from graphfit.optimizers.adam import Adam
 from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
-from graphfit.optimizers.lm_residuals import ResidualLoss
+from graphfit.optimizers.levenberg_marquardt.residuals import ResidualLoss
 from graphfit.optimizers.optimizer import Optimizer
 from graphfit.optimizers.per_example_clipping import PerExampleClipping
 from graphfit.optimizers.sgd import SGD
@@ -33,7 +33,7 @@ from graphfit.optimizers.transforms import (
     GradientTransform,
     chain,
 )
-from graphfit.registry import OPTIMIZERS
+from graphfit.core.registry import OPTIMIZERS
 
 __all__ = [
     "Optimizer",

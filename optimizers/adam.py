@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 import tensorflow as tf
 
 from graphfit.optimizers.optimizer import Optimizer, cast_hyperparameter
-from graphfit.registry import OPTIMIZERS
+from graphfit.core.registry import OPTIMIZERS
 
 __all__ = ["Adam"]
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import tensorflow as tf
 
-from graphfit import autograph_scope
+from graphfit.core import autograph_scope
 from graphfit.optimizers import per_example_clipping, schedules, transforms
 from graphfit.optimizers.gradient_record import record_gradients
 

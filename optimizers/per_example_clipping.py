@@ -8,7 +8,7 @@ at most `l2_norm_clip`, the clipped gradients are summed, Gaussian noise of stan
 An ordinary gradient transform sees only the batch gradient, where the examples are already
 summed. `PerExampleClipping` therefore works with the optimizer's `minimize`: when it is the
 first of an optimizer's `gradient_transforms`, the training step's `minimize` computes the
-batch's per-example gradients (`graphfit.autodiff_per_example`, vectorized over the
+batch's per-example gradients (`graphfit.autodiff.per_example`, vectorized over the
 examples), clips and aggregates them here, and hands the result to the rest of the step
 (the clipping flags, the remaining transforms, weight decay, the update rule). The forward
 pass that reports the loss and collects the update hooks runs once, as in a plain step.
@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 import tensorflow as tf
 
-from graphfit import autograph_scope
+from graphfit.core import autograph_scope
 from graphfit.optimizers import transforms
 from graphfit.optimizers.gradient_record import record_gradients
 
@@ -210,7 +210,7 @@ def minimize(optimizer, clipping: PerExampleClipping, loss_fn, variables):
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise TypeError("loss_fn must return a pair (loss, aux); return (loss, None) when there "
                         f"is nothing else. Received: {result!r}")
-    from graphfit import autodiff_per_example  # graphfit imports the optimizers package
+    from graphfit.autodiff import per_example as autodiff_per_example  # graphfit imports the optimizers package
 
     per_example = autodiff_per_example.compute(
         batch.model, batch.loss_set, batch.x, batch.y, batch.sample_weight, variables,

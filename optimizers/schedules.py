@@ -27,7 +27,7 @@ from typing import Any
 
 import keras
 
-from graphfit import registry
+from graphfit.core import registry
 
 __all__ = [
     "LearningRateSchedule",

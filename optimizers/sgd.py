@@ -7,7 +7,7 @@ import numbers
 from typing import Any, Callable, Sequence
 
 from graphfit.optimizers.optimizer import Optimizer, cast_hyperparameter
-from graphfit.registry import OPTIMIZERS
+from graphfit.core.registry import OPTIMIZERS
 
 __all__ = ["SGD"]
 

@@ -29,7 +29,8 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from graphfit import autograph_scope, registry
+from graphfit.core import autograph_scope
+from graphfit.core import registry
 
 __all__ = [
     "GradientTransform",

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graphfit import update_hooks
-from graphfit.layer import Layer
-from graphfit.registry import LAYERS
+from graphfit.core import update_hooks
+from graphfit.core.layer import Layer
+from graphfit.core.registry import LAYERS
 
 __all__ = ["run_layer_test", "to_inputs", "copy_weights_to_keras"]
 

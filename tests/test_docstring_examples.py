@@ -7,18 +7,24 @@ import pkgutil
 import pytest
 
 import graphfit
-from graphfit import callbacks, layers, optimizers, recipes
+from graphfit import callbacks, layers, optimizers
 
-# The subpackages live in their own folders (package-dir), so each is walked on its own.
+# The root packages live in their own folders (package-dir), so each is walked on its own,
+# with every subpackage below it.
 MODULES = sorted(
-    {package.__name__ for package in (graphfit, layers, optimizers, callbacks, recipes)}
+    {package.__name__ for package in (graphfit, layers, optimizers, callbacks)}
     | {
         info.name
-        for package in (graphfit, layers, optimizers, callbacks, recipes)
-        for info in pkgutil.iter_modules(package.__path__, prefix=package.__name__ + ".")
-        if not info.ispkg
+        for package in (graphfit, layers, optimizers, callbacks)
+        for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + ".")
     }
 )
+
+
+def test_every_package_is_walked():
+    assert "graphfit.training.compiled_steps" in MODULES
+    assert "graphfit.optimizers.levenberg_marquardt.optimizer" in MODULES
+    assert "graphfit.datasets" in MODULES
 
 
 @pytest.mark.parametrize("name", MODULES)

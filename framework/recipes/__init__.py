@@ -9,10 +9,10 @@
     (10, 'Adam', 500)
 """
 
-from graphfit.recipes.problems import Position, Problem, RecipeError
-from graphfit.recipes.recipe import Recipe, load_recipe, recipe_from_text
-from graphfit.recipes.runner import evaluate_run, load_run, prepare
-from graphfit.recipes.training_run import RunResult, resume, train
+from graphfit.recipes.reading.problems import Position, Problem, RecipeError
+from graphfit.recipes.reading.recipe import Recipe, load_recipe, recipe_from_text
+from graphfit.recipes.running.runner import evaluate_run, load_run, prepare
+from graphfit.recipes.running.training_run import RunResult, resume, train
 
 __all__ = ["Position", "Problem", "Recipe", "RecipeError", "RunResult", "evaluate_run",
            "load_recipe", "load_run", "prepare", "recipe_from_text", "resume", "train"]

@@ -10,7 +10,7 @@ from graphfit.callbacks import Callback, CallbackList, History, ProgressBar
 from graphfit.callbacks import callback as callback_module
 from graphfit.callbacks import history as history_module
 from graphfit.callbacks import progress as progress_module
-from graphfit.registry import CALLBACKS
+from graphfit.core.registry import CALLBACKS
 
 
 class Recorder(Callback):

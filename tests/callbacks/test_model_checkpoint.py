@@ -9,9 +9,10 @@ import pytest
 import tensorflow as tf
 
 import graphfit as gf
-from graphfit import checkpoints, layers
+from graphfit import layers
+from graphfit.saving import checkpoints
 from graphfit.callbacks import ModelCheckpoint
-from graphfit.registry import CALLBACKS
+from graphfit.core.registry import CALLBACKS
 
 
 def _model():

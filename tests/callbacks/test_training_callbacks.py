@@ -17,8 +17,13 @@ import pytest
 
 import graphfit as gf
 from graphfit import layers
-from graphfit.callbacks import (CSVLogger, EarlyStopping, LearningRateScheduler,
-                                ReduceLROnPlateau, TerminateOnNaN)
+from graphfit.callbacks import (
+    CSVLogger,
+    EarlyStopping,
+    LearningRateScheduler,
+    ReduceLROnPlateau,
+    TerminateOnNaN,
+)
 
 
 class FakeModel:
@@ -463,7 +468,7 @@ callbacks:
 
 
 def test_the_callbacks_come_from_a_recipe(tmp_path):
-    from graphfit.recipes.builder import build_callbacks
+    from graphfit.recipes.running.builder import build_callbacks
 
     text = RECIPE.replace("FOLDER", str(tmp_path / "csv")).replace("PATIENCE", "3")
     recipe = gf.recipes.recipe_from_text(text, "r.yaml")

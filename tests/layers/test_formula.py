@@ -12,7 +12,7 @@ import tensorflow as tf
 import graphfit as gf
 from graphfit import layers
 from graphfit.layers import formula_parser
-from graphfit.registry import LAYERS
+from graphfit.core.registry import LAYERS
 from tests.layer_testing import run_layer_test
 
 X = np.array([0.5, 1.0, 1.7, 2.5, 3.2])  # positive, so log, sqrt and x**(-1/b3) are defined

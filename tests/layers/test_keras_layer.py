@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graphfit import layers, update_hooks
+from graphfit import layers
+from graphfit.core import update_hooks
 from tests.layer_testing import copy_weights_to_keras, run_layer_test
 
 X = (np.random.default_rng(0).normal(size=(8, 3)) * 2 + 1).astype("float32")

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import optimizers
-from graphfit.registry import OPTIMIZERS
+from graphfit.core.registry import OPTIMIZERS
 
 
 # ------------------------------------------------------------------------------- minimize

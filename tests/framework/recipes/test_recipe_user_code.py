@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from graphfit import cli
-from graphfit.recipes import load_recipe, training_run
-from graphfit.recipes.data_loading import load_splits
+from graphfit.recipes import load_recipe
+from graphfit.recipes.running import training_run
+from graphfit.recipes.running.data_loading import load_splits
 
 BINARY = textwrap.dedent("""\
     loss: {type: BinaryCrossentropy, from_logits: true}

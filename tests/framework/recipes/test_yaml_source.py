@@ -3,9 +3,9 @@
 import pytest
 
 from graphfit.recipes import RecipeError
-from graphfit.recipes.overrides import apply_overrides, parse_key
-from graphfit.recipes.schema import Checker, Field, Integer, Number, Section, String
-from graphfit.recipes.yaml_source import parse_yaml
+from graphfit.recipes.reading.overrides import apply_overrides, parse_key
+from graphfit.recipes.reading.schema import Checker, Field, Integer, Number, Section, String
+from graphfit.recipes.reading.yaml_source import parse_yaml
 
 
 @pytest.mark.parametrize("text, expected", [

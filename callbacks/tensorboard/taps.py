@@ -1,0 +1,108 @@
+"""TensorBoard's gradient taps: the norms of ∂(named node)/∂(variables), written as scalars.
+
+The norms are computed inside the compiled training step (`graphfit.training.node_taps` has the
+semantics); this module checks the callback's arguments, turns the taps on before the first
+step is traced, and writes what the step recorded after each call of the compiled loop:
+
+    train/gradient_taps/<node>/<variable tag>     a scalar at the global step it was computed
+    train/gradient_taps                           text: the variables tapped per node, and
+                                                  those the node does not depend on
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from graphfit.callbacks.tensorboard import writers as tbw
+
+__all__ = ["TapWriter", "check_gradient_taps"]
+
+
+def check_gradient_taps(gradient_taps, gradient_tap_freq) -> list[str] | None:
+    """Validates the callback's `gradient_taps` and `gradient_tap_freq` (plain YAML data).
+
+    Returns:
+        The node names as a list, or None when taps are off.
+
+    Raises:
+        ValueError: naming the argument and the value received.
+    """
+    if isinstance(gradient_tap_freq, bool) or not isinstance(gradient_tap_freq, numbers.Integral) \
+            or gradient_tap_freq < 1:
+        raise ValueError("gradient_tap_freq must be a positive integer (record every that many "
+                         f"training steps). Received: gradient_tap_freq={gradient_tap_freq!r}")
+    if gradient_taps is None:
+        return None
+    if isinstance(gradient_taps, str) or not isinstance(gradient_taps, (list, tuple)) \
+            or not gradient_taps or not all(isinstance(n, str) and n for n in gradient_taps):
+        raise ValueError("gradient_taps must be a non-empty list of layer names (or 'output', "
+                         f"'loss'), or None. Received: gradient_taps={gradient_taps!r}")
+    if len(set(gradient_taps)) != len(gradient_taps):
+        raise ValueError(f"gradient_taps must not repeat a name. "
+                         f"Received: gradient_taps={gradient_taps!r}")
+    return list(gradient_taps)
+
+
+class TapWriter:
+    """Turns the node taps on at the start of `fit` and writes their new values.
+
+    Args:
+        names: the nodes to tap (checked by `check_gradient_taps`).
+        every_n_steps: record in the steps whose global step is a multiple of it.
+    """
+
+    def __init__(self, names: list[str], every_n_steps: int):
+        self.names = names
+        self.every_n_steps = int(every_n_steps)
+        self._taps = None
+        self._written_step = 0
+        self._described = False
+
+    def begin(self, model, steps) -> None:
+        """Enables the taps on the compiled steps (before the first step is traced), with
+        room for every recording of one call of the loop.
+
+        Raises:
+            ValueError: for a node the model does not have (the message lists its layers).
+        """
+        if steps is None:
+            return
+        setting = model._compile_state.sizers["train"].setting
+        # "auto" runs one step per call while a callback listens to every batch.
+        per_call = setting if isinstance(setting, numbers.Integral) else 1
+        steps.enable_node_taps(self.names, self.every_n_steps,
+                               capacity=max(1, math.ceil(per_call / self.every_n_steps)))
+        self._taps = steps.node_taps
+        # A model trained before (another fit) holds older values: not this run's to write.
+        self._written_step = int(self._taps.last_step.numpy())
+
+    def write(self, runs: tbw.RunWriters, model) -> None:
+        """Writes the recordings made since the last call to the train run."""
+        if self._taps is None:
+            return
+        rows = self._taps.read(after_step=self._written_step)
+        if not rows:
+            return
+        tags = {v.name: tbw.variable_tag(model, v) for v in self._taps.variables}
+        for step, values in rows:
+            runs.scalars("train", {f"gradient_taps/{node}/{tags[name]}": norm
+                                   for node, norms in values.items()
+                                   for name, norm in norms.items()}, step)
+        self._written_step = rows[-1][0]
+        if not self._described:
+            self._described = True
+            with runs.writer("train").as_default():
+                tbw.write_text("gradient_taps", self.describe(model), step=rows[0][0])
+
+    def describe(self, model) -> str:
+        """Which variables each node has a tap for, and which it does not depend on."""
+        lines = []
+        for node in self.names:
+            tapped = [tbw.variable_tag(model, self._taps.variables[i])
+                      for i in self._taps.connected.get(node, [])]
+            missing = [tbw.variable_tag(model, v) for v in self._taps.unconnected.get(node, [])]
+            lines.append(f"{node}: d(sum of {node})/d(variable) for {', '.join(tapped) or 'none'}"
+                         + (f"; no gradient (not upstream of {node}): {', '.join(missing)}"
+                            if missing else ""))
+        return "\n".join(lines)

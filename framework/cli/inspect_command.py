@@ -1,0 +1,67 @@
+"""`graphfit inspect RECIPE`: what TensorFlow and XLA make of a recipe's compiled steps.
+
+    graphfit inspect recipes/quickstart.yaml [--stage train|test|predict|all] [--set k=v ...]
+
+Builds and compiles the recipe's model on its data exactly as `graphfit validate` does, traces
+each step for the recipe's batch size (no step runs, nothing is trained or written), and prints
+per step: ops before and after Grappler with the top op types, what each Grappler pass folded
+or merged, whether XLA is on with its HLO counts and fusions, the FLOPs, and the model's
+trainable / non-trainable / update-hook counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+__all__ = ["add_arguments", "run"]
+
+STAGE_CHOICES = ("train", "test", "predict", "all")
+
+
+def add_arguments(command: argparse.ArgumentParser) -> None:
+    """Adds `inspect`'s own options to its subparser (the recipe and --set come from cli)."""
+    command.add_argument("--stage", choices=STAGE_CHOICES, default="all",
+                         help="which compiled step to show (default: all three)")
+
+
+def _batch_and_labels(prepared):
+    """(the batch size the steps are traced for, the training labels or their spec)."""
+    import tensorflow as tf
+
+    train = prepared.splits.train
+    batch_size = prepared.recipe.config["training"]["batch_size"]
+    if isinstance(train, tf.data.Dataset):
+        spec = train.element_spec
+        spec = spec if isinstance(spec, tuple) else (spec,)
+        first = tf.nest.flatten(spec[0])[0]
+        return first.shape[0], (spec[1] if len(spec) > 1 else None)
+    x, y = train
+    samples = len(tf.nest.flatten(x)[0])
+    return (samples if batch_size is None else min(batch_size, samples)), y
+
+
+def run(args) -> int:
+    """Runs `graphfit inspect`; returns the exit code (RecipeError is reported by cli.main)."""
+    from graphfit import inspect as gf_inspect
+    from graphfit.recipes import load_recipe
+    from graphfit.recipes.running import runner
+
+    recipe = load_recipe(args.recipe, args.overrides)
+    prepared = runner.prepare(recipe)
+    model = prepared.model
+    batch_size, y = _batch_and_labels(prepared)
+    stages = gf_inspect.STAGES if args.stage == "all" else (args.stage,)
+    flops, notes = gf_inspect.model_flops(model, batch_size)
+    print(f"{args.recipe}: model {model.name!r} ({len(model.layers)} layers), steps traced for "
+          f"batch size {batch_size if batch_size is not None else 'any'}; nothing was run "
+          f"or trained.")
+    print(gf_inspect.ModelCounts.of(model).line())
+    if flops is not None and flops.get("method"):
+        print(f"FLOPs method: {flops['method']}")
+    for stage in stages:
+        report = gf_inspect.step_graph(model, stage, batch_size, y=y, flops=False)
+        report = dataclasses.replace(report, flops=flops, notes=report.notes + tuple(notes))
+        print()
+        print("\n".join(report.lines(model_details=False)))
+    return 0

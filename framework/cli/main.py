@@ -1,0 +1,241 @@
+"""The `graphfit` command line.
+
+    graphfit train RECIPE [--set key=value ...] [--run-dir DIR]
+    graphfit validate RECIPE [--set ...]        check everything, train nothing
+    graphfit print-config RECIPE [--set ...]    the resolved recipe, every default shown
+    graphfit inspect RECIPE [--stage STAGE] [--set ...]   the traced steps: ops before/after
+                                                Grappler, XLA fusions, FLOPs; train nothing
+    graphfit evaluate RUN_DIR                   re-evaluate a finished run
+    graphfit predict RUN_DIR --input FILE --output FILE
+    graphfit list layers|optimizers|losses|metrics|datasets|callbacks
+
+Exit codes: 0 success; 2 a bad recipe, override, run directory or command line (every problem
+listed as file:line:col: key: message, no traceback); 1 a failure while running (the
+traceback with --debug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+LISTABLE = ("layers", "optimizers", "losses", "metrics", "datasets", "callbacks")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse exits 2 too; keep its usage line, drop nothing
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="graphfit", description="Train, check and use graphfit recipes.")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def recipe_command(name, help_text, optional=False):
+        command = commands.add_parser(name, help=help_text, description=help_text)
+        command.add_argument("recipe", help="the recipe's YAML file",
+                             nargs="?" if optional else None)
+        command.add_argument("--set", dest="overrides", action="append", default=[],
+                             metavar="KEY=VALUE", help="override a key, e.g. training.epochs=3")
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show Python tracebacks")
+        return command
+
+    train = recipe_command("train", "train a recipe into a new run directory", optional=True)
+    train.add_argument("--run-dir", help="where to write the run (must not hold files yet)")
+    train.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue an interrupted run from its latest checkpoint (only "
+                            "--set training.epochs=N may change it)")
+    train.add_argument("--verbose", type=int, choices=(0, 1, 2), default=2,
+                       help="0 silent, 1 progress bar, 2 one line per epoch (default)")
+    recipe_command("validate", "check a recipe, its data and its model; train nothing")
+    recipe_command("print-config", "print the resolved recipe with every default")
+    from graphfit.cli import inspect_command as cli_inspect
+
+    cli_inspect.add_arguments(recipe_command(
+        "inspect", "show the traced steps: ops before/after Grappler, XLA, FLOPs; train nothing"))
+    evaluate = commands.add_parser("evaluate", help="re-evaluate a finished run")
+    evaluate.add_argument("run", help="the run directory (or runs/<name>/latest)")
+    evaluate.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                          help="show Python tracebacks")
+    predict = commands.add_parser("predict", help="predict with a finished run")
+    predict.add_argument("run", help="the run directory (or runs/<name>/latest)")
+    predict.add_argument("--input", required=True, help="a CSV (with header) or .npz file")
+    predict.add_argument("--output", required=True, help="the CSV file to write")
+    predict.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                         help="show Python tracebacks")
+    listing = commands.add_parser("list", help="list what recipes can name")
+    listing.add_argument("kind", choices=LISTABLE)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs one command; returns its exit code (the console script exits with it)."""
+    args = _parser().parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from graphfit.recipes.reading.problems import RecipeError
+
+    try:
+        return _COMMANDS[args.command](args)
+    except RecipeError as error:
+        if args.debug:
+            raise
+        print(str(error), file=sys.stderr)
+        count = len(error.problems)
+        print(f"graphfit: {count} problem{'s' if count != 1 else ''} found; nothing was run.",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except _BadInput as error:
+        if args.debug:
+            raise
+        print(f"graphfit: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("graphfit: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a failure while running: say what, trace on request
+        if args.debug:
+            raise
+        print(f"graphfit: {args.command} failed: {type(error).__name__}: {error}\n"
+              f"(run again with --debug for the traceback)", file=sys.stderr)
+        return EXIT_FAILED
+
+
+class _BadInput(Exception):
+    """A bad run directory or input file named on the command line (exit code 2)."""
+
+
+def _resume(args):
+    from graphfit.recipes.running import training_run
+    from graphfit.recipes.reading.overrides import parse_key
+
+    if args.recipe or args.run_dir:
+        raise _BadInput("--resume continues a run from its own recipe and directory; give no "
+                        "recipe file and no --run-dir")
+    epochs = None
+    for text in args.overrides:
+        key, _, value = text.partition("=")
+        try:
+            if parse_key(key.strip()) != ("training", "epochs"):
+                raise ValueError
+            epochs = int(value)
+        except ValueError:
+            raise _BadInput(f"--set {text}: a resumed run keeps its recipe; only "
+                            f"training.epochs=N (an integer) may be set") from None
+    try:
+        return training_run.resume(args.resume, epochs=epochs, verbose=args.verbose)
+    except ValueError as error:
+        if type(error) is not ValueError:
+            raise  # a RecipeError keeps its own report
+        raise _BadInput(error) from None
+
+
+def _train(args) -> int:
+    from graphfit.recipes import load_recipe
+    from graphfit.recipes.running import training_run
+
+    if args.resume:
+        result = _resume(args)
+    elif args.recipe is None:
+        raise _BadInput("train needs a recipe file, or --resume RUN_DIR")
+    else:
+        recipe = load_recipe(args.recipe, args.overrides)
+        result = training_run.train(recipe, run_dir=args.run_dir, verbose=args.verbose)
+    print(f"run directory: {result.run_dir}")
+    for stage, values in result.metrics.items():
+        print(f"{stage}: " + ", ".join(f"{k}={v:.4f}" for k, v in values.items()))
+    return EXIT_OK
+
+
+def _validate(args) -> int:
+    from graphfit.recipes import load_recipe
+    from graphfit.recipes.running import runner
+
+    recipe = load_recipe(args.recipe, args.overrides)
+    prepared = runner.prepare(recipe)
+    splits, model = prepared.splits, prepared.model
+    sizes = ", ".join(f"{stage} {_count(data)}" for stage, data in
+                      (("train", splits.train), ("val", splits.val), ("test", splits.test))
+                      if data is not None)
+    parameters = sum(int(v.shape.num_elements()) for v in model.trainable_variables)
+    print(f"{args.recipe}: OK. data: {sizes} samples; model: {len(model.layers)} layers, "
+          f"{parameters:,} trainable parameters; nothing was trained.")
+    return EXIT_OK
+
+
+def _count(data) -> str:
+    return str(len(data[0])) if isinstance(data, tuple) else "a dataset of"
+
+
+def _print_config(args) -> int:
+    from graphfit.recipes import load_recipe
+
+    print(load_recipe(args.recipe, args.overrides).to_yaml(), end="")
+    return EXIT_OK
+
+
+def _find(run: str) -> str:
+    from graphfit.recipes.running import run_directory
+
+    try:
+        return run_directory.find_run(run)
+    except ValueError as error:
+        raise _BadInput(error) from None
+
+
+def _evaluate(args) -> int:
+    from graphfit.recipes.running import runner
+
+    run = _find(args.run)
+    results = runner.evaluate_run(run)
+    print(f"run directory: {run}")
+    for stage, values in results.items():
+        print(f"{stage}: " + ", ".join(f"{k}={v:.4f}" for k, v in values.items()))
+    return EXIT_OK
+
+
+def _predict(args) -> int:
+    from graphfit.recipes.running import prediction
+    from graphfit.recipes.running import runner
+    from graphfit.recipes.running.builder import loss_of
+
+    run = _find(args.run)
+    prepared, preprocessing = runner.load_run(run)
+    try:
+        x = prediction.read_inputs(args.input, preprocessing)
+    except (ValueError, OSError) as error:
+        raise _BadInput(f"--input {args.input}: {error}") from None
+    outputs = prepared.model.predict(x, verbose=0)
+    names, rows = prediction.prediction_table(outputs, loss_of(prepared.recipe.config))
+    prediction.write_csv(args.output, names, rows)
+    print(f"wrote {len(rows)} predictions ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+          f" to {args.output}")
+    return EXIT_OK
+
+
+def _inspect(args) -> int:
+    from graphfit.cli import inspect_command as cli_inspect
+
+    return cli_inspect.run(args)
+
+
+def _list(args) -> int:
+    from graphfit.recipes.reading import catalog
+
+    for name, summary in catalog.entries(args.kind):
+        print(f"{name:34s} {summary}" if summary else name)
+    return EXIT_OK
+
+
+_COMMANDS = {"train": _train, "validate": _validate, "print-config": _print_config,
+             "evaluate": _evaluate, "predict": _predict, "list": _list, "inspect": _inspect}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,429 @@
+"""`Layer`: the unit of computation, state and configuration in graphfit.
+
+The contract (DESIGN.md): hyperparameters are checked and stored in `__init__`; variables are
+created once, in `build(input_shape)`, through `add_weight`; the computation is
+`call(inputs, training=False)`, which never creates variables. State that gradients do not
+train changes only through update hooks (`add_update`, `add_moving_average`).
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import inspect
+import itertools
+import re
+from typing import Any, Iterator
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from graphfit.core import autograph_scope
+from graphfit.core import config as constructor_config
+from graphfit.core import layer_outputs
+from graphfit.core import update_hooks
+from graphfit.core.input_spec import InputSpec
+from graphfit.core.naming import snake_case, unique_name
+
+__all__ = ["Layer", "InputSpec"]
+
+def _floating_dtype(dtype, argument: str = "dtype") -> tf.DType:
+    try:
+        resolved = tf.as_dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved is None or not resolved.is_floating:
+        raise ValueError(
+            f"{argument} must be a floating dtype such as 'float32' or 'float64'. "
+            f"Received: {argument}={dtype!r}"
+        )
+    return resolved
+
+
+class Layer(tf.Module):
+    """Base class of graphfit layers and models.
+
+    Subclasses set hyperparameters in `__init__`, create variables in `build` with
+    `add_weight`, and compute in `call(inputs, training=False)`.
+
+    Args:
+        name: the layer's name; unique default names ('dense', 'dense_1', ...) otherwise.
+        dtype: the floating dtype of its variables and computation. None inherits the dtype
+            of the model that holds it, float32 by default. Floating inputs are cast to it.
+        trainable: False freezes the layer: its variables join the non-trainable collection
+            and it registers no update hooks.
+
+    Example:
+
+        >>> import tensorflow as tf, graphfit as gf
+        >>> class Scale(gf.Layer):
+        ...     def build(self, input_shape):
+        ...         self.scale = self.add_weight("scale", (input_shape[-1],), initializer="ones")
+        ...     def call(self, x, training=False):
+        ...         return x * self.scale
+        >>> layer = Scale(name="scale")
+        >>> layer(tf.ones((2, 3))).shape
+        TensorShape([2, 3])
+        >>> [v.name for v in layer.trainable_variables]
+        ['scale/scale:0']
+    """
+
+    _autocast_inputs = True  # cast integer inputs to the float dtype too (Embedding opts out)
+    # Whether `call(training=True)` mixes the examples of a batch (batch statistics): such a
+    # layer computes something else on a batch of one, so LevenbergMarquardt's per-example
+    # Jacobian avoids models holding one. Set it on a custom layer that does.
+    mixes_examples = False
+
+    def __new__(cls, *args, **kwargs):
+        instance = super().__new__(cls)
+        # Remember the constructor arguments so that the default get_config can return them.
+        instance._constructor_arguments = constructor_config.capture(cls, args, kwargs)
+        return instance
+
+    def __init__(self, name: str | None = None, dtype=None, trainable: bool = True):
+        if name is not None and (not isinstance(name, str) or not name or "/" in name):
+            raise ValueError(
+                f"name must be a non-empty string without '/'. Received: name={name!r}"
+            )
+        layer_name = name or unique_name(snake_case(type(self).__name__))
+        scope_name = re.sub(r"[^A-Za-z0-9_]", "_", layer_name)
+        if not scope_name[0].isalpha():
+            scope_name = "layer_" + scope_name
+        super().__init__(name=scope_name)
+        self._layer_name = layer_name
+        self._scope_name = scope_name
+        self._explicit_dtype = None if dtype is None else _floating_dtype(dtype)
+        self._inherited_dtype = None
+        self._trainable = bool(trainable)
+        self._trainable_weights: list[tf.Variable] = []
+        self._non_trainable_weights: list[tf.Variable] = []
+        self.built = False
+        self.input_spec: InputSpec | None = None
+        self._build_input_shape = None
+        self._output_shape = None
+        self._in_call = False
+
+    # ----------------------------------------------------------------- identity and dtype
+    @property
+    def name(self) -> str:
+        return self._layer_name
+
+    @property
+    def dtype(self) -> tf.DType:
+        """The floating dtype of the layer's variables and computation."""
+        return self._explicit_dtype or self._inherited_dtype or tf.float32
+
+    def _inherit_dtype(self, dtype: tf.DType) -> None:
+        """Gives layers without an explicit dtype the dtype of the model that holds them."""
+        if self._explicit_dtype is None and not self.built:
+            self._inherited_dtype = dtype
+        for layer in self._direct_sublayers():
+            layer._inherit_dtype(self.dtype)
+
+    # ------------------------------------------------------------------------- the contract
+    def build(self, input_shape) -> None:
+        """Creates the layer's variables with `add_weight`. Runs once, before the first call."""
+
+    def call(self, inputs, training: bool = False):
+        """The layer's computation. Subclasses implement it."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement call(self, inputs, training=False)."
+        )
+
+    def __call__(self, inputs, *args, training: bool = False, **kwargs):
+        training = _python_bool(training, self)
+        inputs = tf.nest.map_structure(self._convert_input, inputs)
+        if not self.built:
+            self._check_input_spec(inputs)
+            self._inherit_dtype(self.dtype)
+            self._build_from(inputs)
+        self._check_input_spec(inputs)
+        with tf.name_scope(self._scope_name):
+            self._in_call = True
+            try:
+                if self._call_accepts_training():
+                    kwargs["training"] = training
+                outputs = autograph_scope.convert_user_code(self.call)(inputs, *args, **kwargs)
+            finally:
+                self._in_call = False
+        if self._output_shape is None:
+            self._output_shape = tf.nest.map_structure(_unbatched_shape, outputs)
+        layer_outputs.offer(self.name, outputs)  # for Jacobians and gradient taps of a node
+        return outputs
+
+    def _build_from(self, inputs) -> None:
+        shapes = tf.nest.map_structure(lambda t: t.shape, inputs)
+        self._build_input_shape = tf.nest.map_structure(_unbatched_shape, shapes)
+        # Variables are created once, outside any trace, even when the first call is traced.
+        with tf.init_scope():
+            self.build(shapes)
+        self.built = True
+
+    def _convert_input(self, value):
+        tensor = value if isinstance(value, tf.Tensor) else tf.convert_to_tensor(value)
+        dtype = tensor.dtype
+        if dtype == self.dtype:
+            return tensor
+        if dtype.is_floating or (self._autocast_inputs and (dtype.is_integer or dtype.is_bool)):
+            return tf.cast(tensor, self.dtype)
+        return tensor
+
+    def _check_input_spec(self, inputs) -> None:
+        if self.input_spec is None or not isinstance(inputs, tf.Tensor):
+            return
+        self.input_spec.check(self, inputs.shape)
+
+    @classmethod
+    def _call_accepts_training(cls) -> bool:
+        cached = cls.__dict__.get("_accepts_training_cache")
+        if cached is None:
+            parameters = inspect.signature(cls.call).parameters
+            cached = "training" in parameters or any(
+                p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+            )
+            cls._accepts_training_cache = cached
+        return cached
+
+    # -------------------------------------------------------------------------- variables
+    def add_weight(
+        self,
+        name: str,
+        shape=(),
+        initializer=None,
+        trainable: bool = True,
+        dtype=None,
+    ) -> tf.Variable:
+        """Creates a variable owned by this layer. Call it from `build`, never from `call`.
+
+        Args:
+            name: the variable's name inside the layer ('kernel', 'moving_mean').
+            shape: its shape.
+            initializer: a Keras initializer or its name; default 'glorot_uniform' for
+                trainable variables and 'zeros' for the others. A callable
+                `(shape, dtype) -> tensor` works too.
+            trainable: False puts it in the non-trainable collection: gradients never update
+                it, update hooks may.
+            dtype: defaults to the layer's dtype.
+
+        Returns:
+            The new `tf.Variable`.
+        """
+        if self._in_call:
+            raise RuntimeError(
+                f"Layer {self.name!r} called add_weight({name!r}) from call(). Variables are "
+                f"created once, in build(input_shape); move the add_weight call there."
+            )
+        dtype = tf.as_dtype(dtype) if dtype is not None else self.dtype
+        if initializer is None:
+            initializer = "glorot_uniform" if trainable else "zeros"
+        init = keras.initializers.get(initializer) if isinstance(initializer, (str, dict)) else initializer
+        if not callable(init):
+            raise ValueError(
+                f"initializer of weight {name!r} must be a Keras initializer, its name, or a "
+                f"callable (shape, dtype) -> tensor. Received: initializer={initializer!r}"
+            )
+        shape = tuple(int(d) for d in tf.TensorShape(shape).as_list())
+        with tf.init_scope(), tf.name_scope(self._scope_name):
+            initial = tf.cast(init(shape, dtype=dtype), dtype)
+            variable = tf.Variable(initial, name=name, trainable=trainable, dtype=dtype)
+        (self._trainable_weights if trainable else self._non_trainable_weights).append(variable)
+        return variable
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        """Freezes (False) or unfreezes (True) this layer and every layer inside it."""
+        self._trainable = bool(value)
+        for layer in self._direct_sublayers():
+            layer.trainable = value
+
+    @property
+    def variables(self) -> list[tf.Variable]:
+        """Every variable, in Keras order: own trainable, own non-trainable, then sublayers'."""
+        return _dedupe(
+            itertools.chain(
+                self._trainable_weights,
+                self._non_trainable_weights,
+                *(layer.variables for layer in self._direct_sublayers()),
+            )
+        )
+
+    @property
+    def trainable_variables(self) -> list[tf.Variable]:
+        """The variables the optimizer updates: empty when the layer is frozen."""
+        if not self._trainable:
+            return []
+        return _dedupe(
+            itertools.chain(
+                self._trainable_weights,
+                *(layer.trainable_variables for layer in self._direct_sublayers()),
+            )
+        )
+
+    @property
+    def non_trainable_variables(self) -> list[tf.Variable]:
+        """Variables gradients never touch: moving statistics, and all of a frozen layer's."""
+        trainable = {id(v) for v in self.trainable_variables}
+        return [v for v in self.variables if id(v) not in trainable]
+
+    # Keras spells the collections "weights"; both names work, and follow overrides.
+    @property
+    def weights(self) -> list[tf.Variable]:
+        return self.variables
+
+    @property
+    def trainable_weights(self) -> list[tf.Variable]:
+        return self.trainable_variables
+
+    @property
+    def non_trainable_weights(self) -> list[tf.Variable]:
+        return self.non_trainable_variables
+
+    def count_params(self) -> int:
+        return int(sum(np.prod(v.shape.as_list(), dtype=np.int64) for v in self.variables))
+
+    # ---------------------------------------------------------------------- update hooks
+    def add_update(self, variable: tf.Variable, value) -> None:
+        """Declares `variable <- value`, applied once per training step after the optimizer.
+
+        Inside `fit` the update is collected and applied after the optimizer's update, in the
+        same compiled step. Called with no training step around it (eagerly, or in your own
+        `tf.function`), it is applied immediately. A frozen layer registers nothing.
+        """
+        self._register(variable, value, update_hooks.ASSIGN, None)
+
+    def add_moving_average(self, variable: tf.Variable, value, momentum: float) -> None:
+        """Declares `variable <- variable * momentum + value * (1 - momentum)`.
+
+        Same timing as `add_update`: once per training step, after the optimizer's update.
+        """
+        momentum = float(momentum)
+        if not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"momentum must be in [0, 1]. Received: momentum={momentum}")
+        self._register(variable, value, update_hooks.MOVING_AVERAGE, momentum)
+
+    def _register(self, variable, value, kind, momentum) -> None:
+        if not isinstance(variable, tf.Variable):
+            raise TypeError(
+                f"Layer {self.name!r}: update hooks change a tf.Variable created with "
+                f"add_weight(..., trainable=False). Received: {type(variable).__name__}"
+            )
+        if variable.trainable:
+            raise ValueError(
+                f"Layer {self.name!r}: variable {variable.name!r} is trainable, so the "
+                f"optimizer owns it. Create it with add_weight(..., trainable=False) to "
+                f"change it through an update hook."
+            )
+        if not self._trainable:
+            return  # a frozen layer keeps its state
+        hook = update_hooks.UpdateHook(self, variable, kind, momentum)
+        update_hooks.register_update(hook, value)
+
+    # ---------------------------------------------------------------------- sublayers
+    def _direct_sublayers(self) -> list["Layer"]:
+        """Layers held in this layer's attributes (directly, or in lists and dicts)."""
+        found: list[Layer] = []
+        seen = {id(self)}
+        for key, value in vars(self).items():
+            if key.startswith("_self_") or key in ("_constructor_arguments",):
+                continue
+            for layer in _layers_in(value):
+                if id(layer) not in seen:
+                    seen.add(id(layer))
+                    found.append(layer)
+        return found
+
+    def _flatten_layers(self, include_self: bool = True) -> Iterator["Layer"]:
+        """This layer and every layer inside it, depth first, each once."""
+        seen: set[int] = set()
+        stack = [self] if include_self else list(reversed(self._direct_sublayers()))
+        while stack:
+            layer = stack.pop()
+            if id(layer) in seen:
+                continue
+            seen.add(id(layer))
+            yield layer
+            stack.extend(reversed(layer._direct_sublayers()))
+
+    # ------------------------------------------------------------------ configuration
+    def get_config(self) -> dict[str, Any]:
+        """The constructor arguments that rebuild this layer with `from_config`.
+
+        The default returns the arguments the constructor received when they are plain data
+        (numbers, strings, lists, dicts); layers with other arguments override it.
+        """
+        return {**self._base_config(), **constructor_config.plain_arguments(self)}
+
+    def _base_config(self) -> dict[str, Any]:
+        """The arguments every layer takes: name, and dtype / trainable when they were set.
+
+        Layers whose constructor takes non-plain arguments (initializer objects, callables)
+        start their own `get_config` from this and add serialized forms of the rest.
+        """
+        config: dict[str, Any] = {"name": self.name}
+        if self._explicit_dtype is not None:
+            config["dtype"] = self._explicit_dtype.name
+        if not self._trainable:
+            config["trainable"] = False
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "Layer":
+        """Rebuilds a layer from `get_config()` output."""
+        return cls(**config)
+
+    # ---------------------------------------------------------------------- conveniences
+    def __getattr__(self, name: str):
+        # Only called for missing attributes: explain the usual cause, a layer not built yet.
+        if not name.startswith("_") and not self.__dict__.get("built", True):
+            raise AttributeError(
+                f"{type(self).__name__} {self.__dict__.get('_layer_name', '')!r} has no "
+                f"attribute {name!r} yet: it is not built, and its variables are created in "
+                f"build() on the first call. Call it on data first (layer(x), model.build("
+                f"input_shape) or model.fit(...))."
+            )
+        raise AttributeError(f"{type(self).__name__!s} object has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} name={self.name!r} built={self.built}>"
+
+
+def _python_bool(training, layer: Layer) -> bool:
+    if isinstance(training, (bool, np.bool_)) or training is None:
+        return bool(training)
+    if isinstance(training, tf.Tensor) and not tf.is_symbolic_tensor(training):
+        return bool(training.numpy())
+    raise ValueError(
+        f"Layer {layer.name!r}: training must be a Python bool (the train and inference "
+        f"graphs are traced separately). Received: training={training!r}"
+    )
+
+
+def _unbatched_shape(shape_or_tensor) -> tuple:
+    shape = getattr(shape_or_tensor, "shape", shape_or_tensor)
+    dims = tf.TensorShape(shape).as_list() if tf.TensorShape(shape).rank is not None else []
+    return tuple([None] + dims[1:]) if dims else ()
+
+
+def _layers_in(value) -> Iterator[Layer]:
+    if isinstance(value, Layer):
+        yield value
+    elif isinstance(value, collections.abc.Mapping):
+        for item in value.values():
+            yield from _layers_in(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _layers_in(item)
+
+
+def _dedupe(variables) -> list[tf.Variable]:
+    seen: set[int] = set()
+    result = []
+    for v in variables:
+        if id(v) not in seen:
+            seen.add(id(v))
+            result.append(v)
+    return result

@@ -1,0 +1,14 @@
+"""Data sets: the ones shipped with graphfit (digits, breast cancer), seeded synthetic
+generators, and CSV / .npz loaders.
+
+    >>> import graphfit as gf
+    >>> x, y = gf.datasets.load_digits()
+    >>> x.shape, y.shape
+    ((1797, 64), (1797,))
+"""
+
+from graphfit.datasets.loaders import *  # noqa: F401,F403  (the loaders' __all__)
+from graphfit.datasets.loaders import __all__ as _loaders_all
+from graphfit.datasets.synthetic import make_blobs, make_moons, make_sinc, make_spirals
+
+__all__ = sorted({*_loaders_all, "make_blobs", "make_moons", "make_sinc", "make_spirals"})

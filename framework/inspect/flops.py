@@ -1,0 +1,371 @@
+"""FLOPs of a model's forward pass and of its full training step, total and per layer.
+
+How many FLOPs do the forward and the backward pass cost? `count_flops(model, batch_size)`
+(also `model.flops(batch_size)`) answers from the graphs TensorFlow would run:
+
+    >>> import graphfit as gf
+    >>> from graphfit import layers
+    >>> from graphfit.inspect import flops
+    >>> model = gf.Sequential([layers.Dense(3, name="dense")])
+    >>> model.build((None, 4))
+    >>> counts = flops.count_flops(model, batch_size=1)
+    >>> counts["forward"]  # MatMul 2*1*4*3 + bias add 1*3
+    27
+    >>> counts["per_layer"]["dense"]  # backward: dW = x^T g (2*4*1*3) + bias Sum (1*3 - 3)
+    {'forward': 27, 'forward_train': 27, 'backward': 24}
+
+Method. Each pass is traced with `tf.function(...).get_concrete_function` at a fully defined
+input shape (the batch axis set to `batch_size`), never run, and TensorFlow's profiler counts
+it: `tf.compat.v1.profiler.profile(graph, options=ProfileOptionBuilder.float_operation())`.
+The graph is the one before Grappler and XLA rewrite it. Functions the graph calls (nested
+`tf.function`s, loop bodies, cond branches) are profiled too, and ops whose results nothing
+uses are left out, as `tf.function` prunes them (`flops_graph`). The keys:
+
+- forward: `model(x, training=False)`, the inference pass `predict` runs.
+- forward_train: the forward pass inside the training step (`training=True`: dropout masks,
+  batch statistics).
+- loss: the compiled loss on that forward pass.
+- backward: the ops the gradients of the loss (with respect to the trainable variables, as
+  `minimize` reports them) depend on, built after the loss: the tape's ops, named
+  `gradient_tape/<forward op's scope>/...`, and its `AddN`s that sum the gradient of a tensor
+  used twice. Nothing is computed for the inputs: the first layer has no `dx` product.
+- update: the rest of `optimizer.minimize` (gradient transforms, the update rule, the step
+  counter) plus the update hooks (moving averages; also under `update_hooks`). For an
+  optimizer with its own `minimize` (LevenbergMarquardt), its whole solve is update.
+- training_step: the whole step, `forward_train + loss + backward + update`. It is traced like
+  the compiled train step (`CompiledSteps._train_step`: forward pass, loss, `minimize`, update
+  hooks); with an optimizer that has no slots yet, a copy from its config is traced, so the
+  model and its optimizer are left as they were.
+- per_layer: {layer name: {"forward", "forward_train", "backward"}}: a forward op counts for
+  the innermost layer whose `call` created it, a gradient op for the layer that owns the name
+  scope after `gradient_tape/`; `outside_layers` holds the rest (the loss's gradient, the
+  `AddN`s, model-level ops), so each column adds up to its total.
+
+A model that is not compiled (or has no loss) gets `backward` from the gradient of the sum of
+its outputs (`loss` is that sum) and `update == 0`; its notes say so.
+
+What TensorFlow counts (its registered statistics): MatMul `2*m*n*k`; Conv2D
+`2*batch*out_h*out_w*c_out*kh*kw*c_in`; Conv2DBackpropFilter and Conv2DBackpropInput
+`2*batch*in_h*in_w*c_in*kh*kw*c_out/stride**2` (the forward count for "same" padding; more than
+it for "valid"); element-wise Add, Sub, Mul, RealDiv, Maximum, Square, Neg, ...: one per output
+element (Rsqrt 2, Softmax 5); Sum: the input size minus the output size; Mean the input size.
+Ops without a statistic count 0, however much arithmetic they do: Relu and ReluGrad, Sigmoid,
+Tanh, Exp, Sqrt, DivNoNan, fused kernels. `uncounted_ops` lists the ones met.
+
+Pitfalls (the report's `notes` says which ones the model met):
+
+- Loops are counted once: a `tf.while_loop` body counts once, not once per iteration (the trip
+  count is known only when the step runs). Multiply by the trip count yourself.
+- Ops that may not run are counted: both branches of a `tf.cond` (a second-order optimizer's
+  skipped step too). Ops that cannot run, because nothing uses their results, are left out:
+  TensorFlow's gradient functions build some (Conv2D's always builds the input gradient, which
+  a first layer never needs).
+- Functions are counted once per call site: the profiler alone sees a nested `tf.function`
+  or loop as one call op with no FLOPs; here their bodies are profiled and added.
+- Static shapes only: an op whose shapes are not fully defined counts 0 (for example inside a
+  nested `tf.function` traced earlier for any batch size).
+- Grappler and XLA fuse and fold ops after tracing; the count is that of the traced graph.
+- With `PerExampleClipping`, backward is the vectorized per-example gradient computation
+  (which reruns the forward pass per example); its ops are named after the vectorized loop,
+  not the layers, so per layer they count in `outside_layers`.
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+import types
+
+import tensorflow as tf
+
+from graphfit.inspect import flops_graph
+from graphfit.core import update_hooks
+from graphfit.optimizers import gradient_record
+
+__all__ = ["count_flops"]
+
+_METHOD = (
+    "TensorFlow profiler, tf.compat.v1.profiler.profile(graph, options=ProfileOptionBuilder."
+    "float_operation()), on tf.function graphs traced (never run) at batch_size={batch}, "
+    "before Grappler/XLA; the functions they call (loop bodies, cond branches, nested "
+    "tf.functions) profiled too, once per call site; unused ops left out (tf.function prunes "
+    "them). forward: model(x, training=False). training step: {step}. backward: the ops the "
+    "gradients depend on. per layer: the layer whose call created the op."
+)
+_COMPILED_STEP = ("forward (training=True) + loss + optimizer.minimize + update hooks, traced "
+                  "like the compiled train step")
+_UNCOMPILED_STEP = ("model not compiled: gradient of the sum of the outputs (training=True) "
+                    "with respect to the trainable variables; no update")
+
+
+def count_flops(model, batch_size: int = 1) -> dict:
+    """Counts the FLOPs of `model`'s forward pass and training step at `batch_size`.
+
+    Args:
+        model: a built `graphfit.Model`; when compiled with a loss and an optimizer, the
+            training step is its own (loss, gradients, optimizer update, update hooks).
+        batch_size: the batch size to count at (a positive integer).
+
+    Returns:
+        A dict with "forward", "backward", "update", "training_step" (ints), "per_layer"
+        ({layer name: {"forward", "forward_train", "backward"}}) and "method" (a string),
+        plus "forward_train", "loss", "update_hooks", "outside_layers", "batch_size",
+        "uncounted_ops" ({"forward": {op type: n}, "training_step": {...}}) and "notes"
+        (the pitfalls met). See the module docstring for the definitions.
+
+    Raises:
+        TypeError: if `model` is not a graphfit Model.
+        ValueError: if the model is not built, `batch_size` is not a positive integer, or the
+            model's input shape has unknown dimensions besides the batch axis.
+    """
+    from graphfit.models.model import Model  # model.py imports this module
+
+    if not isinstance(model, Model):
+        raise TypeError(f"count_flops needs a graphfit Model. Received: {type(model).__name__}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or (
+            batch_size < 1):
+        raise ValueError(
+            f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
+    batch_size = int(batch_size)
+    model._require_built("flops()")
+    x_spec = _at_batch(model._signature.inputs, batch_size, model, "inputs")
+    state = model._compile_state
+    compiled = state is not None and state.loss_set is not None and state.optimizer is not None
+    owners = flops_graph.LayerOwners(model)
+
+    def forward(x):
+        return model(x, training=False)
+
+    with owners.recording():
+        forward_graph = _trace(forward, x_spec)
+        if compiled:
+            train_graph, marks = _trace_training_step(model, state, x_spec, batch_size)
+        else:
+            train_graph, marks = _trace_output_gradient(model, x_spec)
+    forward_stats, train_stats = flops_graph.GraphStats(), flops_graph.GraphStats()
+    forward_ops = _ranked(forward_graph, flops_graph.op_flops(forward_graph, forward_stats))
+    train_ops = _ranked(train_graph, flops_graph.op_flops(train_graph, train_stats))
+    phase_of = _phases(train_graph, marks)
+
+    per_layer = {layer.name: {"forward": 0, "forward_train": 0, "backward": 0}
+                 for layer, _ in flops_graph.walk_layers(model)}
+    outside = {"forward": 0, "forward_train": 0, "backward": 0}
+
+    def attribute(graph, op_name: str, key: str, flops: int) -> None:
+        layer = owners.owner(graph, op_name, gradient=key == "backward")
+        (per_layer[layer.name] if layer is not None else outside)[key] += flops
+
+    for _, name, flops in forward_ops:
+        attribute(forward_graph, name, "forward", flops)
+    phases = {"forward_train": 0, "loss": 0, "backward": 0, "update": 0, "update_hooks": 0}
+    for index, name, flops in train_ops:
+        phase = phase_of[index]
+        phases[phase] += flops
+        if phase == "update_hooks":
+            phases["update"] += flops  # the hooks are part of the update
+        elif phase in ("forward_train", "backward"):
+            attribute(train_graph, name, phase, flops)
+
+    return {
+        "forward": sum(flops for _, _, flops in forward_ops),
+        "backward": phases["backward"],
+        "update": phases["update"],
+        "training_step": sum(flops for _, _, flops in train_ops),
+        "per_layer": per_layer,
+        "method": _METHOD.format(batch=batch_size,
+                                 step=_COMPILED_STEP if compiled else _UNCOMPILED_STEP),
+        "forward_train": phases["forward_train"],
+        "loss": phases["loss"],
+        "update_hooks": phases["update_hooks"],
+        "outside_layers": outside,
+        "batch_size": batch_size,
+        "uncounted_ops": {"forward": dict(sorted(forward_stats.uncounted.items())),
+                          "training_step": dict(sorted(train_stats.uncounted.items()))},
+        "notes": _notes(forward_stats, train_stats, compiled),
+    }
+
+
+# ----------------------------------------------------------------------------- tracing
+def _at_batch(spec, batch_size: int, model, what: str):
+    """The spec structure with the batch axis set to `batch_size`; every shape static."""
+
+    def fix(s):
+        if s is None:
+            return None
+        shape = [batch_size, *s.shape.as_list()[1:]]
+        if None in shape:
+            raise ValueError(
+                f"FLOPs are counted from static shapes, but model {model.name!r} has {what} of "
+                f"shape {tuple(s.shape.as_list())} with unknown dimensions besides the batch "
+                f"axis. Build it for a fixed shape, e.g. model.build((None, 28, 28, 1))."
+            )
+        return tf.TensorSpec(shape, s.dtype)
+
+    return tf.nest.map_structure(fix, spec)
+
+
+def _trace(fn, *specs) -> tf.Graph:
+    return tf.function(fn).get_concrete_function(*specs).graph
+
+
+def _op_count() -> int:
+    return len(tf.compat.v1.get_default_graph().get_operations())
+
+
+def _trace_training_step(model, state, x_spec, batch_size: int):
+    """The compiled training step's computation, traced: (graph, marks of where each part
+    starts in the graph's op order)."""
+    variables = list(model.trainable_variables)
+    loss_set = state.loss_set
+    if not loss_set.built:  # build a copy: the compiled LossSet is left as it was
+        loss_set = copy.copy(loss_set)
+        loss_set.build(model.output_names, model.dtype)
+    y_spec, weight_spec = _label_specs(model, state, loss_set, batch_size)
+    optimizer = _optimizer_for_tracing(state.optimizer, variables)
+    marks: dict = {}
+
+    def step(x, y, sample_weight):
+        def loss_fn():
+            start = _op_count()
+            with update_hooks.collect_updates() as pending:
+                y_pred = model(x, training=True)
+            middle = _op_count()
+            loss, output_losses = loss_set(y, y_pred, sample_weight)
+            if "forward" not in marks:  # a second-order optimizer calls it again: trials
+                marks.update(forward=start, loss=middle, minimize=_op_count())
+            return loss, (y_pred, output_losses, pending)
+
+        loss_fn.batch = types.SimpleNamespace(model=model, loss_set=loss_set, x=x, y=y,
+                                              sample_weight=sample_weight)
+        with gradient_record.collect_gradients() as gradients:  # what minimize reports
+            loss, (_, _, pending) = optimizer.minimize(loss_fn, variables)
+        marks["gradients"] = list(gradients.values())
+        marks["update_hooks"] = _op_count()
+        update_hooks.apply_updates(pending)
+        return loss
+
+    return _trace(step, x_spec, y_spec, weight_spec), marks
+
+
+def _trace_output_gradient(model, x_spec):
+    """An uncompiled model's stand-in step: the gradient of the sum of its outputs."""
+    variables = list(model.trainable_variables)
+    marks: dict = {}
+
+    def step(x):
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(variables)
+            marks["forward"] = _op_count()
+            with update_hooks.collect_updates():  # dropped: nothing is assigned
+                outputs = model(x, training=True)
+            marks["loss"] = _op_count()
+            total = tf.add_n([tf.reduce_sum(o) for o in tf.nest.flatten(outputs)])
+        marks["minimize"] = _op_count()
+        gradients = tape.gradient(total, variables) if variables else []
+        marks["gradients"] = gradients
+        marks["update_hooks"] = _op_count()
+        return total, gradients
+
+    return _trace(step, x_spec), marks
+
+
+def _label_specs(model, state, loss_set, batch_size: int):
+    """Label and sample-weight specs: those of the traced train step when fit ran, else
+    labels like the outputs (integer class ids for a sparse categorical loss)."""
+    signature = getattr(state.steps, "_train_signature", None) if state.steps else None
+    if signature is not None:
+        return (_at_batch(signature[1], batch_size, model, "labels"),
+                _at_batch(signature[2], batch_size, model, "sample weights"))
+
+    def label(output_spec, output):
+        shape = [batch_size, *output_spec.shape.as_list()[1:]]
+        if loss_set.kind(output).labels == "sparse_categorical":
+            return tf.TensorSpec(shape[:-1], tf.int32)
+        return tf.TensorSpec(shape, output_spec.dtype)
+
+    names, spec = model.output_names, model.output_spec
+    if names is None:
+        return label(spec, None), None
+    return {name: label(spec[name], name) for name in names if name in loss_set.losses}, None
+
+
+def _optimizer_for_tracing(optimizer, variables):
+    """The optimizer when it already has slots for `variables` (tracing creates nothing);
+    else a fresh copy from its config, so the user's optimizer gets no slots from us."""
+    position = getattr(getattr(optimizer, "_index", None), "position", None)
+    if position is not None and all(v.ref() in position for v in variables):
+        return optimizer
+    try:
+        return type(optimizer).from_config(optimizer.get_config())
+    except (AttributeError, NotImplementedError, TypeError, ValueError):
+        return optimizer  # builds its slots (zeros) as the first fit would
+
+
+# ------------------------------------------------------------------------- attribution
+def _ranked(graph: tf.Graph, totals: dict[str, int]) -> list[tuple[int, str, int]]:
+    """(creation index, op name, FLOPs) of every op of the graph."""
+    return [(i, op.name, totals[op.name]) for i, op in enumerate(graph.get_operations())]
+
+
+def _phases(graph: tf.Graph, marks: dict) -> list[str]:
+    """The part of the step that created each op, by creation index: "forward_train",
+    "loss", "backward" (what the reported gradients depend on, built after the loss),
+    "update" (the rest of minimize) or "update_hooks"."""
+    operations = graph.get_operations()
+    if "forward" not in marks:  # an optimizer that never called loss_fn: names only
+        return ["backward" if op.name.startswith("gradient_tape/") else "update"
+                for op in operations]
+    start = marks["minimize"]
+    index = {op.name: i for i, op in enumerate(operations)}
+    gradients = [g for g in marks.get("gradients") or () if g is not None]
+    backward: set[str] = set()
+    stack = [t.op for g in gradients
+             for t in ((g.values, g.indices) if isinstance(g, tf.IndexedSlices) else (g,))]
+    while stack:
+        op = stack.pop()
+        if op.name not in backward and index.get(op.name, -1) >= start:
+            backward.add(op.name)
+            stack.extend(t.op for t in op.inputs)
+            stack.extend(op.control_inputs)
+    phases = []
+    for i, op in enumerate(operations):
+        if marks["forward"] <= i < marks["loss"]:
+            phases.append("forward_train")
+        elif marks["loss"] <= i < start:
+            phases.append("loss")
+        elif i >= marks["update_hooks"]:
+            phases.append("update_hooks")
+        elif op.name in backward or (not gradients and op.name.startswith("gradient_tape/")):
+            phases.append("backward")
+        else:
+            phases.append("update")
+    return phases
+
+
+def _notes(forward: flops_graph.GraphStats, train: flops_graph.GraphStats,
+           compiled: bool) -> list[str]:
+    notes = []
+    if not compiled:
+        notes.append("The model is not compiled (or has no loss or optimizer): backward is the "
+                     "gradient of the sum of its outputs; update is 0.")
+    loops = max(forward.loops, train.loops)
+    if loops:
+        notes.append(f"{loops} while loop(s), gradient loops included: each loop body is "
+                     "counted once, not once per iteration.")
+    conditionals = max(forward.conditionals, train.conditionals)
+    if conditionals:
+        notes.append(f"{conditionals} conditional(s), gradients included: every branch is "
+                     "counted, though only one runs.")
+    incomplete = forward.incomplete_shapes + train.incomplete_shapes
+    if incomplete:
+        notes.append(f"{incomplete} op(s) with FLOP statistics counted 0: their shapes are not "
+                     "fully defined (e.g. inside a nested tf.function traced for any batch size).")
+    dead_flops = forward.dead_flops + train.dead_flops
+    if dead_flops:
+        notes.append(f"{forward.dead_ops + train.dead_ops} op(s) whose results nothing uses "
+                     f"were left out ({dead_flops} FLOPs): tf.function prunes them before "
+                     "running (gradient functions build some that are never needed).")
+    missing = forward.missing_functions | train.missing_functions
+    if missing:
+        notes.append(f"Functions not found, counted 0: {sorted(missing)}.")
+    return notes

@@ -1,0 +1,396 @@
+"""`Model`: a `Layer` that trains, evaluates and predicts (Keras names and signatures)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.models import summary as summary_lib
+from graphfit.training import loops as training_loop
+from graphfit.core import update_hooks
+from graphfit.saving import weights_io
+from graphfit.training.compile_state import CompileState
+from graphfit.training.feeds import DEFAULT_BATCH_SIZE, spec_of
+from graphfit.training.input_checks import check_features
+from graphfit.core.layer import Layer
+
+__all__ = ["Model"]
+
+
+def _spec_from_shape(shape, dtype: tf.DType):
+    """(None, 64) -> TensorSpec; a list or dict of shapes -> the same structure of specs."""
+    if isinstance(shape, dict):
+        return {k: _spec_from_shape(v, dtype) for k, v in shape.items()}
+    if isinstance(shape, (list, tuple)) and shape and isinstance(shape[0], (list, tuple, tf.TensorShape)):
+        return [_spec_from_shape(s, dtype) for s in shape]
+    dims = list(tf.TensorShape(shape).as_list())
+    return tf.TensorSpec([None, *dims[1:]], dtype)
+
+
+@dataclasses.dataclass
+class _Signature:
+    """What the model was built for. A plain object, so TensorFlow's attribute tracking does
+    not wrap the specs (a tracked dict would no longer flatten like the data's dict)."""
+
+    inputs: object = None
+    outputs: object = None
+    update_ops: tuple | None = None
+
+
+class Model(Layer):
+    """A trainable model. Subclass it (define layers in `__init__`, compute in `call`) or use
+    `Sequential` and `GraphModel`.
+
+    Training follows Keras: `compile(optimizer, loss, metrics)`, then `fit`, `evaluate`,
+    `predict`. The train, validation and test stages keep separate metric state, each reset at
+    the start of its stage.
+
+    Example:
+
+        >>> import numpy as np, graphfit as gf
+        >>> from graphfit import layers
+        >>> class TwoLayer(gf.Model):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.hidden = layers.Dense(8, activation="relu")
+        ...         self.out = layers.Dense(1)
+        ...     def call(self, x, training=False):
+        ...         return self.out(self.hidden(x))
+        >>> model = TwoLayer()
+        >>> model.compile(optimizer="adam", loss="mse")
+        >>> history = model.fit(np.ones((16, 3)), np.ones((16, 1)), epochs=2, verbose=0)
+        >>> len(history.history["loss"])
+        2
+    """
+
+    def __init__(self, name: str | None = None, dtype=None, trainable: bool = True):
+        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        self._compile_state: CompileState | None = None
+        self._signature = _Signature()
+        self._predict_state: CompileState | None = None
+        self._building = False
+        self.stop_training = False
+        self.history = None
+
+    # ------------------------------------------------------------------------- building
+    def build(self, input_shape=None, dtype=None) -> None:
+        """Creates every variable by tracing a forward pass on `input_shape` (batch axis
+        included, e.g. (None, 64); a list or dict of shapes for several inputs)."""
+        if self._building or input_shape is None:
+            return  # the Layer hook: sublayers build as the first call reaches them
+        self._build_for(_spec_from_shape(input_shape, tf.as_dtype(dtype or self.dtype)))
+
+    def _build_from(self, inputs) -> None:
+        self._signature.inputs = spec_of(inputs)
+        self._building = True
+        try:
+            super()._build_from(inputs)
+        finally:
+            self._building = False
+
+    def _build_for(self, input_spec, name: str = "x") -> None:
+        """Builds from a spec by tracing, or checks the spec (of the data called `name`)
+        against the built model."""
+        input_spec = self._arrange_inputs(input_spec)
+        if self._signature.inputs is None:
+            self._trace_forward(input_spec)
+            return
+        built, given = tf.nest.flatten(self._signature.inputs), None
+        try:
+            tf.nest.assert_same_structure(self._signature.inputs, input_spec, check_types=False)
+            given = tf.nest.flatten(input_spec)
+        except (ValueError, TypeError):
+            raise ValueError(
+                f"Model {self.name!r} was built for inputs structured as {self._signature.inputs}, "
+                f"but {name} is structured as {input_spec}."
+            ) from None
+        for expected, spec in zip(built, given):
+            check_features(name, spec.shape, expected)
+
+    def _trace_forward(self, input_spec):
+        def forward(x):
+            return self(x, training=False)
+
+        concrete = tf.function(forward).get_concrete_function(input_spec)
+        self._signature.outputs = spec_of(concrete.structured_outputs)
+
+    def _arrange_inputs(self, x):
+        """Puts user data in the structure the model's call expects (GraphModel: by name)."""
+        return x
+
+    @property
+    def output_spec(self):
+        """TensorSpecs of the outputs (batch axis None); traced from the input spec if needed."""
+        if self._signature.outputs is None:
+            self._require_built("output_spec")
+            self._trace_forward(self._signature.inputs)
+        return self._signature.outputs
+
+    @property
+    def output_names(self) -> list[str] | None:
+        """Names of the outputs when the model has several (it returns a dict), else None."""
+        spec = self.output_spec
+        if isinstance(spec, dict):
+            return list(spec)
+        if isinstance(spec, (list, tuple)):
+            raise ValueError(
+                f"Model {self.name!r} returns a {type(spec).__name__} of outputs; return a dict "
+                f"{{name: tensor}} from call() so that losses and labels can be matched by name."
+            )
+        return None
+
+    def _require_built(self, what: str) -> None:
+        if not self.built or self._signature.inputs is None:
+            raise ValueError(
+                f"Model {self.name!r} is not built yet, so {what} is not available. Build it "
+                f"with model.build(input_shape), by calling it on data, or by fit()."
+            )
+
+    @property
+    def layers(self) -> list[Layer]:
+        """The model's layers, in order."""
+        return self._direct_sublayers()
+
+    def get_layer(self, name: str) -> Layer:
+        """The layer called `name`, searched through nested models too."""
+        for layer in self._flatten_layers(include_self=False):
+            if layer.name == name:
+                return layer
+        raise ValueError(
+            f"Model {self.name!r} has no layer named {name!r}. Its layers: "
+            f"{[l.name for l in self._flatten_layers(include_self=False)]}"
+        )
+
+    # ------------------------------------------------------------------- update hooks
+    @property
+    def update_ops(self) -> list[update_hooks.UpdateHook]:
+        """The update hooks one training step runs, in order (layer, variable, kind).
+
+        Found by tracing a training-mode forward pass; frozen layers register none.
+        """
+        self._require_built("update_ops")
+        key = tuple((id(l), l.trainable) for l in self._flatten_layers())
+        if self._signature.update_ops is None or self._signature.update_ops[0] != key:
+            hooks: list[update_hooks.UpdateHook] = []
+
+            def forward(x):
+                with update_hooks.collect_updates() as pending:
+                    outputs = self(x, training=True)
+                hooks.extend(p.hook for p in pending)
+                return outputs
+
+            tf.function(forward).get_concrete_function(self._signature.inputs)
+            self._signature.update_ops = (key, hooks)
+        return list(self._signature.update_ops[1])
+
+    # ------------------------------------------------------------------------ training
+    def compile(
+        self,
+        optimizer="adam",
+        loss=None,
+        metrics=None,
+        loss_weights=None,
+        weighted_metrics=None,
+        jit_compile="auto",
+        steps_per_execution="auto",
+        run_eagerly: bool = False,
+    ) -> None:
+        """Configures training.
+
+        Args:
+            optimizer: a graphfit optimizer, its name ("sgd", "adam") or a config dict.
+            loss: a Keras loss name or object, or a function (y_true, y_pred); for several
+                outputs a list in output order or a dict by output name.
+            metrics: Keras metric names or objects, or functions; a dict by output name for
+                several outputs. "accuracy" picks binary, sparse or categorical accuracy from
+                the shapes; with a binary from-logits loss, threshold metrics use logits.
+                As in Keras, they ignore sample weights.
+            loss_weights: weights of the per-output losses in the total.
+            weighted_metrics: metrics that apply the sample weights (same forms as metrics).
+            jit_compile: True, False, or "auto" (XLA where it helps; see
+                `compile_state.resolve_jit_compile`).
+            steps_per_execution: training steps per call of the compiled loop: an int, or
+                "auto": as many as fit in about 0.1 s, or one when a callback listens to
+                every training batch. Batch callbacks run once per call.
+            run_eagerly: run the steps eagerly, for debugging with print and pdb.
+
+        Raises:
+            ValueError: for an unknown loss, metric or optimizer name (listing the valid ones)
+                or a bad setting.
+        """
+        self._compile_state = CompileState(optimizer, loss, metrics, loss_weights, jit_compile,
+                                           steps_per_execution, run_eagerly, weighted_metrics)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether `compile` has been called."""
+        return self._compile_state is not None
+
+    @property
+    def optimizer(self):
+        """The optimizer given to `compile` (None before), with its slots in `.variables`."""
+        return self._compile_state.optimizer if self._compile_state else None
+
+    def _state_for_predict(self) -> CompileState:
+        """The compiled state, or, before `compile`, one that only predicts."""
+        if self._compile_state is not None:
+            return self._compile_state
+        if self._predict_state is None:
+            self._predict_state = CompileState(None, None, None, None, "auto", "auto", False)
+        return self._predict_state
+
+    def _compiled_for(self, caller: str) -> CompileState:
+        if self._compile_state is None:
+            raise RuntimeError(
+                f"Model {self.name!r} must be compiled before {caller}(): call "
+                f"model.compile(optimizer=..., loss=..., metrics=[...]) first."
+            )
+        return self._compile_state
+
+    def fit(self, x=None, y=None, batch_size: int | None = DEFAULT_BATCH_SIZE, epochs: int = 1,
+            verbose="auto", callbacks=None, validation_data=None, test_data=None,
+            shuffle: bool = True, initial_epoch: int = 0, sample_weight=None,
+            steps_per_epoch: int | None = None, validation_steps: int | None = None,
+            test_steps: int | None = None, validation_freq: int = 1,
+            test_freq: int | None = None, check_finite: bool = True):
+        """Trains the model; returns a `History` (`history.history["loss"]`, ...).
+
+        Args:
+            x, y: arrays (or dicts of arrays by input/output name), or a tf.data.Dataset of
+                (x, y) or (x, y, sample_weight) batches (then y is None).
+            batch_size: samples per step; None trains on all samples in one batch.
+            epochs: the epoch to stop at (epochs - initial_epoch epochs run).
+            verbose: 0 silent, 1 progress bar, 2 one line per epoch; "auto" is 1.
+            callbacks: `graphfit.callbacks.Callback`s.
+            validation_data: (x, y), (x, y, sample_weight) or a Dataset, evaluated every
+                `validation_freq` epochs with its own metric state ("val_" keys).
+            test_data: the same, evaluated at the end of training (and every `test_freq`
+                epochs when set) with its own metric state ("test_" keys).
+            shuffle: a new order of the samples every epoch (arrays only).
+            initial_epoch: the epoch to start from (resuming).
+            sample_weight: per-sample weights for the loss and the metrics.
+            steps_per_epoch, validation_steps, test_steps: batches per pass for datasets
+                (needed for datasets that repeat forever).
+            validation_freq, test_freq: evaluate every so many epochs.
+            check_finite: refuse data with NaN or infinite values (arrays only).
+
+        Raises:
+            RuntimeError: when the model was not compiled.
+            ValueError: for bad data (mismatched lengths, wrong feature shape, labels outside
+                the number of classes, NaN or infinite values), before any step runs.
+        """
+        return training_loop.fit(
+            self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+            callbacks=callbacks, validation_data=validation_data, test_data=test_data,
+            shuffle=shuffle, initial_epoch=initial_epoch, sample_weight=sample_weight,
+            steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+            test_steps=test_steps, validation_freq=validation_freq, test_freq=test_freq,
+            check_finite=check_finite,
+        )
+
+    def evaluate(self, x=None, y=None, batch_size: int | None = 32, verbose="auto",
+                 sample_weight=None, steps: int | None = None, callbacks=None,
+                 return_dict: bool = False, stage: str = "test", check_finite: bool = True):
+        """Computes the loss and metrics on data, with the `stage`'s own metric state.
+
+        Args:
+            x, y: as for `fit` (arrays or a Dataset of (x, y) batches).
+            batch_size: samples per step; None puts all samples in one batch.
+            verbose: 0 silent, 1 progress bar; "auto" is 1.
+            sample_weight: per-sample weights for the loss and the weighted metrics.
+            steps: batches to read from a Dataset (default: until it ends).
+            callbacks: callbacks; their test hooks receive `stage`.
+            return_dict: return {"loss": ..., metric: ...} instead of a list.
+            stage: "test" (default) or "val": whose metric state is used and reported.
+            check_finite: refuse data with NaN or infinite values.
+
+        Returns:
+            The loss alone when there are no metrics, else [loss, *metrics] in log order (as
+            Keras), or a dict with return_dict=True.
+
+        Raises:
+            RuntimeError: when the model was not compiled with a loss.
+            ValueError: for bad data, as `fit`.
+        """
+        return training_loop.evaluate(
+            self, x, y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
+            steps=steps, callbacks=callbacks, return_dict=return_dict, stage=stage,
+            check_finite=check_finite,
+        )
+
+    def predict(self, x, batch_size: int | None = 32, verbose="auto", steps: int | None = None,
+                callbacks=None):
+        """The model's outputs in inference mode (no update hooks run).
+
+        Works before `compile` too.
+
+        Args:
+            x: arrays (a dict or list of them for several inputs) or a Dataset of x batches.
+            batch_size: samples per step; None puts all samples in one batch.
+            verbose: 0 silent, 1 progress bar; "auto" is 1.
+            steps: batches to read from a Dataset (default: until it ends).
+            callbacks: callbacks; their predict hooks are called.
+
+        Returns:
+            A NumPy array, or a dict of arrays by output name for several outputs.
+        """
+        return training_loop.predict(self, x, batch_size=batch_size, verbose=verbose,
+                                     steps=steps, callbacks=callbacks)
+
+    # ------------------------------------------------------------------------ weights
+    def get_weights(self) -> list[np.ndarray]:
+        """The values of `variables`, in Keras order, so a Keras twin can be copied in."""
+        self._require_built("get_weights()")
+        return [v.numpy() for v in self.variables]
+
+    def set_weights(self, weights) -> None:
+        """Assigns values in the order of `get_weights()`."""
+        self._require_built("set_weights()")
+        weights_io.assign_in_order(self.variables, weights, self.name)
+
+    def save_weights(self, filepath: str) -> str:
+        """Writes the model's variables to a TensorFlow checkpoint at the prefix `filepath`."""
+        self._require_built("save_weights()")
+        return weights_io.save(self, filepath)
+
+    def load_weights(self, filepath: str) -> None:
+        """Reads variables written by `save_weights` (or a training checkpoint) into the model."""
+        self._require_built("load_weights()")
+        weights_io.load(self, filepath)
+
+    def summary(self, print_fn: Callable[[str], Any] | None = None, line_length: int = 88) -> None:
+        """Prints the layers with output shapes and trainable / non-trainable counts."""
+        self._require_built("summary()")
+        summary_lib.print_summary(self, print_fn or print, line_length)
+
+    def flops(self, batch_size: int = 1) -> dict:
+        """FLOPs of the forward pass and of the training step, total and per layer.
+
+        Counted by TensorFlow's profiler on the traced graphs (traced, never run: no variable
+        changes); see `graphfit.inspect.flops` for the method and its pitfalls.
+
+        Args:
+            batch_size: the batch size to count at.
+
+        Returns:
+            {"forward", "backward", "update", "training_step": ints, "per_layer": {layer
+            name: {"forward", "forward_train", "backward"}}, "method": str, ...}.
+
+        Raises:
+            ValueError: if the model is not built, or `batch_size` is not a positive integer.
+
+        Example:
+
+            >>> import graphfit as gf
+            >>> from graphfit import layers
+            >>> model = gf.Sequential([layers.Dense(3)])
+            >>> model.build((None, 4))
+            >>> model.flops(batch_size=2)["forward"]  # MatMul 2*2*4*3 + bias 2*3
+            54
+        """
+        from graphfit.inspect import flops as flops_lib  # flops imports model lazily too
+
+        return flops_lib.count_flops(self, batch_size)

@@ -1,0 +1,68 @@
+"""`Model.summary()`: layers, output shapes, and where the parameters live."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from graphfit.training.input_checks import shape_text
+
+__all__ = ["print_summary"]
+
+
+def _count(variables) -> int:
+    return int(sum(np.prod(v.shape.as_list(), dtype=np.int64) for v in variables))
+
+
+def _shape(shape) -> str:
+    if isinstance(shape, dict):
+        return ", ".join(f"{k}: {_shape(v)}" for k, v in shape.items())
+    if isinstance(shape, (list, tuple)) and shape and isinstance(shape[0], (list, tuple)):
+        return ", ".join(_shape(s) for s in shape)
+    return shape_text(shape)
+
+
+def print_summary(model, print_fn: Callable[[str], object], line_length: int) -> None:
+    """Prints one row per layer: name (type), output shape, trainable and non-trainable
+    parameter counts; then totals, the optimizer's variables and the update hooks."""
+    rows = [["Layer (type)", "Output shape", "Trainable", "Non-trainable"]]
+    for layer in model.layers:
+        frozen = "" if layer.trainable else " [frozen]"
+        rows.append([
+            f"{layer.name} ({type(layer).__name__}){frozen}",
+            _shape(layer._output_shape) if layer._output_shape is not None else "?",
+            f"{_count(layer.trainable_variables):,}",
+            f"{_count(layer.non_trainable_variables):,}",
+        ])
+    # Columns as wide as their longest cell, so no name is cut short.
+    widths = [max(len(row[i]) for row in rows) + 3 for i in range(4)]
+    line_length = max(line_length, sum(widths))
+
+    def line(cells) -> str:
+        return "".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+
+    print_fn(f'Model: "{model.name}" ({type(model).__name__}, {model.dtype.name})')
+    print_fn("=" * line_length)
+    print_fn(line(rows[0]))
+    print_fn("-" * line_length)
+    for row in rows[1:]:
+        print_fn(line(row))
+    print_fn("=" * line_length)
+    trainable = _count(model.trainable_variables)
+    non_trainable = _count(model.non_trainable_variables)
+    print_fn(f"Total params: {trainable + non_trainable:,}")
+    print_fn(f"Trainable params: {trainable:,}")
+    print_fn(f"Non-trainable params: {non_trainable:,}")
+    optimizer = model.optimizer
+    if optimizer is not None and optimizer.variables:
+        print_fn(f"Optimizer variables: {_count(optimizer.variables):,} "
+                 f"({type(optimizer).__name__} slots and counters)")
+    hooks = model.update_ops
+    if hooks:
+        listed = ", ".join(f"{h.layer.name}.{h.variable.name.split('/')[-1].split(':')[0]}"
+                           for h in hooks)
+        print_fn(f"Update hooks (run once per training step, after the optimizer): {len(hooks)} "
+                 f"[{listed}]")
+    else:
+        print_fn("Update hooks: none")

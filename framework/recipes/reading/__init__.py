@@ -1,0 +1,2 @@
+"""Reading and checking recipes: YAML with positions, the schema of every section, component
+arguments, overrides, and the problems they report. Runs no TensorFlow."""

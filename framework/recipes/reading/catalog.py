@@ -1,0 +1,37 @@
+"""What a recipe can name, for `graphfit list`: (name, one-line summary) pairs."""
+
+from __future__ import annotations
+
+import inspect
+
+__all__ = ["entries"]
+
+
+def _summary(obj) -> str:
+    doc = inspect.getdoc(obj) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def entries(kind: str) -> list[tuple[str, str]]:
+    """The names of one kind ("layers", "optimizers", "losses", "metrics", "datasets",
+    "callbacks") with a short description each, sorted by name.
+
+    Example:
+
+        >>> names = [name for name, _ in entries("optimizers")]
+        >>> "Adam" in names and "SGD" in names
+        True
+    """
+    from graphfit import datasets
+    from graphfit.recipes.reading import components
+
+    if kind == "datasets":
+        return sorted(datasets.describe().items())
+    families = {"layers": components.LAYER, "optimizers": components._optimizer_family(),
+                "losses": components.LOSS, "metrics": components.METRIC,
+                "callbacks": components.CALLBACK}
+    if kind not in families:
+        raise ValueError(f"kind must be one of {', '.join(['datasets', *families])}. "
+                         f"Received: kind={kind!r}")
+    found = families[kind].names()
+    return sorted((name, _summary(cls)) for name, cls in found.items())

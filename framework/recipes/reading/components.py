@@ -1,0 +1,255 @@
+"""Checking `type:` / `class_path:` entries of a recipe against the real classes.
+
+A layer, loss, metric, optimizer, schedule or callback in a recipe is a mapping that names its
+class and gives constructor arguments next to it (`{type: Dense, units: 64}`). Checks, all
+before any training: the class exists (with a "did you mean" among the registered names), every
+argument is one the constructor's signature accepts, required ones are present, and the
+constructor itself accepts the values (its own `ValueError` is reported at the argument it
+names). The resolved entry lists every plain default, so `print-config` shows them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from typing import Callable
+
+import keras
+
+from graphfit.training import losses as losses_module
+from graphfit.core.layer import Layer
+from graphfit.core.naming import names_unchanged
+from graphfit.recipes.reading.schema import INVALID, Checker, shown
+from graphfit.core.registry import closest
+
+__all__ = ["ComponentFamily", "check_component", "clean_message", "import_attribute",
+           "signature_arguments"]
+
+_PLAIN = (type(None), bool, int, float, str)
+_LAYER_BASE_ARGUMENTS = ("name", "dtype", "trainable")
+
+
+class ComponentFamily:
+    """Where the classes of one kind of entry come from.
+
+    Args:
+        kind: "layer", "loss", ... (used in messages).
+        names: a function giving {recipe name: class} of the known classes.
+        base: the class every entry must derive from.
+        allow_class_path: whether `class_path: package.module.Class` may name user classes.
+    """
+
+    def __init__(self, kind: str, names: Callable[[], dict], base: type,
+                 allow_class_path: bool = False):
+        self.kind = kind
+        self.names = names
+        self.base = base
+        self.allow_class_path = allow_class_path
+
+    def lookup(self, name: str):
+        known = self.names()
+        if name in known:
+            return known[name]
+        folded = {key.lower().replace("_", ""): cls for key, cls in known.items()}
+        return folded.get(name.lower().replace("_", ""))
+
+
+def import_attribute(reference: str, separator: str):
+    """`package.module.Class` (separator ".") or `package.module:function` (":").
+
+    Raises:
+        ValueError: saying which part could not be imported or found.
+    """
+    module_name, _, attribute = reference.rpartition(separator)
+    if not module_name or not attribute:
+        form = "package.module.Class" if separator == "." else "package.module:function"
+        raise ValueError(f"must look like {form!r}, got {reference!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"cannot import module {module_name!r}: {error}") from None
+    if not hasattr(module, attribute):
+        public = [n for n in dir(module) if not n.startswith("_")]
+        guess = closest(attribute, public)
+        hint = f"; did you mean {guess!r}?" if guess else ""
+        raise ValueError(f"module {module_name!r} has no attribute {attribute!r}{hint}")
+    return getattr(module, attribute)
+
+
+def clean_message(error: Exception) -> str:
+    """An exception's message, without the "in user code:" stack that tf.function adds."""
+    text = str(error).strip()
+    if "in user code:" in text:
+        lines = text.splitlines()
+        last = max((i for i, line in enumerate(lines)
+                    if re.match(r"\s*\w+(Error|Exception): ", line)), default=None)
+        if last is not None:
+            text = "\n".join(lines[last:]).strip()
+            text = re.sub(r"^\w+(Error|Exception): ", "", text)
+    return " ".join(text.split()) or type(error).__name__
+
+
+def signature_arguments(cls: type) -> tuple[dict[str, inspect.Parameter], bool]:
+    """The constructor's keyword parameters, and whether it also takes **kwargs."""
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    named = {p.name: p for p in parameters
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    if open_ended and issubclass(cls, Layer):
+        base = inspect.signature(Layer.__init__).parameters
+        named.update({name: base[name] for name in _LAYER_BASE_ARGUMENTS if name not in named})
+        open_ended = False  # a Layer's **kwargs end at Layer.__init__, whose names we know
+    return named, open_ended
+
+
+def _find_class(entry: dict, family: ComponentFamily, path, checker: Checker):
+    has_type, has_path = "type" in entry, "class_path" in entry
+    if has_type and has_path:
+        checker.report(path, "give either 'type' or 'class_path', not both", at=path + ("type",))
+        return None
+    if has_path and not family.allow_class_path:
+        checker.report(path + ("class_path",), f"{_a(family.kind)} is named with 'type'")
+        return None
+    if has_path:
+        reference = entry["class_path"]
+        if not isinstance(reference, str):
+            checker.report(path + ("class_path",), f"must be a string, got {shown(reference)}")
+            return None
+        try:
+            cls = import_attribute(reference, ".")
+        except ValueError as error:
+            checker.report(path + ("class_path",), str(error))
+            return None
+        if not (isinstance(cls, type) and issubclass(cls, family.base)):
+            checker.report(path + ("class_path",),
+                           f"{reference} is not a subclass of {family.base.__name__}")
+            return None
+        return cls
+    if not has_type:
+        how = "'type' (or 'class_path' for your own class)" if family.allow_class_path else "'type'"
+        checker.report(path, f"{_a(family.kind)} needs {how}; got keys "
+                             f"{', '.join(entry) or 'none'}")
+        return None
+    name = entry["type"]
+    if not isinstance(name, str):
+        checker.report(path + ("type",), f"must be {_a(family.kind)} name, got {shown(name)}")
+        return None
+    cls = family.lookup(name)
+    if cls is None:
+        known = sorted(family.names())
+        guess = closest(name, known)
+        hint = f" Did you mean {guess!r}?" if guess else ""
+        extra = (" A class of your own needs 'imports:' of its module (registered with "
+                 "@graphfit.register_layer) or 'class_path:'." if family.allow_class_path else "")
+        checker.report(path + ("type",), f"unknown {family.kind} {name!r}.{hint} Known: "
+                                         f"{', '.join(known)}.{extra}")
+    return cls
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+
+# Names users carry over from other libraries, which string similarity cannot guess.
+_FAMILIAR = {"lr": "learning_rate", "decay": "weight_decay", "num_units": "units",
+             "filters_out": "filters", "dropout": "rate"}
+
+_RECEIVED = re.compile(r"Received:?\s+(\w+)=")
+
+
+def check_component(entry, path: tuple, checker: Checker, family: ComponentFamily,
+                    reserved: tuple[str, ...] = ()):
+    """Checks one entry and returns it with plain defaults filled in (or INVALID).
+
+    Args:
+        entry: a mapping `{type: Name, **arguments}`, or a bare name string.
+        reserved: keys that belong to the recipe around the entry (a graph node's `inputs`),
+            not to the constructor.
+    """
+    if isinstance(entry, str):
+        entry = {"type": entry}
+    if not isinstance(entry, dict):
+        checker.report(path, f"must be {_a(family.kind)} name or a mapping with 'type', got "
+                             f"{shown(entry)}")
+        return INVALID
+    cls = _find_class(entry, family, path, checker)
+    if cls is None:
+        return INVALID
+    arguments = {k: v for k, v in entry.items() if k not in ("type", "class_path", *reserved)}
+    accepted, open_ended = signature_arguments(cls)
+    problems_before = len(checker.problems)
+    if not open_ended:
+        for key in arguments:
+            if key not in accepted:
+                guess = closest(key, accepted) or (
+                    _FAMILIAR.get(key) if _FAMILIAR.get(key) in accepted else None)
+                hint = f"; did you mean {guess!r}?" if guess else "."
+                checker.report(path + (key,), f"{cls.__name__} has no argument {key!r}{hint} "
+                                              f"Its arguments: {', '.join(accepted)}")
+    for key, parameter in accepted.items():
+        if parameter.default is inspect.Parameter.empty and key not in arguments:
+            checker.report(path, f"{cls.__name__} needs the argument {key!r}")
+    if len(checker.problems) > problems_before:
+        return INVALID
+    try:
+        with names_unchanged():
+            cls(**arguments)
+    except Exception as error:  # the constructor's own message is the most precise one
+        message = clean_message(error)
+        named = _RECEIVED.search(str(error))
+        at = path + (named.group(1),) if named and named.group(1) in arguments else path
+        prefix = "" if message.startswith(f"{cls.__name__}:") else f"{cls.__name__}: "
+        checker.report(at, prefix + message)
+        return INVALID
+    resolved = {k: entry[k] for k in ("type", "class_path") if k in entry}
+    for key, parameter in accepted.items():
+        if key in arguments:
+            resolved[key] = arguments[key]
+        elif isinstance(parameter.default, _PLAIN):
+            resolved[key] = parameter.default
+    resolved.update({k: entry[k] for k in reserved if k in entry})
+    return resolved
+
+
+def _layers() -> dict:
+    from graphfit.core.registry import LAYERS
+    return {name: LAYERS.get(name) for name in LAYERS.names()}
+
+
+def _optimizers() -> dict:
+    from graphfit.core.registry import OPTIMIZERS
+    return {name: OPTIMIZERS.get(name) for name in OPTIMIZERS.names()}
+
+
+def _callbacks() -> dict:
+    from graphfit.core.registry import CALLBACKS
+    return {name: CALLBACKS.get(name) for name in CALLBACKS.names()}
+
+
+def _losses() -> dict:
+    return {cls.__name__: cls for cls in losses_module._loss_classes().values()}
+
+
+def _metrics() -> dict:
+    return {name: getattr(keras.metrics, name) for name in dir(keras.metrics)
+            if isinstance(getattr(keras.metrics, name), type)
+            and issubclass(getattr(keras.metrics, name), keras.metrics.Metric)
+            and name != "Metric"}
+
+
+def _schedules() -> dict:
+    from graphfit.optimizers import schedules
+    return {name: getattr(schedules, name) for name in schedules._BUILT_IN}
+
+
+LAYER = ComponentFamily("layer", _layers, Layer, allow_class_path=True)
+LOSS = ComponentFamily("loss", _losses, keras.losses.Loss)
+METRIC = ComponentFamily("metric", _metrics, keras.metrics.Metric)
+CALLBACK = ComponentFamily("callback", _callbacks, object)
+SCHEDULE = ComponentFamily("learning-rate schedule", _schedules, object)
+
+
+def _optimizer_family() -> ComponentFamily:
+    from graphfit.optimizers import Optimizer
+    return ComponentFamily("optimizer", _optimizers, Optimizer)

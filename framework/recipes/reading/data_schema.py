@@ -1,0 +1,167 @@
+"""The `data:` section (and `training.validation_data` / `test_data`): where samples come from.
+
+Each source has its own keys; unknown keys are checked against that source's keys. Files are
+checked when the recipe is (they exist, the CSV columns and `.npz` keys are there), and their
+paths are resolved against the recipe's folder (against the working directory for a `--set`
+override) and stored absolute, so a saved recipe runs from anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+
+from graphfit import datasets
+from graphfit.recipes.reading.components import import_attribute
+from graphfit.recipes.reading.schema import (
+    INVALID,
+    Boolean,
+    Checker,
+    Either,
+    Field,
+    Integer,
+    ListOf,
+    Nullable,
+    Number,
+    Section,
+    String,
+    shown,
+)
+
+__all__ = ["SOURCES", "check_data_source", "DATA_DOC"]
+
+_SAMPLES = Field(Integer(min=1), 500, "how many samples to generate")
+_NOISE = Field(Number(min=0.0), 0.1, "standard deviation of the Gaussian noise")
+
+SOURCES: dict[str, dict[str, Field]] = {
+    "digits": {"as_images": Field(Boolean(), False, "8x8x1 images (for Conv2D) instead of 64 "
+                                                    "features")},
+    "breast_cancer": {},
+    "moons": {"n_samples": _SAMPLES, "noise": _NOISE},
+    "spirals": {"n_samples": Field(Integer(min=1), 600, "how many samples to generate"),
+                "classes": Field(Integer(min=2), 2, "number of spiral arms (classes)"),
+                "turns": Field(Number(min=0.0, min_open=True), 1.5, "turns of each arm"),
+                "noise": _NOISE},
+    "blobs": {"n_samples": _SAMPLES,
+              "centers": Field(Integer(min=1), 3, "number of blobs (classes)"),
+              "features": Field(Integer(min=1), 2, "dimensions of each sample"),
+              "cluster_std": Field(Number(min=0.0), 1.0, "spread of each blob")},
+    "sinc": {"n_samples": _SAMPLES,
+             "noise": Field(Number(min=0.0), 0.05, "standard deviation of the noise on y"),
+             "low": Field(Number(), -10.0, "smallest x"),
+             "high": Field(Number(), 10.0, "largest x")},
+    "csv": {"path": Field(String(), doc="the CSV file (with a header row)"),
+            "target": Field(Either(String(), ListOf(String(), min_length=1)),
+                            doc="the label column(s)"),
+            "features": Field(Nullable(ListOf(String(), min_length=1)), None,
+                              "feature columns (null: every column but the target)"),
+            "delimiter": Field(String(), ",", "the column separator")},
+    "npz": {"path": Field(String(), doc="the .npz file (numpy.savez)"),
+            "x_key": Field(String(), "x", "the array of features"),
+            "y_key": Field(Nullable(String()), "y", "the array of labels")},
+    "function": {"function": Field(String(), doc="package.module:function returning (x, y) "
+                                                 "or a batched tf.data.Dataset"),
+                 "arguments": Field(Section({}), {}, "keyword arguments for the function")},
+}
+_COMMON = {
+    "source": Field(String(tuple(SOURCES)), doc="where the samples come from"),
+}
+_TRAINING_ONLY = {
+    "standardize": Field(Boolean(), False, "scale features to mean 0, std 1, with statistics "
+                                           "of the training split only"),
+    "shuffle": Field(Boolean(), True, "shuffle the samples (from the seed) before splitting"),
+}
+DATA_DOC = ("the samples: source " + " | ".join(SOURCES) + ", its options, standardize, shuffle")
+
+
+class _Arguments(Section):
+    """`arguments:` of a function source: any keyword arguments (checked by the call)."""
+
+    def check(self, value, path, checker):
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            checker.report(path, f"must be a mapping of keyword arguments, got {shown(value)}")
+            return INVALID
+        return dict(value)
+
+
+SOURCES["function"]["arguments"] = Field(_Arguments({}), {}, "keyword arguments for the function")
+
+
+def _base_dir(path, checker: Checker) -> str:
+    position = checker.document.position(path)
+    if position is None or position.source.startswith("--set"):
+        return os.getcwd()
+    return getattr(checker, "base_dir", os.getcwd())
+
+
+def _check_file(resolved: dict, path, checker: Checker) -> None:
+    location = resolved.get("path")
+    if location is INVALID or location is None:
+        return
+    full = os.path.abspath(os.path.join(_base_dir(path + ("path",), checker),
+                                        os.path.expanduser(location)))
+    resolved["path"] = full
+    if os.path.isdir(full):
+        checker.report(path + ("path",), f"{full} is a folder; give the data file in it")
+        return
+    if not os.path.isfile(full):
+        checker.report(path + ("path",), f"file not found: {full} (a relative path is read "
+                                         f"from the recipe's folder)")
+        return
+    try:
+        if resolved["source"] == "csv":
+            available = datasets.csv_columns(full, delimiter=resolved["delimiter"])
+            _check_names(resolved, path, checker, available, ("target", "features"), "column")
+        else:
+            available = datasets.npz_keys(full)
+            _check_names(resolved, path, checker, available, ("x_key", "y_key"), "array")
+    except (OSError, ValueError) as error:
+        checker.report(path + ("path",), f"cannot read {full}: {error}")
+
+
+def _check_names(resolved, path, checker, available, keys, what) -> None:
+    from graphfit.core.registry import closest
+    for key in keys:
+        names = resolved.get(key)
+        if names is None or names is INVALID:
+            continue
+        for index, name in enumerate([names] if isinstance(names, str) else names):
+            if name not in available:
+                guess = closest(name, available)
+                hint = f"; did you mean {guess!r}?" if guess else "."
+                where = path + (key,) if isinstance(names, str) else path + (key, index)
+                checker.report(where, f"no {what} {name!r} in the file{hint} It has: "
+                                      f"{', '.join(available)}")
+
+
+def check_data_source(value, path, checker: Checker, training: bool = True):
+    """Checks a data source mapping; returns it resolved (defaults, absolute paths)."""
+    if not isinstance(value, dict):
+        checker.report(path, f"must be a mapping with 'source' ({' | '.join(SOURCES)}), "
+                             f"got {shown(value)}")
+        return INVALID
+    common = dict(_COMMON, **(_TRAINING_ONLY if training else {}))
+    source = value.get("source")
+    if "source" not in value:
+        checker.report(path, f"missing required key 'source' ({' | '.join(SOURCES)})")
+        return INVALID
+    if source not in SOURCES:
+        String(tuple(SOURCES)).check(source, path + ("source",), checker)
+        return INVALID  # the other keys depend on the source
+    resolved = Section(dict(common, **SOURCES[source])).check(value, path, checker)
+    if source in ("csv", "npz"):
+        _check_file(resolved, path, checker)
+    if source == "function" and isinstance(resolved.get("function"), str):
+        try:
+            function = import_attribute(resolved["function"], ":")
+            if not callable(function):
+                raise ValueError(f"{resolved['function']} is not callable")
+        except ValueError as error:
+            checker.report(path + ("function",), str(error))
+    if source == "sinc" and resolved["low"] is not INVALID and resolved["high"] is not INVALID \
+            and resolved["low"] >= resolved["high"]:
+        checker.report(path + ("high",), f"must be greater than low ({resolved['low']}), got "
+                                         f"{resolved['high']}")
+    return resolved
+

@@ -1,0 +1,114 @@
+"""Loading a recipe: YAML with positions, overrides, imports, then the whole schema.
+
+Example:
+
+    >>> text = "data: {source: digits}\\nmodel: [{type: Dense, units: 10}]\\nloss: mse\\n"
+    >>> recipe = recipe_from_text(text, "quick.yaml", overrides=["training.epochs=2"],
+    ...                           default_name="quick")
+    >>> recipe.name, recipe.training["epochs"], recipe.training["batch_size"]
+    ('quick', 2, 32)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import yaml
+
+from graphfit.recipes.reading.overrides import apply_overrides
+from graphfit.recipes.reading.problems import Position, Problem, RecipeError
+from graphfit.recipes.reading.schema import Checker
+from graphfit.recipes.reading.sections import check_recipe
+from graphfit.recipes.reading.yaml_source import parse_yaml
+
+__all__ = ["Recipe", "load_recipe", "recipe_from_text"]
+
+
+@dataclasses.dataclass
+class Recipe:
+    """A checked recipe with every default filled in.
+
+    Attributes:
+        config: the resolved recipe as plain data (what `print-config` shows and a run saves).
+        source: the file it was read from.
+        overrides: the `key=value` overrides applied to it.
+    """
+
+    config: dict[str, Any]
+    source: str
+    overrides: list[str]
+    positions: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    def __getattr__(self, section: str):
+        config = self.__dict__.get("config", {})
+        if section in config:
+            return config[section]
+        raise AttributeError(section)
+
+    def position(self, path: tuple) -> Position | None:
+        """Where `path` (or its nearest ancestor) was written, for run-time errors."""
+        path = tuple(path)
+        while path not in self.positions and path:
+            path = path[:-1]
+        return self.positions.get(path)
+
+    def to_yaml(self) -> str:
+        """The resolved recipe as YAML; itself a valid recipe that reproduces the run."""
+        header = f"# graphfit recipe resolved from {self.source}"
+        if self.overrides:
+            header += " with --set " + " --set ".join(self.overrides)
+        return header + "\n" + yaml.safe_dump(self.config, sort_keys=False,
+                                              default_flow_style=False, width=100)
+
+
+def recipe_from_text(text: str, source: str, overrides=(), base_dir: str | None = None,
+                     default_name: str = "recipe") -> Recipe:
+    """Checks recipe text (see `load_recipe`); `source` is the name used in messages."""
+    document = parse_yaml(text, source, keep_going=True)
+    document.positions.setdefault((), Position(source, 1, 1))
+    overrides = list(overrides)
+    apply_overrides(document, overrides)
+    checker = Checker(document)
+    checker.problems.extend(document.problems)  # duplicate keys, reported with the rest
+    checker.base_dir = os.path.abspath(base_dir or os.getcwd())
+    config = check_recipe(checker, default_name)
+    if checker.problems:
+        raise RecipeError(sorted(checker.problems, key=_reading_order))
+    return Recipe(config, source, overrides, document.positions)
+
+
+def load_recipe(path: str, overrides=()) -> Recipe:
+    """Reads and checks a recipe file, reporting every problem at once.
+
+    Args:
+        path: the YAML file.
+        overrides: `key=value` strings, as given to `--set`.
+
+    Returns:
+        The `Recipe`, defaults filled in, file paths made absolute.
+
+    Raises:
+        RecipeError: listing every problem as `file:line:col: dotted.key: message`.
+    """
+    if not os.path.isfile(path):
+        where = Position(path, 0, 0)
+        message = ("is a directory; give the recipe's .yaml file" if os.path.isdir(path)
+                   else "recipe file not found")
+        raise RecipeError([Problem((), message, where)])
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise RecipeError([Problem((), f"cannot read the recipe: {error}",
+                                   Position(path, 0, 0))]) from None
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return recipe_from_text(text, path, overrides, base_dir=os.path.dirname(os.path.abspath(path)),
+                            default_name=stem)
+
+
+def _reading_order(problem: Problem):
+    position = problem.position
+    is_override = position is None or position.line == 0
+    return (is_override, position.line if position else 0, position.column if position else 0)

@@ -1,0 +1,226 @@
+"""The sections of a recipe, their keys, defaults and docs.
+
+`RECIPE` is the whole schema; `graphfit print-config` shows a recipe with every default filled
+in, and the README's table of sections is written from the docs here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+
+from graphfit.recipes.reading.components import (
+    CALLBACK,
+    LOSS,
+    METRIC,
+    SCHEDULE,
+    _optimizer_family,
+    check_component,
+)
+from graphfit.recipes.reading.data_schema import DATA_DOC, check_data_source
+from graphfit.recipes.reading.model_schema import MODEL_DOC, check_model
+from graphfit.recipes.reading.schema import (
+    INVALID,
+    Boolean,
+    Checker,
+    Custom,
+    Either,
+    Field,
+    Integer,
+    ListOf,
+    Nullable,
+    Number,
+    Section,
+    String,
+    shown,
+)
+
+__all__ = ["RECIPE", "SECTION_DOCS", "check_recipe", "import_user_modules"]
+
+
+def _optimizer(value, path, checker):
+    if isinstance(value, str):
+        value = {"type": value}
+    if isinstance(value, dict) and "type" not in value and "class_path" not in value:
+        value = {"type": "Adam", **value}  # the default optimizer, with the arguments given
+    if isinstance(value, dict) and isinstance(value.get("learning_rate"), dict):
+        schedule = check_component(value["learning_rate"], path + ("learning_rate",), checker,
+                                   SCHEDULE)
+        if schedule is INVALID:
+            return INVALID
+    return check_component(value, path, checker, _optimizer_family())
+
+
+def _name(value, path, checker):
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+        checker.report(path, f"must be a folder-safe name (letters, digits, '_', '-', '.'), "
+                             f"got {shown(value)}")
+        return INVALID
+    return value
+
+
+def _component_list(family):
+    return ListOf(Custom(lambda v, p, c: check_component(v, p, c, family),
+                         f"a {family.kind} name or {{type: Name, ...}}"))
+
+
+def _name_or_component(family, check_name, kind_text: str):
+    """A Keras name (checked by `check_name`, which raises ValueError) or `{type: ...}`."""
+
+    def check(value, path, checker):
+        if isinstance(value, dict):
+            return check_component(value, path, checker, family)
+        if not isinstance(value, str):
+            checker.report(path, f"must be {kind_text} or {{type: ..., ...}}, got "
+                                 f"{shown(value)}")
+            return INVALID
+        try:
+            check_name(value)
+        except ValueError as error:
+            checker.report(path, str(error))
+            return INVALID
+        return value
+
+    return check
+
+
+def _check_loss_name(name: str) -> None:
+    from graphfit.training import losses
+    losses.resolve_loss(name, _tf_float32())
+
+
+def _check_metric_name(name: str) -> None:
+    from graphfit.training.stage_metrics import check_metric_identifier
+    check_metric_identifier(name)
+
+
+_loss = _name_or_component(LOSS, _check_loss_name, "a loss name")
+_metric_entry = _name_or_component(METRIC, _check_metric_name, "a metric name")
+
+
+def _tf_float32():
+    import tensorflow as tf
+    return tf.float32
+
+
+_TRAINING = Section({
+    "epochs": Field(Integer(min=1), 10, "passes over the training split"),
+    "batch_size": Field(Nullable(Integer(min=1)), 32, "samples per step; null trains on all "
+                                                      "samples at once"),
+    "steps_per_execution": Field(Either(String(("auto",)), Integer(min=1)), "auto",
+                                 "training steps per compiled call"),
+    "jit_compile": Field(Either(String(("auto",)), Boolean()), "auto", "XLA-compile the steps"),
+    "dtype": Field(String(("float32", "float64")), "float32", "dtype of the model, loss and "
+                                                              "optimizer"),
+    "shuffle": Field(Boolean(), True, "reshuffle the training samples every epoch"),
+    "validation_split": Field(Number(min=0.0, max=1.0, max_open=True), 0.15,
+                              "fraction of the data held out for validation"),
+    "test_split": Field(Number(min=0.0, max=1.0, max_open=True), 0.15,
+                        "fraction of the data held out for the final test"),
+    "validation_data": Field(Nullable(Custom(
+        lambda v, p, c: check_data_source(v, p, c, training=False), "a data source")), None,
+        "a separate validation source instead of validation_split"),
+    "test_data": Field(Nullable(Custom(
+        lambda v, p, c: check_data_source(v, p, c, training=False), "a data source")), None,
+        "a separate test source instead of test_split"),
+    "check_finite": Field(Boolean(), True, "refuse NaN or infinite inputs before training"),
+})
+
+RECIPE = Section({
+    "name": Field(Custom(_name, "a folder-safe name"), None,
+                  "the run folder name: runs/<name>/<timestamp> (default: the file name)"),
+    "seed": Field(Integer(min=0), 0, "seeds the splits, the initial weights and the shuffling"),
+    "imports": Field(ListOf(String()), [], "your modules to import first (registered layers, "
+                                           "data functions)"),
+    "data": Field(Custom(check_data_source, DATA_DOC), doc=DATA_DOC),
+    "model": Field(Custom(check_model, MODEL_DOC), doc=MODEL_DOC),
+    "loss": Field(Custom(_loss, "a loss"),
+                  doc="a Keras loss name or {type: LossClass, ...arguments}"),
+    "metrics": Field(ListOf(Custom(_metric_entry, "a metric")), [],
+                     "Keras metric names or {type: MetricClass, ...}, for every stage"),
+    "optimizer": Field(Custom(_optimizer, "an optimizer"), {"type": "Adam"},
+                       "{type: SGD | Adam | ..., learning_rate: number or schedule, clipnorm, "
+                       "global_clipnorm, clipvalue, weight_decay}"),
+    "training": Field(_TRAINING, {}, "epochs, batch size, compilation, dtype, splits"),
+    "callbacks": Field(_component_list(CALLBACK), [], "{type: Name, ...} entries"),
+    "run_dir": Field(Nullable(String()), None, "where the run is written (default "
+                                               "runs/<name>/<timestamp>); never overwritten"),
+})
+
+SECTION_DOCS = {key: field.doc for key, field in RECIPE.fields.items()}
+
+
+def import_user_modules(data: dict, checker: Checker) -> None:
+    """Imports the recipe's `imports:` (so their registered classes exist before checking).
+
+    The recipe's folder is put on `sys.path` first, so a module next to the recipe is found
+    (by `imports`, `class_path` and `data.function` alike), as Python does for a script.
+    """
+    folder = getattr(checker, "base_dir", None)
+    if folder and folder not in sys.path:
+        sys.path.insert(0, folder)  # also for class_path and data functions
+    names = data.get("imports") if isinstance(data, dict) else None
+    if not isinstance(names, list):
+        return
+    for index, name in enumerate(names):
+        if not isinstance(name, str):
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # the user's module may fail in any way; report it
+            checker.report(("imports", index), f"cannot import {name!r}: "
+                                               f"{type(error).__name__}: {error}")
+
+
+def check_recipe(checker: Checker, default_name: str) -> dict:
+    """Checks the whole document; returns the resolved recipe (problems go to `checker`)."""
+    data = checker.document.data
+    if data is None:
+        checker.report((), "the recipe is empty: it needs at least the sections data, model "
+                           "and loss (see recipes/quickstart.yaml)")
+        return {}
+    if not isinstance(data, dict):
+        checker.report((), f"a recipe must be a mapping of sections ({', '.join(RECIPE.fields)})"
+                           f", got {shown(data)}")
+        return {}
+    import_user_modules(data, checker)
+    resolved = RECIPE.check(data, (), checker)
+    if resolved.get("name") is None:
+        resolved["name"] = default_name
+    _check_splits(resolved, checker)
+    _check_learning_rate_callbacks(resolved, checker)
+    return resolved
+
+
+def _check_learning_rate_callbacks(resolved: dict, checker: Checker) -> None:
+    optimizer, entries = resolved.get("optimizer"), resolved.get("callbacks")
+    if not isinstance(optimizer, dict) or not isinstance(optimizer.get("learning_rate"), dict):
+        return
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        if isinstance(entry, dict) and entry.get("type") in ("ReduceLROnPlateau",
+                                                             "LearningRateScheduler"):
+            checker.report(("callbacks", index, "type"),
+                           f"{entry['type']} sets the learning rate, but optimizer.learning_rate "
+                           f"is a schedule; use one or the other")
+
+
+def _check_splits(resolved: dict, checker: Checker) -> None:
+    training = resolved.get("training")
+    if not isinstance(training, dict):
+        return
+    if INVALID in (training["validation_split"], training["test_split"]):
+        return
+    for split, data in (("validation_split", "validation_data"), ("test_split", "test_data")):
+        if training[data] in (None, INVALID):
+            continue
+        if checker.document.positions.get(("training", split)) is None:
+            training[split] = 0.0  # a separate source replaces the default split
+        elif training[split] > 0:
+            checker.report(("training", split), f"give {split} or {data}, not both (set "
+                                                f"{split}: 0 to use {data})")
+    validation, test = training["validation_split"], training["test_split"]
+    if validation + test >= 1.0:
+        checker.report(("training", "test_split"),
+                       f"validation_split + test_split must leave samples to train on; got "
+                       f"{validation} + {test} >= 1")

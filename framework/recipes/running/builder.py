@@ -1,0 +1,100 @@
+"""Turning a resolved recipe into objects: the model, its compile arguments, the callbacks."""
+
+from __future__ import annotations
+
+import os
+
+from graphfit.recipes.running import run_directory
+from graphfit.recipes.reading.components import (
+    CALLBACK,
+    LAYER,
+    LOSS,
+    METRIC,
+    ComponentFamily,
+    import_attribute,
+)
+
+__all__ = ["build_model", "compile_arguments", "build_callbacks", "instantiate", "loss_of"]
+
+_RESERVED = ("type", "class_path", "inputs")
+
+
+def instantiate(entry, family: ComponentFamily):
+    """The object a checked `{type: Name, ...arguments}` entry (or bare name) describes."""
+    if isinstance(entry, str):
+        entry = {"type": entry}
+    if "class_path" in entry:
+        cls = import_attribute(entry["class_path"], ".")
+    else:
+        cls = family.lookup(entry["type"])
+    return cls(**{k: v for k, v in entry.items() if k not in _RESERVED})
+
+
+def _base_layers(base: dict, dtype: str) -> list:
+    """The layers of a finished run's model, its weights loaded, minus its last `drop`."""
+    from graphfit.recipes.reading.recipe import load_recipe
+
+    run = base["run"]
+    recipe = load_recipe(run_directory.read_recipe(run))
+    model = build_model(recipe.config)
+    shape = run_directory.read_json(os.path.join(run, "preprocessing.json"))["input_shape"]
+    model.build((None, *shape))
+    model.load_weights(os.path.join(run, run_directory.CHECKPOINT))
+    kept = model.layers[: len(model.layers) - base["drop"]] if base["drop"] else model.layers
+    for layer in kept:
+        layer.trainable = base["trainable"]
+    return kept
+
+
+def build_model(config: dict):
+    """The model of a resolved recipe (not built yet: it builds on the data's shape)."""
+    import graphfit as gf
+
+    section, dtype = config["model"], config["training"]["dtype"]
+    if "layers" in section:
+        stack = _base_layers(section["base"], dtype) if section.get("base") else []
+        stack += [instantiate(entry, LAYER) for entry in section["layers"]]
+        return gf.Sequential(stack, name=section["name"], dtype=dtype)
+    nodes = [gf.Node(instantiate(entry, LAYER), entry["inputs"]) for entry in section["nodes"]]
+    inputs = section["inputs"]
+    if isinstance(inputs, dict):
+        inputs = {name: tuple(shape) if shape is not None else None
+                  for name, shape in inputs.items()}
+    return gf.GraphModel(inputs, nodes, section["outputs"], name=section["name"], dtype=dtype)
+
+
+def compile_arguments(config: dict) -> dict:
+    """Keyword arguments for `model.compile` from a resolved recipe."""
+    from graphfit import optimizers
+
+    training = config["training"]
+    return {
+        "optimizer": optimizers.get(dict(config["optimizer"])),
+        "loss": loss_of(config),
+        "metrics": [instantiate(m, METRIC) if isinstance(m, dict) else m
+                    for m in config["metrics"]],
+        "jit_compile": training["jit_compile"],
+        "steps_per_execution": training["steps_per_execution"],
+    }
+
+
+def loss_of(config: dict):
+    """The recipe's loss: a Keras loss object, or the Keras loss name it gives."""
+    loss = config["loss"]
+    return instantiate(loss, LOSS) if isinstance(loss, dict) else loss
+
+
+_PATH_ARGUMENTS = ("log_dir", "filepath", "filename")
+
+
+def build_callbacks(config: dict, run_dir: str | None = None) -> list:
+    """The callbacks the recipe lists, in order; relative paths in their arguments
+    (`log_dir`, `filepath`, `filename`) are placed inside `run_dir` when it is given."""
+    built = []
+    for entry in config["callbacks"]:
+        entry = dict(entry)
+        for key in _PATH_ARGUMENTS:
+            if run_dir and isinstance(entry.get(key), str) and not os.path.isabs(entry[key]):
+                entry[key] = os.path.join(run_dir, entry[key])
+        built.append(instantiate(entry, CALLBACK))
+    return built

@@ -1,0 +1,183 @@
+"""Preparing recipes to run, and reloading finished runs to evaluate or predict with.
+
+Everything that can be checked is checked before the run directory is created: the recipe,
+then the data (loaded and split), the model (built on the data's shape), the labels against
+the loss. A recipe that fails there leaves nothing behind.
+
+Training into a run directory is `graphfit.recipes.running.training_run`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from graphfit.recipes.running import run_directory
+from graphfit.recipes.running.builder import build_model, compile_arguments
+from graphfit.recipes.reading.components import clean_message
+from graphfit.recipes.running.data_loading import DataError, Splits, load_splits
+from graphfit.recipes.reading.problems import Problem, RecipeError
+from graphfit.recipes.reading.recipe import Recipe, load_recipe
+
+__all__ = ["Prepared", "prepare", "evaluate_run", "load_run", "sample_shape"]
+
+
+@dataclasses.dataclass
+class Prepared:
+    """A recipe's model (compiled, built on the data) and its data, ready to train."""
+
+    recipe: Recipe
+    model: Any
+    splits: Splits
+
+
+def _error(recipe: Recipe, path: tuple, error: Exception) -> RecipeError:
+    return RecipeError([Problem(path, clean_message(error), recipe.position(path))])
+
+
+def prepare(recipe: Recipe) -> Prepared:
+    """Loads the data, builds and compiles the model and checks them against each other.
+
+    Raises:
+        RecipeError: naming the recipe key to fix (data, model, loss, ...).
+    """
+    import graphfit as gf
+    from graphfit.training.loops import check_inputs
+
+    config = recipe.config
+    gf.set_seed(config["seed"])
+    try:
+        splits = load_splits(config)
+    except DataError as error:
+        raise _error(recipe, error.path, error) from None
+    except (ValueError, OSError) as error:
+        raise _error(recipe, ("data",), error) from None
+    try:
+        model = build_model(config)
+    except (ValueError, TypeError, OSError) as error:
+        raise _error(recipe, ("model",), error) from None
+    try:
+        model.compile(**compile_arguments(config))
+    except (ValueError, TypeError) as error:
+        raise _error(recipe, ("optimizer",), error) from None
+    training = config["training"]
+    try:
+        _build_on(model, splits.train)
+    except ValueError as error:
+        raise _error(recipe, _model_key(config), error) from None
+    for stage, pair in (("train", splits.train), ("val", splits.val), ("test", splits.test)):
+        if pair is None:
+            continue
+        x, y = _pair(pair)
+        try:
+            check_inputs(model, x, y, stage=stage, batch_size=training["batch_size"],
+                         check_finite=training["check_finite"])
+        except ValueError as error:
+            raise _error(recipe, _stage_key(config, stage), error) from None
+    _check_tap_names(recipe, model)
+    return Prepared(recipe, model, splits)
+
+
+def _check_tap_names(recipe: Recipe, model) -> None:
+    """TensorBoard's `gradient_taps` name layers, which exist only once the model is built."""
+    from graphfit.training import node_taps
+
+    for index, entry in enumerate(recipe.config["callbacks"]):
+        names = entry.get("gradient_taps") if isinstance(entry, dict) else None
+        if names:
+            try:
+                node_taps.check_names(names, model)
+            except ValueError as error:
+                raise _error(recipe, ("callbacks", index, "gradient_taps"), error) from None
+
+
+def _build_on(model, train) -> None:
+    """Builds the model on the training inputs (the shape errors belong to the model)."""
+    import tensorflow as tf
+
+    from graphfit.training.feeds import spec_of
+
+    x = train.element_spec[0] if isinstance(train, tf.data.Dataset) else _pair(train)[0]
+    model._build_for(x if isinstance(train, tf.data.Dataset) else
+                     tf.nest.map_structure(spec_of, x), "x")
+
+
+def _model_key(config) -> tuple:
+    return ("model", "inputs") if isinstance(config["model"].get("inputs"), dict) else ("model",)
+
+
+def _stage_key(config, stage: str) -> tuple:
+    """The recipe key behind a stage's data problem: a separate source, else the labels/loss."""
+    separate = {"val": "validation_data", "test": "test_data"}.get(stage)
+    if separate and config["training"][separate] is not None:
+        return ("training", separate)
+    return ("loss",)
+
+
+def _pair(data):
+    return data if isinstance(data, tuple) else (data, None)
+
+
+def sample_shape(model) -> list[int] | dict:
+    spec = model._signature.inputs
+    if isinstance(spec, dict):
+        return {name: s.shape.as_list()[1:] for name, s in spec.items()}
+    return spec.shape.as_list()[1:]
+
+
+def load_run(run: str) -> tuple[Prepared, dict]:
+    """Rebuilds a finished run from its directory alone: recipe, data, model, weights.
+
+    Returns:
+        The `Prepared` run (weights loaded) and its preprocessing record.
+
+    Raises:
+        ValueError: if `run` is not a finished run directory.
+        RecipeError: if its recipe no longer checks (a data file moved, ...).
+    """
+    run = run_directory.find_run(run)
+    recipe = load_recipe(run_directory.read_recipe(run))
+    prepared = prepare(recipe)
+    prepared.model.load_weights(os.path.join(run, run_directory.CHECKPOINT))
+    preprocessing = run_directory.read_json(os.path.join(run, "preprocessing.json"))
+    return prepared, preprocessing
+
+
+def evaluate_run(run: str, verbose: int = 0,
+                 write_logs: bool = True) -> dict[str, dict[str, float]]:
+    """Re-evaluates a finished run on its validation and test splits: {stage: {metric: value}}.
+
+    With `write_logs`, the test numbers are also written to the run's TensorBoard `logs/test`.
+    """
+    from graphfit.callbacks import TensorBoard
+
+    run = run_directory.find_run(run)
+    prepared, _ = load_run(run)
+    results = {}
+    batch_size = prepared.recipe.training["batch_size"]
+    for stage, data in (("val", prepared.splits.val), ("test", prepared.splits.test)):
+        if data is not None:
+            x, y = _pair(data)
+            board = []
+            if write_logs and stage == "test":
+                board = [TensorBoard(_log_dir(prepared.recipe.config, run))]
+                # The test point of the run's last epoch, as fit wrote it.
+                board[0].evaluation_step = max(_epochs_trained(run) - 1, 0)
+            results[stage] = prepared.model.evaluate(x, y, batch_size=batch_size, stage=stage,
+                                                     verbose=verbose, return_dict=True,
+                                                     callbacks=board)
+    return results
+
+
+def _log_dir(config: dict, run: str) -> str:
+    """Where the run's TensorBoard wrote: the recipe's own TensorBoard, or logs/."""
+    for entry in config["callbacks"]:
+        if entry.get("type") == "TensorBoard" and isinstance(entry.get("log_dir"), str):
+            return os.path.join(run, entry["log_dir"])
+    return os.path.join(run, run_directory.LOGS)
+
+
+def _epochs_trained(run: str) -> int:
+    history = os.path.join(run, "history.json")
+    return len(run_directory.read_json(history).get("loss", [])) if os.path.isfile(history) else 0

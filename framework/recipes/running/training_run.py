@@ -1,0 +1,271 @@
+"""Training a recipe into a run directory, and resuming an interrupted run.
+
+A run's callbacks are the recipe's own, plus a `TensorBoard` writing `logs/` (with the resolved
+recipe as text and its hyperparameters) and a `ModelCheckpoint` writing `checkpoints/latest`
+and `checkpoints/best` after every epoch, unless the recipe lists its own. Relative paths in
+callback arguments (`log_dir`, `filepath`, `filename`) are read inside the run directory.
+`history.json` is rewritten after every epoch, so an interrupted run keeps its record, and
+`resume` continues from the latest checkpoint (weights, optimizer slots, data order) to the
+weights an uninterrupted run would reach.
+
+Example (Python, the same as `graphfit train`):
+
+    >>> import os, tempfile
+    >>> import graphfit as gf
+    >>> recipe = gf.recipes.recipe_from_text(
+    ...     "data: {source: moons, n_samples: 200}\\n"
+    ...     "model: [{type: Dense, units: 8, activation: relu}, {type: Dense, units: 1}]\\n"
+    ...     "loss: {type: BinaryCrossentropy, from_logits: true}\\n"
+    ...     "metrics: [accuracy]\\n"
+    ...     "training: {epochs: 2}\\n", "moons.yaml", default_name="moons")
+    >>> run = gf.recipes.train(recipe, run_dir=os.path.join(tempfile.mkdtemp(), "run"), verbose=0)
+    >>> sorted(run.metrics)
+    ['test', 'train', 'val']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any
+
+from graphfit.callbacks.callback import Callback
+from graphfit.recipes.running import run_directory
+from graphfit.recipes.running.builder import build_callbacks
+from graphfit.recipes.reading.problems import Position, Problem, RecipeError
+from graphfit.recipes.reading.recipe import Recipe, load_recipe
+from graphfit.recipes.running.runner import Prepared, prepare, sample_shape
+
+__all__ = ["RunResult", "train", "resume", "hyperparameters"]
+
+CHECKPOINTS = "checkpoints"
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What a training run produced: its directory, the final numbers and the trained model."""
+
+    run_dir: str
+    metrics: dict[str, dict[str, float]]
+    history: dict[str, list]
+    model: Any
+
+
+class _HistoryFile(Callback):
+    """Rewrites history.json after every epoch (earlier epochs of a resumed run included)."""
+
+    def __init__(self, path: str, earlier: dict[str, list]):
+        super().__init__()
+        self.path = path
+        self.history = {key: list(values) for key, values in earlier.items()}
+
+    def on_epoch_end(self, epoch, logs=None):
+        for key, value in (logs or {}).items():
+            self.history.setdefault(key, []).append(float(value))
+        run_directory.write_json(self.path, {
+            key: [v if math.isfinite(v) else None for v in values]
+            for key, values in self.history.items()})
+
+
+def hyperparameters(config: dict) -> dict[str, Any]:
+    """The recipe's scalar settings, flattened ("optimizer.learning_rate": 0.05), for HParams."""
+    flat: dict[str, Any] = {}
+
+    def walk(value, prefix):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{prefix}.{key}" if prefix else key)
+        elif isinstance(value, (bool, int, float, str)) and not (
+                isinstance(value, float) and not math.isfinite(value)):
+            flat[prefix] = value
+
+    for section in ("seed", "data", "optimizer", "training", "loss"):
+        walk(config.get(section), section)
+    flat.pop("data.path", None)
+    flat["model.layers"] = len(config["model"].get("layers") or config["model"].get("nodes"))
+    return flat
+
+
+def _run_callbacks(recipe: Recipe, run: str, monitor: str, resumed_epoch: int = 0) -> list:
+    from graphfit import callbacks
+
+    own = build_callbacks(recipe.config, run)
+    kinds = {type(callback).__name__ for callback in own}
+    for callback in own:
+        if isinstance(callback, callbacks.TensorBoard):
+            callback.recipe_text = callback.recipe_text or recipe.to_yaml()
+            callback.hparams = callback.hparams or hyperparameters(recipe.config)
+        if isinstance(callback, callbacks.CSVLogger) and resumed_epoch:
+            _keep_csv_rows_before(callback, resumed_epoch)
+    extra = []
+    if "TensorBoard" not in kinds:
+        extra.append(callbacks.TensorBoard(os.path.join(run, run_directory.LOGS),
+                                           recipe_text=recipe.to_yaml(),
+                                           hparams=hyperparameters(recipe.config)))
+    if "ModelCheckpoint" not in kinds:
+        extra.append(callbacks.ModelCheckpoint(os.path.join(run, CHECKPOINTS), monitor=monitor))
+    return own + extra
+
+
+def _keep_csv_rows_before(logger, epoch: int) -> None:
+    """A resumed run appends to its CSV log, after dropping rows of epochs it will redo."""
+    import csv
+
+    logger.append = True
+    if not os.path.isfile(logger.filename):
+        return
+    with open(logger.filename, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle, delimiter=logger.sep))
+    kept = rows[:1] + [row for row in rows[1:] if row and int(row[0]) < epoch]
+    with open(logger.filename, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, delimiter=logger.sep).writerows(kept)
+
+
+class TrainingFailed(RuntimeError):
+    """Training went non-finite: no final weights were saved (exit code 1)."""
+
+
+def _fit_into(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
+              earlier: dict) -> RunResult:
+    config, model, splits = prepared.recipe.config, prepared.model, prepared.splits
+    training = config["training"]
+    x, y = splits.train if isinstance(splits.train, tuple) else (splits.train, None)
+    monitor = "val_loss" if splits.val is not None else "loss"
+    recorder = _HistoryFile(os.path.join(run, "history.json"), earlier)
+    model.nonfinite_step = None
+    model.fit(x, y, batch_size=training["batch_size"], epochs=training["epochs"],
+              verbose=verbose,
+              callbacks=_run_callbacks(prepared.recipe, run, monitor, initial_epoch) + [recorder],
+              validation_data=splits.val, test_data=splits.test, shuffle=training["shuffle"],
+              check_finite=training["check_finite"], initial_epoch=initial_epoch)
+    losses = recorder.history.get("loss") or [0.0]
+    if model.nonfinite_step is not None or not math.isfinite(losses[-1]):
+        where = f" at step {model.nonfinite_step}" if model.nonfinite_step is not None else ""
+        raise TrainingFailed(
+            f"the loss became non-finite{where}; no final weights were saved. The last good "
+            f"state is the latest checkpoint in {os.path.join(run, CHECKPOINTS)} (lower the "
+            f"learning rate, then train again)")
+    model.save_weights(os.path.join(run, run_directory.CHECKPOINT))
+    metrics = _final_metrics(recorder.history)
+    # The saved weights may be an earlier epoch's (EarlyStopping restores the best): the
+    # final validation and test numbers are measured on them.
+    batch_size = training["batch_size"]
+    for stage, data in (("val", splits.val), ("test", splits.test)):
+        if data is not None:
+            sx, sy = data if isinstance(data, tuple) else (data, None)
+            metrics[stage] = model.evaluate(sx, sy, batch_size=batch_size, stage=stage,
+                                            verbose=0, return_dict=True)
+    run_directory.write_json(os.path.join(run, "metrics.json"), _finite_or_null(metrics))
+    return RunResult(run, metrics, recorder.history, model)
+
+
+def _finite_or_null(metrics: dict) -> dict:
+    """JSON has no NaN or Infinity: write them as null."""
+    return {stage: {k: (v if math.isfinite(v) else None) for k, v in values.items()}
+            for stage, values in metrics.items()}
+
+
+def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
+          runs_root: str = "runs") -> RunResult:
+    """Trains a recipe into a new run directory (see `graphfit.recipes.running.run_directory`).
+
+    Args:
+        recipe: a loaded `Recipe`.
+        run_dir: where to write the run (default: the recipe's `run_dir`, else
+            `<runs_root>/<name>/<timestamp>`). It must not hold files yet.
+        verbose: 0 silent, 1 progress bar, 2 one line per epoch.
+
+    Raises:
+        RecipeError: for anything wrong with the recipe, before any training.
+    """
+    prepared = prepare(recipe)
+    config, splits = recipe.config, prepared.splits
+    try:
+        run = run_directory.create_run(config["name"], run_dir or config["run_dir"], runs_root)
+    except (ValueError, OSError) as error:
+        where = (Position(f"--run-dir {run_dir}", 0, 0) if run_dir
+                 else recipe.position(("run_dir",)))
+        raise RecipeError([Problem(() if run_dir else ("run_dir",), str(error), where)]) \
+            from None
+    run_directory.write_yaml(os.path.join(run, "recipe.yaml"), config)
+    run_directory.write_yaml(os.path.join(run, "overrides.yaml"), list(recipe.overrides))
+    run_directory.write_json(os.path.join(run, "versions.json"), run_directory.versions())
+    run_directory.write_json(os.path.join(run, "preprocessing.json"), {
+        "input_shape": sample_shape(prepared.model),
+        "feature_names": splits.feature_names,
+        "standardize": splits.standardizer.to_json() if splits.standardizer else None,
+    })
+    return _fit_into(run, prepared, 0, verbose, {})
+
+
+def resume(run: str, epochs: int | None = None, verbose: int = 2) -> RunResult:
+    """Continues an interrupted (or finished) run from its latest checkpoint.
+
+    Args:
+        run: the run directory.
+        epochs: train up to this many epochs in all (default: the recipe's).
+
+    Raises:
+        ValueError: if `run` has no checkpoint to resume from, or is already complete.
+    """
+    from graphfit.saving import checkpoints
+
+    run = os.path.abspath(run)
+    recipe_file = run_directory.read_recipe(run)
+    if not os.path.isfile(recipe_file):
+        raise ValueError(f"{run} is not a graphfit run directory (it has no recipe.yaml)")
+    overrides = [f"training.epochs={epochs}"] if epochs is not None else []
+    recipe = load_recipe(recipe_file, overrides)
+    folder = _checkpoint_folder(recipe.config, run)
+    prepared = prepare(recipe)
+    state = checkpoints.restore_latest(prepared.model, folder)
+    if state is None:
+        raise ValueError(f"the run {run} has no checkpoint in {folder}/latest to resume from "
+                         f"(a ModelCheckpoint with save_best_only writes none); train it again "
+                         f"instead")
+    total = recipe.config["training"]["epochs"]
+    if state["epoch"] >= total:
+        raise ValueError(f"the run {run} has already trained {state['epoch']} epochs (its "
+                         f"recipe asks for {total}); give --set training.epochs=N with "
+                         f"N > {state['epoch']} to train longer")
+    _warn_stateful_callbacks(recipe.config)
+    if epochs is not None:
+        run_directory.write_yaml(recipe_file, recipe.config)
+        overrides_file = os.path.join(run, "overrides.yaml")
+        recorded = (run_directory.read_yaml(overrides_file)
+                    if os.path.isfile(overrides_file) else []) or []
+        run_directory.write_yaml(overrides_file, recorded + overrides)
+    earlier_path = os.path.join(run, "history.json")
+    earlier = run_directory.read_json(earlier_path) if os.path.isfile(earlier_path) else {}
+    earlier = {key: [math.nan if v is None else v for v in values[: state["epoch"]]]
+               for key, values in earlier.items() if not key.startswith("test_")}
+    return _fit_into(run, prepared, state["epoch"], verbose, earlier)
+
+
+__all__ += ["TrainingFailed"]
+
+
+def _checkpoint_folder(config: dict, run: str) -> str:
+    """Where this run's ModelCheckpoint writes: the recipe's own, or checkpoints/."""
+    for entry in config["callbacks"]:
+        if entry.get("type") == "ModelCheckpoint" and isinstance(entry.get("filepath"), str):
+            return os.path.join(run, entry["filepath"])  # join keeps an absolute path
+    return os.path.join(run, CHECKPOINTS)
+
+
+def _warn_stateful_callbacks(config: dict) -> None:
+    stateful = [e.get("type") for e in config["callbacks"]
+                if e.get("type") in ("EarlyStopping", "ReduceLROnPlateau")]
+    if stateful:
+        import warnings
+        warnings.warn(f"{', '.join(stateful)} start afresh on resume (their patience counters "
+                      f"and best values are not checkpointed), so the resumed run may stop or "
+                      f"lower the learning rate at other epochs than an uninterrupted one.",
+                      stacklevel=3)
+
+
+def _final_metrics(history: dict) -> dict[str, dict[str, float]]:
+    """The last epoch's training numbers (val and test are measured on the saved weights)."""
+    return {"train": {key: float(values[-1]) for key, values in history.items()
+                      if values and not key.startswith(("val_", "test_"))}}

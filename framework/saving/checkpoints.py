@@ -1,0 +1,370 @@
+"""Training checkpoints and exact resume, through `tf.train.CheckpointManager`.
+
+A training checkpoint holds everything a fit needs to carry on as if it had never stopped:
+
+- the model's variables, Dropout generators' states and moving statistics included;
+- the optimizer's `iterations`, learning rate and slots (momentum, Adam moments);
+- the model's `FitState`: the epochs completed and the shuffle seed of the fit, so a resumed
+  fit draws the same per-epoch sample orders;
+- the best monitored value so far, so a resumed `ModelCheckpoint` keeps the best of the
+  whole run.
+
+`Checkpointer(directory, model)` keeps two `tf.train.CheckpointManager`s, `directory/latest`
+and `directory/best`. Resuming is two calls:
+
+    state = graphfit.saving.checkpoints.restore_latest(model, "run/checkpoints")
+    model.fit(x, y, epochs=10, initial_epoch=state["epoch"] if state else 0)
+
+Why a save is never half-visible: TensorFlow writes a checkpoint's data and index files
+first (through a `<prefix>_temp` folder that is merged into the final files), and only then
+rewrites the manager's `checkpoint` state file, atomically (a temporary file renamed over the
+old one). `latest_checkpoint` therefore names a complete checkpoint at every instant; a
+process killed in the middle of a save leaves at most unreferenced files (a `ckpt-N_temp`
+folder, or the files of a checkpoint the state file does not list yet), which the next
+`Checkpointer` save in that folder deletes. `Checkpointer` never reuses the number of a checkpoint the state
+file lists (an in-place overwrite would not be atomic), so a run started again in an old
+folder numbers its checkpoints after the old ones. A power cut is another matter: TensorFlow
+does not fsync, so only the operating system's write-back protects against it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["Checkpointer", "FitState", "fit_state", "restore_latest", "resume_point"]
+
+_WHICH = ("latest", "best")
+_EPOCH_KEY = "fit_state/epoch/.ATTRIBUTES/VARIABLE_VALUE"
+_BEST_KEY = "best_value/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+class FitState(tf.Module):
+    """Where a fit stands: the epochs completed and the shuffle seed, as int64 variables.
+
+    `fit` keeps it up to date (see `fit_state`); a training checkpoint saves it, so a resumed
+    fit knows where to start and shuffles as the interrupted one would have.
+
+    Attributes:
+        epoch: epochs completed by the current fit (its `initial_epoch`, then one more at
+            the end of every epoch).
+        shuffle_seed: the seed of the per-epoch sample orders; -1 before any fit.
+
+    Example:
+
+        >>> state = FitState()
+        >>> int(state.epoch), int(state.shuffle_seed)
+        (0, -1)
+    """
+
+    def __init__(self):
+        super().__init__(name="fit_state")
+        with tf.init_scope():  # created eagerly even when first asked for inside a trace
+            self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+            self.shuffle_seed = tf.Variable(-1, dtype=tf.int64, trainable=False,
+                                            name="shuffle_seed")
+
+
+class _Box:
+    """A plain holder. tf.Module does not track what it holds, so `save_weights` (which writes
+    `tf.train.Checkpoint(model=model)`) leaves the fit state out, as it leaves the optimizer."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def fit_state(model) -> FitState:
+    """The model's `FitState`, created on first use.
+
+    Example:
+
+        >>> import graphfit as gf
+        >>> from graphfit import layers
+        >>> model = gf.Sequential([layers.Dense(1)])
+        >>> fit_state(model) is fit_state(model)
+        True
+    """
+    box = model.__dict__.get("_fit_state_box")
+    if box is None:
+        box = _Box(FitState())
+        model._fit_state_box = box
+    return box.value
+
+
+def _check_max_to_keep(max_to_keep) -> None:
+    if max_to_keep is not None and (
+        isinstance(max_to_keep, bool) or not isinstance(max_to_keep, (int, np.integer))
+        or max_to_keep < 1
+    ):
+        raise ValueError(
+            "max_to_keep must be a positive integer, or None to keep every checkpoint. "
+            f"Received: max_to_keep={max_to_keep!r}"
+        )
+
+
+def _check_directory(directory) -> str:
+    if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
+        raise ValueError(f"directory must be a folder path. Received: directory={directory!r}")
+    return os.fspath(directory)
+
+
+def _number(path: str) -> int:
+    match = re.search(r"-(\d+)$", path)
+    return int(match.group(1)) if match else 0
+
+
+class Checkpointer:
+    """Saves and restores training checkpoints in `directory/latest` and `directory/best`.
+
+    Each checkpoint is `tf.train.Checkpoint(model=model, optimizer=model.optimizer,
+    fit_state=fit_state(model), best_value=...)`: weights, optimizer slots and iterations,
+    the fit's epoch and shuffle seed, and the best monitored value. Nothing is written or
+    created until the first save.
+
+    Args:
+        directory: the folder holding `latest/` and `best/`.
+        model: the graphfit `Model` to save or restore (compiled, for the optimizer state).
+        max_to_keep: how many checkpoints each of `latest/` and `best/` keeps (the newest);
+            None keeps all.
+
+    Raises:
+        ValueError: for a bad `directory` or `max_to_keep`.
+
+    Example:
+
+        >>> import tempfile
+        >>> import numpy as np, graphfit as gf
+        >>> from graphfit import layers
+        >>> model = gf.Sequential([layers.Dense(1)])
+        >>> model.compile(optimizer="sgd", loss="mse")
+        >>> _ = model.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=2, verbose=0)
+        >>> folder = tempfile.mkdtemp()
+        >>> path = Checkpointer(folder, model).save_latest(2)
+        >>> restore_latest(model, folder)["epoch"]
+        2
+    """
+
+    def __init__(self, directory, model, max_to_keep: int | None = 3):
+        self.directory = _check_directory(directory)
+        _check_max_to_keep(max_to_keep)
+        self.model = model
+        self.max_to_keep = max_to_keep
+        self.fit_state = fit_state(model)
+        with tf.init_scope():
+            # NaN: no best value recorded yet.
+            self._best_value = tf.Variable(math.nan, dtype=tf.float64, trainable=False,
+                                           name="best_value")
+        self._managers: dict[str, tf.train.CheckpointManager] = {}
+        self._optimizer = None
+        self._swept: set[str] = set()
+
+    # ------------------------------------------------------------------------- managers
+    def _manager(self, which: str) -> tf.train.CheckpointManager:
+        _check_which(which)
+        optimizer = getattr(self.model, "optimizer", None)
+        if self._managers and optimizer is not self._optimizer:
+            self._managers = {}  # recompiled: checkpoint the new optimizer
+        if which not in self._managers:
+            objects = {"model": self.model, "fit_state": self.fit_state,
+                       "best_value": self._best_value}
+            if optimizer is not None:
+                objects["optimizer"] = optimizer
+            checkpoint = tf.train.Checkpoint(**objects)
+            for name in _WHICH:
+                self._managers[name] = tf.train.CheckpointManager(
+                    checkpoint, os.path.join(self.directory, name), max_to_keep=self.max_to_keep)
+            self._optimizer = optimizer
+        return self._managers[which]
+
+    def latest_path(self, which: str = "latest") -> str | None:
+        """The prefix of the newest complete checkpoint in `directory/which`, or None."""
+        _check_which(which)
+        return tf.train.latest_checkpoint(os.path.join(self.directory, which))
+
+    # ---------------------------------------------------------------------------- saving
+    def _save(self, which: str, step: int) -> str:
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+            raise ValueError(f"step must be a non-negative integer. Received: step={step!r}")
+        manager = self._manager(which)
+        listed = [_number(path) for path in manager.checkpoints]
+        if which not in self._swept:
+            _remove_leftovers(os.path.join(self.directory, which), max(listed, default=0))
+            self._swept.add(which)
+        # Never overwrite a listed checkpoint in place: that write would not be atomic.
+        number = int(step) if not listed or step > max(listed) else max(listed) + 1
+        return manager.save(checkpoint_number=number)
+
+    def save_latest(self, step: int) -> str:
+        """Writes a checkpoint to `directory/latest` and drops the oldest beyond
+        `max_to_keep`. It is numbered `step`, or one past the highest number listed there
+        when `step` is not above it.
+
+        Args:
+            step: the number in the checkpoint's name (ModelCheckpoint: epochs completed).
+                The epoch to resume from is read from the fit state, not from the name.
+
+        Returns:
+            The new checkpoint's prefix.
+        """
+        return self._save("latest", step)
+
+    def save_best(self, step: int, value: float | None = None) -> str:
+        """Writes a checkpoint to `directory/best`, recording `value` as the best so far.
+
+        Args:
+            step: as for `save_latest`.
+            value: the monitored value that made this checkpoint the best.
+
+        Returns:
+            The new checkpoint's prefix.
+        """
+        if value is not None:
+            self.best_value = value
+        return self._save("best", step)
+
+    @property
+    def best_value(self) -> float | None:
+        """The best monitored value given to `save_best` (or restored), or None."""
+        value = float(self._best_value.numpy())
+        return None if math.isnan(value) else value
+
+    @best_value.setter
+    def best_value(self, value: float | None) -> None:
+        self._best_value.assign(math.nan if value is None else float(value))
+
+    def recorded_best(self, which: str = "latest") -> float | None:
+        """The best value recorded in the newest checkpoint of `directory/which`, read from
+        the file without restoring anything; None when there is none."""
+        path = self.latest_path(which)
+        if path is None:
+            return None
+        reader = tf.train.load_checkpoint(path)
+        if not reader.has_tensor(_BEST_KEY):
+            return None
+        value = float(reader.get_tensor(_BEST_KEY))
+        return None if math.isnan(value) else value
+
+    # ------------------------------------------------------------------------- restoring
+    def restore(self, which: str = "latest") -> dict | None:
+        """Restores the newest checkpoint of `directory/which` into the model, its optimizer
+        and its fit state.
+
+        On a built model the optimizer's slots are created first (as `fit` would; unless the
+        checkpoint holds none) and every variable must match the checkpoint. On a model not built yet the restore is
+        deferred: each variable takes its saved value when `fit` (or a call) creates it.
+
+        Args:
+            which: "latest" or "best".
+
+        Returns:
+            {"epoch": epochs completed, "path": the checkpoint's prefix}, or None when
+            `directory/which` holds no checkpoint.
+
+        Raises:
+            ValueError: when the checkpoint does not match the built model (the model's and
+                optimizer's variables are then left as they were).
+        """
+        path = self.latest_path(which)
+        if path is None:
+            return None
+        checkpoint = self._manager(which).checkpoint
+        model, optimizer = self.model, self._optimizer
+        built = getattr(model, "_signature", None) is not None and \
+            model._signature.inputs is not None
+        if not built:
+            checkpoint.read(path).expect_partial()
+            return {"epoch": int(self.fit_state.epoch.numpy()), "path": path}
+        if optimizer is not None and _holds_slots(path):
+            optimizer.build(model.trainable_variables)  # restore fills these slots
+        variables = _variables_of(model, optimizer, self.fit_state, self._best_value)
+        before = [v.numpy() for v in variables]
+        try:
+            status = checkpoint.read(path)
+            status.assert_existing_objects_matched()
+            status.expect_partial()  # the manager's save counter is not ours to restore
+        except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as error:
+            for variable, value in zip(variables, before):
+                variable.assign(value)  # a failed restore leaves nothing half overwritten
+            raise ValueError(
+                f"The checkpoint {path!r} does not match model {model.name!r}"
+                f"{' and its optimizer' if optimizer is not None else ''}: {error} Restore into "
+                f"a model built and compiled exactly like the one that saved it."
+            ) from None
+        return {"epoch": int(self.fit_state.epoch.numpy()), "path": path}
+
+
+def _holds_slots(path: str) -> bool:
+    """Whether the checkpoint holds optimizer slots (not so if the optimizer never ran)."""
+    return any(name.startswith("optimizer/_slots/")
+               for name in tf.train.load_checkpoint(path).get_variable_to_shape_map())
+
+
+def _remove_leftovers(folder: str, newest: int) -> None:
+    """Deletes what a save killed midway left: `ckpt-N_temp` folders, and files of a
+    checkpoint numbered after the newest one the state file lists (never referenced)."""
+    if not os.path.isdir(folder):
+        return
+    for name in os.listdir(folder):
+        match = re.fullmatch(r"ckpt-(\d+)(_temp|\.index|\.data-\d{5}-of-\d{5})", name)
+        if match is None or (match.group(2) != "_temp" and int(match.group(1)) <= newest):
+            continue
+        path = os.path.join(folder, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.remove(path)
+
+
+def _variables_of(model, optimizer, state, best) -> list[tf.Variable]:
+    variables = list(model.variables)
+    for layer in model._flatten_layers():
+        generator = getattr(layer, "_generator", None)
+        if isinstance(generator, tf.random.Generator):
+            variables.append(generator.state)
+    if optimizer is not None:
+        variables += list(optimizer.variables)
+    return variables + [state.epoch, state.shuffle_seed, best]
+
+
+def _check_which(which) -> None:
+    if which not in _WHICH:
+        raise ValueError(f"which must be 'latest' or 'best'. Received: which={which!r}")
+
+
+def restore_latest(model, directory) -> dict | None:
+    """Restores the newest checkpoint of `directory/latest` into `model` (see
+    `Checkpointer.restore`); then `model.fit(..., initial_epoch=state["epoch"])` carries on
+    exactly where the saved run was.
+
+    Args:
+        model: the graphfit `Model`, built and compiled like the one that saved it (or
+            compiled and not built yet: the restore is then deferred).
+        directory: the folder holding `latest/` (a `ModelCheckpoint`'s `filepath`).
+
+    Returns:
+        {"epoch": epochs completed, "path": the checkpoint's prefix}, or None when there is
+        no checkpoint.
+    """
+    return Checkpointer(directory, model).restore("latest")
+
+
+def resume_point(directory) -> int | None:
+    """The epochs completed in the newest checkpoint of `directory/latest`.
+
+    Reads the file only, so it needs no model (a command line can decide what to do first).
+
+    Args:
+        directory: the folder holding `latest/`.
+
+    Returns:
+        The epoch to pass to `fit` as `initial_epoch`, or None when there is no checkpoint.
+    """
+    path = tf.train.latest_checkpoint(os.path.join(_check_directory(directory), "latest"))
+    if path is None:
+        return None
+    return int(tf.train.load_checkpoint(path).get_tensor(_EPOCH_KEY))

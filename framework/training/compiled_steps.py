@@ -1,0 +1,317 @@
+"""The compiled train, test and predict steps, and the loops that run several per call.
+
+One training step, traced once and optionally compiled by XLA:
+
+    forward pass (training=True), update hooks collected, not applied
+    loss; optimizer.minimize: gradients of all trainable variables, gradient transforms on the
+        whole list, then the update (a second-order optimizer runs its own minimize)
+    update hooks applied, once, after the optimizer's update
+    with gradient taps on (TensorBoard's gradient histograms): the raw gradients that
+        minimize reported are assigned to one tap variable per trainable variable
+    with node taps on (TensorBoard's gradient_taps), every N steps: the norms of
+        d(sum of a named node)/d(variables) from the same forward pass (`node_taps`)
+
+A loop function (a `tf.function`, never XLA) runs a chunk of such steps per call and updates
+the stage's metrics after each step, so Python runs once per chunk, not once per batch. Keras
+metrics stay outside the XLA cluster, which keeps any Keras metric usable with `jit_compile`.
+"""
+
+from __future__ import annotations
+
+import types
+
+import tensorflow as tf
+
+from graphfit.core import autograph_scope
+from graphfit.training import input_checks
+from graphfit.training import node_taps
+from graphfit.core import update_hooks
+
+__all__ = ["CompiledSteps"]
+
+
+def _unpack(batch):
+    """(x,), (x, y) or (x, y, sample_weight) -> (x, y, sample_weight) with None for the absent."""
+    batch = tuple(batch) + (None,) * (3 - len(batch))
+    return batch[0], batch[1], batch[2]
+
+
+def _gather(data: tuple, indices):
+    return tf.nest.map_structure(lambda t: tf.gather(t, indices), data)
+
+
+def _signature(data: tuple):
+    """The relaxed signature of an array loop: any number of samples, rows and batch size."""
+    data_spec = tf.nest.map_structure(
+        lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), data
+    )
+    return [data_spec, tf.TensorSpec([None, None], tf.int32)]
+
+
+class CompiledSteps:
+    """The traced steps of one compiled model, for one set of trainable variables.
+
+    Args:
+        model: the built model.
+        loss_set: the compiled `LossSet` (None when only predicting).
+        optimizer: the optimizer (built for `model.trainable_variables`).
+        stage_metrics: {"train": StageMetrics, "val": ..., "test": ...}.
+        jit_compile: compile each step with XLA.
+        run_eagerly: run everything eagerly, for debugging.
+    """
+
+    def __init__(self, model, loss_set, optimizer, stage_metrics, jit_compile: bool,
+                 run_eagerly: bool = False):
+        self.model = model
+        self.loss_set = loss_set
+        self.optimizer = optimizer
+        self.stage_metrics = stage_metrics
+        self.jit_compile = jit_compile and not run_eagerly
+        self.run_eagerly = run_eagerly
+        self.variables = list(model.trainable_variables)
+        # Gradient taps: off (None) until `enable_gradient_taps`; `_filled_taps` holds the
+        # indices of the taps the traced train step assigns.
+        self.gradient_taps: list[tf.Variable] | None = None
+        self._filled_taps: list[int] = []
+        self.node_taps: node_taps.NodeTaps | None = None  # after `enable_node_taps`
+        self._train_signature = None
+        # {stage: {output: (name, spec, loss kind)}}: dataset labels are checked batch by batch.
+        self.label_checks: dict[str, dict] = {}
+        self.train_step = self._compile_step(self._train_step)
+        self.test_step = self._compile_step(self._test_step)
+        self.predict_step = self._compile_step(self._predict_step)
+        self._array_loops: dict = {}
+        self._dataset_loops: dict = {}
+
+    # ------------------------------------------------------------------ the single steps
+    def _compile_step(self, fn):
+        if self.run_eagerly:
+            return fn
+        return tf.function(fn, jit_compile=self.jit_compile, reduce_retracing=True)
+
+    def _train_step(self, x, y, sample_weight):
+        def loss_fn():
+            with update_hooks.collect_updates() as pending:
+                y_pred = self.model(x, training=True)
+            loss, output_losses = self.loss_set(y, y_pred, sample_weight)
+            return loss, (y_pred, output_losses, pending)
+
+        # What a second-order optimizer needs to linearize the loss (LevenbergMarquardt's
+        # residuals): the model, the loss set and the batch. First-order optimizers ignore it.
+        loss_fn.batch = types.SimpleNamespace(model=self.model, loss_set=self.loss_set, x=x,
+                                              y=y, sample_weight=sample_weight)
+        self._train_signature = tf.nest.map_structure(_spec, (x, y, sample_weight))
+        if self.node_taps is not None:  # the norms of d(node)/d(variables), every N steps
+            loss_fn = self.node_taps.tapped_loss_fn(
+                loss_fn, self.optimizer.iterations + 1,
+                lambda result: {"loss": result[0], "output": result[1][0]})
+        if self.gradient_taps is None:
+            result = self.optimizer.minimize(loss_fn, self.variables)
+        else:
+            result = self._minimize_into_taps(loss_fn)
+        if self.node_taps is not None:
+            loss_fn.finish()
+        loss, (y_pred, output_losses, pending) = result
+        # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
+        update_hooks.apply_updates(pending)
+        return loss, output_losses, y_pred
+
+    def _minimize_into_taps(self, loss_fn):
+        from graphfit.optimizers.gradient_record import collect_gradients  # imports graphfit
+
+        with collect_gradients() as gradients:
+            minimize = autograph_scope.convert_user_code(self.optimizer.minimize)
+            result = minimize(loss_fn, self.variables)
+        # Runs at trace time: records which taps this trace fills (none when a minimize
+        # override reports no gradients).
+        self._filled_taps = [i for i, v in enumerate(self.variables) if v.ref() in gradients]
+        for i in self._filled_taps:
+            gradient = tf.convert_to_tensor(gradients[self.variables[i].ref()])  # IndexedSlices
+            self.gradient_taps[i].assign(tf.cast(gradient, self.gradient_taps[i].dtype))
+        return result
+
+    def _test_step(self, x, y, sample_weight):
+        y_pred = self.model(x, training=False)
+        loss, output_losses = self.loss_set(y, y_pred, sample_weight)
+        return loss, output_losses, y_pred
+
+    def _predict_step(self, x):
+        return self.model(x, training=False)
+
+    # ------------------------------------------------------------------ loops over chunks
+    def _run_and_record(self, stage: str, batch, check_labels: bool = False) -> None:
+        x, y, sample_weight = _unpack(batch)
+        step = self.train_step if stage == "train" else self.test_step
+        checks = []
+        if check_labels:
+            checks = input_checks.label_assertions(y, self.label_checks.get(stage, {}))
+        with tf.control_dependencies(checks):  # a bad batch stops the loop before its step
+            loss, output_losses, y_pred = step(x, y, sample_weight)
+        self.stage_metrics[stage].update(y, y_pred, sample_weight, loss, output_losses)
+
+    def run_arrays(self, stage: str, data: tuple, index_batches) -> int:
+        """Runs one step per row of `index_batches` (sample indices into `data`)."""
+        loop = self._array_loop(stage, data)
+        return int(loop(data, tf.convert_to_tensor(index_batches, tf.int32)))
+
+    def run_dataset(self, stage: str, iterator, num_steps: int) -> int:
+        """Runs up to `num_steps` steps from `iterator`; returns how many ran."""
+        loop = self._dataset_loop(stage)
+        return int(loop(iterator, tf.constant(num_steps, tf.int32)))
+
+    def predict_arrays(self, x, index_batches):
+        loop = self._array_loop("predict", (x,))
+        return loop((x,), tf.convert_to_tensor(index_batches, tf.int32))
+
+    def predict_dataset(self, iterator, num_steps: int):
+        return self._dataset_loop("predict")(iterator, tf.constant(num_steps, tf.int32))
+
+    def _array_loop(self, stage: str, data: tuple):
+        signature = _signature(data)
+        key = (stage, str(signature))
+        if key not in self._array_loops:
+            if stage == "predict":
+                fn = self._predict_array_loop
+            else:
+                def fn(data, index_batches, stage=stage):
+                    steps = tf.shape(index_batches)[0]
+                    for i in tf.range(steps):
+                        self._run_and_record(stage, _gather(data, index_batches[i]))
+                    return steps
+            self._array_loops[key] = (
+                fn if self.run_eagerly else tf.function(fn, input_signature=signature)
+            )
+        return self._array_loops[key]
+
+    def _dataset_loop(self, stage: str):
+        if stage not in self._dataset_loops:
+            if stage == "predict":
+                fn = self._predict_dataset_loop
+            else:
+                def fn(iterator, num_steps, stage=stage):
+                    done = tf.constant(0, tf.int32)
+                    for _ in tf.range(num_steps):
+                        element = iterator.get_next_as_optional()
+                        if not element.has_value():
+                            break
+                        self._run_and_record(stage, _as_tuple(element.get_value()),
+                                             check_labels=True)
+                        done += 1
+                    return done
+            self._dataset_loops[stage] = fn if self.run_eagerly else tf.function(fn)
+        return self._dataset_loops[stage]
+
+    def _output_arrays(self, size, dynamic: bool):
+        specs = tf.nest.flatten(self.model.output_spec)
+        return [
+            tf.TensorArray(s.dtype, size=size, dynamic_size=dynamic, infer_shape=False,
+                           element_shape=s.shape)
+            for s in specs
+        ]
+
+    def _predict_array_loop(self, data, index_batches):
+        steps = tf.shape(index_batches)[0]
+        arrays = self._output_arrays(steps, dynamic=False)
+        for i in tf.range(steps):
+            outputs = tf.nest.flatten(self.predict_step(_gather(data, index_batches[i])[0]))
+            arrays = [a.write(i, o) for a, o in zip(arrays, outputs)]
+        return [a.concat() for a in arrays]
+
+    def _predict_dataset_loop(self, iterator, num_steps):
+        arrays = self._output_arrays(0, dynamic=True)
+        done = tf.constant(0, tf.int32)
+        for _ in tf.range(num_steps):
+            element = iterator.get_next_as_optional()
+            if not element.has_value():
+                break
+            x = _as_tuple(element.get_value())[0]
+            outputs = tf.nest.flatten(self.predict_step(x))
+            arrays = [a.write(done, o) for a, o in zip(arrays, outputs)]
+            done += 1
+        return [a.concat() for a in arrays]
+
+    # ------------------------------------------------------------------ introspection
+    def enable_gradient_taps(self) -> None:
+        """Makes every training step copy its raw gradients into tap variables, from now on.
+
+        Creates, once and outside any trace, one non-trainable tap per trainable variable
+        (same shape and dtype, zeros), and drops the traced train step and training loops
+        so they are traced again with the assignments. The gradients are those the
+        optimizer's `minimize` reports to `optimizers.gradient_record.record_gradients`: the raw
+        gradients of the loss, before clipping and weight decay. Each step overwrites the
+        taps, so between steps they hold the last step's gradients.
+        """
+        if self.gradient_taps is not None:
+            return
+        with tf.init_scope():
+            self.gradient_taps = [
+                tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                            name=f"gradient_tap_{v.name.split(':')[0].replace('/', '_')}")
+                for v in self.variables
+            ]
+        self._retrace_training()
+
+    def _retrace_training(self) -> None:
+        self.train_step = self._compile_step(self._train_step)
+        self._array_loops = {k: f for k, f in self._array_loops.items() if k[0] != "train"}
+        self._dataset_loops.pop("train", None)
+
+    def enable_node_taps(self, names, every_n_steps: int = 1, capacity: int = 1) -> None:
+        """Makes training record the norms of d(sum of node)/d(variables), from now on.
+
+        See `graphfit.training.node_taps` for the semantics. Creates the tap variables once, outside
+        any trace, and drops the traced train step and training loops so they are traced
+        again with the taps; the same arguments again change nothing, others replace the
+        taps. The values are read with `self.node_taps.read(after_step)`.
+
+        Args:
+            names: layer names, "output" (the model's output) or "loss".
+            every_n_steps: record in the steps whose global step is a multiple of it.
+            capacity: recordings kept between two reads (ceil(steps per call / N)).
+
+        Raises:
+            ValueError: for an unknown layer name (listing the model's layers) or a bad
+                argument.
+        """
+        if self.node_taps is not None and self.node_taps.matches(names, every_n_steps, capacity):
+            return
+        self.node_taps = node_taps.NodeTaps(self.model, self.variables, names, every_n_steps,
+                                            capacity)
+        self._retrace_training()
+
+    def recorded_gradients(self) -> list[tuple[tf.Variable, tf.Variable]]:
+        """(variable, tap) pairs whose tap the traced train step fills: empty before the
+        first step with taps, and when the optimizer's `minimize` reports no gradients."""
+        if self.gradient_taps is None:
+            return []
+        return [(self.variables[i], self.gradient_taps[i]) for i in self._filled_taps]
+
+    def train_step_graph(self) -> tf.Graph | None:
+        """The traced graph of the training step (forward pass, gradients, update, update
+        hooks; the graph XLA compiles under `jit_compile`), or None before the first
+        training step and when running eagerly."""
+        if self.run_eagerly or self._train_signature is None:
+            return None
+        return self.train_step.get_concrete_function(*self._train_signature).graph
+
+    def tracing_counts(self) -> dict[str, int]:
+        """How many times each traced function was traced (a retrace is a bug to report)."""
+        counts = {}
+        for name in ("train_step", "test_step", "predict_step"):
+            fn = getattr(self, name)
+            if hasattr(fn, "experimental_get_tracing_count"):
+                counts[name] = fn.experimental_get_tracing_count()
+        for (stage, _), fn in self._array_loops.items():
+            if hasattr(fn, "experimental_get_tracing_count"):
+                counts[f"{stage}_arrays"] = counts.get(f"{stage}_arrays", 0) + (
+                    fn.experimental_get_tracing_count()
+                )
+        return counts
+
+
+def _spec(tensor):
+    return None if tensor is None else tf.TensorSpec(tensor.shape, tensor.dtype)
+
+
+def _as_tuple(element):
+    return element if isinstance(element, tuple) else (element,)

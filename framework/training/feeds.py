@@ -1,0 +1,290 @@
+"""Feeding data to the compiled steps: in-memory arrays or a `tf.data.Dataset`.
+
+In-memory arrays are converted to tensors once per call of `fit`/`evaluate`/`predict`; each
+epoch is then a matrix of sample indices (a fresh permutation when shuffling), and the compiled
+loop gathers every batch inside the graph. No `tf.data` pipeline and no Python per batch: that is
+where most of a Keras `fit` step's overhead goes on a small model. A `tf.data.Dataset` is read
+through its iterator inside the same compiled loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterator
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.training import input_checks
+
+__all__ = ["ArrayFeed", "DatasetFeed", "make_feed", "Chunk", "spec_of", "arrange_targets",
+           "DEFAULT_BATCH_SIZE"]
+
+# fit's default. A dataset is already batched, so for a dataset fit's batch_size must stay at
+# this default (or None); anything else is refused as a mistake.
+DEFAULT_BATCH_SIZE = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """Batches run by one call of a compiled loop: rows of sample indices (arrays) or a count."""
+
+    first_batch: int
+    num_batches: int
+    index_batches: np.ndarray | None = None
+
+
+def _to_array(value, dtype: tf.DType):
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        value = value.numpy()
+    array = np.asarray(value)
+    if array.dtype == object:
+        raise ValueError(
+            "Could not convert the data to a numeric array (ragged rows or mixed types?). "
+            "Give equal-length numeric rows, or a tf.data.Dataset."
+        )
+    if np.issubdtype(array.dtype, np.floating) and array.dtype != dtype.as_numpy_dtype:
+        array = array.astype(dtype.as_numpy_dtype)
+    if array.dtype == np.bool_:
+        array = array.astype(dtype.as_numpy_dtype)
+    return array
+
+
+def _is_structure_of_arrays(value) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(v, (np.ndarray, tf.Tensor)) and np.ndim(v) >= 1 for v in value
+    )
+
+
+def to_arrays(value, dtype: tf.DType, *, features: bool):
+    """User data (arrays, lists, tensors, dicts of them) as numpy arrays in the model's dtype.
+
+    1-D feature arrays become one column, (n,) -> (n, 1); labels keep their shape.
+    """
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return {k: to_arrays(v, dtype, features=features) for k, v in value.items()}
+    if _is_structure_of_arrays(value):
+        return [to_arrays(v, dtype, features=features) for v in value]
+    array = _to_array(value, dtype)
+    if features and array.ndim == 1:
+        array = array[:, None]
+    return array
+
+
+def spec_of(value):
+    """TensorSpecs of arrays or tensors (a nest of them), with the batch axis left open."""
+    if value is None:
+        return None
+    return tf.nest.map_structure(
+        lambda a: tf.TensorSpec([None, *a.shape[1:]], tf.as_dtype(a.dtype)), value
+    )
+
+
+def arrange_targets(y, output_names: list[str] | None, needed: list[str], name: str):
+    """Labels in the structure the losses read: one array, or a dict by output name.
+
+    Args:
+        y: the labels (or their specs): an array, a dict by output name, or a list/tuple in
+            output order.
+        output_names: the model's outputs when it has several, else None.
+        needed: the outputs that have a loss or metrics, so must have labels.
+        name: how the labels are called in messages ("y", "validation_data labels").
+    """
+    if output_names is None:
+        if isinstance(y, (dict, list, tuple)):
+            raise ValueError(
+                f"The model has one output, but {name} is a {type(y).__name__}; give one array."
+            )
+        return y
+    if isinstance(y, (list, tuple)):
+        if len(y) != len(output_names):
+            raise ValueError(
+                f"{name} has {len(y)} entries but the model has outputs {output_names}; give one "
+                f"per output, in that order, or a dict by output name."
+            )
+        y = dict(zip(output_names, y))
+    if not isinstance(y, dict):
+        raise ValueError(
+            f"The model has outputs {output_names}; give {name} as a dict by output name or a "
+            f"list in that order."
+        )
+    missing = [n for n in needed if n not in y]
+    if missing:
+        raise ValueError(f"{name} lacks labels for outputs {missing} (outputs: {output_names}).")
+    return {n: y[n] for n in output_names if n in y}
+
+
+class ArrayFeed:
+    """In-memory data, batched by index inside the compiled loop.
+
+    Args:
+        x, y, sample_weight: numpy arrays (or dicts/lists of them), one row per sample.
+        batch_size: samples per step; None puts all samples in one batch.
+        shuffle: draw a new permutation of the samples every epoch.
+        seed: with the epoch number, fixes each epoch's permutation (reproducible, resumable).
+    """
+
+    is_dataset = False
+
+    def __init__(self, x, y, sample_weight, batch_size: int | None, shuffle: bool, seed: int,
+                 names=("x", "y")):
+        self.x, self.y, self.sample_weight = x, y, sample_weight
+        self.names = names
+        self.num_samples = int(np.shape(tf.nest.flatten(x)[0])[0])
+        self.batch_size = self.num_samples if batch_size is None else min(batch_size, self.num_samples)
+        self.shuffle = shuffle
+        self.seed = seed
+        self.steps = math.ceil(self.num_samples / self.batch_size)
+        self._tensors = None
+
+    @property
+    def element_spec(self):
+        return spec_of(self.x), spec_of(self.y), spec_of(self.sample_weight)
+
+    def arrange_targets(self, output_names, needed) -> None:
+        if self.y is not None:
+            self.y = arrange_targets(self.y, output_names, needed, self.names[1])
+
+    def tensors(self):
+        """(x, y, sample_weight) as tensors, converted once."""
+        if self._tensors is None:
+            self._tensors = tf.nest.map_structure(
+                lambda a: None if a is None else tf.constant(a),
+                (self.x, self.y, self.sample_weight),
+            )
+        return self._tensors
+
+    def chunks(self, epoch: int, sizes: Iterator[int]) -> Iterator[Chunk]:
+        """The epoch's batches, grouped into chunks whose sizes `sizes` yields one by one.
+
+        The last, smaller batch (if any) is a chunk of its own: rows of a chunk share one size.
+        """
+        order = np.arange(self.num_samples, dtype=np.int32)
+        if self.shuffle:
+            order = np.random.default_rng([self.seed, epoch]).permutation(order).astype(np.int32)
+        full = self.num_samples // self.batch_size
+        rows = order[: full * self.batch_size].reshape(full, self.batch_size)
+        start = 0
+        while start < full:
+            size = max(1, min(next(sizes), full - start))
+            yield Chunk(start, size, rows[start : start + size])
+            start += size
+        if full * self.batch_size < self.num_samples:
+            yield Chunk(full, 1, order[full * self.batch_size :][None, :])
+
+
+class DatasetFeed:
+    """A `tf.data.Dataset` of batches: `x`, `(x, y)` or `(x, y, sample_weight)`.
+
+    Args:
+        dataset: the batched dataset.
+        steps: batches per epoch; None reads until the dataset ends. With steps, the iterator
+            carries on across epochs, and a finite dataset starts a new pass when it runs out,
+            so every epoch has `steps` batches and all the data is seen.
+        names: how the data is called in messages.
+        steps_argument: the argument that sets `steps`, for messages.
+    """
+
+    is_dataset = True
+
+    def __init__(self, dataset: tf.data.Dataset, steps: int | None, names=("x", "y"),
+                 steps_argument: str = "steps_per_epoch"):
+        self.dataset = dataset
+        self.names = names
+        cardinality = int(dataset.cardinality())
+        if steps is None and cardinality == tf.data.INFINITE_CARDINALITY:
+            raise ValueError(
+                f"{names[0]} is a dataset that repeats forever; pass {steps_argument} to say how "
+                f"many batches make an epoch, or give a finite dataset (dataset.take(n))."
+            )
+        if cardinality == 0:
+            raise ValueError(f"{names[0]} is an empty dataset: it yields no batches.")
+        self.steps = steps if steps is not None else (cardinality if cardinality >= 0 else None)
+        self.cycles = steps is not None  # keep the iterator; restart a finite dataset when done
+        self._iterator = None
+
+    @property
+    def element_spec(self):
+        spec = self.dataset.element_spec
+        if isinstance(spec, tuple):
+            if len(spec) not in (1, 2, 3):
+                raise ValueError(
+                    f"A dataset must yield x, (x, y) or (x, y, sample_weight); the elements of "
+                    f"{self.names[0]} have {len(spec)} parts."
+                )
+            return tuple(spec) + (None,) * (3 - len(spec))
+        return spec, None, None
+
+    def arrange_targets(self, output_names, needed) -> None:
+        """Maps labels yielded as a tuple in output order to a dict by output name."""
+        y_spec = self.element_spec[1]
+        if y_spec is None:
+            return
+        arrange_targets(y_spec, output_names, needed, f"the labels of {self.names[0]}")  # checks
+        if isinstance(y_spec, (list, tuple)):
+            names = list(output_names)
+
+            def by_name(*element):
+                return (element[0], dict(zip(names, element[1])), *element[2:])
+
+            self.dataset = self.dataset.map(by_name)
+
+    def chunks(self, epoch: int, sizes: Iterator[int]) -> Iterator[Chunk]:
+        """Chunks of up to `next(sizes)` batches; the loop reports how many it really ran."""
+        start = 0
+        while self.steps is None or start < self.steps:
+            size = next(sizes)
+            if self.steps is not None:
+                size = min(size, self.steps - start)
+            yield Chunk(start, size)
+            start += size
+
+    def epoch_iterator(self):
+        """The iterator for a new epoch: a fresh pass, unless the steps per epoch are fixed."""
+        if self._iterator is None or not self.cycles:
+            self._iterator = iter(self.dataset)
+        return self._iterator
+
+    def restart(self):
+        """A new pass over a finite dataset that ran out in the middle of an epoch."""
+        self._iterator = iter(self.dataset)
+        return self._iterator
+
+
+def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False,
+              steps=None, check_finite=True, names=("x", "y"), seed=0,
+              steps_argument="steps_per_epoch"):
+    """Validates user data and wraps it in an `ArrayFeed` or a `DatasetFeed`.
+
+    Raises:
+        ValueError: for mismatched lengths, NaN/inf values, a bad batch size, or a dataset
+            with labels where none are expected.
+    """
+    if isinstance(x, tf.data.Dataset):
+        if y is not None:
+            raise ValueError(
+                f"{names[0]} is a tf.data.Dataset, which already yields the labels; do not pass "
+                f"{names[1]} as well."
+            )
+        if batch_size not in (None, DEFAULT_BATCH_SIZE):
+            raise ValueError(
+                f"{names[0]} is a tf.data.Dataset, which is already batched; batch it with "
+                f"dataset.batch({batch_size}) instead of passing batch_size."
+            )
+        return DatasetFeed(x, steps, names, steps_argument)
+    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
+        raise ValueError(
+            f"batch_size must be a positive integer, or None for all samples in one batch. "
+            f"Received: batch_size={batch_size!r}"
+        )
+    x = to_arrays(model._arrange_inputs(x), model.dtype, features=True)
+    y = to_arrays(y, model.dtype, features=False)
+    sample_weight = None if sample_weight is None else _to_array(sample_weight, model.dtype)
+    named = {names[0]: x, names[1]: y, "sample_weight": sample_weight}
+    input_checks.check_same_length({k: v for k, v in named.items() if v is not None})
+    if check_finite:
+        input_checks.check_finite(named)
+    return ArrayFeed(x, y, sample_weight, batch_size, shuffle, seed, names)

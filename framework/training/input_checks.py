@@ -1,0 +1,175 @@
+"""Checks on user data, run before any training step so bad data fails fast and clearly.
+
+Each check raises `ValueError` with what was wrong, where (which argument, which sample) and how
+to fix it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.training.losses import LossKind
+
+__all__ = ["check_same_length", "check_finite", "check_features", "check_labels", "shape_text",
+           "label_assertions", "LABEL_CHECK_MARK"]
+
+
+def shape_text(shape) -> str:
+    dims = tf.TensorShape(shape).as_list() if tf.TensorShape(shape).rank is not None else []
+    return "(" + ", ".join("None" if d is None else str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _leaves(name: str, value) -> list[tuple[str, np.ndarray]]:
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [(f"{name}[{k!r}]", np.asarray(v)) for k, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        return [(f"{name}[{i}]", np.asarray(v)) for i, v in enumerate(value)]
+    return [(name, np.asarray(value))]
+
+
+def check_same_length(named: dict[str, object]) -> int:
+    """All arrays have one row per sample; returns the number of samples."""
+    lengths = []
+    for name, value in named.items():
+        for leaf_name, array in _leaves(name, value):
+            if array.ndim == 0:
+                raise ValueError(
+                    f"{leaf_name} is a scalar; it needs one row per sample (shape (samples, ...))."
+                )
+            lengths.append((leaf_name, array.shape[0]))
+    distinct = {n for _, n in lengths}
+    if len(distinct) > 1:
+        described = ", ".join(f"{name} has {n}" for name, n in lengths)
+        raise ValueError(
+            f"The data arrays disagree on the number of samples: {described}. Every array must "
+            f"have one row per sample."
+        )
+    if not lengths or lengths[0][1] == 0:
+        raise ValueError(f"{next(iter(named), 'x')} is empty: there is nothing to train on.")
+    return lengths[0][1]
+
+
+def check_finite(named: dict[str, object]) -> None:
+    """No NaN or infinite value in floating arrays (pass check_finite=False to skip)."""
+    for name, value in named.items():
+        for leaf_name, array in _leaves(name, value):
+            if not np.issubdtype(array.dtype, np.floating):
+                continue
+            finite = np.isfinite(array)
+            if finite.all():
+                continue
+            bad = np.argwhere(~finite)[0]
+            nans = int(np.isnan(array).sum())
+            infs = int(np.isinf(array).sum())
+            raise ValueError(
+                f"{leaf_name} contains {nans} NaN and {infs} infinite values; the first is at "
+                f"index {tuple(int(i) for i in bad)}. Clean or impute the data, or pass "
+                f"check_finite=False to train anyway."
+            )
+
+
+def check_features(name: str, array_shape, expected: tf.TensorSpec) -> None:
+    """The samples have the shape the model was built for."""
+    got = tf.TensorShape([None] + list(array_shape)[1:])
+    if not got.is_compatible_with(expected.shape):
+        raise ValueError(
+            f"{name} has samples of shape {shape_text(got[1:])}, but the model was built for "
+            f"samples of shape {shape_text(expected.shape[1:])}. Reshape the data, or build a "
+            f"new model for this shape."
+        )
+
+
+def check_labels(name: str, y: np.ndarray, output: tf.TensorSpec, kind: LossKind) -> None:
+    """Labels fit the loss and the model's output: class ids in range, 0/1 targets, shapes."""
+    y = np.asarray(y)
+    if not (np.issubdtype(y.dtype, np.number) or y.dtype == np.bool_):
+        raise ValueError(
+            f"{name} must be numeric; it holds {y.dtype} values such as {y.flat[0]!r}. Encode "
+            f"class names as integer ids (e.g. with np.unique(labels, return_inverse=True))."
+        )
+    outputs = output.shape[-1] if output.shape.rank else None
+    if kind.labels == "sparse_categorical":
+        if not np.issubdtype(y.dtype, np.integer) and not np.all(np.mod(y, 1) == 0):
+            raise ValueError(
+                f"{name} must hold integer class ids for a sparse categorical loss; it has "
+                f"non-integer values such as {y[np.mod(y, 1) != 0].flat[0]!r}."
+            )
+        if outputs is not None and y.size and (y.min() < 0 or y.max() >= outputs):
+            bad = y.min() if y.min() < 0 else y.max()
+            raise ValueError(
+                f"{name} contains label {int(bad)}, but the model outputs {outputs} classes, so "
+                f"labels must lie in 0..{outputs - 1}. Give the last layer as many units as there "
+                f"are classes, or fix the labels."
+            )
+        return
+    if kind.labels == "binary" and y.size and (y.min() < 0 or y.max() > 1):
+        raise ValueError(
+            f"{name} must hold targets in [0, 1] for a binary cross-entropy loss; found values "
+            f"from {y.min()} to {y.max()}."
+        )
+    if kind.labels == "categorical" and y.shape[1:] != tuple(output.shape[1:]):
+        raise ValueError(
+            f"{name} has rows of shape {shape_text(y.shape[1:])} but the model outputs "
+            f"{shape_text(output.shape[1:])}. A categorical loss needs one-hot rows; for integer "
+            f"class ids use sparse_categorical_crossentropy."
+        )
+    _check_target_shape(name, y.shape, output)
+
+
+def _check_target_shape(name: str, shape, output: tf.TensorSpec) -> None:
+    target = list(shape[1:])
+    predicted = output.shape.as_list()[1:]
+    # Keras squeezes a trailing axis of size 1 on one side, so (n,) targets fit (n, 1) outputs.
+    if target[-1:] == [1] and len(target) == len(predicted) + 1:
+        target = target[:-1]
+    if predicted[-1:] == [1] and len(predicted) == len(target) + 1:
+        predicted = predicted[:-1]
+    compatible = len(target) == len(predicted) and all(
+        p is None or t == p or t == 1 or p == 1 for t, p in zip(target, predicted)
+    )
+    if not compatible:
+        raise ValueError(
+            f"{name} has targets of shape {shape_text([None] + list(shape[1:]))} but the model "
+            f"predicts {shape_text(output.shape)}. Make the last layer produce one value per "
+            f"target, or reshape the targets."
+        )
+
+
+LABEL_CHECK_MARK = "graphfit label check: "
+
+
+def label_assertions(y, checks: dict) -> list:
+    """In-graph checks of one batch of labels read from a dataset (arrays are checked whole,
+    before training, by `check_labels`).
+
+    Args:
+        y: the batch's labels (a dict by output name for several outputs).
+        checks: {output or None: (name for messages, output TensorSpec, LossKind)}.
+
+    Returns:
+        Assertion ops; a failing one raises `tf.errors.InvalidArgumentError` whose message
+        starts with `LABEL_CHECK_MARK`.
+    """
+    ops = []
+    for output, (name, spec, kind) in checks.items():
+        labels = y if output is None else y[output]
+        if kind.labels == "sparse_categorical" and spec.shape[-1] is not None:
+            classes = int(spec.shape[-1])
+            message = (f"{LABEL_CHECK_MARK}{name} contains a label outside 0..{classes - 1}, but "
+                       f"the model outputs {classes} classes. Fix the labels, or give the last "
+                       f"layer as many units as there are classes.")
+            labels = tf.cast(labels, tf.float64)
+            ops.append(tf.debugging.assert_non_negative(labels, message=message))
+            ops.append(tf.debugging.assert_less(labels, tf.constant(classes, tf.float64),
+                                                message=message))
+        elif kind.labels == "binary":
+            message = (f"{LABEL_CHECK_MARK}{name} must hold targets in [0, 1] for a binary "
+                       f"cross-entropy loss.")
+            labels = tf.cast(labels, tf.float64)
+            ops.append(tf.debugging.assert_non_negative(labels, message=message))
+            ops.append(tf.debugging.assert_less_equal(labels, tf.constant(1.0, tf.float64),
+                                                      message=message))
+    return ops

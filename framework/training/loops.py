@@ -1,0 +1,297 @@
+"""The Python side of `fit`, `evaluate` and `predict`: epochs, stages, chunks and callbacks.
+
+Everything per batch happens inside the compiled loops (`compiled_steps`); this module runs
+once per chunk of steps: it asks the feed for the next chunk, calls the loop, times it, and
+tells the callbacks.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.saving import checkpoints
+from graphfit.callbacks import CallbackList
+from graphfit.training.feeds import make_feed
+from graphfit.training.input_checks import LABEL_CHECK_MARK
+from graphfit.training.stage_metrics import stage_prefix
+
+__all__ = ["fit", "evaluate", "predict"]
+
+
+def _verbosity(verbose) -> int:
+    if verbose == "auto":
+        return 1
+    if verbose not in (0, 1, 2):
+        raise ValueError(f"verbose must be 0, 1, 2 or 'auto'. Received: verbose={verbose!r}")
+    return int(verbose)
+
+
+def _positive(name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
+
+
+def _split(data, argument: str):
+    """validation_data / test_data: a Dataset, (x, y) or (x, y, sample_weight)."""
+    if data is None or isinstance(data, tf.data.Dataset):
+        return data, None, None
+    if isinstance(data, (list, tuple)) and len(data) in (2, 3):
+        return data[0], data[1], data[2] if len(data) == 3 else None
+    raise ValueError(
+        f"{argument} must be a tf.data.Dataset, (x, y) or (x, y, sample_weight). Received a "
+        f"{type(data).__name__}" + (f" of length {len(data)}" if hasattr(data, "__len__") else "")
+        + "."
+    )
+
+
+def _eval_feed(model, data, argument, batch_size, steps, check_finite):
+    x, y, sample_weight = _split(data, argument)
+    if x is None:
+        return None
+    return make_feed(
+        model, x, y, sample_weight,
+        batch_size=None if isinstance(x, tf.data.Dataset) else batch_size,
+        steps=steps, check_finite=check_finite, names=(f"{argument}[0]", f"{argument}[1]"),
+        steps_argument="validation_steps" if argument == "validation_data" else "test_steps",
+    )
+
+
+def _prepare(model, state, feed, stage: str) -> None:
+    """Builds the model for the feed's inputs, arranges its labels by output, builds the
+    losses, metrics and steps, and checks the labels; all before any step runs."""
+    model._build_for(feed.element_spec[0], feed.names[0])
+    names = model.output_names
+    feed.arrange_targets(names, state.outputs_needing_labels(names))
+    state.prepare(model, feed)
+    state.check_labels(model, feed, stage)
+
+
+def check_inputs(model, x, y, *, stage: str, batch_size, check_finite: bool = True) -> None:
+    """Runs every check `fit` or `evaluate` makes before its first step, and builds what
+    they build (model, losses, metrics, optimizer slots), without running a step."""
+    state = model._compiled_for("fit" if stage == "train" else "evaluate")
+    state.require_loss("fit" if stage == "train" else "evaluate")
+    argument = {"train": "x", "val": "validation_data", "test": "test_data"}[stage]
+    if stage == "train" or isinstance(x, tf.data.Dataset):
+        dataset = isinstance(x, tf.data.Dataset)
+        feed = make_feed(model, x, y, None, batch_size=None if dataset else batch_size,
+                         check_finite=check_finite)
+    else:
+        feed = _eval_feed(model, (x, y), argument, batch_size, None, check_finite)
+    _prepare(model, state, feed, stage)
+
+
+def _run_chunk(state, stage, feed, chunk, iterator):
+    """Runs one chunk; a dataset with fixed steps that runs out starts a new pass."""
+    steps = state.steps
+    if not feed.is_dataset:
+        return steps.run_arrays(stage, _stage_data(feed), chunk.index_batches), iterator
+    ran = steps.run_dataset(stage, iterator, chunk.num_batches)
+    while feed.cycles and ran < chunk.num_batches:
+        iterator = feed.restart()
+        more = steps.run_dataset(stage, iterator, chunk.num_batches - ran)
+        if not more:
+            break
+        ran += more
+    return ran, iterator
+
+
+def _stage_data(feed):
+    return tuple(t for t in feed.tensors() if t is not None)
+
+
+def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackList) -> dict:
+    """Runs one pass of `stage` over `feed`; returns the stage's results (unprefixed).
+
+    Raises:
+        ValueError: when the data yields no batch, or a dataset batch holds bad labels.
+    """
+    metrics = state.stage_metrics[stage]
+    metrics.reset()
+    training = stage == "train"
+    sizer = state.sizers[stage]
+    wants_batches = (
+        callbacks.needs_train_batch_hooks if training else callbacks.needs_test_batch_hooks
+    )
+    sizes = sizer.sizes(one_at_a_time=training and callbacks.wants_every_train_batch)
+    iterator = feed.epoch_iterator() if feed.is_dataset else None
+    total = 0
+    for chunk in feed.chunks(epoch, sizes):
+        if wants_batches:
+            _batch_hook(callbacks, stage, "begin", chunk.first_batch, None)
+        started = time.perf_counter()
+        try:
+            ran, iterator = _run_chunk(state, stage, feed, chunk, iterator)
+        except tf.errors.InvalidArgumentError as error:
+            if LABEL_CHECK_MARK not in error.message:
+                raise
+            reason = error.message.split(LABEL_CHECK_MARK, 1)[1].split("\n")[0]
+            raise ValueError(f"{reason} (batch {chunk.first_batch} or after).") from None
+        if feed.is_dataset or chunk.index_batches.shape[1] == feed.batch_size:
+            sizer.record(ran, time.perf_counter() - started)
+        total += ran
+        if ran and wants_batches:
+            _batch_hook(callbacks, stage, "end", chunk.first_batch + ran - 1, metrics.results())
+        if training and ran:
+            _ask_optimizer_to_stop(model, state.optimizer)
+        if ran < chunk.num_batches or (training and model.stop_training):
+            break
+    if not total:
+        raise ValueError(f"{feed.names[0]} yielded no batches: there is nothing to {stage} on.")
+    if feed.is_dataset and feed.steps is None:
+        feed.steps = total  # learned on the first pass: the progress bar can show a total
+    return metrics.results()
+
+
+def _ask_optimizer_to_stop(model, optimizer) -> None:
+    """Stops training when the optimizer asks (LevenbergMarquardt converged), saying why."""
+    reason = optimizer.stop_reason() if optimizer is not None else None
+    if reason:
+        model.stop_training = True
+        model.stop_reason = reason
+
+
+def _batch_hook(callbacks, stage, when, batch, logs):
+    if stage == "train":
+        getattr(callbacks, f"on_train_batch_{when}")(batch, logs)
+    else:
+        getattr(callbacks, f"on_test_batch_{when}")(batch, logs, stage=stage)
+
+
+def _evaluate_stage(model, state, stage, feed, epoch, callbacks) -> dict:
+    callbacks.on_test_begin(stage=stage)
+    logs = run_stage(model, state, stage, feed, epoch, callbacks)
+    callbacks.on_test_end(logs, stage=stage)
+    return logs
+
+
+def _prefixed(stage: str, logs: dict) -> dict:
+    return {stage_prefix(stage) + key: value for key, value in logs.items()}
+
+
+def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data, test_data,
+        shuffle, initial_epoch, sample_weight, steps_per_epoch, validation_steps, test_steps,
+        validation_freq, test_freq, check_finite):
+    state = model._compiled_for("fit")
+    state.require_loss("fit")
+    verbose = _verbosity(verbose)
+    _positive("epochs", epochs)
+    _positive("validation_freq", validation_freq)
+    _positive("test_freq", test_freq, allow_none=True)
+    for name, value in (("steps_per_epoch", steps_per_epoch), ("validation_steps", validation_steps),
+                        ("test_steps", test_steps)):
+        _positive(name, value, allow_none=True)
+    if not isinstance(initial_epoch, (int, np.integer)) or not 0 <= initial_epoch < epochs:
+        raise ValueError(
+            f"initial_epoch must be an integer in [0, epochs). Received: "
+            f"initial_epoch={initial_epoch!r}, epochs={epochs}"
+        )
+    if y is None and not isinstance(x, tf.data.Dataset):
+        raise ValueError("fit() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
+    state_of_fit = checkpoints.fit_state(model)
+    seed = int(state_of_fit.shuffle_seed.numpy())
+    if initial_epoch == 0 or seed < 0:
+        # A resumed fit (initial_epoch > 0) keeps the saved seed, so its epochs shuffle
+        # exactly as those of an uninterrupted fit.
+        seed = int(np.random.randint(0, 2**31 - 1))
+    train = make_feed(model, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
+                      steps=steps_per_epoch, check_finite=check_finite, seed=seed)
+    val = _eval_feed(model, validation_data, "validation_data", batch_size, validation_steps,
+                     check_finite)
+    test = _eval_feed(model, test_data, "test_data", batch_size, test_steps, check_finite)
+    for feed, stage in ((train, "train"), (val, "val"), (test, "test")):
+        if feed is not None:
+            _prepare(model, state, feed, stage)
+
+    callbacks = CallbackList(
+        callbacks, model=model, add_history=True, add_progress_bar=verbose > 0, verbose=verbose,
+        params={"epochs": epochs, "steps": train.steps, "verbose": verbose},
+    )
+    model.stop_training = False
+    model.stop_reason = None  # a reason is about the fit that set it
+    state_of_fit.shuffle_seed.assign(seed)
+    state_of_fit.epoch.assign(initial_epoch)
+    callbacks.on_train_begin()
+    logs: dict = {}
+    tested_epoch = None
+    epoch = initial_epoch
+    for epoch in range(initial_epoch, epochs):
+        callbacks.on_epoch_begin(epoch)
+        logs = run_stage(model, state, "train", train, epoch, callbacks)
+        if val is not None and (epoch + 1) % validation_freq == 0:
+            logs.update(_prefixed("val", _evaluate_stage(model, state, "val", val, epoch, callbacks)))
+        last = epoch == epochs - 1
+        if test is not None and (last or (test_freq and (epoch + 1) % test_freq == 0)):
+            logs.update(_prefixed("test", _evaluate_stage(model, state, "test", test, epoch, callbacks)))
+            tested_epoch = epoch
+        state_of_fit.epoch.assign(epoch + 1)  # before the callbacks: checkpoints save it
+        callbacks.on_epoch_end(epoch, logs)
+        if model.stop_training:
+            break
+    if test is not None and tested_epoch != epoch:
+        # Training stopped early: the test numbers must describe the final weights.
+        logs.update(_prefixed("test", _evaluate_stage(model, state, "test", test, epoch, callbacks)))
+    callbacks.on_train_end(logs)
+    return callbacks.history
+
+
+def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callbacks, return_dict,
+             stage, check_finite):
+    state = model._compiled_for("evaluate")
+    state.require_loss("evaluate")
+    if stage not in ("val", "test"):
+        raise ValueError(f"stage must be 'val' or 'test'. Received: stage={stage!r}")
+    verbose = _verbosity(verbose)
+    if y is None and not isinstance(x, tf.data.Dataset):
+        raise ValueError("evaluate() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
+    feed = make_feed(model, x, y, sample_weight, batch_size=batch_size, steps=steps,
+                     check_finite=check_finite, steps_argument="steps")
+    _prepare(model, state, feed, stage)
+    callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
+                             verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
+    logs = _evaluate_stage(model, state, stage, feed, 0, callbacks)
+    if return_dict:
+        return logs
+    values = list(logs.values())
+    return values[0] if len(values) == 1 else values
+
+
+def predict(model, x, *, batch_size, verbose, steps, callbacks):
+    if isinstance(x, tf.data.Dataset):
+        feed = make_feed(model, x, batch_size=None, steps=steps, steps_argument="steps")
+    else:
+        feed = make_feed(model, x, batch_size=batch_size, check_finite=False)
+    state = model._state_for_predict()
+    model._build_for(feed.element_spec[0], feed.names[0])
+    state.prepare(model, feed)
+    verbose = _verbosity(verbose)
+    callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
+                             verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
+    callbacks.on_predict_begin()
+    parts = []
+    if feed.is_dataset:
+        callbacks.on_predict_batch_begin(0)
+        outputs = state.steps.predict_dataset(feed.epoch_iterator(), feed.steps or 2**31 - 1)
+        parts.append([o.numpy() for o in outputs])
+        callbacks.on_predict_batch_end(max((feed.steps or 1) - 1, 0), None)
+    else:
+        x_tensors = feed.tensors()[0]
+        sizer = state.sizers["predict"]
+        for chunk in feed.chunks(0, sizer.sizes()):
+            callbacks.on_predict_batch_begin(chunk.first_batch)
+            started = time.perf_counter()
+            outputs = state.steps.predict_arrays(x_tensors, chunk.index_batches)
+            parts.append([o.numpy() for o in outputs])
+            if chunk.index_batches.shape[1] == feed.batch_size:
+                sizer.record(chunk.num_batches, time.perf_counter() - started)
+            callbacks.on_predict_batch_end(chunk.first_batch + chunk.num_batches - 1, None)
+    callbacks.on_predict_end()
+    flat = [np.concatenate(column) for column in zip(*parts)]
+    if not flat or not len(flat[0]):
+        raise ValueError(f"{feed.names[0]} yielded no batches: there is nothing to predict.")
+    return tf.nest.pack_sequence_as(model.output_spec, flat)

@@ -1,0 +1,220 @@
+"""The compiled loss: Keras losses resolved by name or object, one per model output.
+
+Keras computes losses well; graphfit only resolves the identifiers, puts every loss in the
+model's dtype (Keras losses default to float32, which would throw away float64 precision), and
+sums the per-output losses with their weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+
+import keras
+import tensorflow as tf
+
+from graphfit.core import autograph_scope
+from graphfit.core.naming import snake_case
+from graphfit.core.registry import unknown_name_error
+
+__all__ = ["LossSet", "resolve_loss", "loss_kind", "LossKind", "FunctionLoss"]
+
+_ALIASES = {
+    "mse": "mean_squared_error",
+    "mae": "mean_absolute_error",
+    "mape": "mean_absolute_percentage_error",
+    "msle": "mean_squared_logarithmic_error",
+    "kld": "kl_divergence",
+    "kullback_leibler_divergence": "kl_divergence",
+    "logcosh": "log_cosh",
+}
+
+
+@functools.cache
+def _loss_classes() -> dict[str, type]:
+    """{'mean_squared_error': keras.losses.MeanSquaredError, ...} for every public loss."""
+    classes = {}
+    for attribute in dir(keras.losses):
+        value = getattr(keras.losses, attribute)
+        if isinstance(value, type) and issubclass(value, keras.losses.Loss):
+            if value is not keras.losses.Loss:
+                classes[snake_case(attribute)] = value
+    classes["kl_divergence"] = keras.losses.KLDivergence
+    return classes
+
+
+def valid_loss_names() -> list[str]:
+    return sorted(set(_loss_classes()) | set(_ALIASES))
+
+
+class FunctionLoss(keras.losses.Loss):
+    """A Keras loss around a plain function `fn(y_true, y_pred) -> per-example losses`.
+
+    Args:
+        fn: the function; it returns one value per example (or per element, then averaged).
+        name: the name shown in logs; default the function's name.
+        dtype: the dtype the loss computes in.
+    """
+
+    def __init__(self, fn, name: str | None = None, dtype=None, reduction="sum_over_batch_size"):
+        super().__init__(name=name or getattr(fn, "__name__", "loss"), reduction=reduction,
+                         dtype=dtype)
+        self.fn = fn
+
+    def call(self, y_true, y_pred):
+        # Keras's rule: a trailing axis of size 1 on one side only is squeezed away.
+        if y_true.shape.rank == y_pred.shape.rank + 1 and y_true.shape[-1] == 1:
+            y_true = tf.squeeze(y_true, -1)
+        elif y_pred.shape.rank == y_true.shape.rank + 1 and y_pred.shape[-1] == 1:
+            y_pred = tf.squeeze(y_pred, -1)
+        return autograph_scope.convert_user_code(self.fn)(y_true, y_pred)
+
+
+def resolve_loss(identifier, dtype: tf.DType) -> keras.losses.Loss:
+    """A Keras `Loss` object computing in `dtype`, from a name, a Loss object or a callable.
+
+    Raises:
+        ValueError: for an unknown name, listing the valid names.
+        TypeError: for anything that is not a name, a Loss or a callable.
+    """
+    if isinstance(identifier, str):
+        key = snake_case(identifier) if identifier[:1].isupper() else identifier.lower()
+        key = _ALIASES.get(key, key)
+        cls = _loss_classes().get(key)
+        if cls is None:
+            raise unknown_name_error(
+                "loss", identifier, valid_loss_names(),
+                "or pass a keras.losses.Loss object or a function (y_true, y_pred) -> losses.",
+            )
+        return cls(dtype=dtype.name)
+    if isinstance(identifier, keras.losses.Loss):
+        if identifier.dtype == dtype.name:
+            return identifier
+        try:
+            return type(identifier).from_config({**identifier.get_config(), "dtype": dtype.name})
+        except (TypeError, ValueError):
+            warnings.warn(
+                f"Loss {identifier.name!r} computes in {identifier.dtype} and could not be "
+                f"rebuilt in the model's {dtype.name}; pass dtype={dtype.name!r} to its "
+                f"constructor to keep full precision.",
+                stacklevel=3,
+            )
+            return identifier
+    if callable(identifier):
+        return FunctionLoss(identifier, dtype=dtype.name)
+    raise TypeError(
+        f"loss must be a loss name, a keras.losses.Loss or a function (y_true, y_pred). "
+        f"Received: loss={identifier!r}"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class LossKind:
+    """What a loss expects of its labels: used to check labels and to pick metrics.
+
+    Attributes:
+        labels: "sparse_categorical" (integer class ids), "categorical" (one-hot rows),
+            "binary" (0/1) or None (anything, e.g. regression).
+        from_logits: whether predictions are logits.
+    """
+
+    labels: str | None
+    from_logits: bool = False
+
+
+_KINDS = {
+    "sparse_categorical_crossentropy": "sparse_categorical",
+    "categorical_crossentropy": "categorical",
+    "categorical_focal_crossentropy": "categorical",
+    "binary_crossentropy": "binary",
+    "binary_focal_crossentropy": "binary",
+}
+
+
+def loss_kind(loss: keras.losses.Loss) -> LossKind:
+    config = loss.get_config() if hasattr(loss, "get_config") else {}
+    if isinstance(loss, FunctionLoss):
+        name = getattr(loss.fn, "__name__", "")
+    else:
+        name = snake_case(type(loss).__name__)
+    return LossKind(_KINDS.get(name), bool(config.get("from_logits", False)))
+
+
+class LossSet:
+    """The model's total loss: `sum_i weight_i * loss_i(y_true_i, y_pred_i, sample_weight)`.
+
+    Args:
+        loss: one loss for every output, a list in output order, or a dict by output name.
+        loss_weights: None, a list in output order, or a dict by output name.
+    """
+
+    def __init__(self, loss, loss_weights=None):
+        if loss is None:
+            raise ValueError(
+                "compile() needs a loss, e.g. loss='mse' or "
+                "loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)."
+            )
+        self._spec = loss
+        self._weight_spec = loss_weights
+        self.output_names: list[str] | None = None
+        self.losses: dict[str | None, keras.losses.Loss] = {}
+        self.weights: dict[str | None, float] = {}
+        self.built = False
+        if isinstance(loss, (str, keras.losses.Loss)) or callable(loss):
+            resolve_loss(loss, tf.float32)  # fail at compile time on a bad name
+        elif isinstance(loss, dict):
+            for item in loss.values():
+                resolve_loss(item, tf.float32)
+        elif isinstance(loss, (list, tuple)):
+            for item in loss:
+                resolve_loss(item, tf.float32)
+
+    def build(self, output_names: list[str] | None, dtype: tf.DType) -> None:
+        """Resolves one loss per output, once the model's outputs are known."""
+        self.output_names = output_names
+        keys = output_names or [None]
+        spec, weights = self._spec, self._weight_spec
+        per_output = _per_output(spec, keys, "loss")
+        weight_per_output = _per_output(weights, keys, "loss_weights") if weights else {}
+        self.losses = {k: resolve_loss(v, dtype) for k, v in per_output.items() if v is not None}
+        self.weights = {k: float(weight_per_output.get(k, 1.0)) for k in self.losses}
+        self.built = True
+
+    def kind(self, output: str | None = None) -> LossKind:
+        loss = self.losses.get(output)
+        return loss_kind(loss) if loss is not None else LossKind(None)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        """Returns (total loss, {output name: loss}) for one batch."""
+        if self.output_names is None:
+            loss = self.losses[None](y_true, y_pred, sample_weight=sample_weight)
+            return loss, {}
+        per_output = {}
+        total = None
+        for name, loss_fn in self.losses.items():
+            value = loss_fn(y_true[name], y_pred[name], sample_weight=sample_weight)
+            per_output[name] = value
+            weighted = value * tf.cast(self.weights[name], value.dtype)
+            total = weighted if total is None else total + weighted
+        return total, per_output
+
+
+def _per_output(spec, keys: list, argument: str) -> dict:
+    if isinstance(spec, dict):
+        unknown = [k for k in spec if k not in keys]
+        if unknown:
+            raise ValueError(
+                f"{argument} names outputs {unknown} that the model does not have. Its outputs "
+                f"are {[k for k in keys if k is not None]}."
+            )
+        return {k: spec.get(k) for k in keys}
+    if isinstance(spec, (list, tuple)):
+        if len(spec) != len(keys):
+            raise ValueError(
+                f"{argument} has {len(spec)} entries but the model has {len(keys)} outputs "
+                f"({[k for k in keys if k is not None]}). Give one per output, or a dict by "
+                f"output name."
+            )
+        return dict(zip(keys, spec))
+    return {k: spec for k in keys}

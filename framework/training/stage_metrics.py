@@ -1,0 +1,219 @@
+"""Per-stage metric state: train, validation and test each own their metric variables.
+
+Keras 3 shares one set of metric variables between `fit`'s training numbers and `evaluate`, and
+resets it when a stage starts, so a validation pass in the middle of an epoch can disturb the
+training numbers. graphfit gives each stage its own `StageMetrics`: fresh Keras metric objects
+(cloned from what `compile` received) and a loss tracker, reset at the start of that stage only.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import keras
+import tensorflow as tf
+
+from graphfit.training.losses import LossKind, LossSet
+from graphfit.core.registry import unknown_name_error
+
+__all__ = ["StageMetrics", "STAGES", "stage_prefix", "resolve_metric", "check_metric_identifier"]
+
+STAGES = ("train", "val", "test")
+
+
+def stage_prefix(stage: str) -> str:
+    """'' for train, 'val_' and 'test_': the prefix of a stage's keys in epoch logs."""
+    return "" if stage == "train" else f"{stage}_"
+
+
+@functools.cache
+def _valid_metric_names() -> list[str]:
+    names = {"accuracy", "acc", "auc"}
+    for attribute in dir(keras.metrics):
+        if attribute.startswith("_") or attribute in ("get", "serialize", "deserialize"):
+            continue
+        value = getattr(keras.metrics, attribute)
+        if callable(value) and attribute[0].islower():
+            names.add(attribute)
+    return sorted(names)
+
+
+def check_metric_identifier(identifier) -> None:
+    """Fails at compile time on a metric name Keras does not know."""
+    if isinstance(identifier, keras.metrics.Metric) or (
+        callable(identifier) and not isinstance(identifier, str)
+    ):
+        return
+    if not isinstance(identifier, str):
+        raise TypeError(
+            f"A metric must be a name, a keras.metrics.Metric or a function (y_true, y_pred). "
+            f"Received: {identifier!r}"
+        )
+    if identifier.lower() in ("accuracy", "acc"):
+        return
+    try:
+        keras.metrics.get(identifier)
+    except ValueError:
+        raise unknown_name_error(
+            "metric", identifier, _valid_metric_names(),
+            "or pass a keras.metrics.Metric object or a function (y_true, y_pred).",
+        ) from None
+
+
+def resolve_metric(identifier, y_true: tf.TensorSpec, y_pred: tf.TensorSpec,
+                   kind: LossKind, dtype: tf.DType = tf.float32) -> keras.metrics.Metric:
+    """A fresh Keras metric object for one stage and one output, computing in `dtype`.
+
+    "accuracy" picks binary, sparse-categorical or categorical accuracy from the shapes, as Keras
+    does. When the loss says the outputs are binary logits, threshold metrics ("accuracy",
+    "precision", "recall", "auc") are set up for logits (threshold 0, AUC(from_logits=True)),
+    which Keras leaves to the user.
+    """
+    binary_logits = kind.labels == "binary" and kind.from_logits
+    dtype = dtype.name
+    if isinstance(identifier, keras.metrics.Metric):
+        return _clone(identifier, dtype=dtype)
+    if not isinstance(identifier, str):
+        name = getattr(identifier, "__name__", "metric")
+        return keras.metrics.MeanMetricWrapper(identifier, name=name, dtype=dtype)
+    name = identifier
+    lowered = identifier.lower()
+    if lowered in ("accuracy", "acc"):
+        if y_pred.shape[-1] == 1:
+            threshold = 0.0 if binary_logits else 0.5
+            return keras.metrics.BinaryAccuracy(name=name, threshold=threshold, dtype=dtype)
+        sparse = y_true.shape.rank < y_pred.shape.rank or (
+            y_true.shape[-1] == 1 and (y_pred.shape[-1] or 0) > 1
+        )
+        cls = keras.metrics.SparseCategoricalAccuracy if sparse else keras.metrics.CategoricalAccuracy
+        return cls(name=name, dtype=dtype)
+    if binary_logits and lowered == "auc":
+        return keras.metrics.AUC(name=name, from_logits=True, dtype=dtype)
+    if binary_logits and lowered in ("precision", "recall"):
+        cls = keras.metrics.Precision if lowered == "precision" else keras.metrics.Recall
+        return cls(name=name, thresholds=0.0, dtype=dtype)
+    metric = keras.metrics.get(identifier)
+    if isinstance(metric, keras.metrics.Metric):
+        return _clone(metric, name=name, dtype=dtype)
+    return keras.metrics.MeanMetricWrapper(metric, name=name, dtype=dtype)
+
+
+def _clone(metric: keras.metrics.Metric, **overrides) -> keras.metrics.Metric:
+    """A metric with fresh state (and, where its constructor takes them, the overrides)."""
+    config = metric.get_config()
+    try:
+        return type(metric).from_config({**config, **overrides})
+    except TypeError:
+        return type(metric).from_config(config)
+
+
+class StageMetrics:
+    """The loss trackers and metric objects of one stage.
+
+    Args:
+        stage: "train", "val" or "test".
+        metrics: what compile() received: a list for every output, or a dict by output name.
+            They ignore sample weights, as in Keras.
+        weighted_metrics: the same, for metrics that apply the sample weights.
+        loss_set: the compiled loss (its kinds choose how "accuracy" is computed).
+        dtype: the model's dtype; the numbers are accumulated in it.
+    """
+
+    def __init__(self, stage: str, metrics, weighted_metrics, loss_set: LossSet,
+                 dtype: tf.DType = tf.float32):
+        self.stage = stage
+        self._specs = ((metrics or [], False), (weighted_metrics or [], True))
+        self._loss_set = loss_set
+        self.dtype = dtype
+        self.loss_tracker = keras.metrics.Mean(name="loss", dtype=dtype.name)
+        self.output_loss_trackers: dict[str, keras.metrics.Mean] = {}
+        # (output or None, log key, metric, whether it reads the sample weights)
+        self.metrics: list[tuple[str | None, str, keras.metrics.Metric, bool]] = []
+
+    def build(self, y_true_spec, y_pred_spec) -> None:
+        """Creates the metric objects eagerly, before any step is traced."""
+        names = self._loss_set.output_names
+        entries, keys = [], set()
+        for spec, weighted in self._specs:
+            for output, identifier in _per_output(spec, names):
+                true_spec = y_true_spec if output is None else y_true_spec[output]
+                pred_spec = y_pred_spec if output is None else y_pred_spec[output]
+                metric = resolve_metric(identifier, true_spec, pred_spec,
+                                        self._loss_set.kind(output), self.dtype)
+                key = _unique_key(output, metric.name, weighted, keys)
+                entries.append((output, key, metric, weighted))
+        self.metrics = entries
+        if names is not None:
+            self.output_loss_trackers = {
+                out: keras.metrics.Mean(name=f"{out}_loss", dtype=self.dtype.name)
+                for out in self._loss_set.losses
+            }
+
+    def update(self, y_true, y_pred, sample_weight, loss, output_losses) -> None:
+        """Adds one batch; runs inside the compiled loop."""
+        batch = tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], loss.dtype)
+        self.loss_tracker.update_state(loss, sample_weight=batch)
+        for out, value in output_losses.items():
+            self.output_loss_trackers[out].update_state(value, sample_weight=batch)
+        for output, _, metric, weighted in self.metrics:
+            true = y_true if output is None else y_true[output]
+            pred = y_pred if output is None else y_pred[output]
+            metric.update_state(true, pred, sample_weight=sample_weight if weighted else None)
+
+    def reset(self) -> None:
+        self.loss_tracker.reset_state()
+        for tracker in self.output_loss_trackers.values():
+            tracker.reset_state()
+        for _, _, metric, _ in self.metrics:
+            metric.reset_state()
+
+    @property
+    def variables(self) -> list:
+        """Every metric variable of this stage (the trackers' included)."""
+        objects = [self.loss_tracker, *self.output_loss_trackers.values(),
+                   *(metric for _, _, metric, _ in self.metrics)]
+        return [v for obj in objects for v in obj.variables]
+
+    def results(self) -> dict[str, float]:
+        """The stage's numbers so far, keyed without the stage prefix."""
+        values = {"loss": float(self.loss_tracker.result())}
+        for tracker in self.output_loss_trackers.values():
+            values[tracker.name] = float(tracker.result())
+        for _, key, metric, _ in self.metrics:
+            values[key] = _scalar(metric.result())
+        return values
+
+
+def _per_output(spec, output_names) -> list[tuple]:
+    if output_names is None:
+        return [(None, m) for m in _as_list(spec)]
+    if isinstance(spec, dict):
+        return [(out, m) for out in output_names for m in _as_list(spec.get(out))]
+    return [(out, m) for out in output_names for m in _as_list(spec)]
+
+
+def _unique_key(output, name: str, weighted: bool, taken: set) -> str:
+    """Keras's log keys: "{output}_{name}"; a weighted twin of a metric becomes
+    "weighted_{name}"; other repeats get "_1", "_2"."""
+    key = name if output is None else f"{output}_{name}"
+    if key in taken and weighted:
+        key = f"weighted_{name}" if output is None else f"{output}_weighted_{name}"
+    base, index = key, 1
+    while key in taken:
+        key, index = f"{base}_{index}", index + 1
+    taken.add(key)
+    return key
+
+
+def _as_list(spec) -> list:
+    if spec is None:
+        return []
+    return list(spec) if isinstance(spec, (list, tuple)) else [spec]
+
+
+def _scalar(value) -> float:
+    value = tf.convert_to_tensor(value)
+    if value.shape.rank:
+        # Metrics with one value per class (F1Score without averaging) are logged as their mean.
+        value = tf.reduce_mean(value)
+    return float(value)

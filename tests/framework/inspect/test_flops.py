@@ -1,0 +1,285 @@
+"""FLOP counts (graphfit.inspect.flops): Dense and Conv2D against hand counts, the training step's
+parts, per-layer attribution, the pitfalls (loops, conds, nested functions, pruned ops), and
+that counting leaves the model and its optimizer untouched.
+
+TensorFlow's counts used in the hand counts: MatMul 2*m*n*k; Conv2D 2 * output elements *
+kh*kw*c_in; Conv2DBackpropFilter 2 * input elements * kh*kw*c_out / stride^2; an element-wise
+op (the bias add, SGD's mul and sub) 1 per output element; Sum (the bias gradient) input
+elements minus output elements; Relu 0.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graphfit as gf
+from graphfit import layers, optimizers
+from graphfit.inspect import flops
+
+
+def _dense_forward(batch, n_in, n_out):
+    return 2 * batch * n_in * n_out + batch * n_out  # MatMul + bias add
+
+
+def _mlp(compile_with=None, activation=None):
+    model = gf.Sequential([layers.Dense(3, activation=activation, name="hidden"),
+                           layers.Dense(2, name="out")])
+    model.build((None, 4))
+    if compile_with is not None:
+        model.compile(optimizer=compile_with, loss="mse")
+    return model
+
+
+def _variable_values(variables):
+    return [v.numpy().copy() for v in variables]
+
+
+@pytest.fixture(scope="module")
+def mlp_sgd_counts():
+    """A compiled Dense(4->3, relu) -> Dense(3->2) MLP with plain SGD, counted at batch 5."""
+    return flops.count_flops(_mlp(optimizers.SGD(0.1), activation="relu"), batch_size=5)
+
+
+def test_dense_forward_matches_the_hand_count_at_several_batch_sizes():
+    model = gf.Sequential([layers.Dense(3, activation="relu", name="dense")])
+    model.build((None, 4))
+    for batch in (1, 7):
+        counts = model.flops(batch_size=batch)
+        assert all(type(counts[k]) is int
+                   for k in ("forward", "backward", "update", "training_step"))
+        assert counts["forward"] == _dense_forward(batch, 4, 3) == 27 * batch
+        assert counts["per_layer"]["dense"]["forward"] == counts["forward"]
+        assert counts["batch_size"] == batch
+    # TensorFlow has no FLOP statistic for Relu: it counts 0, and the report says so.
+    assert counts["uncounted_ops"]["forward"] == {"Relu": 1}
+
+
+@pytest.mark.parametrize(
+    "kernel, strides, padding, out_hw",
+    [((3, 3), 1, "valid", (4, 4)), ((3, 2), 2, "same", (3, 3))],
+)
+def test_conv2d_forward_matches_the_hand_count(kernel, strides, padding, out_hw):
+    batch, c_in, c_out = 2, 2, 4
+    model = gf.Sequential([layers.Conv2D(c_out, kernel, strides=strides, padding=padding,
+                                         name="conv")])
+    model.build((None, 6, 6, c_in))
+    outputs = batch * out_hw[0] * out_hw[1] * c_out
+    conv = 2 * outputs * kernel[0] * kernel[1] * c_in
+    counts = flops.count_flops(model, batch_size=batch)
+    assert counts["forward"] == conv + outputs  # + the bias add
+    assert counts["per_layer"]["conv"]["forward"] == conv + outputs
+
+
+def test_forward_equals_the_profilers_own_total():
+    model = _mlp()
+    graph = tf.function(lambda x: model(x)).get_concrete_function(
+        tf.TensorSpec((3, 4), tf.float32)).graph
+    builder = tf.compat.v1.profiler.ProfileOptionBuilder
+    reference = tf.compat.v1.profiler.profile(
+        graph, options=builder(builder.float_operation()).with_empty_output().build())
+    assert flops.count_flops(model, batch_size=3)["forward"] == reference.total_float_ops
+
+
+def test_dense_backward_matches_the_hand_count(mlp_sgd_counts):
+    b = 5
+    out_layer = (2 * b * 3 * 2      # dx = g @ W^T, into the hidden layer
+                 + 2 * b * 3 * 2    # dW = x^T @ g
+                 + (b * 2 - 2))     # bias gradient: Sum over the batch
+    hidden = 2 * b * 4 * 3 + (b * 3 - 3)  # no dx: nothing asks for the input's gradient
+    per_layer = mlp_sgd_counts["per_layer"]
+    assert per_layer["out"]["backward"] == out_layer == 128
+    assert per_layer["hidden"]["backward"] == hidden == 132
+    assert per_layer["out"]["forward"] == _dense_forward(b, 3, 2)
+    assert per_layer["hidden"]["forward"] == _dense_forward(b, 4, 3)
+    # The rest of the backward pass is the loss's gradient, outside every layer.
+    assert mlp_sgd_counts["backward"] == out_layer + hidden + (
+        mlp_sgd_counts["outside_layers"]["backward"])
+    assert mlp_sgd_counts["outside_layers"]["backward"] > 0
+
+
+def test_training_step_is_the_sum_of_its_parts(mlp_sgd_counts):
+    c = mlp_sgd_counts
+    assert c["training_step"] == c["forward_train"] + c["loss"] + c["backward"] + c["update"]
+    assert c["forward_train"] == c["forward"]  # no dropout or batch norm here
+    # mean squared error of (5, 2): Sub 10 + Square 10 + Mean over the last axis 10 + Sum 4
+    assert c["loss"] == 34
+    assert "profiler" in c["method"] and "batch_size=5" in c["method"]
+
+
+def test_plain_sgd_update_is_one_mul_and_one_sub_per_parameter(mlp_sgd_counts):
+    parameters = (4 * 3 + 3) + (3 * 2 + 2)
+    assert mlp_sgd_counts["update"] == 2 * parameters
+    assert mlp_sgd_counts["update_hooks"] == 0
+
+
+def test_adam_and_momentum_updates():
+    parameters, n_variables = 4 * 3 + 3, 2
+    model = gf.Sequential([layers.Dense(3)])
+    model.build((None, 4))
+    model.compile(optimizer=optimizers.SGD(0.1, momentum=0.9), loss="mse")
+    # m <- m * momentum - g * lr (3), w <- w + m (1)
+    assert flops.count_flops(model)["update"] == 4 * parameters
+    model.compile(optimizer="adam", loss="mse")
+    # Per element: m (3), v (Square + 3), w - m * alpha / (sqrt(v) + eps) (4; Sqrt counts 0).
+    # Per variable: two Pow, 1 - beta_2^t, lr * sqrt(.), 1 - beta_1^t, the division (6).
+    # Once: the step number, iterations + 1.
+    assert flops.count_flops(model)["update"] == 11 * parameters + 6 * n_variables + 1
+
+
+def test_per_layer_counts_add_up_with_batch_norm_and_dropout():
+    model = gf.Sequential([layers.Dense(8, activation="relu", name="d1"),
+                           layers.BatchNormalization(name="bn"),
+                           layers.Dropout(0.1, name="drop"),
+                           layers.Dense(3, name="logits")])
+    model.build((None, 5))
+    model.compile(optimizer=optimizers.SGD(0.05, momentum=0.9, nesterov=True),
+                  loss="sparse_categorical_crossentropy")
+    c = flops.count_flops(model, batch_size=4)
+    for key in ("forward", "forward_train", "backward"):
+        total = sum(entry[key] for entry in c["per_layer"].values())
+        assert total + c["outside_layers"][key] == c[key], key
+    assert list(c["per_layer"]) == ["d1", "bn", "drop", "logits"]
+    # Training mode computes the batch statistics and the dropout mask; inference does not.
+    assert c["per_layer"]["drop"]["forward"] == 0 < c["per_layer"]["drop"]["forward_train"]
+    assert c["per_layer"]["bn"]["forward"] < c["per_layer"]["bn"]["forward_train"]
+    # Two moving averages of 8 values: var * momentum + value * (1 - momentum) = 3 per value.
+    assert c["update_hooks"] == 2 * 8 * 3
+    assert c["training_step"] == c["forward_train"] + c["loss"] + c["backward"] + c["update"]
+
+
+def test_counting_leaves_model_and_optimizer_unchanged():
+    model = _mlp(compile_with="adam")
+    optimizer = model.optimizer
+    before = _variable_values(model.variables)
+    flops.count_flops(model, batch_size=3)
+    assert all(np.array_equal(a, b) for a, b in zip(before, _variable_values(model.variables)))
+    assert model._compile_state.steps is None  # nothing compiled or traced for training
+    assert len(optimizer.variables) == 2  # iterations and learning rate: no slots created
+    assert not model._compile_state.loss_set.built
+    model.fit(np.ones((6, 4), np.float32), np.zeros((6, 2), np.float32), batch_size=3,
+              verbose=0)
+    weights, slots = _variable_values(model.variables), _variable_values(optimizer.variables)
+    tracing = model._compile_state.steps.tracing_counts()
+    counts = model.flops(batch_size=3)
+    assert all(np.array_equal(a, b) for a, b in zip(weights, _variable_values(model.variables)))
+    assert all(np.array_equal(a, b) for a, b in zip(slots, _variable_values(optimizer.variables)))
+    assert model._compile_state.steps.tracing_counts() == tracing
+    assert not any(np.array_equal(a, b) for a, b in zip(before, weights))  # fit did train
+    assert counts["update"] > 0
+
+
+def test_uncompiled_model_differentiates_the_sum_of_its_outputs():
+    c = flops.count_flops(_mlp(), batch_size=2)
+    assert c["update"] == 0
+    assert c["per_layer"]["hidden"]["backward"] == 2 * 2 * 4 * 3 + (2 * 3 - 3)
+    assert c["loss"] == 2 * 2 - 1  # the Sum of the (2, 2) outputs
+    assert any("not compiled" in note for note in c["notes"])
+    assert "not compiled" in c["method"]
+
+
+@pytest.mark.parametrize("padding, out_hw", [("same", 6), ("valid", 4)])
+def test_conv2d_backward_counts_only_what_runs(padding, out_hw):
+    batch, c_in, c_out = 2, 2, 4
+    model = gf.Sequential([layers.Conv2D(c_out, 3, padding=padding, name="conv"),
+                           layers.Flatten(name="flat"), layers.Dense(2, name="out")])
+    model.build((None, 6, 6, c_in))
+    model.compile(optimizer="sgd", loss="mse")
+    c = flops.count_flops(model, batch_size=batch)
+    outputs = batch * out_hw * out_hw * c_out
+    # Conv2DBackpropFilter: TensorFlow counts 2 * INPUT elements * kh*kw*c_out, which is the
+    # forward count for "same" padding and stride 1, and more than it for "valid". Then the
+    # bias gradient's Sum. Conv2D's gradient function also builds Conv2DBackpropInput, which
+    # nothing uses for a first layer: pruned, not counted.
+    filter_gradient = 2 * (batch * 6 * 6 * c_in) * 3 * 3 * c_out
+    assert c["per_layer"]["conv"]["backward"] == filter_gradient + (outputs - c_out)
+    assert c["per_layer"]["conv"]["forward"] == 2 * outputs * 3 * 3 * c_in + outputs
+    assert any("left out" in note for note in c["notes"])
+
+
+class _Looping(gf.Layer):
+    """h <- h @ w three times in a while loop, then a cond, then a nested tf.function."""
+
+    def build(self, input_shape):
+        self.w = self.add_weight("w", (input_shape[-1], input_shape[-1]))
+
+    def call(self, x, training=False):
+        def body(i, h):
+            return i + 1, tf.matmul(h, self.w)
+
+        _, h = tf.while_loop(lambda i, h: i < 3, body, (tf.constant(0), x))
+        h = tf.cond(tf.reduce_sum(h) > 0, lambda: h * 2.0, lambda: h + 1.0)
+        return tf.function(lambda v: tf.matmul(v, self.w))(h)  # traced at this static shape
+
+
+def test_loops_conds_and_nested_functions():
+    model = gf.Sequential([_Looping(name="looping")])
+    model.build((None, 3))
+    c = flops.count_flops(model, batch_size=2)
+    matmul = 2 * 2 * 3 * 3
+    body = matmul + 1 + 1  # the loop body (MatMul, i + 1, the loop counter), ONCE
+    condition = 1          # i < 3, once
+    cond = 6 - 1 + 1 + 6 + 6  # Sum, Greater, and BOTH branches (Mul, AddV2)
+    assert c["forward"] == body + condition + cond + matmul
+    notes = " ".join(c["notes"])
+    assert "while loop" in notes and "every branch" in notes
+    # The profiler alone sees the while loop, the cond and the call as ops without FLOPs.
+    graph = tf.function(lambda x: model(x)).get_concrete_function(
+        tf.TensorSpec((2, 3), tf.float32)).graph
+    builder = tf.compat.v1.profiler.ProfileOptionBuilder
+    alone = tf.compat.v1.profiler.profile(
+        graph, options=builder(builder.float_operation()).with_empty_output().build())
+    assert alone.total_float_ops == 6 - 1 + 1  # only the Sum and the Greater
+
+
+def test_a_shared_layer_gets_the_flops_of_both_calls():
+    shared = layers.Dense(3, name="shared")
+
+    class Twice(gf.Model):
+        def __init__(self):
+            super().__init__(name="twice")
+            self.shared = shared
+            self.other = layers.Dense(2, name="shared_1")  # named like the second call's scope
+
+        def call(self, x, training=False):
+            return self.other(self.shared(self.shared(x)))
+
+    model = Twice()
+    model.build((None, 3))
+    c = flops.count_flops(model, batch_size=2)
+    assert c["per_layer"]["shared"]["forward"] == 2 * _dense_forward(2, 3, 3)
+    assert c["per_layer"]["shared_1"]["forward"] == _dense_forward(2, 3, 2)
+    assert c["per_layer"]["shared"]["backward"] == (2 * (2 * 2 * 3 * 3 + (2 * 3 - 3))
+                                                    + 2 * 2 * 3 * 3)  # dW twice, dx once
+
+
+def test_several_outputs_with_their_own_losses():
+    model = gf.GraphModel(
+        inputs={"pixels": (6,)},
+        nodes=[gf.Node(layers.Dense(4, name="trunk"), "pixels"),
+               gf.Node(layers.Dense(3, name="digit"), "trunk"),
+               gf.Node(layers.Dense(1, name="is_even"), "trunk")],
+        outputs=["digit", "is_even"],
+    )
+    model.build({"pixels": (None, 6)})
+    model.compile(optimizer="sgd",
+                  loss={"digit": "sparse_categorical_crossentropy", "is_even": "mse"})
+    c = flops.count_flops(model, batch_size=2)
+    assert c["forward"] == sum(_dense_forward(2, *s) for s in ((6, 4), (4, 3), (4, 1)))
+    assert c["update"] == 2 * model.count_params()
+    assert c["loss"] > 0
+
+
+def test_errors_are_clear():
+    with pytest.raises(ValueError, match="not built"):
+        gf.Sequential([layers.Dense(2)]).flops()
+    model = _mlp()
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match=r"batch_size must be a positive integer\. "
+                                             r"Received: batch_size="):
+            model.flops(batch_size=bad)
+    with pytest.raises(TypeError, match="graphfit Model"):
+        flops.count_flops(layers.Dense(2))
+    ragged = gf.Sequential([layers.Dense(2)])
+    ragged.build((None, None, 3))
+    with pytest.raises(ValueError, match="static shapes"):
+        ragged.flops()

@@ -1,0 +1,377 @@
+"""Training checkpoints: what they hold, deferred restore, atomic saves, and exact resume.
+
+The resume tests compare a fit interrupted after some epochs and resumed in a fresh model
+(restore_latest, then fit(initial_epoch=...)) with an uninterrupted fit: weights, optimizer
+slots, batch-norm statistics and Dropout generator states must be bitwise equal.
+"""
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graphfit as gf
+from graphfit import layers
+from graphfit.saving import checkpoints
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3)).astype("float32")
+    y = (x @ np.array([[1.0], [-2.0], [0.5]], "float32") + 0.1).astype("float32")
+    return x, y
+
+
+def _build_model(jit_compile=False, steps_per_execution="auto", optimizer=None):
+    model = gf.Sequential([layers.Dense(8, activation="relu"), layers.Dropout(0.3),
+                           layers.BatchNormalization(), layers.Dense(1)])
+    model.compile(optimizer=optimizer or gf.optimizers.SGD(0.05, momentum=0.9), loss="mse",
+                  jit_compile=jit_compile, steps_per_execution=steps_per_execution)
+    return model
+
+
+def _full_state(model) -> dict:
+    """Every value a resumed fit depends on, by position (names differ between models)."""
+    state = {f"model/{i}": v.numpy() for i, v in enumerate(model.variables)}
+    state.update({f"optimizer/{i}": v.numpy() for i, v in enumerate(model.optimizer.variables)})
+    for i, layer in enumerate(model._flatten_layers()):
+        if isinstance(getattr(layer, "_generator", None), tf.random.Generator):
+            state[f"dropout/{i}/generator"] = layer._generator.state.numpy()
+    return state
+
+
+def _assert_same_state(expected: dict, actual: dict):
+    assert len(expected) == len(actual)
+    for (name, want), got in zip(expected.items(), actual.values()):
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def _fit(model, directory, epochs, initial_epoch=0, extra=()):
+    x, y = _data()
+    callbacks = [gf.callbacks.ModelCheckpoint(directory, monitor="loss"), *extra]
+    return model.fit(x, y, batch_size=8, epochs=epochs, initial_epoch=initial_epoch,
+                     verbose=0, callbacks=callbacks)
+
+
+# --------------------------------------------------------------------- exact resume
+
+
+@pytest.mark.parametrize("jit_compile, steps_per_execution", [(False, "auto"), (True, 1)])
+def test_resumed_fit_equals_an_uninterrupted_one(tmp_path, jit_compile, steps_per_execution):
+    gf.set_seed(0)
+    uninterrupted = _build_model(jit_compile, steps_per_execution)
+    full = _fit(uninterrupted, str(tmp_path / "a"), epochs=6)
+
+    gf.set_seed(0)
+    first_half = _build_model(jit_compile, steps_per_execution)
+    _fit(first_half, str(tmp_path / "b"), epochs=3)
+    shutil.copytree(tmp_path / "b", tmp_path / "after_3")
+    # A fresh model from another global seed: the checkpoint alone must carry the run on.
+    gf.set_seed(999)
+    resumed = _build_model(jit_compile, steps_per_execution)
+    state = checkpoints.restore_latest(resumed, str(tmp_path / "b"))
+    assert state == {"epoch": 3, "path": str(tmp_path / "b" / "latest" / "ckpt-3")}
+    second_half = _fit(resumed, str(tmp_path / "b"), epochs=6, initial_epoch=state["epoch"])
+
+    _assert_same_state(_full_state(uninterrupted), _full_state(resumed))
+    assert second_half.history["loss"] == full.history["loss"][3:]
+    assert int(resumed.optimizer.iterations) == 6 * 5
+    assert checkpoints.resume_point(str(tmp_path / "b")) == 6
+
+    if not jit_compile:
+        # The control: the same resume with the shuffle seed forgotten ends elsewhere, so the
+        # comparison above does see the sample order.
+        gf.set_seed(999)
+        forgetful = _build_model(jit_compile, steps_per_execution)
+        checkpoints.restore_latest(forgetful, str(tmp_path / "after_3"))
+        gf.checkpoints.fit_state(forgetful).shuffle_seed.assign(-1)
+        _fit(forgetful, str(tmp_path / "c"), epochs=6, initial_epoch=3)
+        assert not np.array_equal(forgetful.variables[0].numpy(),
+                                  uninterrupted.variables[0].numpy())
+
+
+def test_fit_draws_a_shuffle_seed_only_when_starting_and_counts_epochs():
+    x, y = _data()
+    model = _build_model()
+    state = checkpoints.fit_state(model)
+    assert (int(state.epoch), int(state.shuffle_seed)) == (0, -1)
+    model.fit(x, y, epochs=2, verbose=0)
+    first = int(state.shuffle_seed)
+    assert first >= 0 and int(state.epoch) == 2
+    model.fit(x, y, epochs=3, initial_epoch=2, verbose=0)
+    assert (int(state.epoch), int(state.shuffle_seed)) == (3, first)
+    model.fit(x, y, epochs=1, verbose=0)
+    assert int(state.shuffle_seed) != first and int(state.epoch) == 1
+
+
+def test_epochs_completed_stop_where_training_stopped():
+    class StopAfterSecond(gf.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            self.model.stop_training = epoch == 1
+            self.seen = int(checkpoints.fit_state(self.model).epoch)
+
+    stopper = StopAfterSecond()
+    model = _build_model()
+    model.fit(*_data(), epochs=5, verbose=0, callbacks=[stopper])
+    assert stopper.seen == 2 and int(checkpoints.fit_state(model).epoch) == 2
+
+
+# ------------------------------------------------------------------ what is restored
+
+
+def _trained(tmp_path, optimizer=None):
+    gf.set_seed(0)
+    model = _build_model(optimizer=optimizer)
+    _fit(model, str(tmp_path), epochs=2)
+    return model
+
+
+@pytest.mark.parametrize("optimizer", ["sgd_momentum", "adam"])
+def test_deferred_restore_fills_variables_and_slots_created_later(tmp_path, optimizer):
+    make = {"sgd_momentum": lambda: gf.optimizers.SGD(0.05, momentum=0.9),
+            "adam": lambda: gf.optimizers.Adam(0.01)}[optimizer]
+    saved = _trained(tmp_path, make())
+    gf.set_seed(5)
+    fresh = _build_model(optimizer=make())
+    assert not fresh.variables and not fresh.optimizer.variables[2:]  # nothing built yet
+    state = checkpoints.restore_latest(fresh, str(tmp_path))
+    assert state["epoch"] == 2
+    assert int(checkpoints.fit_state(fresh).shuffle_seed) == int(
+        checkpoints.fit_state(saved).shuffle_seed)
+    # Built afterwards, as fit would: the saved values arrive as the variables are created.
+    fresh.build((None, 3))
+    fresh.optimizer.build(fresh.trainable_variables)
+    _assert_same_state(_full_state(saved), _full_state(fresh))
+    slot = {"sgd_momentum": "momentum", "adam": "velocity"}[optimizer]
+    assert np.any(fresh.optimizer.get_slot(fresh.trainable_variables[0], slot).numpy() != 0)
+
+
+def test_restore_into_a_built_model_creates_the_slots_first(tmp_path):
+    saved = _trained(tmp_path)
+    gf.set_seed(5)
+    fresh = _build_model()
+    fresh.build((None, 3))
+    assert len(fresh.optimizer.variables) == 2  # iterations and learning rate: no slots yet
+    checkpoints.Checkpointer(str(tmp_path), fresh).restore("latest")
+    _assert_same_state(_full_state(saved), _full_state(fresh))
+
+
+def test_restore_best_and_the_recorded_best_value(tmp_path):
+    model = _trained(tmp_path)
+    checkpointer = checkpoints.Checkpointer(str(tmp_path), model)
+    best = checkpointer.latest_path("best")
+    assert best is not None and checkpointer.recorded_best("best") == pytest.approx(
+        min(model.history.history["loss"]))
+    fresh = _build_model()
+    assert checkpoints.Checkpointer(str(tmp_path), fresh).restore("best")["path"] == best
+
+
+def test_a_mismatched_checkpoint_raises_and_leaves_the_model_as_it_was(tmp_path):
+    _trained(tmp_path)
+    other = gf.Sequential([layers.Dense(5), layers.Dense(1)])
+    other.compile(optimizer=gf.optimizers.SGD(0.1, momentum=0.9), loss="mse")
+    other.build((None, 3))
+    before = [v.numpy() for v in other.variables]
+    with pytest.raises(ValueError, match="does not match model"):
+        checkpoints.restore_latest(other, str(tmp_path))
+    for value, variable in zip(before, other.variables):
+        np.testing.assert_array_equal(variable.numpy(), value)
+
+
+def test_no_checkpoint_yet_and_nothing_created_before_a_save(tmp_path):
+    folder = tmp_path / "missing"
+    model = _build_model()
+    checkpointer = checkpoints.Checkpointer(str(folder), model)
+    assert checkpoints.restore_latest(model, str(folder)) is None
+    assert checkpoints.resume_point(str(folder)) is None
+    assert checkpointer.recorded_best() is None and checkpointer.best_value is None
+    assert not folder.exists()
+
+
+def test_save_weights_leaves_the_fit_state_and_optimizer_out(tmp_path):
+    model = _trained(tmp_path / "ckpt")
+    prefix = model.save_weights(str(tmp_path / "weights" / "model"))
+    names = [name for name, _ in tf.train.list_variables(prefix)]
+    assert names and all(n.startswith("model/") or n == "_CHECKPOINTABLE_OBJECT_GRAPH"
+                         for n in names)
+    fresh = _build_model()
+    fresh.fit(*_data(), epochs=1, verbose=0)  # it has a fit state of its own
+    fresh.load_weights(prefix)
+    np.testing.assert_array_equal(fresh.variables[0].numpy(), model.variables[0].numpy())
+
+
+def test_numbers_never_reuse_a_listed_checkpoint(tmp_path):
+    model = _build_model()
+    model.build((None, 3))
+    state = checkpoints.fit_state(model)
+    state.epoch.assign(7)
+    checkpointer = checkpoints.Checkpointer(str(tmp_path), model, max_to_keep=2)
+    assert checkpointer.save_latest(3).endswith("ckpt-3")
+    assert checkpointer.save_latest(3).endswith("ckpt-4")
+    # A run started again in the same folder numbers after the old checkpoints.
+    again = checkpoints.Checkpointer(str(tmp_path), model, max_to_keep=2)
+    assert again.save_latest(1).endswith("ckpt-5")
+    assert sorted(os.listdir(tmp_path / "latest")) == [
+        "checkpoint", "ckpt-4.data-00000-of-00001", "ckpt-4.index",
+        "ckpt-5.data-00000-of-00001", "ckpt-5.index"]
+    assert checkpoints.resume_point(str(tmp_path)) == 7  # the epoch comes from the fit state
+
+
+def test_leftovers_of_a_killed_save_are_removed_at_the_next_save(tmp_path):
+    model = _build_model()
+    model.build((None, 3))
+    checkpointer = checkpoints.Checkpointer(str(tmp_path), model)
+    checkpointer.save_latest(1)
+    folder = tmp_path / "latest"
+    (folder / "ckpt-2_temp").mkdir()
+    (folder / "ckpt-2_temp" / "part-00000-of-00001.index").write_bytes(b"half")
+    (folder / "ckpt-9.index").write_bytes(b"half")
+    fresh = checkpoints.Checkpointer(str(tmp_path), model)
+    fresh.save_latest(3)
+    assert sorted(os.listdir(folder)) == [
+        "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
+        "ckpt-3.data-00000-of-00001", "ckpt-3.index"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"directory": ""}, "directory must be a folder path"),
+    ({"directory": 3}, "directory must be a folder path"),
+    ({"max_to_keep": 0}, "max_to_keep must be a positive integer"),
+    ({"max_to_keep": True}, "max_to_keep must be a positive integer"),
+])
+def test_checkpointer_arguments_are_checked(tmp_path, kwargs, message):
+    arguments = {"directory": str(tmp_path), "model": _build_model(), **kwargs}
+    with pytest.raises(ValueError, match=message):
+        checkpoints.Checkpointer(**arguments)
+
+
+def test_bad_which_and_step(tmp_path):
+    checkpointer = checkpoints.Checkpointer(str(tmp_path), _build_model())
+    with pytest.raises(ValueError, match="which must be 'latest' or 'best'"):
+        checkpointer.restore("newest")
+    with pytest.raises(ValueError, match="step must be a non-negative integer"):
+        checkpointer.save_latest(-1)
+
+
+# ------------------------------------------------- killed processes (subprocesses)
+
+
+def _spawn(*code_and_args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    return subprocess.Popen([sys.executable, "-c", *code_and_args], cwd=ROOT, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _big_model():
+    model = gf.Sequential([layers.Dense(1024)])
+    model.build((None, 2048))  # 2 x 8 MB with the momentum slots: a save takes ~15 ms
+    model.compile(optimizer=gf.optimizers.SGD(0.1, momentum=0.9), loss="mse")
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def _stamped_variables(model):
+    state = checkpoints.fit_state(model)
+    return [*model.variables, *model.optimizer.variables, state.epoch, state.shuffle_seed]
+
+
+def save_forever(directory):
+    """The subprocess of the SIGKILL test: stamp every variable with the step, save, repeat."""
+    model = _big_model()
+    checkpointer = checkpoints.Checkpointer(directory, model, max_to_keep=2)
+    variables = _stamped_variables(model)
+    for step in range(1, 1_000_000):
+        for variable in variables:
+            variable.assign(tf.fill(variable.shape, tf.cast(step, variable.dtype)))
+        print("begin", step, flush=True)
+        checkpointer.save_latest(step)
+        print("end", step, flush=True)
+
+
+def test_a_save_killed_at_a_random_moment_leaves_the_latest_checkpoint_whole(tmp_path):
+    code = "import sys; from tests.framework.saving.test_checkpoints import save_forever; " \
+           "save_forever(sys.argv[1])"
+    folders = [str(tmp_path / f"run{i}") for i in range(3)]
+    workers = [_spawn(code, folder) for folder in folders]
+    model = _big_model()
+    stamped = _stamped_variables(model)
+    rng = random.Random(0)
+    for folder, worker in zip(folders, workers):
+        lines = []
+        while not lines or lines[-1] != "end 1":  # at least one complete checkpoint
+            line = worker.stdout.readline()
+            assert line, worker.stderr.read()
+            lines.append(line.strip())
+        time.sleep(rng.uniform(0.0, 0.3))
+        worker.send_signal(signal.SIGKILL)
+        out, _ = worker.communicate()
+        words = " ".join([*lines, out]).split()
+        last_end = max(int(n) for w, n in zip(words, words[1:]) if w == "end" and n.isdigit())
+        # The latest checkpoint is the last save that finished, or the one in progress if it
+        # got as far as the state file.
+        state = checkpoints.Checkpointer(folder, model).restore()
+        assert last_end <= state["epoch"] <= last_end + 1
+        for variable in stamped:
+            np.testing.assert_array_equal(variable.numpy(), state["epoch"], err_msg=variable.name)
+        # Saving carries on over whatever the killed save left behind.
+        checkpoints.fit_state(model).epoch.assign(state["epoch"] + 1)
+        next_path = checkpoints.Checkpointer(folder, model).save_latest(state["epoch"] + 1)
+        assert checkpoints.Checkpointer(folder, model).restore()["path"] == next_path
+        assert not [n for n in os.listdir(os.path.join(folder, "latest")) if "_temp" in n]
+
+
+def train_run(mode, directory, out):
+    """A run of the interruption test: 'full' trains 6 epochs; 'killed' the same, pausing
+    after each epoch's checkpoint (the parent kills it); 'resume' warms TensorFlow up on a
+    throwaway model while the others run, waits for a line on stdin, then carries on from
+    the latest checkpoint in a fresh model."""
+    initial_epoch = 0
+    if mode == "resume":
+        _build_model().fit(*_data(), epochs=1, verbose=0)  # tracing machinery warmed up
+        sys.stdin.readline()
+    gf.set_seed(999 if mode == "resume" else 0)
+    model = _build_model()
+    if mode == "resume":
+        initial_epoch = checkpoints.restore_latest(model, directory)["epoch"]
+
+    class Pause(gf.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            time.sleep(0.3)
+
+    _fit(model, directory, epochs=6, initial_epoch=initial_epoch,
+         extra=[Pause()] if mode == "killed" else [])
+    np.savez(out, initial_epoch=initial_epoch, **_full_state(model))
+
+
+def test_a_run_killed_after_an_epoch_resumes_in_a_new_process_exactly(tmp_path):
+    code = "import sys; from tests.framework.saving.test_checkpoints import train_run; " \
+           "train_run(*sys.argv[1:])"
+    folder = str(tmp_path / "killed")
+    killed = _spawn(code, "killed", folder, str(tmp_path / "never.npz"))
+    resume = _spawn(code, "resume", folder, str(tmp_path / "resumed.npz"))
+    # The uninterrupted run, here while the subprocesses start.
+    train_run("full", str(tmp_path / "full"), str(tmp_path / "full.npz"))
+    while (checkpoints.resume_point(folder) or 0) < 2 and killed.poll() is None:
+        time.sleep(0.01)
+    assert killed.poll() is None, "it ended before it could be killed: " + killed.stderr.read()
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    resume.stdin.write("go\n")
+    resume.stdin.flush()
+    assert resume.wait() == 0, resume.stderr.read()
+    expected, resumed = np.load(tmp_path / "full.npz"), np.load(tmp_path / "resumed.npz")
+    assert 2 <= int(resumed["initial_epoch"]) < 6  # it really was interrupted
+    assert not (tmp_path / "never.npz").exists()
+    for name in expected.files:
+        if name != "initial_epoch":
+            np.testing.assert_array_equal(resumed[name], expected[name], err_msg=name)

@@ -1,0 +1,278 @@
+"""fit / evaluate / predict end to end: the issue's example, tracing, grouping, data kinds."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graphfit as gf
+from graphfit import layers, optimizers
+from tests.framework.core.test_layer import Running
+
+
+@pytest.fixture(scope="module")
+def digits():
+    x, y = gf.datasets.load_digits()
+    order = np.random.default_rng(0).permutation(len(x))
+    return x[order], y[order]
+
+
+def _mlp(dtype=None):
+    return gf.Sequential([layers.Dense(32, activation="relu"), layers.Dense(10)], dtype=dtype)
+
+
+def _compile(model, **kwargs):
+    model.compile(optimizer=optimizers.SGD(0.05, momentum=0.9),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], **kwargs)
+    return model
+
+
+def test_the_issue_example_trains_and_reports_every_stage(digits):
+    x, y = digits
+    model = gf.Sequential([layers.Dense(64, activation="relu"), layers.BatchNormalization(),
+                           Running(), layers.Dense(10)])
+    model.compile(optimizer=optimizers.SGD(learning_rate=0.05, momentum=0.9, nesterov=True),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    history = model.fit(x[:1200], y[:1200], batch_size=32, epochs=5, verbose=0,
+                        validation_data=(x[1200:1500], y[1200:1500]),
+                        test_data=(x[1500:], y[1500:]))
+    assert len(history.history["loss"]) == 5 and len(history.history["val_accuracy"]) == 5
+    assert len(history.history["test_accuracy"]) == 1 and history.test_epoch == [4]
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert history.history["test_accuracy"][0] > 0.9
+    assert len(model.trainable_variables) == 7 and len(model.non_trainable_variables) == 3
+    assert len(model.update_ops) == 3
+    loss, accuracy = model.evaluate(x[1500:], y[1500:], verbose=0)
+    # evaluate right after fit sees the same weights as fit's own test stage.
+    assert accuracy == pytest.approx(history.history["test_accuracy"][0], abs=1e-7)
+    assert model.predict(x[:5], verbose=0).shape == (5, 10)
+
+
+def test_steps_are_traced_once_across_epochs_fits_and_partial_batches(digits):
+    x, y = digits
+    model = _compile(_mlp())
+    model.fit(x[:500], y[:500], batch_size=64, epochs=3, verbose=0, validation_data=(x[500:600], y[500:600]))
+    model.fit(x[:300], y[:300], batch_size=50, epochs=2, verbose=0)
+    model.evaluate(x[:77], y[:77], verbose=0)
+    model.predict(x[:33], verbose=0)
+    counts = model._compile_state.steps.tracing_counts()
+    assert counts == {"train_step": 1, "test_step": 1, "predict_step": 1, "train_arrays": 1,
+                      "val_arrays": 1, "test_arrays": 1, "predict_arrays": 1}
+
+
+@pytest.mark.parametrize("settings", [
+    {"steps_per_execution": 1, "jit_compile": False},
+    {"steps_per_execution": 5, "jit_compile": False},
+    {"steps_per_execution": "auto", "jit_compile": True},
+    {"run_eagerly": True},
+])
+def test_grouping_and_compilation_do_not_change_the_numbers(digits, settings):
+    x, y = digits
+    reference = _compile(_mlp(), steps_per_execution=1000, jit_compile=False)
+    reference.build((None, 64))
+    initial = reference.get_weights()
+    reference.fit(x[:400], y[:400], batch_size=32, epochs=2, verbose=0, shuffle=False)
+
+    model = _compile(_mlp(), **settings)
+    model.build((None, 64))
+    model.set_weights(initial)
+    model.fit(x[:400], y[:400], batch_size=32, epochs=2, verbose=0, shuffle=False)
+    for a, b in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_shuffling_is_reproducible_from_the_seed(digits):
+    x, y = digits
+    results = []
+    for _ in range(2):
+        gf.set_seed(7)
+        model = _compile(_mlp())
+        model.fit(x[:300], y[:300], batch_size=32, epochs=2, verbose=0)
+        results.append(model.get_weights())
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_dataset_trains_like_the_same_arrays(digits):
+    x, y = digits
+    first = _compile(_mlp())
+    first.build((None, 64))
+    initial = first.get_weights()
+    first.fit(x[:256], y[:256], batch_size=32, epochs=2, verbose=0, shuffle=False)
+
+    second = _compile(_mlp())
+    second.build((None, 64))
+    second.set_weights(initial)
+    dataset = tf.data.Dataset.from_tensor_slices((x[:256], y[:256])).batch(32)
+    history = second.fit(dataset, epochs=2, verbose=0)
+    for a, b in zip(first.get_weights(), second.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert len(history.history["accuracy"]) == 2
+    loss, _ = second.evaluate(dataset, verbose=0)
+    assert loss == pytest.approx(second.evaluate(x[:256], y[:256], verbose=0)[0], rel=1e-5)
+    np.testing.assert_allclose(second.predict(dataset.map(lambda a, b: a), verbose=0),
+                               second.predict(x[:256], verbose=0), atol=1e-6)
+
+
+def test_repeating_dataset_needs_and_uses_steps_per_epoch(digits):
+    x, y = digits
+    model = _compile(_mlp())
+    dataset = tf.data.Dataset.from_tensor_slices((x[:64], y[:64])).batch(16).repeat()
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        model.fit(dataset, epochs=1, verbose=0)
+    model.fit(dataset, epochs=2, steps_per_epoch=3, verbose=0)
+    assert int(model.optimizer.iterations) == 6
+
+
+def test_sample_weights_of_zero_remove_samples_from_the_loss(digits):
+    x, y = digits
+    model = _compile(_mlp())
+    model.build((None, 64))
+    weights = np.r_[np.ones(50), np.zeros(50)].astype("float32")
+    # Keras's reduction divides the weighted sum by the batch size.
+    weighted = model.evaluate(x[:100], y[:100], sample_weight=weights, batch_size=100,
+                              verbose=0, return_dict=True)
+    first_half = model.evaluate(x[:50], y[:50], batch_size=50, verbose=0, return_dict=True)
+    assert weighted["loss"] == pytest.approx(first_half["loss"] / 2, rel=1e-5)
+    assert weighted["accuracy"] == pytest.approx(first_half["accuracy"], rel=1e-6)
+
+
+def test_float64_models_train_in_float64(digits):
+    x, y = digits
+    model = _compile(_mlp(dtype="float64"))
+    model.fit(x[:200], y[:200], batch_size=50, epochs=1, verbose=0)
+    assert {v.dtype for v in model.variables} == {tf.float64}
+    assert model.predict(x[:3], verbose=0).dtype == np.float64
+    assert {v.dtype for v in model.optimizer.variables[2:]} == {tf.float64}
+    # The Keras loss object given to compile was rebuilt to compute in float64 too.
+    assert model._compile_state.loss_set.losses[None].dtype == "float64"
+
+
+def test_plain_functions_serve_as_loss_and_metric():
+    def half_squared_error(y_true, y_pred):
+        return 0.5 * tf.reduce_mean(tf.square(y_true - y_pred), axis=-1)
+
+    def max_error(y_true, y_pred):
+        return tf.reduce_max(tf.abs(y_true - y_pred), axis=-1)
+
+    model = gf.Sequential([layers.Dense(1, kernel_initializer="zeros")], input_shape=(2,))
+    model.compile(optimizer="sgd", loss=half_squared_error, metrics=[max_error])
+    x = np.array([[1.0, 0.0], [0.0, 1.0]], "float32")
+    y = np.array([[2.0], [-4.0]], "float32")
+    logs = model.evaluate(x, y, verbose=0, return_dict=True)
+    # Zero weights predict 0: loss = mean(0.5 * [4, 16]) = 5, max_error = mean([2, 4]) = 3.
+    assert logs == {"loss": pytest.approx(5.0), "max_error": pytest.approx(3.0)}
+
+
+def test_evaluate_and_predict_return_keras_shapes(digits):
+    x, y = digits
+    model = gf.Sequential([layers.Dense(10)])
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    loss_only = model.evaluate(x[:40], y[:40], verbose=0)
+    assert isinstance(loss_only, float)
+    assert list(model.evaluate(x[:40], y[:40], verbose=0, return_dict=True)) == ["loss"]
+    assert model.predict(x[:41], batch_size=8, verbose=0).shape == (41, 10)
+    assert model.predict(x[:41], batch_size=None, verbose=0).shape == (41, 10)
+
+
+def test_keras_metrics_such_as_auc_precision_and_recall_work():
+    x, y = gf.datasets.load_breast_cancer()
+    x = (x - x.mean(0)) / x.std(0)
+    model = gf.Sequential([layers.Dense(8, activation="relu"), layers.Dense(1)])
+    model.compile(optimizer=optimizers.Adam(0.01),
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True),
+                  metrics=["accuracy", "auc", "precision", keras.metrics.Recall(name="recall")])
+    history = model.fit(x[:400], y[:400], epochs=5, verbose=0, validation_data=(x[400:], y[400:]))
+    final = {k: v[-1] for k, v in history.history.items()}
+    assert final["val_auc"] > 0.95 and final["val_accuracy"] > 0.9
+    # With logits, "accuracy" thresholds at 0 and "auc" reads logits: check against numpy.
+    logits = model.predict(x[400:], verbose=0)[:, 0]
+    np.testing.assert_allclose(final["val_accuracy"], np.mean((logits > 0) == y[400:]), rtol=1e-6)
+    precision = np.sum((logits > 0) & (y[400:] == 1)) / np.sum(logits > 0)
+    np.testing.assert_allclose(final["val_precision"], precision, rtol=1e-5)
+
+
+def test_a_dataset_for_validation_goes_with_any_batch_size(digits):
+    x, y = digits
+    model = _compile(_mlp())
+    val = tf.data.Dataset.from_tensor_slices((x[:64], y[:64])).batch(16)
+    history = model.fit(x[:128], y[:128], batch_size=16, validation_data=val, verbose=0)
+    assert history.history["val_loss"][0] == pytest.approx(
+        model.evaluate(x[:64], y[:64], verbose=0)[0], rel=1e-5)
+
+
+def test_fixed_steps_per_epoch_walk_through_a_finite_dataset(digits):
+    x, y = digits
+    seen = []
+
+    class Spy(gf.Layer):
+        def call(self, inputs, training=False):
+            if training:
+                tf.py_function(lambda v: seen.append(int(v)), [inputs[0, 0]], [])
+            return inputs
+
+    model = gf.Sequential([Spy(), layers.Dense(10)])
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=False)
+    ids = np.arange(10, dtype="float32")[:, None] * np.ones((1, 64), "float32")
+    dataset = tf.data.Dataset.from_tensor_slices((ids, y[:10])).batch(2)  # 5 batches
+    model.fit(dataset, epochs=3, steps_per_epoch=2, verbose=0)
+    assert seen == [0, 2, 4, 6, 8, 0]  # the epochs carry on through the data, then wrap
+
+
+def test_auto_grouping_runs_single_steps_for_batch_callbacks(digits):
+    x, y = digits
+
+    class StopAtTen(gf.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.batches = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.batches.append(batch)
+            if batch == 9:
+                self.model.stop_training = True
+
+    model = _compile(_mlp())
+    stopper = StopAtTen()
+    model.fit(x[:640], y[:640], batch_size=8, epochs=3, callbacks=[stopper], verbose=0)
+    assert stopper.batches == list(range(10)) and int(model.optimizer.iterations) == 10
+
+
+def test_metrics_ignore_sample_weights_and_weighted_metrics_apply_them_as_in_keras():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 3)).astype("float32")
+    y = rng.normal(size=(64, 1)).astype("float32")
+    weights = rng.uniform(0, 2, size=64).astype("float32")
+    ours = gf.Sequential([layers.Dense(1)], input_shape=(3,))
+    ours.compile(loss="mse", metrics=["mae"], weighted_metrics=["mae"])
+    theirs = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    theirs.compile(loss="mse", metrics=["mae"], weighted_metrics=["mae"])
+    theirs.set_weights(ours.get_weights())
+    ours_logs = ours.evaluate(x, y, sample_weight=weights, verbose=0, return_dict=True)
+    theirs_logs = theirs.evaluate(x, y, sample_weight=weights, verbose=0, return_dict=True)
+    assert set(ours_logs) == set(theirs_logs) == {"loss", "mae", "weighted_mae"}
+    for key in ours_logs:
+        assert ours_logs[key] == pytest.approx(theirs_logs[key], rel=1e-5)
+    assert ours_logs["mae"] != pytest.approx(ours_logs["weighted_mae"], rel=1e-3)
+
+
+def test_float64_losses_and_metrics_are_accumulated_in_float64():
+    x = np.linspace(0, 1, 50)[:, None]
+    y = np.exp(x) + 1e-9
+    model = gf.Sequential([layers.Dense(1, kernel_initializer="zeros")], dtype="float64")
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    logs = model.evaluate(x, y, batch_size=7, verbose=0, return_dict=True)
+    assert logs["loss"] == pytest.approx(np.mean(y**2), rel=1e-13)
+    assert logs["mae"] == pytest.approx(np.mean(np.abs(y)), rel=1e-13)
+
+
+def test_predict_before_compile_leaves_the_model_uncompiled(digits):
+    x, y = digits
+    model = _mlp()
+    assert model.predict(x[:3], verbose=0).shape == (3, 10)
+    assert not model.compiled
+    with pytest.raises(RuntimeError, match="must be compiled before fit"):
+        model.fit(x[:3], y[:3], verbose=0)
