@@ -185,7 +185,7 @@ class GraphfitContender(_FitContender):
                          gf.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM))
 
     def settings(self) -> str:
-        state = self.model._compile_state
+        state = self.model.compile_state
         sizer = state.sizers["train"]
         chunk = sizer.next_size()  # what "auto" settled on after the timed epochs
         calls = -(-(len(self.x) // BATCH_SIZE) // chunk) + (1 if len(self.x) % BATCH_SIZE else 0)

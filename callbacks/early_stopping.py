@@ -59,7 +59,7 @@ def clear_stop_reason(model) -> None:
 
 def _compiled_metric(model, key: str):
     """The Keras metric object logged under `key` (without stage prefix), or None."""
-    state = getattr(model, "_compile_state", None)
+    state = getattr(model, "compile_state", None)
     stages = getattr(state, "stage_metrics", None) or {}
     train = stages.get("train")
     for _, logged_as, metric, _ in getattr(train, "metrics", ()):

@@ -273,7 +273,7 @@ class TensorBoard(Callback):
 
     # ------------------------------------------------------------------ helpers
     def _compiled_steps(self):
-        state = getattr(self.model, "_compile_state", None)
+        state = getattr(self.model, "compile_state", None)
         return getattr(state, "steps", None)
 
     def _global_step(self) -> int:

@@ -68,7 +68,7 @@ class TapWriter:
         """
         if steps is None:
             return
-        setting = model._compile_state.sizers["train"].setting
+        setting = model.compile_state.sizers["train"].setting
         # "auto" runs one step per call while a callback listens to every batch.
         per_call = setting if isinstance(setting, numbers.Integral) else 1
         steps.enable_node_taps(self.names, self.every_n_steps,

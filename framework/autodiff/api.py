@@ -125,7 +125,7 @@ def _check_model(model, what: str) -> None:
 
     if not isinstance(model, Model):
         raise ValueError(f"{what} needs a graphfit Model. Received: model={model!r}")
-    model._require_built(what)
+    model.require_built(what)
 
 
 def _wrt_variables(model, wrt) -> list[tf.Variable] | None:

@@ -32,7 +32,7 @@ _ZERO = tf.UnconnectedGradients.ZERO
 
 def layer_names(model) -> list[str]:
     """The names of every layer inside `model`, nested models included, depth first."""
-    return [layer.name for layer in model._flatten_layers(include_self=False)]
+    return [layer.name for layer in model.flatten_layers(include_self=False)]
 
 
 def size(shape) -> int:

@@ -30,7 +30,7 @@ def resolve_loss_set(model, loss) -> LossSet:
         ValueError: when loss is None and the model has no compiled loss.
     """
     if loss is None:
-        state = getattr(model, "_compile_state", None)
+        state = getattr(model, "compile_state", None)
         loss_set = None if state is None else state.loss_set
         if loss_set is None:
             raise ValueError(

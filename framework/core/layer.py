@@ -117,7 +117,7 @@ class Layer(tf.Module):
         """Gives layers without an explicit dtype the dtype of the model that holds them."""
         if self._explicit_dtype is None and not self.built:
             self._inherited_dtype = dtype
-        for layer in self._direct_sublayers():
+        for layer in self.direct_sublayers():
             layer._inherit_dtype(self.dtype)
 
     # ------------------------------------------------------------------------- the contract
@@ -237,7 +237,7 @@ class Layer(tf.Module):
     def trainable(self, value: bool) -> None:
         """Freezes (False) or unfreezes (True) this layer and every layer inside it."""
         self._trainable = bool(value)
-        for layer in self._direct_sublayers():
+        for layer in self.direct_sublayers():
             layer.trainable = value
 
     @property
@@ -247,7 +247,7 @@ class Layer(tf.Module):
             itertools.chain(
                 self._trainable_weights,
                 self._non_trainable_weights,
-                *(layer.variables for layer in self._direct_sublayers()),
+                *(layer.variables for layer in self.direct_sublayers()),
             )
         )
 
@@ -259,7 +259,7 @@ class Layer(tf.Module):
         return _dedupe(
             itertools.chain(
                 self._trainable_weights,
-                *(layer.trainable_variables for layer in self._direct_sublayers()),
+                *(layer.trainable_variables for layer in self.direct_sublayers()),
             )
         )
 
@@ -323,7 +323,7 @@ class Layer(tf.Module):
         update_hooks.register_update(hook, value)
 
     # ---------------------------------------------------------------------- sublayers
-    def _direct_sublayers(self) -> list["Layer"]:
+    def direct_sublayers(self) -> list["Layer"]:
         """Layers held in this layer's attributes (directly, or in lists and dicts)."""
         found: list[Layer] = []
         seen = {id(self)}
@@ -336,17 +336,17 @@ class Layer(tf.Module):
                     found.append(layer)
         return found
 
-    def _flatten_layers(self, include_self: bool = True) -> Iterator["Layer"]:
+    def flatten_layers(self, include_self: bool = True) -> Iterator["Layer"]:
         """This layer and every layer inside it, depth first, each once."""
         seen: set[int] = set()
-        stack = [self] if include_self else list(reversed(self._direct_sublayers()))
+        stack = [self] if include_self else list(reversed(self.direct_sublayers()))
         while stack:
             layer = stack.pop()
             if id(layer) in seen:
                 continue
             seen.add(id(layer))
             yield layer
-            stack.extend(reversed(layer._direct_sublayers()))
+            stack.extend(reversed(layer.direct_sublayers()))
 
     # ------------------------------------------------------------------ configuration
     def get_config(self) -> dict[str, Any]:

@@ -127,9 +127,9 @@ def count_flops(model, batch_size: int = 1) -> dict:
         raise ValueError(
             f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
     batch_size = int(batch_size)
-    model._require_built("flops()")
-    x_spec = _at_batch(model._signature.inputs, batch_size, model, "inputs")
-    state = model._compile_state
+    model.require_built("flops()")
+    x_spec = _at_batch(model.built_input_spec, batch_size, model, "inputs")
+    state = model.compile_state
     compiled = state is not None and state.loss_set is not None and state.optimizer is not None
     owners = flops_graph.LayerOwners(model)
 

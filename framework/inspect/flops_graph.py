@@ -280,11 +280,11 @@ class LayerOwners:
 
 def walk_layers(model):
     """(layer, depth) for every layer below `model`, depth first, each once."""
-    seen, stack = {id(model)}, [(layer, 1) for layer in reversed(model._direct_sublayers())]
+    seen, stack = {id(model)}, [(layer, 1) for layer in reversed(model.direct_sublayers())]
     while stack:
         layer, depth = stack.pop()
         if id(layer) in seen:
             continue
         seen.add(id(layer))
         yield layer, depth
-        stack.extend((child, depth + 1) for child in reversed(layer._direct_sublayers()))
+        stack.extend((child, depth + 1) for child in reversed(layer.direct_sublayers()))

@@ -309,15 +309,15 @@ def _prepared_steps(model, stage: str, batch_size, x, y):
             "inspect.step_graph needs a compiled model: call model.compile(optimizer=..., "
             "loss=...) first."
         )
-    state = model._compile_state
+    state = model.compile_state
     if stage != "predict":
         state.require_loss("inspect.step_graph")
     if x is not None:
-        model._build_for(tf.nest.map_structure(
-            lambda v: _with_batch(v, None, model.dtype), model._arrange_inputs(x)), "x")
-    model._require_built("inspect.step_graph")
+        model.build_for(tf.nest.map_structure(
+            lambda v: _with_batch(v, None, model.dtype), model.arrange_inputs(x)), "x")
+    model.require_built("inspect.step_graph")
     x_spec = tf.nest.map_structure(
-        lambda s: tf.TensorSpec([batch_size, *s.shape[1:]], s.dtype), model._signature.inputs)
+        lambda s: tf.TensorSpec([batch_size, *s.shape[1:]], s.dtype), model.built_input_spec)
     y_spec = None
     if state.loss_set is not None:
         if not state.loss_set.built:
@@ -370,7 +370,7 @@ def step_graph(model, stage: str = "train", batch_size: int | None = 32, *, x=No
         function = steps.train_step if stage == "train" else steps.test_step
         args = (x_spec, y_spec, None)
     flop_counts, notes = model_flops(model, batch_size) if flops else (None, [])
-    setting = model._compile_state.jit_compile_setting
+    setting = model.compile_state.jit_compile_setting
     return _report(function, args, {}, f"{stage} step of model {model.name!r}", passes,
                    model=ModelCounts.of(model), flops=flop_counts, stage=stage,
                    batch_size=batch_size, notes=notes,

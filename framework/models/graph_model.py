@@ -90,7 +90,7 @@ class GraphModel(Model):
     def layers(self) -> list[Layer]:
         return list(self._graph_layers)
 
-    def _arrange_inputs(self, x):
+    def arrange_inputs(self, x):
         """Inputs (data or specs) as a dict by input name, however they were given."""
         if isinstance(x, dict):
             return x

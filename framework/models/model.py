@@ -68,7 +68,7 @@ class Model(Layer):
 
     def __init__(self, name: str | None = None, dtype=None, trainable: bool = True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
-        self._compile_state: CompileState | None = None
+        self.compile_state: CompileState | None = None
         self._signature = _Signature()
         self._predict_state: CompileState | None = None
         self._building = False
@@ -81,7 +81,7 @@ class Model(Layer):
         included, e.g. (None, 64); a list or dict of shapes for several inputs)."""
         if self._building or input_shape is None:
             return  # the Layer hook: sublayers build as the first call reaches them
-        self._build_for(_spec_from_shape(input_shape, tf.as_dtype(dtype or self.dtype)))
+        self.build_for(_spec_from_shape(input_shape, tf.as_dtype(dtype or self.dtype)))
 
     def _build_from(self, inputs) -> None:
         self._signature.inputs = spec_of(inputs)
@@ -91,10 +91,10 @@ class Model(Layer):
         finally:
             self._building = False
 
-    def _build_for(self, input_spec, name: str = "x") -> None:
+    def build_for(self, input_spec, name: str = "x") -> None:
         """Builds from a spec by tracing, or checks the spec (of the data called `name`)
         against the built model."""
-        input_spec = self._arrange_inputs(input_spec)
+        input_spec = self.arrange_inputs(input_spec)
         if self._signature.inputs is None:
             self._trace_forward(input_spec)
             return
@@ -117,15 +117,21 @@ class Model(Layer):
         concrete = tf.function(forward).get_concrete_function(input_spec)
         self._signature.outputs = spec_of(concrete.structured_outputs)
 
-    def _arrange_inputs(self, x):
+    def arrange_inputs(self, x):
         """Puts user data in the structure the model's call expects (GraphModel: by name)."""
         return x
+
+    @property
+    def built_input_spec(self):
+        """TensorSpecs of the inputs the model was built for (batch axis None), or None
+        before it is built."""
+        return self._signature.inputs
 
     @property
     def output_spec(self):
         """TensorSpecs of the outputs (batch axis None); traced from the input spec if needed."""
         if self._signature.outputs is None:
-            self._require_built("output_spec")
+            self.require_built("output_spec")
             self._trace_forward(self._signature.inputs)
         return self._signature.outputs
 
@@ -142,7 +148,7 @@ class Model(Layer):
             )
         return None
 
-    def _require_built(self, what: str) -> None:
+    def require_built(self, what: str) -> None:
         if not self.built or self._signature.inputs is None:
             raise ValueError(
                 f"Model {self.name!r} is not built yet, so {what} is not available. Build it "
@@ -152,16 +158,16 @@ class Model(Layer):
     @property
     def layers(self) -> list[Layer]:
         """The model's layers, in order."""
-        return self._direct_sublayers()
+        return self.direct_sublayers()
 
     def get_layer(self, name: str) -> Layer:
         """The layer called `name`, searched through nested models too."""
-        for layer in self._flatten_layers(include_self=False):
+        for layer in self.flatten_layers(include_self=False):
             if layer.name == name:
                 return layer
         raise ValueError(
             f"Model {self.name!r} has no layer named {name!r}. Its layers: "
-            f"{[l.name for l in self._flatten_layers(include_self=False)]}"
+            f"{[l.name for l in self.flatten_layers(include_self=False)]}"
         )
 
     # ------------------------------------------------------------------- update hooks
@@ -171,8 +177,8 @@ class Model(Layer):
 
         Found by tracing a training-mode forward pass; frozen layers register none.
         """
-        self._require_built("update_ops")
-        key = tuple((id(l), l.trainable) for l in self._flatten_layers())
+        self.require_built("update_ops")
+        key = tuple((id(l), l.trainable) for l in self.flatten_layers())
         if self._signature.update_ops is None or self._signature.update_ops[0] != key:
             hooks: list[update_hooks.UpdateHook] = []
 
@@ -221,34 +227,34 @@ class Model(Layer):
             ValueError: for an unknown loss, metric or optimizer name (listing the valid ones)
                 or a bad setting.
         """
-        self._compile_state = CompileState(optimizer, loss, metrics, loss_weights, jit_compile,
+        self.compile_state = CompileState(optimizer, loss, metrics, loss_weights, jit_compile,
                                            steps_per_execution, run_eagerly, weighted_metrics)
 
     @property
     def compiled(self) -> bool:
         """Whether `compile` has been called."""
-        return self._compile_state is not None
+        return self.compile_state is not None
 
     @property
     def optimizer(self):
         """The optimizer given to `compile` (None before), with its slots in `.variables`."""
-        return self._compile_state.optimizer if self._compile_state else None
+        return self.compile_state.optimizer if self.compile_state else None
 
-    def _state_for_predict(self) -> CompileState:
+    def state_for_predict(self) -> CompileState:
         """The compiled state, or, before `compile`, one that only predicts."""
-        if self._compile_state is not None:
-            return self._compile_state
+        if self.compile_state is not None:
+            return self.compile_state
         if self._predict_state is None:
             self._predict_state = CompileState(None, None, None, None, "auto", "auto", False)
         return self._predict_state
 
-    def _compiled_for(self, caller: str) -> CompileState:
-        if self._compile_state is None:
+    def compiled_for(self, caller: str) -> CompileState:
+        if self.compile_state is None:
             raise RuntimeError(
                 f"Model {self.name!r} must be compiled before {caller}(): call "
                 f"model.compile(optimizer=..., loss=..., metrics=[...]) first."
             )
-        return self._compile_state
+        return self.compile_state
 
     def fit(self, x=None, y=None, batch_size: int | None = DEFAULT_BATCH_SIZE, epochs: int = 1,
             verbose="auto", callbacks=None, validation_data=None, test_data=None,
@@ -343,27 +349,27 @@ class Model(Layer):
     # ------------------------------------------------------------------------ weights
     def get_weights(self) -> list[np.ndarray]:
         """The values of `variables`, in Keras order, so a Keras twin can be copied in."""
-        self._require_built("get_weights()")
+        self.require_built("get_weights()")
         return [v.numpy() for v in self.variables]
 
     def set_weights(self, weights) -> None:
         """Assigns values in the order of `get_weights()`."""
-        self._require_built("set_weights()")
+        self.require_built("set_weights()")
         weights_io.assign_in_order(self.variables, weights, self.name)
 
     def save_weights(self, filepath: str) -> str:
         """Writes the model's variables to a TensorFlow checkpoint at the prefix `filepath`."""
-        self._require_built("save_weights()")
+        self.require_built("save_weights()")
         return weights_io.save(self, filepath)
 
     def load_weights(self, filepath: str) -> None:
         """Reads variables written by `save_weights` (or a training checkpoint) into the model."""
-        self._require_built("load_weights()")
+        self.require_built("load_weights()")
         weights_io.load(self, filepath)
 
     def summary(self, print_fn: Callable[[str], Any] | None = None, line_length: int = 88) -> None:
         """Prints the layers with output shapes and trainable / non-trainable counts."""
-        self._require_built("summary()")
+        self.require_built("summary()")
         summary_lib.print_summary(self, print_fn or print, line_length)
 
     def flops(self, batch_size: int = 1) -> dict:

@@ -274,8 +274,7 @@ class Checkpointer:
             return None
         checkpoint = self._manager(which).checkpoint
         model, optimizer = self.model, self._optimizer
-        built = getattr(model, "_signature", None) is not None and \
-            model._signature.inputs is not None
+        built = getattr(model, "built_input_spec", None) is not None
         if not built:
             checkpoint.read(path).expect_partial()
             return {"epoch": int(self.fit_state.epoch.numpy()), "path": path}
@@ -322,7 +321,7 @@ def _remove_leftovers(folder: str, newest: int) -> None:
 
 def _variables_of(model, optimizer, state, best) -> list[tf.Variable]:
     variables = list(model.variables)
-    for layer in model._flatten_layers():
+    for layer in model.flatten_layers():
         generator = getattr(layer, "_generator", None)
         if isinstance(generator, tf.random.Generator):
             variables.append(generator.state)

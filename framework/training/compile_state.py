@@ -29,7 +29,7 @@ def resolve_jit_compile(setting, model, optimizer=None) -> bool:
     but makes a small convolutional net about twice as slow, because TensorFlow's own CPU
     convolutions (oneDNN) beat XLA's, and Levenberg–Marquardt's step compiles for seconds.
     """
-    layers = list(model._flatten_layers())
+    layers = list(model.flatten_layers())
     unsupported = [l.name for l in layers if not getattr(l, "supports_jit", True)]
     if setting is True:
         if unsupported:
@@ -128,7 +128,7 @@ class CompileState:
                 self.stage_metrics = stage_metrics  # only once every stage built
         variables = model.trainable_variables
         # Freezing or unfreezing changes the variables trained and the update hooks run.
-        key = ([id(v) for v in variables], [(id(l), l.trainable) for l in model._flatten_layers()])
+        key = ([id(v) for v in variables], [(id(l), l.trainable) for l in model.flatten_layers()])
         if self.steps is None or key != self._steps_key:
             if self.optimizer is not None:
                 self.optimizer.build(variables)

@@ -280,7 +280,7 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
             f"batch_size must be a positive integer, or None for all samples in one batch. "
             f"Received: batch_size={batch_size!r}"
         )
-    x = to_arrays(model._arrange_inputs(x), model.dtype, features=True)
+    x = to_arrays(model.arrange_inputs(x), model.dtype, features=True)
     y = to_arrays(y, model.dtype, features=False)
     sample_weight = None if sample_weight is None else _to_array(sample_weight, model.dtype)
     named = {names[0]: x, names[1]: y, "sample_weight": sample_weight}

@@ -64,7 +64,7 @@ def _eval_feed(model, data, argument, batch_size, steps, check_finite):
 def _prepare(model, state, feed, stage: str) -> None:
     """Builds the model for the feed's inputs, arranges its labels by output, builds the
     losses, metrics and steps, and checks the labels; all before any step runs."""
-    model._build_for(feed.element_spec[0], feed.names[0])
+    model.build_for(feed.element_spec[0], feed.names[0])
     names = model.output_names
     feed.arrange_targets(names, state.outputs_needing_labels(names))
     state.prepare(model, feed)
@@ -74,7 +74,7 @@ def _prepare(model, state, feed, stage: str) -> None:
 def check_inputs(model, x, y, *, stage: str, batch_size, check_finite: bool = True) -> None:
     """Runs every check `fit` or `evaluate` makes before its first step, and builds what
     they build (model, losses, metrics, optimizer slots), without running a step."""
-    state = model._compiled_for("fit" if stage == "train" else "evaluate")
+    state = model.compiled_for("fit" if stage == "train" else "evaluate")
     state.require_loss("fit" if stage == "train" else "evaluate")
     argument = {"train": "x", "val": "validation_data", "test": "test_data"}[stage]
     if stage == "train" or isinstance(x, tf.data.Dataset):
@@ -177,7 +177,7 @@ def _prefixed(stage: str, logs: dict) -> dict:
 def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data, test_data,
         shuffle, initial_epoch, sample_weight, steps_per_epoch, validation_steps, test_steps,
         validation_freq, test_freq, check_finite):
-    state = model._compiled_for("fit")
+    state = model.compiled_for("fit")
     state.require_loss("fit")
     verbose = _verbosity(verbose)
     _positive("epochs", epochs)
@@ -242,7 +242,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
 
 def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callbacks, return_dict,
              stage, check_finite):
-    state = model._compiled_for("evaluate")
+    state = model.compiled_for("evaluate")
     state.require_loss("evaluate")
     if stage not in ("val", "test"):
         raise ValueError(f"stage must be 'val' or 'test'. Received: stage={stage!r}")
@@ -266,8 +266,8 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
         feed = make_feed(model, x, batch_size=None, steps=steps, steps_argument="steps")
     else:
         feed = make_feed(model, x, batch_size=batch_size, check_finite=False)
-    state = model._state_for_predict()
-    model._build_for(feed.element_spec[0], feed.names[0])
+    state = model.state_for_predict()
+    model.build_for(feed.element_spec[0], feed.names[0])
     state.prepare(model, feed)
     verbose = _verbosity(verbose)
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,

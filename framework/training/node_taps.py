@@ -56,7 +56,7 @@ def check_names(names, model) -> list[str]:
     Raises:
         ValueError: for a name that is neither a layer of `model` nor "output" or "loss".
     """
-    return _check_names(names, [layer.name for layer in model._flatten_layers(include_self=False)])
+    return _check_names(names, [layer.name for layer in model.flatten_layers(include_self=False)])
 
 
 def _check_names(names, layer_names: Sequence[str]) -> list[str]:
@@ -133,7 +133,7 @@ class NodeTaps:
         >>> model = gf.Sequential([gf.layers.Dense(4, name="hidden"), gf.layers.Dense(1)])
         >>> model.compile(optimizer="sgd", loss="mse")
         >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0)
-        >>> steps = model._compile_state.steps
+        >>> steps = model.compile_state.steps
         >>> steps.enable_node_taps(["hidden"], every_n_steps=1)
         >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0)
         >>> [(step, sorted(values["hidden"])) for step, values in steps.node_taps.read()]
@@ -142,7 +142,7 @@ class NodeTaps:
 
     def __init__(self, model, variables: Sequence[tf.Variable], names, every_n_steps: int,
                  capacity: int = 1):
-        layer_names = [layer.name for layer in model._flatten_layers(include_self=False)]
+        layer_names = [layer.name for layer in model.flatten_layers(include_self=False)]
         self.names = _check_names(names, layer_names)
         self.every_n_steps = _positive("every_n_steps", every_n_steps)
         self.capacity = _positive("capacity", capacity)

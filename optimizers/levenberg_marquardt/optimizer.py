@@ -400,7 +400,7 @@ def examples_independent(model, loss_set) -> bool:
     """Whether each example's residual rows depend on that example alone: no layer of the
     model (`Layer.mixes_examples`) and no loss (a `mixes_examples` attribute, as
     `ResidualLoss` has) mixes the examples of a batch."""
-    if any(layer.mixes_examples for layer in model._flatten_layers()):
+    if any(layer.mixes_examples for layer in model.flatten_layers()):
         return False
     return not any(getattr(loss, "mixes_examples", False) for loss in loss_set.losses.values())
 

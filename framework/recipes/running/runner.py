@@ -99,7 +99,7 @@ def _build_on(model, train) -> None:
     from graphfit.training.feeds import spec_of
 
     x = train.element_spec[0] if isinstance(train, tf.data.Dataset) else _pair(train)[0]
-    model._build_for(x if isinstance(train, tf.data.Dataset) else
+    model.build_for(x if isinstance(train, tf.data.Dataset) else
                      tf.nest.map_structure(spec_of, x), "x")
 
 
@@ -120,7 +120,7 @@ def _pair(data):
 
 
 def sample_shape(model) -> list[int] | dict:
-    spec = model._signature.inputs
+    spec = model.built_input_spec
     if isinstance(spec, dict):
         return {name: s.shape.as_list()[1:] for name, s in spec.items()}
     return spec.shape.as_list()[1:]

@@ -95,7 +95,7 @@ def test_written_every_n_steps_at_their_global_steps(tmp_path, steps_per_executi
                   jit_compile=False)
     board = TensorBoard(str(tmp_path), gradient_taps=["hidden"], gradient_tap_freq=freq)
     model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[board])  # 6 steps
-    steps = model._compile_state.steps
+    steps = model.compile_state.steps
     traced = steps.tracing_counts()
     model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[board])  # steps 7..12
 

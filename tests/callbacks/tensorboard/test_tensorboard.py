@@ -192,7 +192,7 @@ def test_recorded_gradient_is_the_raw_gradient_of_the_last_batch(tmp_path, jit_c
         loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
     expected = tape.gradient(loss, model.trainable_variables)
     assert np.linalg.norm(np.concatenate([g.numpy().ravel() for g in expected])) > 1e-2
-    taps = model._compile_state.steps.recorded_gradients()
+    taps = model.compile_state.steps.recorded_gradients()
     assert [v.name for v, _ in taps] == [v.name for v in model.trainable_variables]
     runs = _values(tmp_path / "train")
     for (variable, tap), gradient in zip(taps, expected):
@@ -240,7 +240,7 @@ def test_minimize_overrides_report_gradients_or_get_weight_histograms_only(tmp_p
     model.fit(x, y, batch_size=None, verbose=0,
               callbacks=[TensorBoard(str(tmp_path / "reporting"), histogram_freq=1)])
     # d/dw mean((x w + b - 1)^2) at w = 0, b = 0: 2 * mean(-1 * x) = -2 per weight, doubled.
-    kernel_tap = model._compile_state.steps.recorded_gradients()[0][1]
+    kernel_tap = model.compile_state.steps.recorded_gradients()[0][1]
     np.testing.assert_allclose(kernel_tap.numpy(), [[-4.0], [-4.0]])
     assert "gradients/dense/kernel" in _values(tmp_path / "reporting" / "train")
 

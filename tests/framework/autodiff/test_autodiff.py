@@ -281,7 +281,7 @@ def test_per_example_gradients_use_the_compiled_loss():
     labels = {"a": np.ones((3, 2), "float32"), "b": np.zeros((3, 1), "float32")}
     grads = autodiff.per_example_gradients(graph, inputs, labels, sample_weight=weights)
     with tf.GradientTape() as tape:
-        batch_loss, _ = graph._compile_state.loss_set(labels, graph(inputs), weights)
+        batch_loss, _ = graph.compile_state.loss_set(labels, graph(inputs), weights)
     expected = tape.gradient(batch_loss, graph.trainable_variables)
     for g, want in zip(grads, expected):
         np.testing.assert_allclose(tf.reduce_sum(g, axis=0), want, atol=1e-5)

@@ -153,17 +153,17 @@ def test_counting_leaves_model_and_optimizer_unchanged():
     before = _variable_values(model.variables)
     flops.count_flops(model, batch_size=3)
     assert all(np.array_equal(a, b) for a, b in zip(before, _variable_values(model.variables)))
-    assert model._compile_state.steps is None  # nothing compiled or traced for training
+    assert model.compile_state.steps is None  # nothing compiled or traced for training
     assert len(optimizer.variables) == 2  # iterations and learning rate: no slots created
-    assert not model._compile_state.loss_set.built
+    assert not model.compile_state.loss_set.built
     model.fit(np.ones((6, 4), np.float32), np.zeros((6, 2), np.float32), batch_size=3,
               verbose=0)
     weights, slots = _variable_values(model.variables), _variable_values(optimizer.variables)
-    tracing = model._compile_state.steps.tracing_counts()
+    tracing = model.compile_state.steps.tracing_counts()
     counts = model.flops(batch_size=3)
     assert all(np.array_equal(a, b) for a, b in zip(weights, _variable_values(model.variables)))
     assert all(np.array_equal(a, b) for a, b in zip(slots, _variable_values(optimizer.variables)))
-    assert model._compile_state.steps.tracing_counts() == tracing
+    assert model.compile_state.steps.tracing_counts() == tracing
     assert not any(np.array_equal(a, b) for a, b in zip(before, weights))  # fit did train
     assert counts["update"] > 0
 

@@ -43,7 +43,7 @@ def _full_state(model) -> dict:
     """Every value a resumed fit depends on, by position (names differ between models)."""
     state = {f"model/{i}": v.numpy() for i, v in enumerate(model.variables)}
     state.update({f"optimizer/{i}": v.numpy() for i, v in enumerate(model.optimizer.variables)})
-    for i, layer in enumerate(model._flatten_layers()):
+    for i, layer in enumerate(model.flatten_layers()):
         if isinstance(getattr(layer, "_generator", None), tf.random.Generator):
             state[f"dropout/{i}/generator"] = layer._generator.state.numpy()
     return state

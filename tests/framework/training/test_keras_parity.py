@@ -85,7 +85,7 @@ def test_xla_compiled_steps_match_keras_too(digits):
     ours, theirs, _, _ = _train_both(
         digits, optimizers.SGD(**kwargs), keras.optimizers.SGD(**kwargs), jit_compile=True
     )
-    assert ours._compile_state.jit_compile is True
+    assert ours.compile_state.jit_compile is True
     _assert_same_weights(ours, theirs)
 
 

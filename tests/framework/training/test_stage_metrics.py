@@ -85,7 +85,7 @@ def test_stages_own_distinct_metric_variables(splits):
     train, val, _ = splits
     model = _model(0.01)
     model.fit(*train, epochs=1, verbose=0, validation_data=val)
-    stage_metrics = model._compile_state.stage_metrics
+    stage_metrics = model.compile_state.stage_metrics
     variables = [{id(v) for v in stage_metrics[s].variables} for s in ("train", "val", "test")]
     assert all(variables) and not (variables[0] & variables[1] or variables[0] & variables[2]
                                    or variables[1] & variables[2])

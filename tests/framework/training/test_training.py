@@ -57,7 +57,7 @@ def test_steps_are_traced_once_across_epochs_fits_and_partial_batches(digits):
     model.fit(x[:300], y[:300], batch_size=50, epochs=2, verbose=0)
     model.evaluate(x[:77], y[:77], verbose=0)
     model.predict(x[:33], verbose=0)
-    counts = model._compile_state.steps.tracing_counts()
+    counts = model.compile_state.steps.tracing_counts()
     assert counts == {"train_step": 1, "test_step": 1, "predict_step": 1, "train_arrays": 1,
                       "val_arrays": 1, "test_arrays": 1, "predict_arrays": 1}
 
@@ -147,7 +147,7 @@ def test_float64_models_train_in_float64(digits):
     assert model.predict(x[:3], verbose=0).dtype == np.float64
     assert {v.dtype for v in model.optimizer.variables[2:]} == {tf.float64}
     # The Keras loss object given to compile was rebuilt to compute in float64 too.
-    assert model._compile_state.loss_set.losses[None].dtype == "float64"
+    assert model.compile_state.loss_set.losses[None].dtype == "float64"
 
 
 def test_plain_functions_serve_as_loss_and_metric():

@@ -575,4 +575,4 @@ def test_auto_jit_leaves_xla_off_for_lm_on_cpu():
         model = gf.Sequential([layers.Dense(1)], input_shape=(1,))
         model.compile(optimizer=optimizer, loss="mse")  # jit_compile="auto"
         model.fit(x, x, batch_size=None, epochs=1, verbose=0)
-        assert model._compile_state.jit_compile is expected
+        assert model.compile_state.jit_compile is expected
