@@ -79,8 +79,9 @@ class _Race:
 
 
 def _graphfit_sinc(optimizer, budget: float, seed: int):
-    import graphfit as gf
     import tensorflow as tf
+
+    import graphfit as gf
     from graphfit import callbacks, layers
 
     gf.set_seed(seed)
@@ -147,7 +148,8 @@ def sinc_table(budget: float, seeds: int) -> None:
           f" per contender and seed; one fit (graphfit) or epoch loop (torch) each, the full-data "
           f"MSE measured after every epoch; times from the start, compilation and MSE "
           f"evaluations included\n")
-    print("| contender | seed | s / epoch (median) | time to MSE <= 1e-5 (s) | time to MSE <= 1e-7 (s) | "
+    print("| contender | seed | s / epoch (median) | time to MSE <= 1e-5 (s) "
+          "| time to MSE <= 1e-7 (s) | "
           "best MSE in budget |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, run in contenders:

@@ -11,6 +11,8 @@ import functools
 import inspect
 from typing import Any, Iterable
 
+from graphfit.core import validation
+
 __all__ = ["Callback", "CallbackList"]
 
 _STAGES = ("val", "test")
@@ -117,16 +119,23 @@ class Callback:
     def on_predict_batch_end(self, batch: int, logs=None):
         """Called after a prediction execution."""
 
-    # Whether the loop must call (and read metrics for) the batch hooks; the names are
-    # Keras 2's. A subclass that overrides batch hooks but sometimes ignores them (a silent
-    # progress bar) overrides these to say so.
-    def _implements_train_batch_hooks(self) -> bool:
+    # Whether the loop must call (and read metrics for) the batch hooks (Keras 2's
+    # `_implements_*_batch_hooks`, public here). A subclass that overrides batch hooks but
+    # sometimes ignores them (a silent progress bar) overrides these to say so.
+    def implements_train_batch_hooks(self) -> bool:
+        """Whether the training loop must call this callback's training batch hooks.
+
+        True when the class overrides any of them; the loop skips them (and reading metrics
+        every batch) when no callback needs them.
+        """
         return _overrides_any(self, _BATCH_HOOKS["train"])
 
-    def _implements_test_batch_hooks(self) -> bool:
+    def implements_test_batch_hooks(self) -> bool:
+        """Whether evaluation must call this callback's test batch hooks."""
         return _overrides_any(self, _BATCH_HOOKS["test"])
 
-    def _implements_predict_batch_hooks(self) -> bool:
+    def implements_predict_batch_hooks(self) -> bool:
+        """Whether prediction must call this callback's predict batch hooks."""
         return _overrides_any(self, _BATCH_HOOKS["predict"])
 
 
@@ -227,10 +236,7 @@ class CallbackList(Callback):
         params: dict[str, Any] | None = None,
     ):
         super().__init__()
-        if verbose == "auto":
-            verbose = 1
-        if isinstance(verbose, bool) or verbose not in (0, 1, 2):
-            raise ValueError(f"verbose must be 0, 1, 2 or 'auto'. Received: verbose={verbose!r}")
+        verbose = validation.verbosity(verbose, allow_auto=True)
         # Imported here: both modules subclass Callback from this one.
         from graphfit.callbacks.history import History
         from graphfit.callbacks.progress import ProgressBar
@@ -291,34 +297,34 @@ class CallbackList(Callback):
     @property
     def needs_train_batch_hooks(self) -> bool:
         """Whether any callback listens to training batches (else the loop may skip them)."""
-        return self._implements_train_batch_hooks()
+        return self.implements_train_batch_hooks()
 
     @property
     def wants_every_train_batch(self) -> bool:
         """Whether a callback other than the progress bar listens to training batches; then
         `steps_per_execution="auto"` runs one step per call so it hears every batch, as in
         Keras."""
-        return any(c._implements_train_batch_hooks() for c in self.callbacks
+        return any(c.implements_train_batch_hooks() for c in self.callbacks
                    if c is not self._progress_bar)
 
     @property
     def needs_test_batch_hooks(self) -> bool:
         """Whether any callback listens to evaluation batches."""
-        return self._implements_test_batch_hooks()
+        return self.implements_test_batch_hooks()
 
     @property
     def needs_predict_batch_hooks(self) -> bool:
         """Whether any callback listens to prediction batches."""
-        return self._implements_predict_batch_hooks()
+        return self.implements_predict_batch_hooks()
 
-    def _implements_train_batch_hooks(self) -> bool:
-        return any(c._implements_train_batch_hooks() for c in self.callbacks)
+    def implements_train_batch_hooks(self) -> bool:
+        return any(c.implements_train_batch_hooks() for c in self.callbacks)
 
-    def _implements_test_batch_hooks(self) -> bool:
-        return any(c._implements_test_batch_hooks() for c in self.callbacks)
+    def implements_test_batch_hooks(self) -> bool:
+        return any(c.implements_test_batch_hooks() for c in self.callbacks)
 
-    def _implements_predict_batch_hooks(self) -> bool:
-        return any(c._implements_predict_batch_hooks() for c in self.callbacks)
+    def implements_predict_batch_hooks(self) -> bool:
+        return any(c.implements_predict_batch_hooks() for c in self.callbacks)
 
     # Dispatch. One shallow copy of the logs per event, shared by all callbacks as in
     # Keras: a key a callback adds is seen by the later ones, never by the loop.

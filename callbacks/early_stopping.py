@@ -12,37 +12,16 @@ that message count epochs from 1, as the progress bar does, while the attributes
 
 from __future__ import annotations
 
-import math
-import numbers
 import warnings
 
 from graphfit.callbacks.callback import Callback
 from graphfit.callbacks.progress import format_value
-from graphfit.core.registry import CALLBACKS, closest
+from graphfit.core import validation
+from graphfit.core.registry import CALLBACKS, did_you_mean
 
 __all__ = ["EarlyStopping", "MonitorCallback"]
 
 _MODES = ("auto", "min", "max")
-
-
-def check_non_negative_int(name: str, value) -> None:
-    """ValueError unless `value` is an integer >= 0 (bools are not integers here)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer. Received: {name}={value!r}")
-
-
-def check_number(name: str, value, minimum: float | None = None) -> None:
-    """ValueError unless `value` is a finite real number (>= `minimum` when given)."""
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not math.isfinite(value) or (minimum is not None and value < minimum)):
-        bound = f" >= {minimum}" if minimum is not None else ""
-        raise ValueError(f"{name} must be a finite number{bound}. Received: {name}={value!r}")
-
-
-def check_verbose(value) -> None:
-    """ValueError unless `value` is 0, 1 or 2 (callbacks print when it is above 0)."""
-    if isinstance(value, bool) or value not in (0, 1, 2):
-        raise ValueError(f"verbose must be 0, 1 or 2. Received: verbose={value!r}")
 
 
 def set_stop_reason(model, reason: str) -> None:
@@ -103,7 +82,7 @@ class MonitorCallback(Callback):
                              f"Received: monitor={monitor!r}")
         if mode not in _MODES:
             raise ValueError(f"mode must be one of 'auto', 'min', 'max'. Received: mode={mode!r}")
-        check_number("min_delta", min_delta, minimum=0.0)
+        validation.finite_number("min_delta", min_delta, minimum=0.0)
         self.monitor = monitor
         self.mode = mode
         self.min_delta = float(min_delta)
@@ -146,8 +125,7 @@ class MonitorCallback(Callback):
         value = logs.get(self.monitor)
         if value is None and not self._warned_missing:
             self._warned_missing = True
-            guess = closest(self.monitor, logs)
-            hint = f" Did you mean {guess!r}?" if guess and guess != self.monitor else ""
+            hint = did_you_mean(self.monitor, logs)
             warnings.warn(
                 f"{what} conditioned on metric `{self.monitor}` which is not available. "
                 f"Available metrics are: {','.join(logs)}.{hint}", stacklevel=3)
@@ -217,14 +195,14 @@ class EarlyStopping(MonitorCallback):
         start_from_epoch: int = 0,
     ):
         super().__init__(monitor, mode, min_delta)
-        check_non_negative_int("patience", patience)
-        check_verbose(verbose)
+        validation.non_negative_int("patience", patience)
+        validation.verbosity(verbose)
         if baseline is not None:
-            check_number("baseline", baseline)
+            validation.finite_number("baseline", baseline)
         if not isinstance(restore_best_weights, bool):
             raise ValueError(f"restore_best_weights must be True or False. "
                              f"Received: restore_best_weights={restore_best_weights!r}")
-        check_non_negative_int("start_from_epoch", start_from_epoch)
+        validation.non_negative_int("start_from_epoch", start_from_epoch)
         self.patience = int(patience)
         self.verbose = verbose
         self.baseline = None if baseline is None else float(baseline)

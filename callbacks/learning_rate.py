@@ -21,12 +21,8 @@ from typing import Any, Callable
 import numpy as np
 
 from graphfit.callbacks.callback import Callback
-from graphfit.callbacks.early_stopping import (
-    MonitorCallback,
-    check_non_negative_int,
-    check_number,
-    check_verbose,
-)
+from graphfit.callbacks.early_stopping import MonitorCallback
+from graphfit.core import validation
 from graphfit.core.registry import CALLBACKS
 
 __all__ = ["LearningRateScheduler", "ReduceLROnPlateau"]
@@ -133,14 +129,14 @@ class ReduceLROnPlateau(MonitorCallback):
         min_lr: float = 0.0,
     ):
         super().__init__(monitor, mode, min_delta)
-        check_number("factor", factor)
+        validation.finite_number("factor", factor)
         if not 0.0 < factor < 1.0:
             raise ValueError("ReduceLROnPlateau needs a factor in (0, 1): new_lr = lr * factor. "
                              f"Received: factor={factor!r}")
-        check_non_negative_int("patience", patience)
-        check_verbose(verbose)
-        check_non_negative_int("cooldown", cooldown)
-        check_number("min_lr", min_lr, minimum=0.0)
+        validation.non_negative_int("patience", patience)
+        validation.verbosity(verbose)
+        validation.non_negative_int("cooldown", cooldown)
+        validation.finite_number("min_lr", min_lr, minimum=0.0)
         self.factor = float(factor)
         self.patience = int(patience)
         self.verbose = verbose
@@ -261,7 +257,7 @@ class LearningRateScheduler(Callback):
 
     def __init__(self, schedule, verbose: int = 0):
         super().__init__()
-        check_verbose(verbose)
+        validation.verbosity(verbose)
         self.schedule = schedule
         self._schedule = _check_schedule(schedule)
         self.verbose = verbose

@@ -18,8 +18,9 @@ import warnings
 import numpy as np
 
 from graphfit.callbacks.callback import Callback
-from graphfit.saving.checkpoints import Checkpointer, fit_state
+from graphfit.core import validation
 from graphfit.core.registry import CALLBACKS
+from graphfit.saving.checkpoints import Checkpointer, fit_state
 
 __all__ = ["ModelCheckpoint"]
 
@@ -117,12 +118,8 @@ class ModelCheckpoint(Callback):
                 "save_freq must be 'epoch': graphfit checkpoints at epoch ends, where a resumed "
                 f"fit can carry on exactly. Received: save_freq={save_freq!r}"
             )
-        if max_to_keep is not None and (
-            isinstance(max_to_keep, bool) or not isinstance(max_to_keep, (int, np.integer))
-            or max_to_keep < 1
-        ):
-            raise ValueError("max_to_keep must be a positive integer, or None to keep every "
-                             f"checkpoint. Received: max_to_keep={max_to_keep!r}")
+        validation.positive_int("max_to_keep", max_to_keep, allow_none=True,
+                                none_means="to keep every checkpoint")
         if verbose not in (0, 1) or isinstance(verbose, bool):
             raise ValueError(f"verbose must be 0 or 1. Received: verbose={verbose!r}")
         self.filepath = filepath

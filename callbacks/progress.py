@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable, TextIO
 
 from graphfit.callbacks.callback import Callback
+from graphfit.core import validation
 from graphfit.core.registry import CALLBACKS
 
 __all__ = ["ProgressBar"]
@@ -80,7 +81,7 @@ class _Run:
         # Only a terminal can redraw a line; elsewhere only the final line is printed.
         if not self.interactive:
             return
-        if self._last_draw is not None and now - self._last_draw < ProgressBar._interval:
+        if self._last_draw is not None and now - self._last_draw < ProgressBar.REDRAW_INTERVAL:
             return
         self._last_draw = now
         self._write("\r" + self._padded(self.line(now, logs, final=False)))
@@ -177,7 +178,8 @@ class ProgressBar(Callback):
         Epoch 3/5 - 0s - loss: 0.1235 - val_loss: 1.2000e-04
     """
 
-    _interval = 0.05  # seconds between redraws
+    REDRAW_INTERVAL = 0.05
+    """Seconds between two redraws of the bar in a terminal."""
     _clock = staticmethod(time.monotonic)
 
     def __init__(
@@ -187,10 +189,7 @@ class ProgressBar(Callback):
         interactive: bool | None = None,
     ):
         super().__init__()
-        if verbose == "auto":
-            verbose = 1
-        if isinstance(verbose, bool) or verbose not in (0, 1, 2):
-            raise ValueError(f"verbose must be 0, 1, 2 or 'auto'. Received: verbose={verbose!r}")
+        verbose = validation.verbosity(verbose, allow_auto=True)
         if interactive is not None and not isinstance(interactive, bool):
             raise ValueError(
                 f"interactive must be True, False or None. Received: interactive={interactive!r}"
@@ -226,13 +225,13 @@ class ProgressBar(Callback):
     def _needs_batches(self, steps) -> bool:
         return self.verbose == 1 and (steps is None or self.interactive)
 
-    def _implements_train_batch_hooks(self) -> bool:
+    def implements_train_batch_hooks(self) -> bool:
         return self._needs_batches(self._train_steps())
 
-    def _implements_test_batch_hooks(self) -> bool:
+    def implements_test_batch_hooks(self) -> bool:
         return not self._in_fit and self._needs_batches(self.params.get("steps"))
 
-    def _implements_predict_batch_hooks(self) -> bool:
+    def implements_predict_batch_hooks(self) -> bool:
         return self._needs_batches(self.params.get("steps"))
 
     def _train_steps(self):

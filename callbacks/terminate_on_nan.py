@@ -111,7 +111,8 @@ class TerminateOnNaN(Callback):
             where = (f"one of batches {first + 1}-{batch + 1} (steps {step - (batch - first)}-"
                      f"{step}), which ran in one compiled call; compile with "
                      "steps_per_execution=1 or 'auto' to name the exact step")
-        reason = f"TerminateOnNaN: the loss became {float(loss)} at epoch {self._epoch + 1}, {where}"
+        reason = (f"TerminateOnNaN: the loss became {float(loss)} at epoch {self._epoch + 1}, "
+                  f"{where}")
         self.stopped_epoch, self.stopped_batch, self.stopped_step = self._epoch, batch, step
         self.model.nonfinite_step = step
         if self.raise_error:

@@ -8,22 +8,26 @@ from graphfit.core import autograph_scope
 
 autograph_scope.skip_graphfit_modules()  # before anything is traced
 
-from graphfit import datasets  # noqa: E402
-from graphfit.core import registry
-from graphfit.core import update_hooks
-from graphfit.saving import checkpoints
-from graphfit.models.graph_model import GraphModel, Node
+from graphfit import (  # noqa: E402  (they build on the core)  # noqa: E402  (they trace compiled steps)
+    autodiff,
+    callbacks,
+    datasets,  # noqa: E402
+    inspect,
+    layers,
+    optimizers,
+    recipes,  # noqa: E402  (recipes name layers, optimizers, callbacks)
+    testing,  # noqa: E402  (contracts of layers, models, optimizers)
+)
+from graphfit.core import registry, update_hooks
 from graphfit.core.layer import InputSpec, Layer
-from graphfit.models.model import Model
 from graphfit.core.registry import register_layer
 from graphfit.core.seeding import set_seed
-from graphfit.models.sequential import Sequential
 from graphfit.core.update_hooks import UpdateHook
-
-from graphfit import callbacks, layers, optimizers  # noqa: E402  (they build on the core)
-from graphfit import recipes  # noqa: E402  (recipes name layers, optimizers, callbacks)
-from graphfit import autodiff, inspect  # noqa: E402  (they trace compiled steps)
 from graphfit.inspect import flops
+from graphfit.models.graph_model import GraphModel, Node
+from graphfit.models.model import Model
+from graphfit.models.sequential import Sequential
+from graphfit.saving import checkpoints
 
 __version__ = "0.1.0"
 
@@ -47,5 +51,6 @@ __all__ = [
     "register_layer",
     "registry",
     "set_seed",
+    "testing",
     "update_hooks",
 ]

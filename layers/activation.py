@@ -8,8 +8,8 @@ import keras
 
 from graphfit.core import autograph_scope
 from graphfit.core.layer import Layer
-from graphfit.layers import _arguments
 from graphfit.core.registry import register_layer
+from graphfit.layers import arguments
 
 __all__ = ["Activation"]
 
@@ -39,7 +39,7 @@ class Activation(Layer):
 
     def __init__(self, activation, name: str | None = None, dtype=None, trainable: bool = True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
-        self.activation = _arguments.get_activation(activation)
+        self.activation = arguments.get_activation(activation)
 
     def call(self, inputs, training: bool = False):
         return autograph_scope.convert_user_code(self.activation)(inputs)

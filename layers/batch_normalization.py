@@ -8,8 +8,8 @@ import keras
 import tensorflow as tf
 
 from graphfit.core.layer import InputSpec, Layer
-from graphfit.layers import _arguments
 from graphfit.core.registry import register_layer
+from graphfit.layers import arguments
 
 __all__ = ["BatchNormalization"]
 
@@ -128,12 +128,12 @@ class BatchNormalization(Layer):
         self.epsilon = float(epsilon)
         self.center = _boolean(center, "center")
         self.scale = _boolean(scale, "scale")
-        self.beta_initializer = _arguments.get_initializer(beta_initializer, "beta_initializer")
-        self.gamma_initializer = _arguments.get_initializer(gamma_initializer, "gamma_initializer")
-        self.moving_mean_initializer = _arguments.get_initializer(
+        self.beta_initializer = arguments.get_initializer(beta_initializer, "beta_initializer")
+        self.gamma_initializer = arguments.get_initializer(gamma_initializer, "gamma_initializer")
+        self.moving_mean_initializer = arguments.get_initializer(
             moving_mean_initializer, "moving_mean_initializer"
         )
-        self.moving_variance_initializer = _arguments.get_initializer(
+        self.moving_variance_initializer = arguments.get_initializer(
             moving_variance_initializer, "moving_variance_initializer"
         )
         self.renorm = _boolean(renorm, "renorm")
@@ -160,7 +160,7 @@ class BatchNormalization(Layer):
                 f"Received input shape {tuple(input_shape.as_list())}."
             )
         shape = (int(size),)
-        self.gamma, self.beta = _arguments.scale_and_offset(self, shape)
+        self.gamma, self.beta = arguments.scale_and_offset(self, shape)
         self.moving_mean = self.add_weight(
             "moving_mean", shape, initializer=self.moving_mean_initializer, trainable=False
         )

@@ -9,10 +9,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import autograph_scope
+from graphfit.core import autograph_scope, validation
 from graphfit.core.layer import InputSpec, Layer
-from graphfit.layers import _arguments
 from graphfit.core.registry import register_layer
+from graphfit.layers import arguments
 
 __all__ = ["Conv2D", "ImageInputSpec", "spatial_output_size"]
 
@@ -124,24 +124,24 @@ class Conv2D(Layer):
         trainable: bool = True,
     ):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
-        self.filters = _arguments.positive_int(filters, "filters")
-        self.kernel_size = _arguments.normalize_tuple(kernel_size, 2, "kernel_size")
-        self.strides = _arguments.normalize_tuple(strides, 2, "strides")
-        self.padding = _arguments.padding_mode(padding)
-        self.data_format = _arguments.channels_last(data_format, "Conv2D")
-        self.dilation_rate = _arguments.normalize_tuple(dilation_rate, 2, "dilation_rate")
+        self.filters = validation.positive_int("filters", filters)
+        self.kernel_size = arguments.normalize_tuple(kernel_size, 2, "kernel_size")
+        self.strides = arguments.normalize_tuple(strides, 2, "strides")
+        self.padding = arguments.padding_mode(padding)
+        self.data_format = arguments.channels_last(data_format, "Conv2D")
+        self.dilation_rate = arguments.normalize_tuple(dilation_rate, 2, "dilation_rate")
         if max(self.strides) > 1 and max(self.dilation_rate) > 1:
             raise ValueError(
                 "strides > 1 is not supported together with dilation_rate > 1 (TensorFlow's "
                 f"convolution refuses it). Received: strides={self.strides} and "
                 f"dilation_rate={self.dilation_rate}"
             )
-        self.activation = _arguments.get_activation(activation)
+        self.activation = arguments.get_activation(activation)
         self.use_bias = bool(use_bias)
-        self.kernel_initializer = _arguments.get_initializer(
+        self.kernel_initializer = arguments.get_initializer(
             kernel_initializer, "kernel_initializer"
         )
-        self.bias_initializer = _arguments.get_initializer(bias_initializer, "bias_initializer")
+        self.bias_initializer = arguments.get_initializer(bias_initializer, "bias_initializer")
         self.input_spec = ImageInputSpec()
 
     def build(self, input_shape) -> None:

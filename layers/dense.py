@@ -7,10 +7,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import autograph_scope
+from graphfit.core import autograph_scope, validation
 from graphfit.core.layer import InputSpec, Layer
-from graphfit.layers import _arguments
 from graphfit.core.registry import register_layer
+from graphfit.layers import arguments
 
 __all__ = ["Dense"]
 
@@ -61,13 +61,13 @@ class Dense(Layer):
         trainable: bool = True,
     ):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
-        self.units = _arguments.positive_int(units, "units")
-        self.activation = _arguments.get_activation(activation)
+        self.units = validation.positive_int("units", units)
+        self.activation = arguments.get_activation(activation)
         self.use_bias = bool(use_bias)
-        self.kernel_initializer = _arguments.get_initializer(
+        self.kernel_initializer = arguments.get_initializer(
             kernel_initializer, "kernel_initializer"
         )
-        self.bias_initializer = _arguments.get_initializer(bias_initializer, "bias_initializer")
+        self.bias_initializer = arguments.get_initializer(bias_initializer, "bias_initializer")
         self.input_spec = InputSpec(
             min_ndim=2,
             hint="Dense needs a feature axis: for one value per example, add "

@@ -7,9 +7,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from graphfit.core import validation
 from graphfit.core.layer import Layer
-from graphfit.layers import _arguments
 from graphfit.core.registry import register_layer
+from graphfit.layers import arguments
 
 __all__ = ["Embedding"]
 
@@ -57,9 +58,9 @@ class Embedding(Layer):
         trainable: bool = True,
     ):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
-        self.input_dim = _arguments.positive_int(input_dim, "input_dim")
-        self.output_dim = _arguments.positive_int(output_dim, "output_dim")
-        self.embeddings_initializer = _arguments.get_initializer(
+        self.input_dim = validation.positive_int("input_dim", input_dim)
+        self.output_dim = validation.positive_int("output_dim", output_dim)
+        self.embeddings_initializer = arguments.get_initializer(
             embeddings_initializer, "embeddings_initializer"
         )
 

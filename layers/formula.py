@@ -11,8 +11,8 @@ from typing import Any, Mapping
 import tensorflow as tf
 
 from graphfit.core.layer import InputSpec, Layer
-from graphfit.layers import formula_parser
 from graphfit.core.registry import register_layer
+from graphfit.layers import formula_parser
 
 __all__ = ["Formula"]
 
@@ -67,7 +67,7 @@ class Formula(Layer):
         >>> layers.Formula("b1*exp(-c*x)", params={"b1": 1.0, "b2": 2.0})
         Traceback (most recent call last):
         ...
-        ValueError: Formula: unknown name 'c' in "b1*exp(-c*x)" (parameters: b1, b2; inputs: x, or x1, x2, ... for several columns; constants: pi)
+        ValueError: Formula: unknown name 'c' in "b1*exp(-c*x)" (parameters: b1, b2; ...
             b1*exp(-c*x)
                     ^
     """

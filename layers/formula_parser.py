@@ -21,7 +21,7 @@ Example:
     >>> formula_parser.parse("b1*x^2", ["b1"])
     Traceback (most recent call last):
     ...
-    ValueError: Formula: '^' is not a power in "b1*x^2": use ** for powers (x**2); in Python '^' is xor
+    ValueError: Formula: '^' is not a power in "b1*x^2": use ** for powers (x**2); ...
         b1*x^2
             ^
 """
@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Mapping
 
 import tensorflow as tf
 
-from graphfit.core.registry import closest
+from graphfit.core.registry import did_you_mean
 
 __all__ = ["FUNCTIONS", "CONSTANTS", "INPUT_NAME", "MAX_DEPTH", "Span", "ParsedFormula",
            "parse", "located_error"]
@@ -231,8 +231,7 @@ class _Walker:
 
     def unknown_name(self, node: ast.AST, name: str, function: bool = False) -> ValueError:
         candidates = list(FUNCTIONS) if function else [*self.params, "x", *CONSTANTS]
-        guess = closest(name, candidates)
-        hint = _HINTS.get(name) or (f"did you mean {guess!r}?" if guess else "")
+        hint = _HINTS.get(name) or did_you_mean(name, candidates, "did you mean {!r}?")
         if function:
             known = f"functions: {', '.join(FUNCTIONS)}"
         else:

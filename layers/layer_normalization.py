@@ -8,8 +8,8 @@ import keras
 import tensorflow as tf
 
 from graphfit.core.layer import InputSpec, Layer
-from graphfit.layers import _arguments
 from graphfit.core.registry import register_layer
+from graphfit.layers import arguments
 
 __all__ = ["LayerNormalization"]
 
@@ -77,8 +77,8 @@ class LayerNormalization(Layer):
                     f"{argument} must be True or False. Received: {argument}={value!r}"
                 )
         self.center, self.scale = center, scale
-        self.beta_initializer = _arguments.get_initializer(beta_initializer, "beta_initializer")
-        self.gamma_initializer = _arguments.get_initializer(gamma_initializer, "gamma_initializer")
+        self.beta_initializer = arguments.get_initializer(beta_initializer, "beta_initializer")
+        self.gamma_initializer = arguments.get_initializer(gamma_initializer, "gamma_initializer")
 
     def build(self, input_shape) -> None:
         rank = input_shape.rank
@@ -96,7 +96,7 @@ class LayerNormalization(Layer):
                 f"LayerNormalization {self.name!r} needs known sizes of axis={self.axis}. "
                 f"Received input shape {tuple(input_shape.as_list())}."
             )
-        self.gamma, self.beta = _arguments.scale_and_offset(self, shape)
+        self.gamma, self.beta = arguments.scale_and_offset(self, shape)
         self.input_spec = InputSpec(ndim=rank, axes={a: int(input_shape[a]) for a in self._axes})
 
     def call(self, inputs, training: bool = False):

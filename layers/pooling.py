@@ -5,9 +5,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from graphfit.core.layer import Layer
-from graphfit.layers import _arguments
-from graphfit.layers.convolutional import ImageInputSpec, spatial_output_size
 from graphfit.core.registry import register_layer
+from graphfit.layers import arguments
+from graphfit.layers.convolutional import ImageInputSpec, spatial_output_size
 
 __all__ = ["MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D"]
 
@@ -29,13 +29,13 @@ class _Pooling2D(Layer):
         trainable: bool = True,
     ):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
-        self.pool_size = _arguments.normalize_tuple(pool_size, 2, "pool_size")
+        self.pool_size = arguments.normalize_tuple(pool_size, 2, "pool_size")
         # As in Keras, strides default to the pool size (non-overlapping windows).
         self.strides = (
-            self.pool_size if strides is None else _arguments.normalize_tuple(strides, 2, "strides")
+            self.pool_size if strides is None else arguments.normalize_tuple(strides, 2, "strides")
         )
-        self.padding = _arguments.padding_mode(padding)
-        self.data_format = _arguments.channels_last(data_format, type(self).__name__)
+        self.padding = arguments.padding_mode(padding)
+        self.data_format = arguments.channels_last(data_format, type(self).__name__)
         self.input_spec = ImageInputSpec()
 
     def build(self, input_shape) -> None:
@@ -158,7 +158,7 @@ class GlobalAveragePooling2D(Layer):
         trainable: bool = True,
     ):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
-        self.data_format = _arguments.channels_last(data_format, "GlobalAveragePooling2D")
+        self.data_format = arguments.channels_last(data_format, "GlobalAveragePooling2D")
         if not isinstance(keepdims, bool):
             raise ValueError(f"keepdims must be True or False. Received: keepdims={keepdims!r}")
         self.keepdims = keepdims

@@ -7,8 +7,8 @@ import math
 import tensorflow as tf
 
 from graphfit.core.layer import InputSpec, Layer
-from graphfit.layers import _arguments
 from graphfit.core.registry import register_layer
+from graphfit.layers import arguments
 
 __all__ = ["Flatten", "Reshape"]
 
@@ -40,7 +40,7 @@ class Flatten(Layer):
 
     def __init__(self, data_format=None, name: str | None = None, dtype=None, trainable=True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
-        _arguments.channels_last(data_format, "Flatten")
+        arguments.channels_last(data_format, "Flatten")
         self.data_format = data_format
         self.input_spec = InputSpec(min_ndim=1)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphfit.core.registry import OPTIMIZERS
 from graphfit.optimizers import schedules, transforms
 from graphfit.optimizers.adam import Adam
 from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
@@ -33,7 +34,6 @@ from graphfit.optimizers.transforms import (
     GradientTransform,
     chain,
 )
-from graphfit.core.registry import OPTIMIZERS
 
 __all__ = [
     "Optimizer",

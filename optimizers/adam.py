@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from graphfit.optimizers.optimizer import Optimizer, cast_hyperparameter
+from graphfit.core import validation
 from graphfit.core.registry import OPTIMIZERS
+from graphfit.optimizers.optimizer import Optimizer, cast_hyperparameter
 
 __all__ = ["Adam"]
-
-
-def _unit_interval(value, argument: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or not 0 <= value < 1
-    ):
-        raise ValueError(f"{argument} must be a float in [0, 1). Received: {argument}={value!r}")
-    return float(value)
 
 
 @OPTIMIZERS.register
@@ -84,17 +72,12 @@ class Adam(Optimizer):
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
     ):
-        beta_1 = _unit_interval(beta_1, "beta_1")
-        beta_2 = _unit_interval(beta_2, "beta_2")
-        if (
-            isinstance(epsilon, bool)
-            or not isinstance(epsilon, numbers.Real)
-            or not math.isfinite(epsilon)
-            or epsilon < 0
-        ):
-            raise ValueError(f"epsilon must be a float >= 0. Received: epsilon={epsilon!r}")
+        beta_1 = validation.number_in_range("beta_1", beta_1, 0, 1, include_high=False)
+        beta_2 = validation.number_in_range("beta_2", beta_2, 0, 1, include_high=False)
+        if not validation.is_real(epsilon) or epsilon < 0:
+            raise validation.invalid("epsilon", epsilon, "a float >= 0")
         if not isinstance(amsgrad, bool):
-            raise ValueError(f"amsgrad must be a bool. Received: amsgrad={amsgrad!r}")
+            raise validation.invalid("amsgrad", amsgrad, "a bool")
         super().__init__(
             learning_rate,
             clipnorm=clipnorm,

@@ -9,14 +9,16 @@ histograms copy them into tap variables, inside the same compiled step).
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any, Iterator, Sequence
 
 import tensorflow as tf
 
+from graphfit.core.context_stack import ContextStack
+from graphfit.core.variables import as_tf_variable
+
 __all__ = ["collect_gradients", "record_gradients"]
 
-_recorders = threading.local()
+_records: ContextStack[dict] = ContextStack()
 
 
 @contextlib.contextmanager
@@ -27,14 +29,8 @@ def collect_gradients() -> Iterator[dict]:
     training step uses it to copy the gradients into TensorBoard's gradient taps; inside a
     trace it runs once per trace and holds symbolic tensors of that trace.
     """
-    stack = getattr(_recorders, "stack", None)
-    if stack is None:
-        stack = _recorders.stack = []
-    stack.append({})
-    try:
-        yield stack[-1]
-    finally:
-        stack.pop()
+    with _records.push({}) as record:
+        yield record
 
 
 def record_gradients(gradients: Sequence[Any], variables: Sequence[tf.Variable]) -> None:
@@ -46,17 +42,9 @@ def record_gradients(gradients: Sequence[Any], variables: Sequence[tf.Variable])
     the loss may report it the same way; one that reports nothing leaves the record empty.
     None gradients are skipped.
     """
-    stack = getattr(_recorders, "stack", None)
-    if not stack:
+    record = _records.top()
+    if record is None:
         return
     for gradient, variable in zip(gradients, variables):
         if gradient is not None:
-            stack[-1][_unwrapped(variable).ref()] = gradient
-
-
-
-
-def _unwrapped(variable) -> tf.Variable:
-    from graphfit.optimizers.optimizer import _as_tf_variable  # avoids a circular import
-
-    return _as_tf_variable(variable)
+            record[as_tf_variable(variable).ref()] = gradient

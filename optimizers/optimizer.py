@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Sequence
 import tensorflow as tf
 
 from graphfit.core import autograph_scope
+from graphfit.core.step_types import StepBatch
 from graphfit.optimizers import per_example_clipping, schedules, transforms
 from graphfit.optimizers.gradient_record import record_gradients
 
@@ -282,6 +283,10 @@ class Optimizer(tf.Module):
         if self._weight_decay is not None:
             self._weight_decay.exclude([_as_tf_variable(v) for v in var_list or ()], var_names)
 
+    #: False when the update is known to run slower under XLA on a CPU (its step compiles
+    #: for long, as Levenberg–Marquardt's); `compile(jit_compile="auto")` reads it.
+    xla_friendly_on_cpu: bool = True
+
     def stop_reason(self) -> str | None:
         """Why the optimizer asks `fit` to stop (e.g. it converged), or None to go on.
 
@@ -292,13 +297,18 @@ class Optimizer(tf.Module):
 
     # ------------------------------------------------------------------------------ steps
 
-    def minimize(self, loss_fn: Callable[[], tuple[Any, Any]], variables) -> tuple[Any, Any]:
+    def minimize(self, loss_fn: Callable[[], tuple[Any, Any]], variables,
+                 batch: StepBatch | None = None) -> tuple[Any, Any]:
         """One step: differentiate `loss_fn` with respect to exactly `variables`, then update.
 
         Args:
             loss_fn: called once with no arguments; returns `(loss, aux)` where `loss` is the
-                scalar to minimize and `aux` anything the caller wants back (predictions).
+                scalar to minimize and `aux` anything the caller wants back (the training
+                step's `ForwardPass`).
             variables: the variables to train; the tape watches these and nothing else.
+            batch: the batch and model behind `loss_fn` (`graphfit.core.step_types.StepBatch`),
+                for optimizers that re-run the model per example or linearize it
+                (`PerExampleClipping`, `LevenbergMarquardt`); first-order updates ignore it.
 
         The raw gradients go to `record_gradients` (read by TensorBoard's gradient
         histograms); an override should report its gradient there too when it has one.
@@ -314,7 +324,7 @@ class Optimizer(tf.Module):
         variables = [_as_tf_variable(v) for v in variables]
         clipping = per_example_clipping.find(self._user_transforms)
         if clipping is not None:  # DP-SGD: needs the per-example gradients, not the sum
-            return per_example_clipping.minimize(self, clipping, loss_fn, variables)
+            return per_example_clipping.minimize(self, clipping, loss_fn, variables, batch)
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables)
             result = loss_fn()

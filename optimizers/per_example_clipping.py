@@ -29,7 +29,8 @@ from typing import Any, Sequence
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope
+from graphfit.core import autograph_scope, validation
+from graphfit.core.step_types import StepBatch
 from graphfit.optimizers import transforms
 from graphfit.optimizers.gradient_record import record_gradients
 
@@ -86,7 +87,7 @@ class PerExampleClipping(transforms.GradientTransform):
 
     def __init__(self, l2_norm_clip: float, noise_multiplier: float = 0.0,
                  seed: int | None = None):
-        self.l2_norm_clip = transforms._positive(l2_norm_clip, "l2_norm_clip")
+        self.l2_norm_clip = validation.positive_float("l2_norm_clip", l2_norm_clip)
         if (isinstance(noise_multiplier, bool) or not isinstance(noise_multiplier, numbers.Real)
                 or not math.isfinite(noise_multiplier) or noise_multiplier < 0):
             raise ValueError("noise_multiplier must be a non-negative float. "
@@ -192,25 +193,27 @@ def _aggregated(transform: PerExampleClipping):
         _applying.transform = previous
 
 
-def minimize(optimizer, clipping: PerExampleClipping, loss_fn, variables):
+def minimize(optimizer, clipping: PerExampleClipping, loss_fn, variables,
+             batch: StepBatch | None):
     """`Optimizer.minimize` with per-example clipping (see the module docstring).
 
     Raises:
-        ValueError: outside graphfit's training step (no `loss_fn.batch`).
+        ValueError: without the `StepBatch` (outside a model's training step).
         TypeError: if `loss_fn` does not return a pair.
     """
-    batch = getattr(loss_fn, "batch", None)
     if batch is None:
         raise ValueError(
             "PerExampleClipping needs the batch to compute per-example gradients, not only the "
             "loss: train with model.compile(optimizer=...) and model.fit, whose training step "
-            "passes the batch (loss_fn.batch) to optimizer.minimize."
+            "passes the batch to optimizer.minimize(loss_fn, variables, batch)."
         )
     result = loss_fn()  # the loss and outputs to report, and the update hooks, as usual
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise TypeError("loss_fn must return a pair (loss, aux); return (loss, None) when there "
                         f"is nothing else. Received: {result!r}")
-    from graphfit.autodiff import per_example as autodiff_per_example  # graphfit imports the optimizers package
+    from graphfit.autodiff import (
+        per_example as autodiff_per_example,  # graphfit imports the optimizers package
+    )
 
     per_example = autodiff_per_example.compute(
         batch.model, batch.loss_set, batch.x, batch.y, batch.sample_weight, variables,

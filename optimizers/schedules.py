@@ -40,6 +40,7 @@ __all__ = [
     "get",
     "serialize",
     "deserialize",
+    "BUILT_IN",
 ]
 
 LearningRateSchedule = keras.optimizers.schedules.LearningRateSchedule
@@ -51,7 +52,8 @@ CosineDecay = keras.optimizers.schedules.CosineDecay
 CosineDecayRestarts = keras.optimizers.schedules.CosineDecayRestarts
 serialize = keras.optimizers.schedules.serialize
 
-_BUILT_IN = (
+# The names of the Keras schedules a config may use (`type:` or `class_name:`).
+BUILT_IN = (
     "ExponentialDecay",
     "PiecewiseConstantDecay",
     "PolynomialDecay",
@@ -79,11 +81,10 @@ def deserialize(config: dict[str, Any]) -> LearningRateSchedule:
     except (TypeError, ValueError) as error:
         schedule, problem = None, f" Keras said: {error}"
     if not isinstance(schedule, LearningRateSchedule):
-        suggestion = registry.closest(str(name), _BUILT_IN)
-        hint = f" Did you mean {suggestion!r}?" if suggestion and suggestion != name else ""
+        hint = registry.did_you_mean(str(name), BUILT_IN)
         raise ValueError(
             f"Could not build the learning-rate schedule {name!r}.{hint} Known schedules: "
-            f"{', '.join(_BUILT_IN)}.{problem or ''}"
+            f"{', '.join(BUILT_IN)}.{problem or ''}"
         )
     return schedule
 

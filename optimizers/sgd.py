@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any, Callable, Sequence
 
-from graphfit.optimizers.optimizer import Optimizer, cast_hyperparameter
+from graphfit.core import validation
 from graphfit.core.registry import OPTIMIZERS
+from graphfit.optimizers.optimizer import Optimizer, cast_hyperparameter
 
 __all__ = ["SGD"]
 
@@ -65,15 +64,9 @@ class SGD(Optimizer):
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
     ):
-        if (
-            isinstance(momentum, bool)
-            or not isinstance(momentum, numbers.Real)
-            or not math.isfinite(momentum)
-            or not 0 <= momentum <= 1
-        ):
-            raise ValueError(f"momentum must be a float in [0, 1]. Received: momentum={momentum!r}")
+        validation.number_in_range("momentum", momentum, 0, 1)
         if not isinstance(nesterov, bool):
-            raise ValueError(f"nesterov must be a bool. Received: nesterov={nesterov!r}")
+            raise validation.invalid("nesterov", nesterov, "a bool")
         super().__init__(
             learning_rate,
             clipnorm=clipnorm,

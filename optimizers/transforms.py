@@ -22,15 +22,12 @@ Example:
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-from graphfit.core import autograph_scope
-from graphfit.core import registry
+from graphfit.core import autograph_scope, registry, validation
 
 __all__ = [
     "GradientTransform",
@@ -47,16 +44,9 @@ __all__ = [
 ]
 
 def _positive(value, argument: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(
-            f"{argument} must be a positive float. Received: {argument}={value!r}"
-        )
-    return float(value)
+    # Kept only for optimizers/per_example_clipping.py until it calls
+    # validation.positive_float (owned by the lead); use validation.positive_float.
+    return validation.positive_float(argument, value)
 
 
 class GradientTransform:
@@ -110,7 +100,7 @@ class ClipByValue(GradientTransform):
     """
 
     def __init__(self, clipvalue: float):
-        self.clipvalue = _positive(clipvalue, "clipvalue")
+        self.clipvalue = validation.positive_float("clipvalue", clipvalue)
 
     def __call__(self, grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         return [tf.clip_by_value(g, -self.clipvalue, self.clipvalue) for g in grads]
@@ -139,7 +129,7 @@ class ClipByNorm(GradientTransform):
     """
 
     def __init__(self, clipnorm: float):
-        self.clipnorm = _positive(clipnorm, "clipnorm")
+        self.clipnorm = validation.positive_float("clipnorm", clipnorm)
 
     def __call__(self, grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         return [tf.clip_by_norm(g, self.clipnorm) for g in grads]
@@ -171,7 +161,7 @@ class ClipByGlobalNorm(GradientTransform):
     """
 
     def __init__(self, global_clipnorm: float):
-        self.global_clipnorm = _positive(global_clipnorm, "global_clipnorm")
+        self.global_clipnorm = validation.positive_float("global_clipnorm", global_clipnorm)
 
     def __call__(self, grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         grads = list(grads)
@@ -269,16 +259,9 @@ class DecoupledWeightDecay:
     """
 
     def __init__(self, weight_decay: float):
-        if (
-            isinstance(weight_decay, bool)
-            or not isinstance(weight_decay, numbers.Real)
-            or not math.isfinite(weight_decay)
-            or weight_decay < 0
-        ):
-            raise ValueError(
-                "weight_decay must be None or a non-negative float. "
-                f"Received: weight_decay={weight_decay!r}"
-            )
+        if not validation.is_real(weight_decay) or weight_decay < 0:
+            raise validation.invalid("weight_decay", weight_decay,
+                                     "None or a non-negative float")
         self.weight_decay = float(weight_decay)
         self._excluded: set = set()  # variable.ref()
         self._pattern: re.Pattern | None = None

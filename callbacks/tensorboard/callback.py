@@ -42,9 +42,10 @@ import warnings
 
 import tensorflow as tf
 
+from graphfit.callbacks.callback import Callback
 from graphfit.callbacks.tensorboard import taps as tensorboard_taps
 from graphfit.callbacks.tensorboard import writers as tbw
-from graphfit.callbacks.callback import Callback
+from graphfit.core import validation
 from graphfit.core.registry import CALLBACKS
 
 __all__ = ["TensorBoard"]
@@ -91,7 +92,8 @@ class TensorBoard(Callback):
             `tf.gradients(node, variables)` gives, for every trainable variable the node
             depends on (text `gradient_taps` lists the others). Computed inside the compiled
             training step from the step's own forward pass, at the weights before its update
-            (see `graphfit.training.node_taps`), and written at that step's global step. Listening to
+            (see `graphfit.training.node_taps`), and written at that step's global step.
+            Listening to
             batches, like `update_freq`.
         gradient_tap_freq: record the taps in the training steps whose global step is a
             multiple of this.
@@ -142,10 +144,9 @@ class TensorBoard(Callback):
             log_dir = os.fspath(log_dir)
         if not isinstance(log_dir, str) or not log_dir:
             raise ValueError(f"log_dir must be a folder path. Received: log_dir={log_dir!r}")
-        if isinstance(histogram_freq, bool) or not isinstance(histogram_freq, int) \
-                or histogram_freq < 0:
-            raise ValueError("histogram_freq must be a non-negative integer (0: no histograms). "
-                             f"Received: histogram_freq={histogram_freq!r}")
+        if not validation.is_integer(histogram_freq) or histogram_freq < 0:
+            raise validation.invalid("histogram_freq", histogram_freq,
+                                     "a non-negative integer (0: no histograms)")
         for name, value in (("write_graph", write_graph), ("write_images", write_images)):
             if not isinstance(value, bool):
                 raise ValueError(f"{name} must be True or False. Received: {name}={value!r}")
@@ -227,7 +228,8 @@ class TensorBoard(Callback):
             if stage == "test":
                 continue  # written by on_test_end, once
             by_stage[stage][key[len(stage) + 1:] if stage != "train" else key] = value
-        if self.model is not None and by_stage["train"] and "learning_rate" not in by_stage["train"]:
+        train_logs = by_stage["train"]
+        if self.model is not None and train_logs and "learning_rate" not in train_logs:
             rate = self._learning_rate()
             if rate is not None:
                 by_stage["train"]["learning_rate"] = rate
@@ -248,7 +250,7 @@ class TensorBoard(Callback):
             self._runs.flush(stage)  # evaluate() has no on_train_end
 
     # ------------------------------------------------------------------ batches
-    def _implements_train_batch_hooks(self) -> bool:
+    def implements_train_batch_hooks(self) -> bool:
         # Asked at the start of every training epoch: batch hooks (and one step per call
         # under steps_per_execution="auto") only for batch scalars or a pending profile.
         return self._batch_every is not None or self._taps is not None or (

@@ -15,6 +15,7 @@ import math
 import numbers
 
 from graphfit.callbacks.tensorboard import writers as tbw
+from graphfit.core import validation
 
 __all__ = ["TapWriter", "check_gradient_taps"]
 
@@ -28,10 +29,9 @@ def check_gradient_taps(gradient_taps, gradient_tap_freq) -> list[str] | None:
     Raises:
         ValueError: naming the argument and the value received.
     """
-    if isinstance(gradient_tap_freq, bool) or not isinstance(gradient_tap_freq, numbers.Integral) \
-            or gradient_tap_freq < 1:
-        raise ValueError("gradient_tap_freq must be a positive integer (record every that many "
-                         f"training steps). Received: gradient_tap_freq={gradient_tap_freq!r}")
+    if not validation.is_integer(gradient_tap_freq) or gradient_tap_freq < 1:
+        raise validation.invalid("gradient_tap_freq", gradient_tap_freq,
+                                 "a positive integer (record every that many training steps)")
     if gradient_taps is None:
         return None
     if isinstance(gradient_taps, str) or not isinstance(gradient_taps, (list, tuple)) \

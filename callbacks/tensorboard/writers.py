@@ -13,6 +13,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from graphfit.core import validation
+
 __all__ = [
     "RunWriters",
     "check_hparams",
@@ -38,8 +40,7 @@ def check_update_freq(update_freq) -> int | None:
         return None
     if update_freq == "batch":
         return 1
-    if isinstance(update_freq, numbers.Integral) and not isinstance(update_freq, bool) \
-            and update_freq >= 1:
+    if validation.is_integer(update_freq) and update_freq >= 1:
         return int(update_freq)
     raise ValueError(
         "update_freq must be 'epoch', 'batch' or a positive integer (write every that many "

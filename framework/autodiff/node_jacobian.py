@@ -5,7 +5,8 @@
 through `graphfit.core.layer_outputs.capture_outputs`. `wrt_variables` and `wrt_inputs`
 differentiate such a function in forward or reverse mode. Jacobians with respect to variables,
 and the full Jacobian with respect to the inputs, reuse the Levenberg–Marquardt optimizer's
-vectorized Jacobian of a vector of rows (`graphfit.optimizers.levenberg_marquardt.jacobian.jacobian`); the
+vectorized Jacobian of a vector of rows
+(`graphfit.optimizers.levenberg_marquardt.jacobian.jacobian`); the
 per-example (batch_jacobian-style) Jacobian with respect to the inputs is computed here.
 
 Every forward pass runs inside `update_hooks.collect_updates()`, whose collected updates are
@@ -16,12 +17,11 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import numpy as np
 import tensorflow as tf
 
-from graphfit.core import layer_outputs
-from graphfit.core import update_hooks
-from graphfit.core.registry import closest
+from graphfit.core import layer_outputs, update_hooks
+from graphfit.core.registry import did_you_mean
+from graphfit.core.shapes import num_elements
 
 __all__ = ["OUTPUT", "node_function", "layer_names", "wrt_variables", "wrt_inputs",
            "choose_mode", "size"]
@@ -37,7 +37,7 @@ def layer_names(model) -> list[str]:
 
 def size(shape) -> int:
     """The number of elements of a static shape."""
-    return int(np.prod(tf.TensorShape(shape).as_list(), dtype=np.int64))
+    return num_elements(shape)
 
 
 def node_function(model, of: str, training: bool) -> Callable:
@@ -68,8 +68,7 @@ def node_function(model, of: str, training: bool) -> Callable:
         return output
     names = layer_names(model)
     if of not in names:
-        guess = closest(of, names)
-        hint = f" Did you mean {guess!r}?" if guess else ""
+        hint = did_you_mean(of, names)
         outputs = f" Its outputs: {output_names}." if output_names else ""
         raise ValueError(
             f"of={of!r} is neither 'output' nor a layer of model {model.name!r}.{hint} "
@@ -114,7 +113,9 @@ def _single_tensor(value, what: str) -> tf.Tensor:
 
 def choose_mode(mode: str, inputs: int, outputs: int) -> str:
     """`mode`, or for "auto": forward mode when fewer numbers go in than come out."""
-    from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian  # the optimizers package imports graphfit
+    from graphfit.optimizers.levenberg_marquardt import (
+        jacobian as lm_jacobian,  # the optimizers package imports graphfit
+    )
 
     return lm_jacobian.choose_mode(mode, inputs, outputs, examples_independent=False)
 

@@ -112,8 +112,8 @@ class _BadInput(Exception):
 
 
 def _resume(args):
-    from graphfit.recipes.running import training_run
     from graphfit.recipes.reading.overrides import parse_key
+    from graphfit.recipes.running import training_run
 
     if args.recipe or args.run_dir:
         raise _BadInput("--resume continues a run from its own recipe and directory; give no "
@@ -154,6 +154,7 @@ def _train(args) -> int:
 
 
 def _validate(args) -> int:
+    from graphfit.core.variables import count_parameters
     from graphfit.recipes import load_recipe
     from graphfit.recipes.running import runner
 
@@ -163,7 +164,7 @@ def _validate(args) -> int:
     sizes = ", ".join(f"{stage} {_count(data)}" for stage, data in
                       (("train", splits.train), ("val", splits.val), ("test", splits.test))
                       if data is not None)
-    parameters = sum(int(v.shape.num_elements()) for v in model.trainable_variables)
+    parameters = count_parameters(model.trainable_variables)
     print(f"{args.recipe}: OK. data: {sizes} samples; model: {len(model.layers)} layers, "
           f"{parameters:,} trainable parameters; nothing was trained.")
     return EXIT_OK
@@ -201,8 +202,7 @@ def _evaluate(args) -> int:
 
 
 def _predict(args) -> int:
-    from graphfit.recipes.running import prediction
-    from graphfit.recipes.running import runner
+    from graphfit.recipes.running import prediction, runner
     from graphfit.recipes.running.builder import loss_of
 
     run = _find(args.run)
@@ -214,7 +214,8 @@ def _predict(args) -> int:
     outputs = prepared.model.predict(x, verbose=0)
     names, rows = prediction.prediction_table(outputs, loss_of(prepared.recipe.config))
     prediction.write_csv(args.output, names, rows)
-    print(f"wrote {len(rows)} predictions ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    print(f"wrote {len(rows)} predictions ({shown})"
           f" to {args.output}")
     return EXIT_OK
 

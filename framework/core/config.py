@@ -38,7 +38,7 @@ def plain_arguments(layer) -> dict[str, Any]:
         NotImplementedError: when an argument is not plain data (numbers, strings, lists,
             dicts), saying that the layer must override get_config.
     """
-    bound = layer._constructor_arguments
+    bound = layer.constructor_arguments
     if bound is None:
         return {}
     config: dict[str, Any] = {}

@@ -10,11 +10,9 @@ import tensorflow as tf
 if TYPE_CHECKING:
     from graphfit.core.layer import Layer
 
+from graphfit.core.shapes import shape_text
+
 __all__ = ["InputSpec"]
-
-
-def _shape_text(shape) -> str:
-    return str(tuple(tf.TensorShape(shape).as_list()))
 
 
 @dataclasses.dataclass
@@ -39,7 +37,7 @@ class InputSpec:
         >>> Pairwise(name="pairs")(tf.ones((2, 4)))
         Traceback (most recent call last):
         ...
-        ValueError: Layer 'pairs' (Pairwise) expects inputs of rank 3 (the batch axis included); received inputs of shape (2, 4), rank 2. Give (batch, items, features).
+        ValueError: Layer 'pairs' (Pairwise) expects inputs of rank 3 (the batch axis included); ...
     """
 
     ndim: int | None = None
@@ -59,7 +57,7 @@ class InputSpec:
         if expected:
             raise ValueError(
                 f"Layer {layer.name!r} ({type(layer).__name__}) expects inputs of {expected} "
-                f"(the batch axis included); received inputs of shape {_shape_text(shape)}, "
+                f"(the batch axis included); received inputs of shape {shape_text(shape)}, "
                 f"rank {rank}. {self.hint}".rstrip()
             )
         for axis, size in (self.axes or {}).items():
@@ -68,6 +66,6 @@ class InputSpec:
                 raise ValueError(
                     f"Layer {layer.name!r} ({type(layer).__name__}) was built for inputs with "
                     f"{size} values on axis {axis}, but received inputs of shape "
-                    f"{_shape_text(shape)}. Feed data of the shape it was built for, or "
+                    f"{shape_text(shape)}. Feed data of the shape it was built for, or "
                     f"create a new layer for the new shape."
                 )

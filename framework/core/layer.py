@@ -18,12 +18,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope
+from graphfit.core import autograph_scope, layer_outputs, update_hooks
 from graphfit.core import config as constructor_config
-from graphfit.core import layer_outputs
-from graphfit.core import update_hooks
 from graphfit.core.input_spec import InputSpec
 from graphfit.core.naming import snake_case, unique_name
+from graphfit.core.variables import count_parameters
 
 __all__ = ["Layer", "InputSpec"]
 
@@ -69,10 +68,20 @@ class Layer(tf.Module):
     """
 
     _autocast_inputs = True  # cast integer inputs to the float dtype too (Embedding opts out)
-    # Whether `call(training=True)` mixes the examples of a batch (batch statistics): such a
-    # layer computes something else on a batch of one, so LevenbergMarquardt's per-example
-    # Jacobian avoids models holding one. Set it on a custom layer that does.
-    mixes_examples = False
+
+    mixes_examples: bool = False
+    """Whether `call(training=True)` mixes the examples of a batch (batch statistics).
+
+    Such a layer computes something else on a batch of one, so LevenbergMarquardt's
+    per-example Jacobian avoids models holding one. Set it on a custom layer that does."""
+
+    supports_jit: bool = True
+    """Whether the layer's computation can be XLA-compiled; `compile(jit_compile=True)`
+    refuses a model holding a layer that sets it False."""
+
+    xla_friendly_on_cpu: bool = True
+    """Whether XLA makes this layer faster (or no slower) on CPU; `jit_compile="auto"` turns
+    XLA on for CPU only when every layer says so (convolutions and pooling say False)."""
 
     def __new__(cls, *args, **kwargs):
         instance = super().__new__(cls)
@@ -107,6 +116,24 @@ class Layer(tf.Module):
     @property
     def name(self) -> str:
         return self._layer_name
+
+    @property
+    def output_shape(self):
+        """The shape of one call's output with the batch axis as None (a nest of tuples for
+        several outputs), recorded at the first call; None before it."""
+        return self._output_shape
+
+    @property
+    def constructor_arguments(self):
+        """The arguments the layer was constructed with (an `inspect.BoundArguments`), which
+        the default `get_config` returns."""
+        return self._constructor_arguments
+
+    @property
+    def in_call(self) -> bool:
+        """Whether the layer's `call` is running now (graph inspection attributes the ops
+        created meanwhile to it)."""
+        return self._in_call
 
     @property
     def dtype(self) -> tf.DType:
@@ -216,7 +243,9 @@ class Layer(tf.Module):
         dtype = tf.as_dtype(dtype) if dtype is not None else self.dtype
         if initializer is None:
             initializer = "glorot_uniform" if trainable else "zeros"
-        init = keras.initializers.get(initializer) if isinstance(initializer, (str, dict)) else initializer
+        init = initializer
+        if isinstance(initializer, (str, dict)):
+            init = keras.initializers.get(initializer)
         if not callable(init):
             raise ValueError(
                 f"initializer of weight {name!r} must be a Keras initializer, its name, or a "
@@ -283,7 +312,8 @@ class Layer(tf.Module):
         return self.non_trainable_variables
 
     def count_params(self) -> int:
-        return int(sum(np.prod(v.shape.as_list(), dtype=np.int64) for v in self.variables))
+        """The number of scalars in the layer's variables (Keras's `count_params`)."""
+        return count_parameters(self.variables)
 
     # ---------------------------------------------------------------------- update hooks
     def add_update(self, variable: tf.Variable, value) -> None:

@@ -15,12 +15,11 @@ the forward pass can differentiate them.
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any, Iterable, Iterator
 
-__all__ = ["CapturedOutputs", "capture_outputs", "offer"]
+from graphfit.core.context_stack import ContextStack
 
-_captures = threading.local()
+__all__ = ["CapturedOutputs", "capture_outputs", "offer"]
 
 
 class CapturedOutputs(dict):
@@ -36,6 +35,9 @@ class CapturedOutputs(dict):
         self.calls: dict[str, int] = {}
 
 
+_captures: ContextStack[CapturedOutputs] = ContextStack()
+
+
 @contextlib.contextmanager
 def capture_outputs(names: Iterable[str]) -> Iterator[CapturedOutputs]:
     """Collects the outputs of the named layers called inside the block.
@@ -46,23 +48,13 @@ def capture_outputs(names: Iterable[str]) -> Iterator[CapturedOutputs]:
     Yields:
         A `CapturedOutputs` dict, filled as the layers run.
     """
-    stack = getattr(_captures, "stack", None)
-    if stack is None:
-        stack = _captures.stack = []
-    captured = CapturedOutputs(names)
-    stack.append(captured)
-    try:
+    with _captures.push(CapturedOutputs(names)) as captured:
         yield captured
-    finally:
-        stack.pop()
 
 
 def offer(layer_name: str, outputs: Any) -> None:
     """Called by `Layer.__call__` with each output; keeps it when a block asks for the name."""
-    stack = getattr(_captures, "stack", None)
-    if not stack:
-        return
-    captured = stack[-1]
-    if layer_name in captured.names:
+    captured = _captures.top()
+    if captured is not None and layer_name in captured.names:
         captured[layer_name] = outputs
         captured.calls[layer_name] = captured.calls.get(layer_name, 0) + 1

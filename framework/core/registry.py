@@ -21,7 +21,7 @@ import difflib
 from typing import Callable, TypeVar
 
 __all__ = ["Registry", "LAYERS", "OPTIMIZERS", "CALLBACKS", "register_layer", "closest",
-           "unknown_name_error"]
+           "did_you_mean", "unknown_name_error"]
 
 T = TypeVar("T")
 
@@ -38,10 +38,34 @@ def closest(name: str, candidates) -> str | None:
     return max(same, key=lambda c: difflib.SequenceMatcher(None, name, c).ratio())
 
 
+def did_you_mean(name: str, candidates, template: str = " Did you mean {!r}?",
+                 otherwise: str = "") -> str:
+    """The "did you mean" hint of an error message: the one home of that wording.
+
+    Args:
+        name: the unknown name the user wrote.
+        candidates: the valid names.
+        template: the hint, with `{!r}` where the closest candidate goes; the default suits a
+            message of sentences, "; did you mean {!r}?" a recipe problem.
+        otherwise: the text when no candidate is close (or the closest is `name` itself).
+
+    Returns:
+        The hint, e.g. " Did you mean 'Dense'?", or `otherwise`.
+
+    Example:
+
+        >>> did_you_mean("Dens", ["Dense", "Dropout"])
+        " Did you mean 'Dense'?"
+        >>> did_you_mean("xyz", ["Dense"], "; did you mean {!r}?", otherwise=".")
+        '.'
+    """
+    suggestion = closest(str(name), candidates)
+    return template.format(suggestion) if suggestion and suggestion != name else otherwise
+
+
 def unknown_name_error(kind: str, name: str, valid, advice: str) -> ValueError:
     """"Unknown {kind} 'x'. Did you mean 'y'? Valid {kind} names: ...; {advice}" as an error."""
-    suggestion = closest(name, valid)
-    hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+    hint = did_you_mean(name, valid)
     return ValueError(
         f"Unknown {kind} {name!r}.{hint} Valid {kind} names: {', '.join(sorted(valid))}; {advice}"
     )
@@ -90,8 +114,7 @@ class Registry:
         """
         if name in self._entries:
             return self._entries[name]
-        suggestion = closest(name, self._entries)
-        hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+        hint = did_you_mean(name, self._entries)
         raise ValueError(
             f"Unknown {self.kind} {name!r}.{hint} Known {self.kind}s: "
             f"{', '.join(sorted(self._entries))}. A user class must be registered with "

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
 from typing import Iterator
 
 import tensorflow as tf
+
+from graphfit.core.context_stack import ContextStack
 
 __all__ = ["UpdateHook", "PendingUpdate", "collect_updates", "apply_updates", "register_update"]
 
@@ -90,12 +91,7 @@ class _Collector:
         self.pending: list[PendingUpdate] = []
 
 
-_state = threading.local()
-
-
-def _active() -> _Collector | None:
-    stack = getattr(_state, "stack", None)
-    return stack[-1] if stack else None
+_collectors: ContextStack[_Collector] = ContextStack()
 
 
 @contextlib.contextmanager
@@ -105,15 +101,8 @@ def collect_updates() -> Iterator[list[PendingUpdate]]:
     Yields the list that receives the `PendingUpdate`s; nothing is assigned. Pass it to
     `apply_updates` to run them, or drop it to discard them.
     """
-    collector = _Collector()
-    stack = getattr(_state, "stack", None)
-    if stack is None:
-        stack = _state.stack = []
-    stack.append(collector)
-    try:
+    with _collectors.push(_Collector()) as collector:
         yield collector.pending
-    finally:
-        stack.pop()
 
 
 def apply_updates(pending: list[PendingUpdate]) -> None:
@@ -124,7 +113,7 @@ def apply_updates(pending: list[PendingUpdate]) -> None:
 
 def register_update(hook: UpdateHook, value) -> None:
     """Hands one update to the open collector, or applies it now when none is open."""
-    collector = _active()
+    collector = _collectors.top()
     if collector is None:
         hook.variable.assign(hook.new_value(value))
     else:

@@ -9,6 +9,9 @@ generators, and CSV / .npz loaders.
 
 from graphfit.datasets.loaders import *  # noqa: F401,F403  (the loaders' __all__)
 from graphfit.datasets.loaders import __all__ as _loaders_all
-from graphfit.datasets.synthetic import make_blobs, make_moons, make_sinc, make_spirals
+from graphfit.datasets.synthetic import make_blobs as make_blobs
+from graphfit.datasets.synthetic import make_moons as make_moons
+from graphfit.datasets.synthetic import make_sinc as make_sinc
+from graphfit.datasets.synthetic import make_spirals as make_spirals
 
 __all__ = sorted({*_loaders_all, "make_blobs", "make_moons", "make_sinc", "make_spirals"})

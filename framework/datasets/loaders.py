@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from graphfit.core.registry import closest
+from graphfit.core.registry import did_you_mean
 from graphfit.datasets.synthetic import make_blobs, make_moons, make_sinc, make_spirals
 
 __all__ = [
@@ -149,8 +149,7 @@ def _column_list(value, name: str) -> list[str]:
 
 def _column_index(name: str, header: list[str], path: str) -> int:
     if name not in header:
-        suggestion = closest(name, header)
-        hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+        hint = did_you_mean(name, header)
         raise ValueError(
             f"Unknown column {name!r} in {path}.{hint} Available columns: {', '.join(header)}"
         )
@@ -332,8 +331,7 @@ def load_npz(path: str | os.PathLike, x_key: str = "x",
     with _open_npz(path) as archive:
         for name, key in (("x_key", x_key), ("y_key", y_key)):
             if key is not None and key not in archive.files:
-                suggestion = closest(key, archive.files)
-                hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+                hint = did_you_mean(key, archive.files)
                 raise ValueError(f"{path} has no array {key!r} ({name}).{hint} Keys in the file: "
                                  f"{', '.join(archive.files)}")
         x = archive[x_key]

@@ -15,40 +15,15 @@ Example:
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
+
+from graphfit.core import validation
 
 __all__ = ["make_moons", "make_spirals", "make_blobs", "make_sinc"]
 
 
-def _check_positive_int(name: str, value, minimum: int = 1) -> int:
-    # bool is an int subclass, but `n_samples=True` is a mistake, not 1.
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {what}. Received: {name}={value!r}")
-    return int(value)
-
-
-def _check_non_negative(name: str, value) -> float:
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not np.isfinite(value) or value < 0):
-        raise ValueError(f"{name} must be a finite number >= 0. Received: {name}={value!r}")
-    return float(value)
-
-
-def _check_positive(name: str, value) -> float:
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not np.isfinite(value) or value <= 0):
-        raise ValueError(f"{name} must be a finite number > 0. Received: {name}={value!r}")
-    return float(value)
-
-
 def _check_range(low_name: str, low, high_name: str, high) -> tuple[float, float]:
-    for name, value in ((low_name, low), (high_name, high)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-            raise ValueError(f"{name} must be a finite number. Received: {name}={value!r}")
-    if not low < high:
+    if not validation.finite_number(low_name, low) < validation.finite_number(high_name, high):
         raise ValueError(
             f"{low_name} must be less than {high_name}. "
             f"Received: {low_name}={low!r}, {high_name}={high!r}"
@@ -92,8 +67,8 @@ def make_moons(n_samples: int = 500, noise: float = 0.1,
         >>> x.shape, sorted(y.tolist())
         ((7, 2), [0, 0, 0, 1, 1, 1, 1])
     """
-    n_samples = _check_positive_int("n_samples", n_samples)
-    noise = _check_non_negative("noise", noise)
+    n_samples = validation.positive_int("n_samples", n_samples)
+    noise = validation.finite_number("noise", noise, minimum=0)
     rng = np.random.default_rng(seed)
     n_out = n_samples // 2
     n_in = n_samples - n_out
@@ -140,10 +115,10 @@ def make_spirals(n_samples: int = 600, classes: int = 2, turns: float = 1.5, noi
         >>> x.shape, np.bincount(y).tolist()
         ((9, 2), [3, 3, 3])
     """
-    n_samples = _check_positive_int("n_samples", n_samples)
-    classes = _check_positive_int("classes", classes, minimum=2)
-    turns = _check_positive("turns", turns)
-    noise = _check_non_negative("noise", noise)
+    n_samples = validation.positive_int("n_samples", n_samples)
+    classes = validation.int_at_least("classes", classes, 2)
+    turns = validation.finite_number("turns", turns, minimum=0, exclusive=True)
+    noise = validation.finite_number("noise", noise, minimum=0)
     rng = np.random.default_rng(seed)
     xs, ys = [], []
     for k, size in enumerate(_split_evenly(n_samples, classes)):
@@ -189,10 +164,10 @@ def make_blobs(n_samples: int = 500, centers: int = 3, features: int = 2,
         >>> x.shape, x.dtype, np.bincount(y).tolist()
         ((10, 3), dtype('float32'), [5, 5])
     """
-    n_samples = _check_positive_int("n_samples", n_samples)
-    centers = _check_positive_int("centers", centers)
-    features = _check_positive_int("features", features)
-    cluster_std = _check_non_negative("cluster_std", cluster_std)
+    n_samples = validation.positive_int("n_samples", n_samples)
+    centers = validation.positive_int("centers", centers)
+    features = validation.positive_int("features", features)
+    cluster_std = validation.finite_number("cluster_std", cluster_std, minimum=0)
     if isinstance(center_box, (str, bytes)) or np.ndim(center_box) != 1 or len(center_box) != 2:
         raise ValueError(
             f"center_box must be a pair (low, high). Received: center_box={center_box!r}"
@@ -229,8 +204,8 @@ def make_sinc(n_samples: int = 500, noise: float = 0.05, low: float = -10.0, hig
         >>> x.shape, y.shape, y.dtype
         ((4, 1), (4, 1), dtype('float32'))
     """
-    n_samples = _check_positive_int("n_samples", n_samples)
-    noise = _check_non_negative("noise", noise)
+    n_samples = validation.positive_int("n_samples", n_samples)
+    noise = validation.finite_number("noise", noise, minimum=0)
     low, high = _check_range("low", low, "high", high)
     rng = np.random.default_rng(seed)
     x = rng.uniform(low, high, size=(n_samples, 1))

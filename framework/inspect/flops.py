@@ -74,13 +74,14 @@ from __future__ import annotations
 
 import copy
 import numbers
-import types
 
 import tensorflow as tf
 
-from graphfit.inspect import flops_graph
 from graphfit.core import update_hooks
+from graphfit.core.step_types import unpack_data
+from graphfit.inspect import flops_graph
 from graphfit.optimizers import gradient_record
+from graphfit.training import steps
 
 __all__ = ["count_flops"]
 
@@ -212,6 +213,16 @@ def _op_count() -> int:
     return len(tf.compat.v1.get_default_graph().get_operations())
 
 
+class _OpCountProbe(steps.StepProbe):
+    """Records the op count of the graph being traced where each phase starts."""
+
+    def __init__(self, marks: dict):
+        self.marks = marks
+
+    def mark(self, phase: str) -> None:
+        self.marks[phase] = _op_count()
+
+
 def _trace_training_step(model, state, x_spec, batch_size: int):
     """The compiled training step's computation, traced: (graph, marks of where each part
     starts in the graph's op order)."""
@@ -224,25 +235,14 @@ def _trace_training_step(model, state, x_spec, batch_size: int):
     optimizer = _optimizer_for_tracing(state.optimizer, variables)
     marks: dict = {}
 
-    def step(x, y, sample_weight):
-        def loss_fn():
-            start = _op_count()
-            with update_hooks.collect_updates() as pending:
-                y_pred = model(x, training=True)
-            middle = _op_count()
-            loss, output_losses = loss_set(y, y_pred, sample_weight)
-            if "forward" not in marks:  # a second-order optimizer calls it again: trials
-                marks.update(forward=start, loss=middle, minimize=_op_count())
-            return loss, (y_pred, output_losses, pending)
+    probe = _OpCountProbe(marks)
 
-        loss_fn.batch = types.SimpleNamespace(model=model, loss_set=loss_set, x=x, y=y,
-                                              sample_weight=sample_weight)
+    def step(x, y, sample_weight):
         with gradient_record.collect_gradients() as gradients:  # what minimize reports
-            loss, (_, _, pending) = optimizer.minimize(loss_fn, variables)
+            result = steps.train_step(model, (x, y, sample_weight), probe=probe,
+                                      loss_set=loss_set, optimizer=optimizer)
         marks["gradients"] = list(gradients.values())
-        marks["update_hooks"] = _op_count()
-        update_hooks.apply_updates(pending)
-        return loss
+        return result.loss
 
     return _trace(step, x_spec, y_spec, weight_spec), marks
 
@@ -272,10 +272,11 @@ def _trace_output_gradient(model, x_spec):
 def _label_specs(model, state, loss_set, batch_size: int):
     """Label and sample-weight specs: those of the traced train step when fit ran, else
     labels like the outputs (integer class ids for a sparse categorical loss)."""
-    signature = getattr(state.steps, "_train_signature", None) if state.steps else None
+    signature = state.steps.train_data_spec if state.steps else None
     if signature is not None:
-        return (_at_batch(signature[1], batch_size, model, "labels"),
-                _at_batch(signature[2], batch_size, model, "sample weights"))
+        _, y_spec, weight_spec = unpack_data(signature)
+        return (_at_batch(y_spec, batch_size, model, "labels"),
+                _at_batch(weight_spec, batch_size, model, "sample weights"))
 
     def label(output_spec, output):
         shape = [batch_size, *output_spec.shape.as_list()[1:]]

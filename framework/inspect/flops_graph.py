@@ -223,7 +223,7 @@ class LayerOwners:
     """Which layer created each op: recorded while graphs are traced (`recording()`).
 
     An op belongs to the innermost layer (below the model) whose `call` is running when the op
-    is created (`Layer.__call__` flags it in `_in_call`, inside the layer's name scope). Ops
+    is created (`Layer.__call__` flags it in `in_call`, inside the layer's name scope). Ops
     the tape adds later are named `gradient_tape/<forward op's name scope>/...`, and belong to
     the layer that owns that name scope. Both hold for a layer called twice, whose second
     name scope is `dense_1` (TensorFlow makes scope names unique).
@@ -241,7 +241,7 @@ class LayerOwners:
     def __call__(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
         # An op callback: runs as each op is created. It only looks; None keeps the op.
         if outputs:
-            running = [layer for layer in self.layers if layer._in_call]
+            running = [layer for layer in self.layers if layer.in_call]
             op = getattr(outputs[0], "op", None)
             if running and op is not None:
                 owner = max(running, key=lambda layer: self.depth[id(layer)])

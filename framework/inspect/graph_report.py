@@ -23,11 +23,10 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
-from graphfit.inspect import grappler
-from graphfit.inspect import xla_report
-from graphfit.training.feeds import arrange_targets
+from graphfit.inspect import grappler, xla_report
 from graphfit.inspect.grappler import OpCounts, PassEffect
 from graphfit.inspect.xla_report import XlaReport
+from graphfit.training.feeds import arrange_targets
 
 __all__ = ["GraphReport", "ModelCounts", "function_graph", "step_graph", "model_flops",
            "flops_line", "STAGES"]
@@ -201,6 +200,9 @@ def _signature_text(concrete) -> str:
     parts = []
     names = [a.name for a in concrete.function_type.parameters.values()] if hasattr(
         concrete, "function_type") else []
+    if names == ["data"] and len(args) == 1 and isinstance(args[0], tuple):
+        # A model step takes one batch, (x, y, sample_weight): name its parts.
+        names, args = ["x", "y", "sample_weight"], args[0]
     for i, value in enumerate(args):
         name = names[i] if i < len(names) else f"arg{i}"
         parts.append(f"{name}: {_spec_text(value)}")
@@ -365,10 +367,10 @@ def step_graph(model, stage: str = "train", batch_size: int | None = 32, *, x=No
                          f"batch_size={batch_size!r}")
     steps, x_spec, y_spec = _prepared_steps(model, stage, batch_size, x, y)
     if stage == "predict":
-        function, args = steps.predict_step, (x_spec,)
+        function, args = steps.predict_step, ((x_spec,),)
     else:
         function = steps.train_step if stage == "train" else steps.test_step
-        args = (x_spec, y_spec, None)
+        args = ((x_spec, y_spec, None),)
     flop_counts, notes = model_flops(model, batch_size) if flops else (None, [])
     setting = model.compile_state.jit_compile_setting
     return _report(function, args, {}, f"{stage} step of model {model.name!r}", passes,

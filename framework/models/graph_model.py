@@ -13,8 +13,8 @@ from typing import Any, Sequence
 import tensorflow as tf
 
 from graphfit.core.layer import Layer
+from graphfit.core.registry import did_you_mean, register_layer
 from graphfit.models.model import Model
-from graphfit.core.registry import closest, register_layer
 from graphfit.models.sequential import layer_from_config, layer_to_config
 
 __all__ = ["GraphModel", "Node"]
@@ -170,17 +170,15 @@ def _topological_order(inputs: list[str], nodes: list[Node], outputs: list[str])
     for node in nodes:
         for source in node.input_names:
             if source not in known:
-                hint = closest(source, known)
                 problems.append(
                     f"node {node.name!r} reads {source!r}, which is neither an input nor a node"
-                    + (f" (did you mean {hint!r}?)" if hint else "")
+                    + did_you_mean(source, known, " (did you mean {!r}?)")
                 )
     for output in outputs:
         if output not in known:
-            hint = closest(output, known)
             problems.append(
                 f"output {output!r} is neither an input nor a node"
-                + (f" (did you mean {hint!r}?)" if hint else "")
+                + did_you_mean(output, known, " (did you mean {!r}?)")
             )
     if not outputs:
         problems.append("it has no outputs")

@@ -8,14 +8,16 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
-from graphfit.models import summary as summary_lib
-from graphfit.training import loops as training_loop
 from graphfit.core import update_hooks
+from graphfit.core.layer import Layer
+from graphfit.core.step_types import StepResult
+from graphfit.models import summary as summary_lib
 from graphfit.saving import weights_io
+from graphfit.training import loops as training_loop
+from graphfit.training import steps
 from graphfit.training.compile_state import CompileState
 from graphfit.training.feeds import DEFAULT_BATCH_SIZE, spec_of
 from graphfit.training.input_checks import check_features
-from graphfit.core.layer import Layer
 
 __all__ = ["Model"]
 
@@ -24,7 +26,9 @@ def _spec_from_shape(shape, dtype: tf.DType):
     """(None, 64) -> TensorSpec; a list or dict of shapes -> the same structure of specs."""
     if isinstance(shape, dict):
         return {k: _spec_from_shape(v, dtype) for k, v in shape.items()}
-    if isinstance(shape, (list, tuple)) and shape and isinstance(shape[0], (list, tuple, tf.TensorShape)):
+    nested = isinstance(shape, (list, tuple)) and shape and isinstance(
+        shape[0], (list, tuple, tf.TensorShape))
+    if nested:
         return [_spec_from_shape(s, dtype) for s in shape]
     dims = list(tf.TensorShape(shape).as_list())
     return tf.TensorSpec([None, *dims[1:]], dtype)
@@ -191,6 +195,35 @@ class Model(Layer):
             tf.function(forward).get_concrete_function(self._signature.inputs)
             self._signature.update_ops = (key, hooks)
         return list(self._signature.update_ops[1])
+
+    # ---------------------------------------------------------------------------- steps
+    def train_step(self, data) -> StepResult:
+        """One training step on a batch; override it to customise training, as in Keras.
+
+        `fit` traces it (XLA under `jit_compile`), runs `steps_per_execution` of them per
+        call, updates the train metrics from its result, and applies after it any update
+        hook it left uncollected. The default runs `self.optimizer.minimize` on the compiled
+        loss (`graphfit.training.steps.train_step`); an override may use any optimizers it
+        holds (their slots are created on first use and checkpointed with the model).
+
+        Args:
+            data: one batch as the data yields it: (x,), (x, y) or (x, y, sample_weight);
+                `graphfit.core.step_types.unpack_data` splits it.
+
+        Returns:
+            A `StepResult(loss, y_pred=None, output_losses={}, logs={})`: "loss" and each
+            entry of `logs` are averaged over the epoch; the compiled metrics read `y_pred`.
+        """
+        return steps.train_step(self, data)
+
+    def test_step(self, data) -> StepResult:
+        """One evaluation step on a batch (`evaluate`, validation, test); overridable like
+        `train_step`. The default returns the compiled loss and the outputs."""
+        return steps.test_step(self, data)
+
+    def predict_step(self, data):
+        """The outputs for one batch of `predict`; overridable. `data` is (x,) or x."""
+        return steps.predict_step(self, data)
 
     # ------------------------------------------------------------------------ training
     def compile(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from graphfit.core.layer import Layer
-from graphfit.models.model import Model
 from graphfit.core.registry import LAYERS, register_layer
+from graphfit.models.model import Model
 
 __all__ = ["Sequential", "layer_to_config", "layer_from_config"]
 

@@ -4,23 +4,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
-
-from graphfit.training.input_checks import shape_text
+from graphfit.core.shapes import nested_shape_text
+from graphfit.core.variables import count_parameters as _count
 
 __all__ = ["print_summary"]
-
-
-def _count(variables) -> int:
-    return int(sum(np.prod(v.shape.as_list(), dtype=np.int64) for v in variables))
-
-
-def _shape(shape) -> str:
-    if isinstance(shape, dict):
-        return ", ".join(f"{k}: {_shape(v)}" for k, v in shape.items())
-    if isinstance(shape, (list, tuple)) and shape and isinstance(shape[0], (list, tuple)):
-        return ", ".join(_shape(s) for s in shape)
-    return shape_text(shape)
 
 
 def print_summary(model, print_fn: Callable[[str], object], line_length: int) -> None:
@@ -31,7 +18,7 @@ def print_summary(model, print_fn: Callable[[str], object], line_length: int) ->
         frozen = "" if layer.trainable else " [frozen]"
         rows.append([
             f"{layer.name} ({type(layer).__name__}){frozen}",
-            _shape(layer._output_shape) if layer._output_shape is not None else "?",
+            nested_shape_text(layer.output_shape) if layer.output_shape is not None else "?",
             f"{_count(layer.trainable_variables):,}",
             f"{_count(layer.non_trainable_variables):,}",
         ])

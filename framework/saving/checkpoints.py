@@ -21,7 +21,8 @@ rewrites the manager's `checkpoint` state file, atomically (a temporary file ren
 old one). `latest_checkpoint` therefore names a complete checkpoint at every instant; a
 process killed in the middle of a save leaves at most unreferenced files (a `ckpt-N_temp`
 folder, or the files of a checkpoint the state file does not list yet), which the next
-`Checkpointer` save in that folder deletes. `Checkpointer` never reuses the number of a checkpoint the state
+`Checkpointer` save in that folder deletes. `Checkpointer` never reuses the number of a checkpoint
+the state
 file lists (an in-place overwrite would not be atomic), so a run started again in an old
 folder numbers its checkpoints after the old ones. A power cut is another matter: TensorFlow
 does not fsync, so only the operating system's write-back protects against it.
@@ -33,9 +34,11 @@ import math
 import os
 import re
 import shutil
+import weakref
 
-import numpy as np
 import tensorflow as tf
+
+from graphfit.core import validation
 
 __all__ = ["Checkpointer", "FitState", "fit_state", "restore_latest", "resume_point"]
 
@@ -70,12 +73,10 @@ class FitState(tf.Module):
                                             name="shuffle_seed")
 
 
-class _Box:
-    """A plain holder. tf.Module does not track what it holds, so `save_weights` (which writes
-    `tf.train.Checkpoint(model=model)`) leaves the fit state out, as it leaves the optimizer."""
-
-    def __init__(self, value):
-        self.value = value
+# model -> its FitState. Kept here, not on the model, so that tf.Module does not track it and
+# `save_weights` (which writes `tf.train.Checkpoint(model=model)`) leaves the fit state out, as
+# it leaves the optimizer; weak, so a dropped model takes its fit state with it.
+_FIT_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def fit_state(model) -> FitState:
@@ -89,22 +90,15 @@ def fit_state(model) -> FitState:
         >>> fit_state(model) is fit_state(model)
         True
     """
-    box = model.__dict__.get("_fit_state_box")
-    if box is None:
-        box = _Box(FitState())
-        model._fit_state_box = box
-    return box.value
+    state = _FIT_STATES.get(model)
+    if state is None:
+        state = _FIT_STATES[model] = FitState()
+    return state
 
 
 def _check_max_to_keep(max_to_keep) -> None:
-    if max_to_keep is not None and (
-        isinstance(max_to_keep, bool) or not isinstance(max_to_keep, (int, np.integer))
-        or max_to_keep < 1
-    ):
-        raise ValueError(
-            "max_to_keep must be a positive integer, or None to keep every checkpoint. "
-            f"Received: max_to_keep={max_to_keep!r}"
-        )
+    validation.positive_int("max_to_keep", max_to_keep, allow_none=True,
+                            none_means="to keep every checkpoint")
 
 
 def _check_directory(directory) -> str:
@@ -188,8 +182,7 @@ class Checkpointer:
 
     # ---------------------------------------------------------------------------- saving
     def _save(self, which: str, step: int) -> str:
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-            raise ValueError(f"step must be a non-negative integer. Received: step={step!r}")
+        validation.non_negative_int("step", step)
         manager = self._manager(which)
         listed = [_number(path) for path in manager.checkpoints]
         if which not in self._swept:
@@ -255,7 +248,8 @@ class Checkpointer:
         and its fit state.
 
         On a built model the optimizer's slots are created first (as `fit` would; unless the
-        checkpoint holds none) and every variable must match the checkpoint. On a model not built yet the restore is
+        checkpoint holds none) and every variable must match the checkpoint. On a model not built
+        yet the restore is
         deferred: each variable takes its saved value when `fit` (or a call) creates it.
 
         Args:

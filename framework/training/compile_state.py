@@ -30,7 +30,7 @@ def resolve_jit_compile(setting, model, optimizer=None) -> bool:
     convolutions (oneDNN) beat XLA's, and Levenberg–Marquardt's step compiles for seconds.
     """
     layers = list(model.flatten_layers())
-    unsupported = [l.name for l in layers if not getattr(l, "supports_jit", True)]
+    unsupported = [l.name for l in layers if not l.supports_jit]
     if setting is True:
         if unsupported:
             warnings.warn(
@@ -44,8 +44,8 @@ def resolve_jit_compile(setting, model, optimizer=None) -> bool:
         return False
     if tf.config.list_physical_devices("GPU"):
         return True
-    friendly = [getattr(l, "xla_friendly_on_cpu", True) for l in layers]
-    return all(friendly) and getattr(optimizer, "xla_friendly_on_cpu", True)
+    friendly = [l.xla_friendly_on_cpu for l in layers]
+    return all(friendly) and (optimizer is None or optimizer.xla_friendly_on_cpu)
 
 
 def _check_metrics(metrics, argument: str):
@@ -105,7 +105,10 @@ class CompileState:
             return []
         needed = set(self.loss_set.losses)
         for spec in (self.metrics_spec, self.weighted_metrics_spec):
-            needed |= set(spec) if isinstance(spec, dict) else (set(output_names) if spec else set())
+            if isinstance(spec, dict):
+                needed |= set(spec)
+            elif spec:
+                needed |= set(output_names)
         return [n for n in output_names if n in needed]
 
     def prepare(self, model, feed) -> None:
@@ -114,18 +117,19 @@ class CompileState:
         The model is built, and the feed's labels arranged by output, before this runs.
         """
         y_spec = feed.element_spec[1]
-        if self.loss_set is not None:
-            if not self.loss_set.built:
-                self.loss_set.build(model.output_names, model.dtype)
-            if not self.stage_metrics and y_spec is not None:
-                stage_metrics = {
-                    stage: StageMetrics(stage, self.metrics_spec, self.weighted_metrics_spec,
-                                        self.loss_set, model.dtype)
-                    for stage in STAGES
-                }
-                for metrics in stage_metrics.values():
-                    metrics.build(y_spec, model.output_spec)
-                self.stage_metrics = stage_metrics  # only once every stage built
+        if self.loss_set is not None and not self.loss_set.built:
+            self.loss_set.build(model.output_names, model.dtype)
+        # A predict-only state has neither loss nor optimizer: no stage needs metrics.
+        trains = self.loss_set is not None or self.optimizer is not None
+        if trains and not self.stage_metrics and (y_spec is not None or self.loss_set is None):
+            stage_metrics = {
+                stage: StageMetrics(stage, self.metrics_spec, self.weighted_metrics_spec,
+                                    self.loss_set, model.dtype)
+                for stage in STAGES
+            }
+            for metrics in stage_metrics.values():
+                metrics.build(y_spec, model.output_spec)
+            self.stage_metrics = stage_metrics  # only once every stage built
         variables = model.trainable_variables
         # Freezing or unfreezing changes the variables trained and the update hooks run.
         key = ([id(v) for v in variables], [(id(l), l.trainable) for l in model.flatten_layers()])

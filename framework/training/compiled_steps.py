@@ -1,51 +1,68 @@
 """The compiled train, test and predict steps, and the loops that run several per call.
 
-One training step, traced once and optionally compiled by XLA:
+Each step is the model's own public step (`Model.train_step(data)`, `test_step`,
+`predict_step`; the defaults are in `graphfit.training.steps`), traced once per input
+signature and optionally compiled by XLA. Around the model's train step this module adds:
 
-    forward pass (training=True), update hooks collected, not applied
-    loss; optimizer.minimize: gradients of all trainable variables, gradient transforms on the
-        whole list, then the update (a second-order optimizer runs its own minimize)
-    update hooks applied, once, after the optimizer's update
+    update hooks that an overridden step left uncollected: applied once, after the step
     with gradient taps on (TensorBoard's gradient histograms): the raw gradients that
         minimize reported are assigned to one tap variable per trainable variable
     with node taps on (TensorBoard's gradient_taps), every N steps: the norms of
-        d(sum of a named node)/d(variables) from the same forward pass (`node_taps`)
+        d(sum of a named node)/d(variables) from the same forward pass (`node_taps`; the
+        default train step only)
 
 A loop function (a `tf.function`, never XLA) runs a chunk of such steps per call and updates
-the stage's metrics after each step, so Python runs once per chunk, not once per batch. Keras
-metrics stay outside the XLA cluster, which keeps any Keras metric usable with `jit_compile`.
+the stage's metrics after each step from the step's `StepResult`, so Python runs once per
+chunk, not once per batch. Keras metrics stay outside the XLA cluster, which keeps any Keras
+metric usable with `jit_compile`.
 """
 
 from __future__ import annotations
 
-import types
-
 import tensorflow as tf
 
-from graphfit.core import autograph_scope
-from graphfit.training import input_checks
-from graphfit.training import node_taps
-from graphfit.core import update_hooks
+from graphfit.core import autograph_scope, update_hooks
+from graphfit.core.step_types import StepResult, unpack_data
+from graphfit.training import input_checks, node_taps, steps
 
-__all__ = ["CompiledSteps"]
+__all__ = ["CompiledSteps", "overrides_step"]
 
 
-def _unpack(batch):
-    """(x,), (x, y) or (x, y, sample_weight) -> (x, y, sample_weight) with None for the absent."""
-    batch = tuple(batch) + (None,) * (3 - len(batch))
-    return batch[0], batch[1], batch[2]
+def _as_data(batch) -> tuple:
+    """The batch as the model's step receives it: (x,), (x, y) or (x, y, sample_weight)."""
+    batch = tuple(batch)
+    while len(batch) > 1 and batch[-1] is None:
+        batch = batch[:-1]
+    return batch
 
 
 def _gather(data: tuple, indices):
     return tf.nest.map_structure(lambda t: tf.gather(t, indices), data)
 
 
-def _signature(data: tuple):
+def _loop_signature(data: tuple):
     """The relaxed signature of an array loop: any number of samples, rows and batch size."""
     data_spec = tf.nest.map_structure(
         lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), data
     )
     return [data_spec, tf.TensorSpec([None, None], tf.int32)]
+
+
+def overrides_step(model, step: str = "train_step") -> bool:
+    """Whether the model's class overrides `step` ("train_step", "test_step" or
+    "predict_step"), Keras-style."""
+    from graphfit.models.model import Model  # models import the training package
+
+    return getattr(type(model), step) is not getattr(Model, step)
+
+
+def _check_result(result, step: str) -> StepResult:
+    if not isinstance(result, StepResult):
+        raise TypeError(
+            f"{step}(data) must return a graphfit.core.step_types.StepResult(loss, y_pred, "
+            f"output_losses, logs). Received: {result!r}"
+        )
+    return result
 
 
 class CompiledSteps:
@@ -74,7 +91,9 @@ class CompiledSteps:
         self.gradient_taps: list[tf.Variable] | None = None
         self._filled_taps: list[int] = []
         self.node_taps: node_taps.NodeTaps | None = None  # after `enable_node_taps`
-        self._train_signature = None
+        # The specs of the data the train step was last traced for ((x,), (x, y) or
+        # (x, y, sample_weight)); None before the first training step.
+        self.train_data_spec = None
         # {stage: {output: (name, spec, loss kind)}}: dataset labels are checked batch by batch.
         self.label_checks: dict[str, dict] = {}
         self.train_step = self._compile_step(self._train_step)
@@ -89,39 +108,27 @@ class CompiledSteps:
             return fn
         return tf.function(fn, jit_compile=self.jit_compile, reduce_retracing=True)
 
-    def _train_step(self, x, y, sample_weight):
-        def loss_fn():
-            with update_hooks.collect_updates() as pending:
-                y_pred = self.model(x, training=True)
-            loss, output_losses = self.loss_set(y, y_pred, sample_weight)
-            return loss, (y_pred, output_losses, pending)
-
-        # What a second-order optimizer needs to linearize the loss (LevenbergMarquardt's
-        # residuals): the model, the loss set and the batch. First-order optimizers ignore it.
-        loss_fn.batch = types.SimpleNamespace(model=self.model, loss_set=self.loss_set, x=x,
-                                              y=y, sample_weight=sample_weight)
-        self._train_signature = tf.nest.map_structure(_spec, (x, y, sample_weight))
-        if self.node_taps is not None:  # the norms of d(node)/d(variables), every N steps
-            loss_fn = self.node_taps.tapped_loss_fn(
-                loss_fn, self.optimizer.iterations + 1,
-                lambda result: {"loss": result[0], "output": result[1][0]})
-        if self.gradient_taps is None:
-            result = self.optimizer.minimize(loss_fn, self.variables)
-        else:
-            result = self._minimize_into_taps(loss_fn)
+    def _train_step(self, data):
+        self.train_data_spec = tf.nest.map_structure(_spec, data)
         if self.node_taps is not None:
-            loss_fn.finish()
-        loss, (y_pred, output_losses, pending) = result
-        # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
+            if overrides_step(self.model):
+                raise ValueError(
+                    f"TensorBoard's gradient_taps record the default training step's forward "
+                    f"pass, but {type(self.model).__name__} overrides train_step. Remove "
+                    f"gradient_taps, or compute what you need inside your train_step and "
+                    f"return it in StepResult.logs.")
+            return steps.train_step(self.model, data, taps=self.node_taps)
+        # Update hooks that an overridden step did not collect itself run after it, once.
+        with update_hooks.collect_updates() as pending:
+            result = autograph_scope.convert_user_code(self.model.train_step)(data)
         update_hooks.apply_updates(pending)
-        return loss, output_losses, y_pred
+        return _check_result(result, "train_step")
 
-    def _minimize_into_taps(self, loss_fn):
+    def _train_step_with_taps(self, data):
         from graphfit.optimizers.gradient_record import collect_gradients  # imports graphfit
 
         with collect_gradients() as gradients:
-            minimize = autograph_scope.convert_user_code(self.optimizer.minimize)
-            result = minimize(loss_fn, self.variables)
+            result = self._train_step(data)
         # Runs at trace time: records which taps this trace fills (none when a minimize
         # override reports no gradients).
         self._filled_taps = [i for i, v in enumerate(self.variables) if v.ref() in gradients]
@@ -130,24 +137,25 @@ class CompiledSteps:
             self.gradient_taps[i].assign(tf.cast(gradient, self.gradient_taps[i].dtype))
         return result
 
-    def _test_step(self, x, y, sample_weight):
-        y_pred = self.model(x, training=False)
-        loss, output_losses = self.loss_set(y, y_pred, sample_weight)
-        return loss, output_losses, y_pred
+    def _test_step(self, data):
+        step = autograph_scope.convert_user_code(self.model.test_step)
+        return _check_result(step(data), "test_step")
 
-    def _predict_step(self, x):
-        return self.model(x, training=False)
+    def _predict_step(self, data):
+        return autograph_scope.convert_user_code(self.model.predict_step)(data)
 
     # ------------------------------------------------------------------ loops over chunks
     def _run_and_record(self, stage: str, batch, check_labels: bool = False) -> None:
-        x, y, sample_weight = _unpack(batch)
+        data = _as_data(batch)
+        x, y, sample_weight = unpack_data(data)
         step = self.train_step if stage == "train" else self.test_step
         checks = []
         if check_labels:
             checks = input_checks.label_assertions(y, self.label_checks.get(stage, {}))
         with tf.control_dependencies(checks):  # a bad batch stops the loop before its step
-            loss, output_losses, y_pred = step(x, y, sample_weight)
-        self.stage_metrics[stage].update(y, y_pred, sample_weight, loss, output_losses)
+            result = step(data)
+        self.stage_metrics[stage].update(y, sample_weight, result,
+                                         steps.batch_size_of(result, data))
 
     def run_arrays(self, stage: str, data: tuple, index_batches) -> int:
         """Runs one step per row of `index_batches` (sample indices into `data`)."""
@@ -167,7 +175,7 @@ class CompiledSteps:
         return self._dataset_loop("predict")(iterator, tf.constant(num_steps, tf.int32))
 
     def _array_loop(self, stage: str, data: tuple):
-        signature = _signature(data)
+        signature = _loop_signature(data)
         key = (stage, str(signature))
         if key not in self._array_loops:
             if stage == "predict":
@@ -213,7 +221,7 @@ class CompiledSteps:
         steps = tf.shape(index_batches)[0]
         arrays = self._output_arrays(steps, dynamic=False)
         for i in tf.range(steps):
-            outputs = tf.nest.flatten(self.predict_step(_gather(data, index_batches[i])[0]))
+            outputs = tf.nest.flatten(self.predict_step(_gather(data, index_batches[i])))
             arrays = [a.write(i, o) for a, o in zip(arrays, outputs)]
         return [a.concat() for a in arrays]
 
@@ -224,8 +232,7 @@ class CompiledSteps:
             element = iterator.get_next_as_optional()
             if not element.has_value():
                 break
-            x = _as_tuple(element.get_value())[0]
-            outputs = tf.nest.flatten(self.predict_step(x))
+            outputs = tf.nest.flatten(self.predict_step(_as_tuple(element.get_value())))
             arrays = [a.write(done, o) for a, o in zip(arrays, outputs)]
             done += 1
         return [a.concat() for a in arrays]
@@ -252,7 +259,8 @@ class CompiledSteps:
         self._retrace_training()
 
     def _retrace_training(self) -> None:
-        self.train_step = self._compile_step(self._train_step)
+        traced = self._train_step if self.gradient_taps is None else self._train_step_with_taps
+        self.train_step = self._compile_step(traced)
         self._array_loops = {k: f for k, f in self._array_loops.items() if k[0] != "train"}
         self._dataset_loops.pop("train", None)
 
@@ -290,9 +298,9 @@ class CompiledSteps:
         """The traced graph of the training step (forward pass, gradients, update, update
         hooks; the graph XLA compiles under `jit_compile`), or None before the first
         training step and when running eagerly."""
-        if self.run_eagerly or self._train_signature is None:
+        if self.run_eagerly or self.train_data_spec is None:
             return None
-        return self.train_step.get_concrete_function(*self._train_signature).graph
+        return self.train_step.get_concrete_function(self.train_data_spec).graph
 
     def tracing_counts(self) -> dict[str, int]:
         """How many times each traced function was traced (a retrace is a bug to report)."""

@@ -134,7 +134,8 @@ class ArrayFeed:
         self.x, self.y, self.sample_weight = x, y, sample_weight
         self.names = names
         self.num_samples = int(np.shape(tf.nest.flatten(x)[0])[0])
-        self.batch_size = self.num_samples if batch_size is None else min(batch_size, self.num_samples)
+        self.batch_size = (self.num_samples if batch_size is None
+                           else min(batch_size, self.num_samples))
         self.shuffle = shuffle
         self.seed = seed
         self.steps = math.ceil(self.num_samples / self.batch_size)

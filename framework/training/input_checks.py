@@ -9,15 +9,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from graphfit.core.shapes import shape_text
 from graphfit.training.losses import LossKind
 
-__all__ = ["check_same_length", "check_finite", "check_features", "check_labels", "shape_text",
+__all__ = ["check_same_length", "check_finite", "check_features", "check_labels",
            "label_assertions", "LABEL_CHECK_MARK"]
-
-
-def shape_text(shape) -> str:
-    dims = tf.TensorShape(shape).as_list() if tf.TensorShape(shape).rank is not None else []
-    return "(" + ", ".join("None" if d is None else str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
 
 
 def _leaves(name: str, value) -> list[tuple[str, np.ndarray]]:

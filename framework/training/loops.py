@@ -12,8 +12,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from graphfit.saving import checkpoints
 from graphfit.callbacks import CallbackList
+from graphfit.saving import checkpoints
+from graphfit.training.compiled_steps import overrides_step
 from graphfit.training.feeds import make_feed
 from graphfit.training.input_checks import LABEL_CHECK_MARK
 from graphfit.training.stage_metrics import stage_prefix
@@ -71,11 +72,21 @@ def _prepare(model, state, feed, stage: str) -> None:
     state.check_labels(model, feed, stage)
 
 
+def _require_loss(model, state, stage: str) -> bool:
+    """The default steps need the compiled loss; an overridden step computes its own.
+    Returns whether the stage runs the default step."""
+    step = "train_step" if stage == "train" else "test_step"
+    default = not overrides_step(model, step)
+    if default:
+        state.require_loss("fit" if stage == "train" else "evaluate")
+    return default
+
+
 def check_inputs(model, x, y, *, stage: str, batch_size, check_finite: bool = True) -> None:
     """Runs every check `fit` or `evaluate` makes before its first step, and builds what
     they build (model, losses, metrics, optimizer slots), without running a step."""
     state = model.compiled_for("fit" if stage == "train" else "evaluate")
-    state.require_loss("fit" if stage == "train" else "evaluate")
+    _require_loss(model, state, stage)
     argument = {"train": "x", "val": "validation_data", "test": "test_data"}[stage]
     if stage == "train" or isinstance(x, tf.data.Dataset):
         dataset = isinstance(x, tf.data.Dataset)
@@ -178,12 +189,13 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
         shuffle, initial_epoch, sample_weight, steps_per_epoch, validation_steps, test_steps,
         validation_freq, test_freq, check_finite):
     state = model.compiled_for("fit")
-    state.require_loss("fit")
+    default_step = _require_loss(model, state, "train")
     verbose = _verbosity(verbose)
     _positive("epochs", epochs)
     _positive("validation_freq", validation_freq)
     _positive("test_freq", test_freq, allow_none=True)
-    for name, value in (("steps_per_epoch", steps_per_epoch), ("validation_steps", validation_steps),
+    for name, value in (("steps_per_epoch", steps_per_epoch),
+                        ("validation_steps", validation_steps),
                         ("test_steps", test_steps)):
         _positive(name, value, allow_none=True)
     if not isinstance(initial_epoch, (int, np.integer)) or not 0 <= initial_epoch < epochs:
@@ -191,7 +203,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
             f"initial_epoch must be an integer in [0, epochs). Received: "
             f"initial_epoch={initial_epoch!r}, epochs={epochs}"
         )
-    if y is None and not isinstance(x, tf.data.Dataset):
+    if y is None and default_step and not isinstance(x, tf.data.Dataset):
         raise ValueError("fit() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
     state_of_fit = checkpoints.fit_state(model)
     seed = int(state_of_fit.shuffle_seed.numpy())
@@ -224,10 +236,12 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
         callbacks.on_epoch_begin(epoch)
         logs = run_stage(model, state, "train", train, epoch, callbacks)
         if val is not None and (epoch + 1) % validation_freq == 0:
-            logs.update(_prefixed("val", _evaluate_stage(model, state, "val", val, epoch, callbacks)))
+            val_logs = _evaluate_stage(model, state, "val", val, epoch, callbacks)
+            logs.update(_prefixed("val", val_logs))
         last = epoch == epochs - 1
         if test is not None and (last or (test_freq and (epoch + 1) % test_freq == 0)):
-            logs.update(_prefixed("test", _evaluate_stage(model, state, "test", test, epoch, callbacks)))
+            test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks)
+            logs.update(_prefixed("test", test_logs))
             tested_epoch = epoch
         state_of_fit.epoch.assign(epoch + 1)  # before the callbacks: checkpoints save it
         callbacks.on_epoch_end(epoch, logs)
@@ -235,7 +249,8 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
             break
     if test is not None and tested_epoch != epoch:
         # Training stopped early: the test numbers must describe the final weights.
-        logs.update(_prefixed("test", _evaluate_stage(model, state, "test", test, epoch, callbacks)))
+        test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks)
+        logs.update(_prefixed("test", test_logs))
     callbacks.on_train_end(logs)
     return callbacks.history
 
@@ -243,11 +258,11 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
 def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callbacks, return_dict,
              stage, check_finite):
     state = model.compiled_for("evaluate")
-    state.require_loss("evaluate")
+    default_step = _require_loss(model, state, stage if stage in ("val", "test") else "test")
     if stage not in ("val", "test"):
         raise ValueError(f"stage must be 'val' or 'test'. Received: stage={stage!r}")
     verbose = _verbosity(verbose)
-    if y is None and not isinstance(x, tf.data.Dataset):
+    if y is None and default_step and not isinstance(x, tf.data.Dataset):
         raise ValueError("evaluate() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
     feed = make_feed(model, x, y, sample_weight, batch_size=batch_size, steps=steps,
                      check_finite=check_finite, steps_argument="steps")

@@ -18,7 +18,8 @@ from graphfit.core import autograph_scope
 from graphfit.core.naming import snake_case
 from graphfit.core.registry import unknown_name_error
 
-__all__ = ["LossSet", "resolve_loss", "loss_kind", "LossKind", "FunctionLoss"]
+__all__ = ["LossSet", "resolve_loss", "loss_kind", "LossKind", "FunctionLoss", "loss_classes",
+           "valid_loss_names"]
 
 _ALIASES = {
     "mse": "mean_squared_error",
@@ -32,7 +33,7 @@ _ALIASES = {
 
 
 @functools.cache
-def _loss_classes() -> dict[str, type]:
+def loss_classes() -> dict[str, type]:
     """{'mean_squared_error': keras.losses.MeanSquaredError, ...} for every public loss."""
     classes = {}
     for attribute in dir(keras.losses):
@@ -45,7 +46,7 @@ def _loss_classes() -> dict[str, type]:
 
 
 def valid_loss_names() -> list[str]:
-    return sorted(set(_loss_classes()) | set(_ALIASES))
+    return sorted(set(loss_classes()) | set(_ALIASES))
 
 
 class FunctionLoss(keras.losses.Loss):
@@ -81,7 +82,7 @@ def resolve_loss(identifier, dtype: tf.DType) -> keras.losses.Loss:
     if isinstance(identifier, str):
         key = snake_case(identifier) if identifier[:1].isupper() else identifier.lower()
         key = _ALIASES.get(key, key)
-        cls = _loss_classes().get(key)
+        cls = loss_classes().get(key)
         if cls is None:
             raise unknown_name_error(
                 "loss", identifier, valid_loss_names(),

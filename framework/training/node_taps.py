@@ -178,7 +178,7 @@ class NodeTaps:
         """Wraps the train step's `loss_fn` so that its first call records the taps.
 
         Args:
-            loss_fn: the training step's loss function (`loss_fn.batch` is kept).
+            loss_fn: the training step's loss function.
             step: the global step this training step will have (iterations + 1), a tensor.
             special: maps `loss_fn`'s result to {"output": ..., "loss": ...}.
 
@@ -248,8 +248,6 @@ class _TappedLossFn:
         self._special = special
         self._graph = _current_graph()
         self._tapped = False
-        if hasattr(loss_fn, "batch"):
-            self.batch = loss_fn.batch  # what a second-order optimizer linearizes
 
     def __call__(self):
         if self._tapped or _current_graph() is not self._graph:

@@ -13,8 +13,8 @@ import functools
 import keras
 import tensorflow as tf
 
-from graphfit.training.losses import LossKind, LossSet
 from graphfit.core.registry import unknown_name_error
+from graphfit.training.losses import LossKind, LossSet
 
 __all__ = ["StageMetrics", "STAGES", "stage_prefix", "resolve_metric", "check_metric_identifier"]
 
@@ -85,7 +85,8 @@ def resolve_metric(identifier, y_true: tf.TensorSpec, y_pred: tf.TensorSpec,
         sparse = y_true.shape.rank < y_pred.shape.rank or (
             y_true.shape[-1] == 1 and (y_pred.shape[-1] or 0) > 1
         )
-        cls = keras.metrics.SparseCategoricalAccuracy if sparse else keras.metrics.CategoricalAccuracy
+        cls = (keras.metrics.SparseCategoricalAccuracy if sparse
+               else keras.metrics.CategoricalAccuracy)
         return cls(name=name, dtype=dtype)
     if binary_logits and lowered == "auc":
         return keras.metrics.AUC(name=name, from_logits=True, dtype=dtype)
@@ -115,11 +116,12 @@ class StageMetrics:
         metrics: what compile() received: a list for every output, or a dict by output name.
             They ignore sample weights, as in Keras.
         weighted_metrics: the same, for metrics that apply the sample weights.
-        loss_set: the compiled loss (its kinds choose how "accuracy" is computed).
+        loss_set: the compiled loss (its kinds choose how "accuracy" is computed), or None
+            when the model's own steps compute the loss.
         dtype: the model's dtype; the numbers are accumulated in it.
     """
 
-    def __init__(self, stage: str, metrics, weighted_metrics, loss_set: LossSet,
+    def __init__(self, stage: str, metrics, weighted_metrics, loss_set: LossSet | None,
                  dtype: tf.DType = tf.float32):
         self.stage = stage
         self._specs = ((metrics or [], False), (weighted_metrics or [], True))
@@ -127,42 +129,69 @@ class StageMetrics:
         self.dtype = dtype
         self.loss_tracker = keras.metrics.Mean(name="loss", dtype=dtype.name)
         self.output_loss_trackers: dict[str, keras.metrics.Mean] = {}
+        self.log_trackers: dict[str, keras.metrics.Mean] = {}  # a step's StepResult.logs
         # (output or None, log key, metric, whether it reads the sample weights)
         self.metrics: list[tuple[str | None, str, keras.metrics.Metric, bool]] = []
 
     def build(self, y_true_spec, y_pred_spec) -> None:
         """Creates the metric objects eagerly, before any step is traced."""
-        names = self._loss_set.output_names
+        loss_set = self._loss_set
+        if loss_set is None:  # a model whose overridden steps compute their own loss
+            names = list(y_pred_spec) if isinstance(y_pred_spec, dict) else None
+        else:
+            names = loss_set.output_names
         entries, keys = [], set()
-        for spec, weighted in self._specs:
+        specs = self._specs if y_true_spec is not None else ()  # no labels: no metrics
+        for spec, weighted in specs:
             for output, identifier in _per_output(spec, names):
                 true_spec = y_true_spec if output is None else y_true_spec[output]
                 pred_spec = y_pred_spec if output is None else y_pred_spec[output]
                 metric = resolve_metric(identifier, true_spec, pred_spec,
-                                        self._loss_set.kind(output), self.dtype)
+                                        _kind(loss_set, output), self.dtype)
                 key = _unique_key(output, metric.name, weighted, keys)
                 entries.append((output, key, metric, weighted))
         self.metrics = entries
-        if names is not None:
+        if names is not None and loss_set is not None:
             self.output_loss_trackers = {
                 out: keras.metrics.Mean(name=f"{out}_loss", dtype=self.dtype.name)
                 for out in self._loss_set.losses
             }
 
-    def update(self, y_true, y_pred, sample_weight, loss, output_losses) -> None:
-        """Adds one batch; runs inside the compiled loop."""
-        batch = tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], loss.dtype)
-        self.loss_tracker.update_state(loss, sample_weight=batch)
-        for out, value in output_losses.items():
+    def update(self, y_true, sample_weight, result, batch_size) -> None:
+        """Adds one step's `StepResult`; runs inside the compiled loop.
+
+        The loss, the per-output losses and every entry of `result.logs` are averaged over
+        the stage weighted by `batch_size`; the compiled metrics read `result.y_pred` (none
+        when the step returns no outputs or the data no labels).
+        """
+        batch = tf.cast(batch_size, self.dtype)
+        self.loss_tracker.update_state(tf.cast(result.loss, self.dtype), sample_weight=batch)
+        for out, value in (result.output_losses or {}).items():
             self.output_loss_trackers[out].update_state(value, sample_weight=batch)
+        for name, value in (result.logs or {}).items():
+            self._log_tracker(name).update_state(tf.cast(value, self.dtype), sample_weight=batch)
+        if result.y_pred is None or y_true is None:
+            return
         for output, _, metric, weighted in self.metrics:
             true = y_true if output is None else y_true[output]
-            pred = y_pred if output is None else y_pred[output]
+            pred = result.y_pred if output is None else result.y_pred[output]
             metric.update_state(true, pred, sample_weight=sample_weight if weighted else None)
+
+    def _log_tracker(self, name: str) -> keras.metrics.Mean:
+        """The tracker of a step's extra log; created on the first trace (Keras creates its
+        variables outside the graph), then reused by every later trace."""
+        if name not in self.log_trackers:
+            if name == "loss" or name in self.output_loss_trackers or any(
+                    key == name for _, key, _, _ in self.metrics):
+                raise ValueError(
+                    f"StepResult.logs has the key {name!r}, which the compiled loss or metrics "
+                    f"already report; give it another name.")
+            self.log_trackers[name] = keras.metrics.Mean(name=name, dtype=self.dtype.name)
+        return self.log_trackers[name]
 
     def reset(self) -> None:
         self.loss_tracker.reset_state()
-        for tracker in self.output_loss_trackers.values():
+        for tracker in [*self.output_loss_trackers.values(), *self.log_trackers.values()]:
             tracker.reset_state()
         for _, _, metric, _ in self.metrics:
             metric.reset_state()
@@ -171,6 +200,7 @@ class StageMetrics:
     def variables(self) -> list:
         """Every metric variable of this stage (the trackers' included)."""
         objects = [self.loss_tracker, *self.output_loss_trackers.values(),
+                   *self.log_trackers.values(),
                    *(metric for _, _, metric, _ in self.metrics)]
         return [v for obj in objects for v in obj.variables]
 
@@ -181,7 +211,13 @@ class StageMetrics:
             values[tracker.name] = float(tracker.result())
         for _, key, metric, _ in self.metrics:
             values[key] = _scalar(metric.result())
+        for name, tracker in self.log_trackers.items():
+            values[name] = float(tracker.result())
         return values
+
+
+def _kind(loss_set: LossSet | None, output) -> LossKind:
+    return LossKind(None) if loss_set is None else loss_set.kind(output)
 
 
 def _per_output(spec, output_names) -> list[tuple]:

@@ -11,18 +11,27 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import update_hooks
+from graphfit.core.registry import OPTIMIZERS
+from graphfit.core.step_types import ForwardPass, StepBatch
+from graphfit.core.variables import as_tf_variable
+from graphfit.optimizers.gradient_record import record_gradients
+from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
-from graphfit.optimizers.gradient_record import record_gradients
-from graphfit.optimizers.optimizer import Optimizer, _as_tf_variable
-from graphfit.core.registry import OPTIMIZERS
+from graphfit.optimizers.levenberg_marquardt import trial as lm_trial
+from graphfit.optimizers.levenberg_marquardt import update as lm_update
+from graphfit.optimizers.levenberg_marquardt.convergence import (
+    FTOL,
+    FTOL_AND_XTOL,
+    GTOL,
+    NOT_CONVERGED,
+    STALLED,
+    XTOL,
+)
+from graphfit.optimizers.optimizer import Optimizer
 
 __all__ = ["LevenbergMarquardt"]
-
-# Convergence reason codes (the `convergence_reason` variable).
-NOT_CONVERGED, FTOL, XTOL, FTOL_AND_XTOL, GTOL, STALLED = 0, 1, 2, 3, 4, 5
-_ACCEPT = 1e-4  # a trial is accepted when it achieves this fraction of the predicted reduction
 
 
 def _check_tolerance(name: str, value) -> float:
@@ -45,71 +54,33 @@ def _check_int(name: str, value, allow_none: bool = False) -> int | None:
 class LevenbergMarquardt(Optimizer):
     """Levenberg–Marquardt: damped Gauss–Newton steps on the model's own variables.
 
-    Each training step linearizes the batch's residuals `r` (m values) around the current
-    variables `x` (n scalars, all trainable variables flattened), with Jacobian `J` (m × n),
-    and solves the damped normal equations
+    Each training step linearizes the batch's residuals `r` (scaled so that `‖r‖²` is the
+    loss `fit` reports; cross-entropies use the generalized Gauss–Newton matrix) around the
+    variables `x`, with Jacobian `J`, and tries up to `attempts_per_step` damped steps:
 
-        (JᵀJ + λ D) δ = −Jᵀr          D = diag(JᵀJ) ("marquardt") or I ("identity")
+        (JᵀJ + λ D) δ = −Jᵀr                 D = diag(JᵀJ) ("marquardt") or I ("identity")
+        ρ = (f(x) − f(x+δ)) / (f(x) − q(δ))   gain ratio, q the quadratic model of f = ‖r‖²
+        ρ > 1e-4:  x ← x + δ,  λ ← λ·max(1/3, 1 − (2ρ−1)³),  ν ← 2     (Nielsen)
+        otherwise: x unchanged (bit for bit),  λ ← λν,  ν ← 2ν
 
-    by Cholesky (an eigendecomposition when rounding breaks positive definiteness; the m × m
-    system `δ = −D⁻¹Jᵀ(JD⁻¹Jᵀ + λI)⁻¹r` when m < n). The trial `x + δ` is kept only when the
-    gain ratio `ρ = (f(x) − f(x+δ)) / (f(x) − q(δ))` of the actual to the predicted reduction of
-    the loss exceeds 1e-4; then `λ ← λ·max(1/3, 1 − (2ρ−1)³)`, `ν ← 2` (Nielsen). A rejected
-    trial is undone exactly (the variables return to the saved values, bit for bit) and
-    `λ ← λν`, `ν ← 2ν`; up to `attempts_per_step` trials per step, all inside the compiled
-    training step (a `tf.while_loop`).
-
-    The residuals follow the compiled loss, scaled so that `‖r‖²` *is* the loss `fit` reports
-    (mean squared error with sample weights exactly; see `optimizers.lm_residuals`).
-    Cross-entropy losses (sparse, categorical, binary, from logits or not) use the generalized
-    Gauss–Newton matrix `JᵀHJ`, so classifiers train with LM too. A loss with a
-    `residuals(y_true, y_pred)` method (`optimizers.ResidualLoss`) supplies its own residuals.
-
-    Update hooks (batch-norm moving averages) and training metrics see one forward pass per
-    step: that of the accepted trial (or of the starting point when every trial failed), run
-    with `training=True`. The loss a step returns is the loss at the point it ends on.
-
-    Convergence follows MINPACK's `lmder`, tested on every trial: relative reduction
-    (`|actual| ≤ ftol·f`, `predicted ≤ ftol·f`, `ρ ≤ 2`), step (`‖S δ‖ ≤ xtol·‖S x‖` with `S`
-    the column norms of J) and, before the trials, gradient (the largest cosine between `r` and
-    a column of `J` is at most `gtol`); a tolerance below the dtype's machine epsilon acts as the
-    epsilon. The defaults ftol = xtol = 1e-10 are tighter than MINPACK's √ε ≈ 1.49e-8: with
-    those, large-residual fits (NIST's Chwirut1 and Chwirut2) stop at 5.9 certified digits;
-    with 1e-10 every NIST problem tested reaches 6 or more from both starting points, for one
-    or two more steps. When a test is met `converged` is set, later steps leave the variables
-    alone, and `fit` stops after its current chunk of steps with `model.stop_reason` saying
-    why (`stop_reason()` reports it once and re-arms the optimizer).
-
-    The Jacobian of each chunk of examples comes from one of three modes:
-
-    - "per_example": reverse mode one example at a time, each example's rows differentiated
-      on a batch of one and all examples vectorized with `tf.vectorized_map` (as
-      torch-levenberg-marquardt's `vmap(jacrev)`): work linear in the examples;
-    - "reverse": `GradientTape.jacobian` with pfor on a whole chunk, one backward pass of the
-      chunk per residual row (chunks of about `max(n, 256)` rows keep that work bounded);
-    - "forward": `tf.autodiff.ForwardAccumulator` vectorized over unit tangents, one forward
-      pass per parameter.
-
-    "auto" picks forward mode when one example alone has more rows than there are parameters
-    (say an image output of a small model); otherwise "per_example", or "reverse" when a layer
-    of the model mixes the examples of a batch (`Layer.mixes_examples`: BatchNormalization in
-    training) or the loss does (`ResidualLoss(mixes_examples=True)`), which a batch of one
-    would break. `JᵀJ` is accumulated over the chunks, so memory stays O(n²) plus one chunk.
-    Each chunk runs through the model on its own: a layer that mixes examples sees each chunk
-    as its own batch when a batch is split (pass a `jacobian_chunk_size` of at least the batch
-    size to avoid that). Dropout makes the loss random, which LM's gain ratio cannot judge:
-    leave it out of models trained with LM.
+    It stops (`converged`, `convergence_reason`) on MINPACK's ftol, xtol and gtol tests.
+    docs/levenberg_marquardt.md explains the scaling, the m < n case, the Jacobian modes, the
+    generalized Gauss–Newton matrix and the convergence tests, and names the functions
+    (`update`, `trial`, `convergence`) that carry out each part. Leave dropout out of models
+    trained with LM: a random loss cannot be judged by the gain ratio.
 
     Args:
         damping: "marquardt" (scale-invariant, MINPACK's choice) or "identity".
         initial_damping: λ at the first step, relative to the largest diagonal entry of
             `D^-½ JᵀJ D^-½` (Nielsen's τ). Defaults to 1e-3.
         attempts_per_step: trial steps per training step. Defaults to 10.
-        ftol: relative-reduction tolerance. Defaults to 1e-10 (see above).
+        ftol: relative-reduction tolerance. Defaults to 1e-10 (tighter than MINPACK's
+            √ε ≈ 1.49e-8, see the docs).
         xtol: relative step tolerance. Defaults to 1e-10.
         gtol: gradient (cosine) tolerance. Defaults to 0.0 (MINPACK's).
-        jacobian_mode: "auto", "per_example", "reverse" or "forward" (see above).
-        jacobian_chunk_size: examples per chunk of the Jacobian, or None to choose as above.
+        jacobian_mode: "auto", "per_example", "reverse" or "forward" (see the docs).
+        jacobian_chunk_size: examples per chunk of the Jacobian, or None to choose
+            automatically.
         max_parameters: the largest n accepted; above it a clear ValueError names n and the
             memory JᵀJ would need. Defaults to 5000.
         name: the optimizer's name.
@@ -211,14 +182,14 @@ class LevenbergMarquardt(Optimizer):
 
     # ----------------------------------------------------------------------------- step
 
-    def minimize(self, loss_fn, variables):
+    def minimize(self, loss_fn, variables, batch: StepBatch | None = None):
         """One Levenberg–Marquardt step (see the class docstring).
 
         Args:
-            loss_fn: the training step's `loss_fn`; it must carry `loss_fn.batch` (the model,
-                loss set, inputs, labels and sample weights), as graphfit's compiled training
-                step provides.
+            loss_fn: the training step's loss function: returns `(loss, ForwardPass)`.
             variables: the trainable variables.
+            batch: the `StepBatch` behind `loss_fn` (model, loss set, inputs, labels and
+                sample weights), which `Model.train_step` passes.
 
         Returns:
             `(loss, aux)` at the point the step ends on.
@@ -227,13 +198,12 @@ class LevenbergMarquardt(Optimizer):
             ValueError: when the loss cannot be linearized, the batch is missing, or n is
                 above `max_parameters`.
         """
-        variables = [_as_tf_variable(v) for v in variables]
-        batch = getattr(loss_fn, "batch", None)
+        variables = [as_tf_variable(v) for v in variables]
         if batch is None:
             raise ValueError(
                 "LevenbergMarquardt needs the model's residuals, not only the loss value: use it "
                 "through model.compile(optimizer=LevenbergMarquardt(), loss=...) and fit, whose "
-                "training step passes the batch (loss_fn.batch)."
+                "training step passes the batch: optimizer.minimize(loss_fn, variables, batch)."
             )
         n = sum(int(np.prod(v.shape.as_list())) for v in variables)
         lm_jacobian.check_parameter_count(n, self.max_parameters)
@@ -253,7 +223,11 @@ class LevenbergMarquardt(Optimizer):
                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
         record_gradients(gradients, variables)
         flat0, rebuild = _split_aux(aux0)
-        y_pred0 = aux0[0] if isinstance(aux0, tuple) else None
+        if not isinstance(aux0, ForwardPass):
+            raise TypeError(
+                "LevenbergMarquardt linearizes the model's outputs, so loss_fn must return "
+                f"(loss, ForwardPass(y_pred, output_losses, updates)). Received aux={aux0!r}")
+        y_pred0 = aux0.y_pred
 
         def skip():
             return [loss0, *flat0]
@@ -266,13 +240,11 @@ class LevenbergMarquardt(Optimizer):
         return out[0], rebuild(out[1:])
 
     def _step(self, loss_fn, batch, variables, n, loss0, flat0, gradients, y_pred0):
-        """Linearizes, then tries up to `attempts_per_step` damped steps (a tf.while_loop).
+        """Linearizes, then tries up to `attempts_per_step` damped steps (`trial.trial_loop`).
         Returns `[loss, *aux tensors]` of the point the step ends on."""
         eps = float(np.finfo(np.float32 if any(v.dtype == tf.float32 for v in variables)
                              else np.float64).eps)
-        f64 = tf.float64
         data, rows_for, per_example = lm_residuals.batch_rows(batch, y_pred0)
-        num_examples = tf.shape(tf.nest.flatten(batch.x)[0])[0]
         independent = examples_independent(batch.model, batch.loss_set)
         mode = lm_jacobian.choose_mode(self.jacobian_mode, n, per_example, independent)
         if mode == "per_example" and not independent:  # Python: once per trace
@@ -282,102 +254,39 @@ class LevenbergMarquardt(Optimizer):
                 "(mixes_examples=True), so the Jacobian is not exact. Use 'auto' or 'reverse'.",
                 stacklevel=2)
         chunk = lm_jacobian.chunk_examples(n, per_example, mode, self.jacobian_chunk_size)
-        matrix, g_lin, diag, rho, under = lm_jacobian.normal_equations(
-            rows_for, data, num_examples, chunk, variables, mode, f64)
-        # b = ½∇f: the true gradient overdetermined; Cᵀρ in the m × m system, which solves
-        # exactly that system.
-        grad = tf.concat([tf.reshape(tf.cast(g, f64), [-1]) for g in gradients], 0)
-        b = tf.where(under, g_lin, 0.5 * grad)
-        d = lm_damping.scaling(diag, self.damping, eps)
-        system = lm_damping.ScaledSystem(matrix, b, rho, d, under)
-        scale = tf.reduce_max(diag / d)
-        # λ's floor only keeps λ positive at float64's resolution (the solve is in float64;
-        # when rounding makes JᵀJ slightly indefinite the eigen fallback takes over).
-        floor = n * float(np.finfo(np.float64).eps) * scale
-        f0 = tf.cast(loss0, f64)
-        saved = [tf.identity(v) for v in variables]  # the last accepted point, bit for bit
-        x0 = tf.concat([tf.reshape(tf.cast(s, f64), [-1]) for s in saved], 0)
-        # The step test measures in MINPACK's scale, the column norms of J, whatever the
-        # damping: each parameter counts by its effect on the residuals.
-        sqrt_d = tf.sqrt(lm_damping.scaling(diag, "marquardt", eps))
-        x_norm = tf.norm(sqrt_d * x0)
-        ftol, xtol = max(self.ftol, eps), max(self.xtol, eps)
-        # MINPACK's gradient test: the largest cosine between r and a column of J.
-        column_norms = tf.sqrt(diag)
-        cosines = tf.where(column_norms > 0, tf.abs(b) / (column_norms * tf.sqrt(
-            tf.maximum(f0, tf.constant(1e-300, f64)))), tf.zeros_like(b))
-        gradient_met = tf.logical_or(tf.reduce_max(cosines) <= self.gtol,
-                                     tf.logical_not(tf.reduce_any(b != 0)))
-        lam = self._damping.read_value()
-        lam = tf.where(lam < 0, self.initial_damping * scale, lam)
-        lam = tf.clip_by_value(lam, floor, lm_damping.MAX_DAMPING * scale)
-        sizes = [int(np.prod(v.shape.as_list())) for v in variables]
+        linear = lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
+                                     gradients)
+        d = lm_damping.scaling(linear.diag, self.damping, eps)
+        system = lm_damping.ScaledSystem(linear.matrix, linear.b, linear.rho, d, linear.under)
+        limits = lm_update.damping_range(linear.diag, d, n)
+        f0 = tf.cast(loss0, tf.float64)
+        steps = lm_trial.variable_steps(variables)
+        tests = lm_convergence.convergence_tests(linear.diag, steps.x0, self.ftol, self.xtol, eps)
+        gradient_met = lm_convergence.gradient_converged(linear.b, linear.diag, f0, self.gtol)
+        lam = lm_update.starting_damping(self._damping.read_value(), self.initial_damping, limits)
 
-        def assign(delta):
-            pieces = tf.split(delta, sizes)
-            for var, base, piece in zip(variables, saved, pieces):
-                var.assign(base + tf.cast(tf.reshape(piece, var.shape), var.dtype))
+        def evaluate():
+            loss_new, aux_new = loss_fn()
+            return [loss_new, *_split_aux(aux_new)[0]]
 
-        def restore():
-            for var, base in zip(variables, saved):
-                var.assign(base)
-            return tf.constant(False)
-
-        def attempt(i, lam, nu, done, code, loss, *flat):
-            del done, code  # loop state read only by the loop's condition and after it
-            delta, _ = system.solve(lam)
-            finite = tf.reduce_all(tf.math.is_finite(delta))
-            delta = tf.where(finite, delta, tf.zeros_like(delta))
-
-            def trial():
-                assign(delta)
-                loss_new, aux_new = loss_fn()
-                return [tf.cast(loss_new, loss.dtype), *_split_aux(aux_new)[0]]
-
-            def no_trial():
-                return [loss, *flat]
-
-            out = tf.cond(finite, trial, no_trial)
-            f_new = tf.cast(out[0], f64)
-            actual = f0 - f_new
-            predicted = system.predicted_reduction(delta, lam)
-            gain = tf.where(predicted > 0, actual / predicted, tf.zeros_like(actual))
-            accepted = finite & tf.math.is_finite(f_new) & (actual > 0) & (gain > _ACCEPT)
-            with tf.control_dependencies(out):
-                tf.cond(accepted, lambda: tf.constant(True), restore)
-            f_ok = finite & tf.math.is_finite(f_new) & (tf.abs(actual) <= ftol * f0) & (
-                predicted <= ftol * f0) & (gain <= 2.0)
-            x_ok = finite & (tf.norm(sqrt_d * delta) <= xtol * x_norm)
-            code = tf.where(f_ok & x_ok, FTOL_AND_XTOL,
-                            tf.where(f_ok, FTOL, tf.where(x_ok, XTOL, NOT_CONVERGED)))
-            new_lam, new_nu = lm_damping.nielsen_update(lam, nu, gain, accepted)
-            top = lm_damping.MAX_DAMPING * scale
-            stalled = tf.logical_not(accepted) & (lam >= top)
-            code = tf.where((code == NOT_CONVERGED) & stalled, STALLED, code)
-            new_lam = tf.clip_by_value(new_lam, floor, top)
-            keep = [tf.where(accepted, a, b_) for a, b_ in zip(out, [loss, *flat])]
-            return (i + 1, new_lam, new_nu, accepted | (code != NOT_CONVERGED), code, *keep)
+        problem = lm_trial.TrialProblem(system, steps.assign, evaluate, steps.restore, f0,
+                                        limits, tests)
 
         def run_attempts():
-            start = (0, lam, self._growth.read_value(), tf.constant(False),
-                     tf.constant(NOT_CONVERGED), loss0, *flat0)
-            result = tf.while_loop(
-                lambda i, lam, nu, done, *rest: tf.logical_and(i < self.attempts_per_step,
-                                                               tf.logical_not(done)),
-                attempt, start, maximum_iterations=self.attempts_per_step)
-            return list(result[1:3]) + [result[4]] + list(result[5:])
+            result = lm_trial.trial_loop(problem, lam, self._growth.read_value(),
+                                         [loss0, *flat0], self.attempts_per_step)
+            return [result.damping, result.growth, result.code, *result.values]
 
         def gradient_zero():
             return [lam, self._growth.read_value(), tf.constant(GTOL), loss0, *flat0]
 
-        result = tf.cond(gradient_met, gradient_zero, run_attempts)
-        new_lam, new_nu, code = result[:3]
+        new_lam, new_nu, code, *values = tf.cond(gradient_met, gradient_zero, run_attempts)
         self._damping.assign(new_lam)
         self._growth.assign(new_nu)
         converged = code != NOT_CONVERGED
         self._reason.assign(tf.where(converged, code, self._reason))
         self._converged.assign(converged | self._converged)
-        return result[3:]
+        return values
 
     # ---------------------------------------------------------------------------- config
 

@@ -27,16 +27,14 @@ Keras's reduction rules.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import math
+from typing import Callable
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope
-from graphfit.core import update_hooks
+from graphfit.core import autograph_scope, update_hooks
 from graphfit.training.losses import FunctionLoss
 
 __all__ = ["ResidualLoss", "linearizable", "element_weights", "loss_rows", "batch_rows"]
@@ -233,7 +231,7 @@ def batch_rows(batch, y_pred0):
     """The residual rows of a training batch, for every output with a loss.
 
     Args:
-        batch: the training step's `loss_fn.batch` (model, loss_set, x, y, sample_weight).
+        batch: the training step's `StepBatch` (model, loss_set, x, y, sample_weight).
         y_pred0: the model's output on the whole batch (training=True).
 
     Returns:

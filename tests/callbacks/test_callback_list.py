@@ -131,7 +131,8 @@ def test_keras_style_hooks_without_stage_still_receive_the_call():
     callbacks.on_test_begin(stage="val")
     callbacks.on_test_batch_end(2, {"loss": 1.0}, stage="val")
     callbacks.on_test_end({"loss": 1.0}, stage="val")
-    assert seen == [("begin", {"stage": "val"}), ("batch", 2, {"loss": 1.0}), ("end", {"loss": 1.0})]
+    assert seen == [("begin", {"stage": "val"}), ("batch", 2, {"loss": 1.0}),
+                    ("end", {"loss": 1.0})]
 
 
 def test_unknown_stage_is_rejected():

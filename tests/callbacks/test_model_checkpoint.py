@@ -10,9 +10,9 @@ import tensorflow as tf
 
 import graphfit as gf
 from graphfit import layers
-from graphfit.saving import checkpoints
 from graphfit.callbacks import ModelCheckpoint
 from graphfit.core.registry import CALLBACKS
+from graphfit.saving import checkpoints
 
 
 def _model():

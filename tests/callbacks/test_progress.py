@@ -9,8 +9,7 @@ import re
 import keras
 import pytest
 
-from graphfit.callbacks import CallbackList, ProgressBar
-from graphfit.callbacks import progress
+from graphfit.callbacks import CallbackList, ProgressBar, progress
 
 
 class FakeClock:

@@ -198,7 +198,8 @@ def test_terminate_on_nan_stops_at_the_same_batch_as_keras(capsys):
                 stops.append(batch)
                 break
     assert stops == [2, 2]
-    assert "TerminateOnNaN: the loss became inf at epoch 1, batch 3 (step 3)" in capsys.readouterr().out
+    expected = "TerminateOnNaN: the loss became inf at epoch 1, batch 3 (step 3)"
+    assert expected in capsys.readouterr().out
 
     guard = TerminateOnNaN(raise_error=True)
     guard.set_model(FakeModel())

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from graphfit import layers
 from graphfit.core import update_hooks
-from tests.layer_testing import copy_weights_to_keras, run_layer_test
+from graphfit.testing import copy_weights_to_keras, run_layer_test
 
 RANDOM = {
     "gamma_initializer": "random_uniform",
@@ -43,25 +43,31 @@ def _close(a, b, atol=1e-6):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=atol)
 
 
-@pytest.mark.parametrize(
-    "kwargs, non_trainable, hooks",
-    [(CASES["plain"], 2, 2), (CASES["renorm-clipped"], 5, 5)],
-    ids=["plain", "renorm"],
-)
-def test_batch_normalization_contract(kwargs, non_trainable, hooks):
+def test_batch_normalization_renorm_contract():
+    # The plain layer's contract runs from graphfit.testing's examples (test_conformance).
+    kwargs = CASES["renorm-clipped"]
     layer = run_layer_test(
         layers.BatchNormalization,
         {**RANDOM, **kwargs},
         BATCHES[0],
         (8, 3),
         2,
-        non_trainable,
-        expected_hooks=hooks,
+        5,
+        expected_hooks=5,
         reference=keras.layers.BatchNormalization(**kwargs),
     )
-    keras_names = ["gamma", "beta", "moving_mean", "moving_variance"]
-    keras_names += ["moving_stddev", "renorm_mean", "renorm_stddev"] if kwargs.get("renorm") else []
-    assert [v.name.split("/")[-1][:-2] for v in layer.variables] == keras_names
+    assert [v.name.split("/")[-1][:-2] for v in layer.variables] == [
+        "gamma", "beta", "moving_mean", "moving_variance", "moving_stddev", "renorm_mean",
+        "renorm_stddev",
+    ]
+
+
+def test_batch_normalization_variables_have_keras_names():
+    layer = layers.BatchNormalization()
+    layer(BATCHES[0])
+    assert [v.name.split("/")[-1][:-2] for v in layer.variables] == [
+        "gamma", "beta", "moving_mean", "moving_variance"
+    ]
 
 
 @pytest.mark.parametrize("case", list(CASES))

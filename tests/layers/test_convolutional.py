@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import layers
-from tests.layer_testing import assert_gradients_match_keras, run_layer_test
+from graphfit.testing import assert_gradients_match_keras, run_layer_test
 
 
 def _images(*shape):
@@ -16,11 +16,11 @@ def _images(*shape):
 @pytest.mark.parametrize(
     "kwargs, input_shape, output_shape",
     [
-        ({"kernel_size": 3}, (2, 6, 6, 2), (2, 4, 4, 3)),
+        # The plain valid case ({"kernel_size": 3}) runs in test_conformance.
         ({"kernel_size": (3, 2), "padding": "same", "strides": 2}, (2, 6, 5, 2), (2, 3, 3, 3)),
         ({"kernel_size": 2, "dilation_rate": 2, "activation": "relu"}, (2, 7, 7, 2), (2, 5, 5, 3)),
     ],
-    ids=["valid", "same-strided", "dilated"],
+    ids=["same-strided", "dilated"],
 )
 def test_conv2d_matches_keras(kwargs, input_shape, output_shape):
     kwargs = {"filters": 3, "bias_initializer": "random_normal", **kwargs}

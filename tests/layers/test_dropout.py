@@ -1,25 +1,11 @@
-"""Dropout: identity at inference, Keras scaling in training, noise_shape, errors."""
+"""Dropout: Keras scaling in training, noise_shape, errors. The layer contract, with
+inference as the identity, runs from graphfit.testing's examples (test_conformance)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from graphfit import layers
-from tests.layer_testing import run_layer_test
-
-
-def test_dropout_contract_and_inference_identity():
-    x = np.random.default_rng(0).normal(size=(4, 6)).astype("float32")
-    run_layer_test(
-        layers.Dropout,
-        {"rate": 0.5, "seed": 3},
-        x,
-        expected_output_shape=(4, 6),
-        expected_trainable=0,
-        expected_non_trainable=0,
-        training_deterministic=False,
-        reference=lambda layer, inputs: inputs,  # inference is the identity
-    )
 
 
 def test_dropout_training_scales_kept_values_by_one_over_keep_probability():

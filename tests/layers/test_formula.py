@@ -11,9 +11,9 @@ import tensorflow as tf
 
 import graphfit as gf
 from graphfit import layers
-from graphfit.layers import formula_parser
 from graphfit.core.registry import LAYERS
-from tests.layer_testing import run_layer_test
+from graphfit.layers import formula_parser
+from graphfit.testing import run_layer_test
 
 X = np.array([0.5, 1.0, 1.7, 2.5, 3.2])  # positive, so log, sqrt and x**(-1/b3) are defined
 
@@ -114,20 +114,7 @@ def test_gradients_golden_boxbod_and_inputs_against_compute_gradient():
 
 
 # ----------------------------------------------------------------------------- the contract
-def test_layer_contract_one_column():
-    params = {"b1": 2.0, "b2": 0.5}
-    run_layer_test(
-        layers.Formula,
-        {"expression": "b1*(1-exp(-b2*x)) + sin(pi*x)", "params": params},
-        X.astype("float32"),
-        expected_output_shape=(len(X), 1),
-        expected_trainable=2,
-        expected_non_trainable=0,
-        reference=lambda layer, x: (2.0 * (1 - np.exp(-0.5 * x)) + np.sin(np.pi * x))[:, None],
-        atol=1e-5,
-    )
-
-
+# The one-column float32 contract runs from graphfit.testing's examples (test_conformance).
 def test_layer_contract_several_columns_float64():
     x = np.random.default_rng(1).uniform(1.0, 2.0, size=(4, 3))
     layer = run_layer_test(

@@ -1,4 +1,5 @@
-"""Adam: the optimizer contract, Keras as the reference, and a hand-computed golden value."""
+"""Adam: Keras as the reference, and a hand-computed golden value. The optimizer contract
+(Adam and AMSGrad) runs from graphfit.testing's examples (tests/test_conformance.py)."""
 
 import keras
 import numpy as np
@@ -6,24 +7,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import optimizers
-from tests.optimizers.optimizer_contract import OptimizerContract, assert_matches_keras
-
-
-class TestAdamContract(OptimizerContract):
-    make_optimizer = staticmethod(lambda: optimizers.Adam(learning_rate=0.05))
-    expected_slot_names = ("momentum", "velocity")
-
-
-class TestAMSGradContract(OptimizerContract):
-    make_optimizer = staticmethod(
-        lambda: optimizers.Adam(
-            learning_rate=keras.optimizers.schedules.ExponentialDecay(0.05, 2, 0.5),
-            amsgrad=True,
-            global_clipnorm=1.0,
-        )
-    )
-    expected_slot_names = ("momentum", "velocity", "velocity_hat")
-
+from graphfit.testing import assert_matches_keras
 
 VARIANTS = {
     "adam": {"learning_rate": 0.05},

@@ -12,7 +12,6 @@ import tensorflow as tf
 from graphfit import optimizers
 from graphfit.core.registry import OPTIMIZERS
 
-
 # ------------------------------------------------------------------------------- minimize
 
 def test_minimize_returns_loss_and_aux_unchanged():
@@ -251,7 +250,8 @@ def test_get_errors_list_the_valid_names():
     assert "Adam, LevenbergMarquardt, SGD" in str(error.value)
     with pytest.raises(ValueError, match="needs a 'type' key"):
         optimizers.get({"learning_rate": 0.1})
-    with pytest.raises(ValueError, match=r"Could not interpret.*Adam, LevenbergMarquardt, SGD.*Received: 42"):
+    expected = r"Could not interpret.*Adam, LevenbergMarquardt, SGD.*Received: 42"
+    with pytest.raises(ValueError, match=expected):
         optimizers.get(42)
     with pytest.raises(ValueError, match="Known optimizers: .*Adam.*SGD"):
         optimizers.get({"type": "RMSprop"})

@@ -1,4 +1,5 @@
-"""SGD: the optimizer contract, Keras as the reference, and a hand-computed golden value."""
+"""SGD: Keras as the reference, and a hand-computed golden value. The optimizer contract
+(plain and Nesterov) runs from graphfit.testing's examples (tests/test_conformance.py)."""
 
 import keras
 import numpy as np
@@ -6,20 +7,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import optimizers
-from tests.optimizers.optimizer_contract import OptimizerContract, assert_matches_keras
-
-
-class TestPlainSGDContract(OptimizerContract):
-    make_optimizer = staticmethod(lambda: optimizers.SGD(learning_rate=0.05))
-    expected_slot_names = ()
-
-
-class TestNesterovSGDContract(OptimizerContract):
-    make_optimizer = staticmethod(
-        lambda: optimizers.SGD(0.02, momentum=0.9, nesterov=True, weight_decay=0.01, clipnorm=5.0)
-    )
-    expected_slot_names = ("momentum",)
-
+from graphfit.testing import assert_matches_keras
 
 VARIANTS = {
     "plain": {"learning_rate": 0.02},

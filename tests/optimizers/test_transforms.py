@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from graphfit import optimizers
 from graphfit.optimizers import transforms
-from tests.optimizers.optimizer_contract import INITIAL, gradients, make_variables
+from graphfit.testing.optimizer_contract import INITIAL, gradients, make_variables
 
 
 def values(grads):

@@ -27,7 +27,7 @@ def entries(kind: str) -> list[tuple[str, str]]:
 
     if kind == "datasets":
         return sorted(datasets.describe().items())
-    families = {"layers": components.LAYER, "optimizers": components._optimizer_family(),
+    families = {"layers": components.LAYER, "optimizers": components.optimizer_family(),
                 "losses": components.LOSS, "metrics": components.METRIC,
                 "callbacks": components.CALLBACK}
     if kind not in families:

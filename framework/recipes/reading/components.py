@@ -17,14 +17,15 @@ from typing import Callable
 
 import keras
 
-from graphfit.training import losses as losses_module
 from graphfit.core.layer import Layer
 from graphfit.core.naming import names_unchanged
+from graphfit.core.registry import closest, did_you_mean
 from graphfit.recipes.reading.schema import INVALID, Checker, shown
-from graphfit.core.registry import closest
+from graphfit.training import losses as losses_module
 
 __all__ = ["ComponentFamily", "check_component", "clean_message", "import_attribute",
-           "signature_arguments"]
+           "signature_arguments", "optimizer_family", "LAYER", "LOSS", "METRIC", "CALLBACK",
+           "SCHEDULE"]
 
 _PLAIN = (type(None), bool, int, float, str)
 _LAYER_BASE_ARGUMENTS = ("name", "dtype", "trainable")
@@ -71,8 +72,7 @@ def import_attribute(reference: str, separator: str):
         raise ValueError(f"cannot import module {module_name!r}: {error}") from None
     if not hasattr(module, attribute):
         public = [n for n in dir(module) if not n.startswith("_")]
-        guess = closest(attribute, public)
-        hint = f"; did you mean {guess!r}?" if guess else ""
+        hint = did_you_mean(attribute, public, "; did you mean {!r}?")
         raise ValueError(f"module {module_name!r} has no attribute {attribute!r}{hint}")
     return getattr(module, attribute)
 
@@ -138,8 +138,7 @@ def _find_class(entry: dict, family: ComponentFamily, path, checker: Checker):
     cls = family.lookup(name)
     if cls is None:
         known = sorted(family.names())
-        guess = closest(name, known)
-        hint = f" Did you mean {guess!r}?" if guess else ""
+        hint = did_you_mean(name, known)
         extra = (" A class of your own needs 'imports:' of its module (registered with "
                  "@graphfit.register_layer) or 'class_path:'." if family.allow_class_path else "")
         checker.report(path + ("type",), f"unknown {family.kind} {name!r}.{hint} Known: "
@@ -228,7 +227,7 @@ def _callbacks() -> dict:
 
 
 def _losses() -> dict:
-    return {cls.__name__: cls for cls in losses_module._loss_classes().values()}
+    return {cls.__name__: cls for cls in losses_module.loss_classes().values()}
 
 
 def _metrics() -> dict:
@@ -240,7 +239,7 @@ def _metrics() -> dict:
 
 def _schedules() -> dict:
     from graphfit.optimizers import schedules
-    return {name: getattr(schedules, name) for name in schedules._BUILT_IN}
+    return {name: getattr(schedules, name) for name in schedules.BUILT_IN}
 
 
 LAYER = ComponentFamily("layer", _layers, Layer, allow_class_path=True)
@@ -250,6 +249,7 @@ CALLBACK = ComponentFamily("callback", _callbacks, object)
 SCHEDULE = ComponentFamily("learning-rate schedule", _schedules, object)
 
 
-def _optimizer_family() -> ComponentFamily:
+def optimizer_family() -> ComponentFamily:
+    """The optimizer family (built when asked, as the optimizers import the models)."""
     from graphfit.optimizers import Optimizer
     return ComponentFamily("optimizer", _optimizers, Optimizer)

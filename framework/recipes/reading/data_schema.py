@@ -121,15 +121,14 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
 
 
 def _check_names(resolved, path, checker, available, keys, what) -> None:
-    from graphfit.core.registry import closest
+    from graphfit.core.registry import did_you_mean
     for key in keys:
         names = resolved.get(key)
         if names is None or names is INVALID:
             continue
         for index, name in enumerate([names] if isinstance(names, str) else names):
             if name not in available:
-                guess = closest(name, available)
-                hint = f"; did you mean {guess!r}?" if guess else "."
+                hint = did_you_mean(name, available, "; did you mean {!r}?", otherwise=".")
                 where = path + (key,) if isinstance(names, str) else path + (key, index)
                 checker.report(where, f"no {what} {name!r} in the file{hint} It has: "
                                       f"{', '.join(available)}")

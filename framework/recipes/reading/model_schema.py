@@ -1,11 +1,16 @@
 """The `model:` section: a Sequential list of layers, or a graph of named nodes.
 
-    model:                                   model:
-      layers:                                  inputs: [pixels]
-        - {type: Dense, units: 64}             nodes:
-        - {type: Dense, units: 10}               - {name: trunk, type: Dense, units: 64, inputs: pixels}
-                                                 - {name: digit, type: Dense, units: 10, inputs: trunk}
-                                               outputs: digit
+    model:
+      layers:
+        - {type: Dense, units: 64}
+        - {type: Dense, units: 10}
+
+    model:
+      inputs: [pixels]
+      nodes:
+        - {name: trunk, type: Dense, units: 64, inputs: pixels}
+        - {name: digit, type: Dense, units: 10, inputs: trunk}
+      outputs: digit
 
 A bare list (`model: [...]`) is the Sequential form. `base: {run: DIR}` starts a Sequential
 model from the layers of a finished run (weights loaded, frozen unless `trainable: true`),
@@ -14,7 +19,7 @@ dropping its last `drop` layers, for fine-tuning a new head.
 
 from __future__ import annotations
 
-from graphfit.recipes.running import run_directory
+from graphfit.core.registry import did_you_mean
 from graphfit.recipes.reading.components import LAYER, check_component
 from graphfit.recipes.reading.schema import (
     INVALID,
@@ -30,7 +35,7 @@ from graphfit.recipes.reading.schema import (
     String,
     shown,
 )
-from graphfit.core.registry import closest
+from graphfit.recipes.running import run_directory
 
 __all__ = ["check_model", "MODEL_DOC"]
 
@@ -115,8 +120,7 @@ def _check_nodes(value, path, checker, input_names):
 def _check_references(refs, path, checker, known, single) -> None:
     for position, ref in enumerate(refs):
         if isinstance(ref, str) and ref not in known:
-            guess = closest(ref, known)
-            hint = f"; did you mean {guess!r}?" if guess else "."
+            hint = did_you_mean(ref, known, "; did you mean {!r}?", otherwise=".")
             checker.report(path if single else path + (position,),
                            f"no input or node named {ref!r}{hint} Known: {', '.join(known)}")
 

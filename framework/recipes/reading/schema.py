@@ -13,7 +13,7 @@ Example:
     >>> training.check(checker.document.data["training"], ("training",), checker)
     {'epochs': 10, 'shuffle': True}
     >>> print(checker.problems[0])
-    my.yaml:2:3: training.epoch: unknown key 'epoch'; did you mean 'epochs'? Valid keys: epochs, shuffle
+    my.yaml:2:3: training.epoch: unknown key 'epoch'; did you mean 'epochs'? ...
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import dataclasses
 import math
 from typing import Any, Callable
 
+from graphfit.core.registry import did_you_mean
 from graphfit.recipes.reading.problems import Problem
 from graphfit.recipes.reading.yaml_source import Document
-from graphfit.core.registry import closest
 
 __all__ = ["REQUIRED", "INVALID", "Field", "Checker", "Spec", "Integer", "Number", "Boolean",
            "String", "Either", "ListOf", "Nullable", "Section", "Custom", "AnyValue", "shown"]
@@ -163,8 +163,7 @@ class String(Spec):
             checker.report(path, f"must be {self.describe()}, got {shown(value)}")
             return INVALID
         if self.choices and value not in self.choices:
-            guess = closest(value, self.choices)
-            hint = f"; did you mean {guess!r}?" if guess else ""
+            hint = did_you_mean(value, self.choices, "; did you mean {!r}?")
             checker.report(path, f"must be {self.describe()}, got {value!r}{hint}")
             return INVALID
         if not self.choices and not value.strip():
@@ -284,7 +283,6 @@ class Section(Spec):
     def check_unknown_keys(self, value: dict, path, checker) -> None:
         for key in value:
             if key not in self.fields:
-                guess = closest(key, self.fields)
-                hint = f"; did you mean {guess!r}?" if guess else "."
+                hint = did_you_mean(key, self.fields, "; did you mean {!r}?", otherwise=".")
                 checker.report(path + (key,), f"unknown key {key!r}{hint} Valid keys: "
                                               f"{', '.join(self.fields)}")

@@ -15,8 +15,8 @@ from graphfit.recipes.reading.components import (
     LOSS,
     METRIC,
     SCHEDULE,
-    _optimizer_family,
     check_component,
+    optimizer_family,
 )
 from graphfit.recipes.reading.data_schema import DATA_DOC, check_data_source
 from graphfit.recipes.reading.model_schema import MODEL_DOC, check_model
@@ -49,7 +49,7 @@ def _optimizer(value, path, checker):
                                    SCHEDULE)
         if schedule is INVALID:
             return INVALID
-    return check_component(value, path, checker, _optimizer_family())
+    return check_component(value, path, checker, optimizer_family())
 
 
 def _name(value, path, checker):

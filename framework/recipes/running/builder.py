@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from graphfit.recipes.running import run_directory
 from graphfit.recipes.reading.components import (
     CALLBACK,
     LAYER,
@@ -13,6 +12,7 @@ from graphfit.recipes.reading.components import (
     ComponentFamily,
     import_attribute,
 )
+from graphfit.recipes.running import run_directory
 
 __all__ = ["build_model", "compile_arguments", "build_callbacks", "instantiate", "loss_of"]
 

@@ -17,8 +17,9 @@ import os
 import numpy as np
 
 from graphfit import datasets
-from graphfit.training.losses import loss_kind, resolve_loss
+from graphfit.core.shapes import num_elements
 from graphfit.recipes.running.data_loading import Standardizer
+from graphfit.training.losses import loss_kind, resolve_loss
 
 __all__ = ["read_inputs", "prediction_table", "write_csv"]
 
@@ -44,7 +45,7 @@ def read_inputs(path: str, preprocessing: dict) -> np.ndarray:
     if isinstance(shape, dict):
         raise ValueError("predict reads one input array; this run's model has several inputs "
                          f"({', '.join(shape)}). Use model.predict from Python.")
-    width = int(np.prod(shape))
+    width = num_elements(shape)
     if x.reshape(len(x), -1).shape[1] != width:
         raise ValueError(f"the inputs have {x.reshape(len(x), -1).shape[1]} values per row but "
                          f"the model takes {width} (shape {tuple(shape)})")

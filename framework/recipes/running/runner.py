@@ -13,12 +13,12 @@ import dataclasses
 import os
 from typing import Any
 
-from graphfit.recipes.running import run_directory
-from graphfit.recipes.running.builder import build_model, compile_arguments
 from graphfit.recipes.reading.components import clean_message
-from graphfit.recipes.running.data_loading import DataError, Splits, load_splits
 from graphfit.recipes.reading.problems import Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
+from graphfit.recipes.running import run_directory
+from graphfit.recipes.running.builder import build_model, compile_arguments
+from graphfit.recipes.running.data_loading import DataError, Splits, load_splits
 
 __all__ = ["Prepared", "prepare", "evaluate_run", "load_run", "sample_shape"]
 

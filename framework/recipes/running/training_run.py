@@ -31,10 +31,10 @@ import os
 from typing import Any
 
 from graphfit.callbacks.callback import Callback
-from graphfit.recipes.running import run_directory
-from graphfit.recipes.running.builder import build_callbacks
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
+from graphfit.recipes.running import run_directory
+from graphfit.recipes.running.builder import build_callbacks
 from graphfit.recipes.running.runner import Prepared, prepare, sample_shape
 
 __all__ = ["RunResult", "train", "resume", "hyperparameters"]

@@ -130,7 +130,7 @@ def test_update_hooks_run_once_and_training_is_unchanged(tmp_path, jit_compile):
     written = _taps(_values(tmp_path / "False" / "train"))
     # Batch-normalized, the sum over the batch of each feature is beta * batch size: it does
     # not depend on the hidden layer's weights at all.
-    for step, value in written["gradient_taps/bn/hidden/kernel"]:
+    for _step, value in written["gradient_taps/bn/hidden/kernel"]:
         assert float(value) < 1e-5
     assert [s for s, _ in written["gradient_taps/bn/bn/beta"]] == [1, 2, 3, 4, 5]
     np.testing.assert_allclose([float(v) for _, v in written["gradient_taps/bn/bn/beta"]],

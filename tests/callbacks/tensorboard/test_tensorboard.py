@@ -15,10 +15,10 @@ from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 import graphfit as gf
 from graphfit import layers
-from graphfit.saving import checkpoints
 from graphfit.callbacks import CallbackList, TensorBoard
-from graphfit.optimizers.gradient_record import record_gradients
 from graphfit.core.registry import CALLBACKS
+from graphfit.optimizers.gradient_record import record_gradients
+from graphfit.saving import checkpoints
 
 RECIPE = "name: moons\nmodel:\n  - {type: Dense, units: 8}\n"
 HPARAMS = {"learning_rate": 0.1, "units": 8, "optimizer": "sgd", "batch_norm": False}
@@ -207,7 +207,7 @@ def test_recorded_gradient_is_the_raw_gradient_of_the_last_batch(tmp_path, jit_c
 class _SilentSGD(gf.optimizers.SGD):
     """A minimize override that reports no gradient (like a second-order optimizer might)."""
 
-    def minimize(self, loss_fn, variables):
+    def minimize(self, loss_fn, variables, batch=None):
         with tf.GradientTape() as tape:
             loss, aux = loss_fn()
         self.apply_gradients(zip(tape.gradient(loss, variables), variables))
@@ -217,7 +217,7 @@ class _SilentSGD(gf.optimizers.SGD):
 class _ReportingSGD(_SilentSGD):
     """A minimize override that reports a gradient of its own choice (here: doubled)."""
 
-    def minimize(self, loss_fn, variables):
+    def minimize(self, loss_fn, variables, batch=None):
         with tf.GradientTape() as tape:
             loss, aux = loss_fn()
         gradients = tape.gradient(loss, variables)
@@ -310,7 +310,7 @@ def test_profile_batch_writes_a_profile_of_the_range(tmp_path):
     if failed:
         pytest.skip(f"tf.profiler is unavailable here: {failed[0]}")
     assert glob.glob(os.path.join(tmp_path, "train", "plugins", "profile", "*", "*.xplane.pb"))
-    assert not board._implements_train_batch_hooks()  # done: back to multi-step calls
+    assert not board.implements_train_batch_hooks()  # done: back to multi-step calls
     assert _steps(_values(tmp_path / "train")["loss"]) == [0, 1]
 
 

@@ -62,7 +62,7 @@ def test_add_weight_inside_call_is_refused():
 def test_reading_a_variable_before_build_says_how_to_fix_it():
     layer = Running(name="runner")
     with pytest.raises(AttributeError, match="not built.*layer\\(x\\)"):
-        layer.scale
+        layer.scale  # noqa: B018  (the access itself must raise)
 
 
 def test_collections_are_recursive_in_keras_order_and_freezing_moves_everything():

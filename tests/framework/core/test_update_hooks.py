@@ -107,7 +107,7 @@ def test_update_ops_lists_layer_variable_and_kind():
 
 def test_update_ops_before_build_says_how_to_build():
     with pytest.raises(ValueError, match="model.build\\(input_shape\\)"):
-        gf.Sequential([layers.Dense(2)]).update_ops
+        gf.Sequential([layers.Dense(2)]).update_ops  # noqa: B018  (the access must raise)
 
 
 def test_extra_forward_passes_inside_a_discarded_collector_move_nothing():

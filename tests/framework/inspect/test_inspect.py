@@ -6,9 +6,9 @@ import pytest
 import tensorflow as tf
 
 import graphfit as gf
+from graphfit import inspect as gf_inspect
 from graphfit import layers
 from graphfit.inspect import xla_report
-from graphfit import inspect as gf_inspect
 
 
 @tf.function

@@ -13,9 +13,7 @@ import pytest
 import graphfit as gf
 from graphfit import cli
 from graphfit.recipes import load_recipe
-from graphfit.recipes.running import run_directory
-from graphfit.recipes.running import runner
-from graphfit.recipes.running import training_run
+from graphfit.recipes.running import run_directory, runner, training_run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RECIPES = os.path.join(REPO, "recipes")

@@ -20,7 +20,8 @@ def test_scalars_follow_yaml_1_2(text, expected):
 
 
 def test_positions_are_one_based_and_cover_nested_lists():
-    text = "model:\n  layers:\n    - {type: Dense, units: 3}\n    - type: Dropout\n      rate: 0.5\n"
+    text = ("model:\n  layers:\n    - {type: Dense, units: 3}\n    - type: Dropout\n"
+            "      rate: 0.5\n")
     document = parse_yaml(text, "m.yaml")
     assert str(document.positions[("model", "layers", 0, "units")]) == "m.yaml:3:21"
     assert str(document.positions[("model", "layers", 1, "rate")]) == "m.yaml:5:7"
@@ -72,7 +73,8 @@ def test_parse_key_rejects_malformed_keys(key):
 
 
 def test_overrides_replace_values_and_positions():
-    document = parse_yaml("training:\n  epochs: 10\nmodel:\n  layers:\n    - {units: 3}\n", "o.yaml")
+    document = parse_yaml("training:\n  epochs: 10\nmodel:\n  layers:\n    - {units: 3}\n",
+                          "o.yaml")
     apply_overrides(document, ["training.epochs=2", "model.layers[0].units=7", "seed=5",
                                "optimizer.learning_rate=1e-2"])
     assert document.data == {"training": {"epochs": 2}, "model": {"layers": [{"units": 7}]},
@@ -119,7 +121,8 @@ def test_section_reports_every_problem_and_fills_defaults():
 def test_booleans_are_not_integers():
     checker = Checker(parse_yaml("n: true\n", "b.yaml"))
     Integer(min=1).check(True, ("n",), checker)
-    assert str(checker.problems[0]) == "b.yaml:1:1: n: must be an integer >= 1, got True (a boolean)"
+    expected = "b.yaml:1:1: n: must be an integer >= 1, got True (a boolean)"
+    assert str(checker.problems[0]) == expected
 
 
 def test_duplicate_keys_are_reported_with_the_recipes_other_problems():

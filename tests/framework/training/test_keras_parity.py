@@ -92,7 +92,8 @@ def test_xla_compiled_steps_match_keras_too(digits):
 def test_batch_renorm_training_matches_keras(digits):
     x, y = digits
     ours = gf.Sequential(
-        [layers.Dense(16, use_bias=False), layers.BatchNormalization(renorm=True, renorm_momentum=0.9,
+        [layers.Dense(16, use_bias=False),
+         layers.BatchNormalization(renorm=True, renorm_momentum=0.9,
                                                      renorm_clipping={"rmax": 2.0, "dmax": 1.0}),
          layers.Dense(10)],
         input_shape=(64,),

@@ -53,7 +53,8 @@ def test_the_issue_example_trains_and_reports_every_stage(digits):
 def test_steps_are_traced_once_across_epochs_fits_and_partial_batches(digits):
     x, y = digits
     model = _compile(_mlp())
-    model.fit(x[:500], y[:500], batch_size=64, epochs=3, verbose=0, validation_data=(x[500:600], y[500:600]))
+    model.fit(x[:500], y[:500], batch_size=64, epochs=3, verbose=0,
+              validation_data=(x[500:600], y[500:600]))
     model.fit(x[:300], y[:300], batch_size=50, epochs=2, verbose=0)
     model.evaluate(x[:77], y[:77], verbose=0)
     model.predict(x[:33], verbose=0)
@@ -169,7 +170,8 @@ def test_plain_functions_serve_as_loss_and_metric():
 def test_evaluate_and_predict_return_keras_shapes(digits):
     x, y = digits
     model = gf.Sequential([layers.Dense(10)])
-    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(optimizer="sgd",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     loss_only = model.evaluate(x[:40], y[:40], verbose=0)
     assert isinstance(loss_only, float)
     assert list(model.evaluate(x[:40], y[:40], verbose=0, return_dict=True)) == ["loss"]
@@ -214,7 +216,8 @@ def test_fixed_steps_per_epoch_walk_through_a_finite_dataset(digits):
             return inputs
 
     model = gf.Sequential([Spy(), layers.Dense(10)])
-    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    model.compile(optimizer="sgd",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   jit_compile=False)
     ids = np.arange(10, dtype="float32")[:, None] * np.ones((1, 64), "float32")
     dataset = tf.data.Dataset.from_tensor_slices((ids, y[:10])).batch(2)  # 5 batches

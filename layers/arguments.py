@@ -1,23 +1,23 @@
-"""Shared constructor-argument checks of the layer library (private).
+"""Shared constructor-argument checks of the layer library.
 
 Every layer validates its arguments in `__init__` and raises `ValueError` naming the argument
 and the value received, Keras style ("units must be a positive integer. Received: units=-1").
-The checks used by several layers live here so that their wording is the same everywhere.
+The layer-specific checks used by several layers live here so that their wording is the same
+everywhere; the general ones (`positive_int`, ...) are in `graphfit.core.validation`.
 """
 
 from __future__ import annotations
 
-import numbers
 from typing import Callable
 
 import keras
 
+from graphfit.core.validation import invalid, is_integer
 
 __all__ = [
     "scale_and_offset",
     "get_initializer",
     "get_activation",
-    "positive_int",
     "normalize_tuple",
     "channels_last",
     "padding_mode",
@@ -62,23 +62,16 @@ def get_activation(value, argument: str = "activation") -> Callable:
     return activation
 
 
-def positive_int(value, argument: str) -> int:
-    """`value` as an int, or a ValueError unless it is a positive integer (bools refused)."""
-    if not _is_integer(value) or value <= 0:
-        raise ValueError(f"{argument} must be a positive integer. Received: {argument}={value!r}")
-    return int(value)
-
-
 def normalize_tuple(value, n: int, argument: str) -> tuple[int, ...]:
     """An int or a sequence of `n` positive ints as an `n`-tuple (Keras `standardize_tuple`)."""
-    if _is_integer(value):
+    if is_integer(value):
         values = (value,) * n
     else:
         try:
             values = tuple(value)
         except TypeError:
             values = ()
-    if len(values) != n or any(not _is_integer(v) or v <= 0 for v in values):
+    if len(values) != n or any(not is_integer(v) or v <= 0 for v in values):
         raise ValueError(
             f"{argument} must be a positive integer or a tuple of {n} positive integers. "
             f"Received: {argument}={value!r}"
@@ -107,10 +100,6 @@ def padding_mode(padding) -> str:
     """'valid' or 'same' (any case), lower-cased as Keras stores it."""
     mode = padding.lower() if isinstance(padding, str) else None
     if mode not in ("valid", "same"):
-        raise ValueError(f"padding must be 'valid' or 'same'. Received: padding={padding!r}")
+        raise invalid("padding", padding, "'valid' or 'same'")
     return mode
 
-
-def _is_integer(value) -> bool:
-    """Python and NumPy integers, but not bools (True is an int to Python, not a size)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -1,0 +1,96 @@
+"""The typed values that pass between a training step, the optimizer and the loops.
+
+`Model.train_step(data)` hands its optimizer a `StepBatch` (what a second-order optimizer or
+per-example clipping needs to re-run the model: the model, the compiled loss and the batch),
+its loss function returns a `ForwardPass` as the auxiliary value, and every step returns a
+`StepResult` that the compiled loops feed to the stage's metrics.
+
+Example:
+
+    >>> import tensorflow as tf
+    >>> from graphfit.core.step_types import StepResult
+    >>> result = StepResult(loss=tf.constant(0.5), logs={"d_loss": tf.constant(0.25)})
+    >>> float(result.loss), result.y_pred is None, sorted(result.logs)
+    (0.5, True, ['d_loss'])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+__all__ = ["StepBatch", "ForwardPass", "StepResult", "unpack_data"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepBatch:
+    """One training batch, with what it takes to run the model on it again.
+
+    Attributes:
+        model: the model being trained.
+        loss_set: the compiled loss (`graphfit.training.losses.LossSet`).
+        x: the inputs (a tensor, or a structure of tensors).
+        y: the labels, or None.
+        sample_weight: per-sample weights, or None.
+    """
+
+    model: Any
+    loss_set: Any
+    x: Any
+    y: Any = None
+    sample_weight: Any = None
+
+    @property
+    def num_examples(self):
+        """The number of examples in the batch (a scalar int32 tensor)."""
+        import tensorflow as tf  # keeps this module importable without TensorFlow's cost
+
+        return tf.shape(tf.nest.flatten(self.x)[0])[0]
+
+
+class ForwardPass(NamedTuple):
+    """The auxiliary value of a training loss function: one forward pass's results.
+
+    A NamedTuple, so `tf.nest`, `tf.cond` and `tf.while_loop` see its tensors.
+
+    Attributes:
+        y_pred: the model's outputs.
+        output_losses: {output name: loss} for a model with several outputs, else {}.
+        updates: the `PendingUpdate`s (update hooks) the pass collected, not yet applied.
+    """
+
+    y_pred: Any
+    output_losses: dict
+    updates: list
+
+
+class StepResult(NamedTuple):
+    """What a train or test step returns to the compiled loop.
+
+    Attributes:
+        loss: the scalar loss of the batch (averaged over the stage as "loss").
+        y_pred: the model's outputs, for the compiled metrics; None skips them (a step
+            whose outputs are not predictions of `y`, such as a GAN's).
+        output_losses: {output name: loss} for several outputs ("{name}_loss" in the logs).
+        logs: more scalars to report, {name: tensor}; each is averaged over the stage's
+            batches, weighted by batch size, like the loss.
+    """
+
+    loss: Any
+    y_pred: Any = None
+    output_losses: dict = {}
+    logs: dict = {}
+
+
+def unpack_data(data) -> tuple:
+    """(x,), (x, y) or (x, y, sample_weight), or x alone -> (x, y, sample_weight), with None
+    for what is absent (Keras's `unpack_x_y_sample_weight`)."""
+    if not isinstance(data, tuple):
+        return data, None, None
+    if not 1 <= len(data) <= 3:
+        raise ValueError(
+            "A batch must be x, (x,), (x, y) or (x, y, sample_weight). Received a tuple of "
+            f"length {len(data)}."
+        )
+    data = data + (None,) * (3 - len(data))
+    return data[0], data[1], data[2]

@@ -1,0 +1,42 @@
+"""Variables: the one parameter counter of graphfit, and `as_tf_variable`.
+
+Example:
+
+    >>> import tensorflow as tf
+    >>> from graphfit.core.variables import count_parameters
+    >>> count_parameters([tf.Variable(tf.zeros((3, 2))), tf.Variable(0.0)])
+    7
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import tensorflow as tf
+
+from graphfit.core.shapes import num_elements
+
+__all__ = ["count_parameters", "as_tf_variable"]
+
+
+def count_parameters(variables: Iterable) -> int:
+    """The total number of scalars in `variables` (anything with a static `.shape`)."""
+    return sum(num_elements(v.shape) for v in variables)
+
+
+def as_tf_variable(variable) -> tf.Variable:
+    """The `tf.Variable` itself: `variable`, or the one a Keras 3 `keras.Variable` wraps.
+
+    Raises:
+        ValueError: for anything else (optimizers update `tf.Variable` objects only).
+    """
+    if isinstance(variable, tf.Variable):
+        return variable
+    # A keras.Variable on the TensorFlow backend wraps a tf.Variable.
+    inner = getattr(variable, "value", None)
+    if isinstance(inner, tf.Variable):
+        return inner
+    raise ValueError(
+        f"Optimizers update tf.Variable objects. Received: {variable!r} "
+        f"(of type {type(variable).__name__})."
+    )

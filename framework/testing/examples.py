@@ -1,0 +1,240 @@
+"""Small example arguments for every registered layer, model and optimizer (goldens style).
+
+`LAYER_EXAMPLES` maps each registered layer name (models included) to one or more
+`LayerExample`s: constructor arguments, sample inputs, the expected output shape and
+variable counts, and where one exists a Keras twin as the reference. `OPTIMIZER_EXAMPLES`
+does the same for optimizers. The conformance test runs every registered class through its
+contract with these arguments and fails for a registered class that has no entry, so a new
+layer or optimizer is checked the day it is registered.
+
+Inputs are tiny and built from fixed seeds; constructor arguments and references that hold
+objects (a Keras layer to wrap, sublayers of a model) are made fresh for every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import keras
+import numpy as np
+
+from graphfit import layers, optimizers
+from graphfit.core.layer import Layer
+from graphfit.models.graph_model import Node
+from graphfit.testing.fit_contract import run_fit_optimizer_test
+from graphfit.testing.layer_contract import run_layer_test
+from graphfit.testing.optimizer_contract import run_optimizer_test
+
+__all__ = ["LayerExample", "OptimizerExample", "LAYER_EXAMPLES", "OPTIMIZER_EXAMPLES"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerExample:
+    """Arguments of one `run_layer_test` run (see it for the meaning of each field).
+
+    Attributes:
+        init_kwargs: constructor arguments, or a function returning them (when they hold
+            objects that one layer may own, such as sublayers or a Keras layer to wrap).
+        reference: a function returning the reference: a Keras twin layer, or a callable
+            `(layer, input_data) -> expected outputs`; None for no reference.
+        label: a short name of the example, for test ids.
+
+    Example:
+
+        >>> import numpy as np
+        >>> from graphfit import layers
+        >>> example = LayerExample({"units": 2}, np.ones((3, 4), "float32"), (3, 2), 2, 0)
+        >>> example.run(layers.Dense).kernel.shape
+        TensorShape([4, 2])
+    """
+
+    init_kwargs: dict[str, Any] | Callable[[], dict[str, Any]]
+    input_data: Any
+    expected_output_shape: tuple
+    expected_trainable: int
+    expected_non_trainable: int
+    expected_hooks: int = 0
+    run_xla: bool = True
+    training_deterministic: bool = True
+    reference: Callable[[], Any] | None = None
+    atol: float = 1e-6
+    rtol: float = 1e-6
+    label: str = "default"
+
+    def arguments(self) -> dict[str, Any]:
+        """Fresh constructor arguments."""
+        kwargs = self.init_kwargs
+        return dict(kwargs() if callable(kwargs) else kwargs)
+
+    def run(self, layer_cls: type[Layer]) -> Layer:
+        """Runs `run_layer_test` on `layer_cls` with this example; returns the layer."""
+        return run_layer_test(
+            layer_cls, self.arguments(), self.input_data, self.expected_output_shape,
+            self.expected_trainable, self.expected_non_trainable,
+            expected_hooks=self.expected_hooks, run_xla=self.run_xla,
+            training_deterministic=self.training_deterministic,
+            reference=None if self.reference is None else self.reference(),
+            atol=self.atol, rtol=self.rtol,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerExample:
+    """One optimizer configuration and the contracts it goes through.
+
+    Attributes:
+        make_optimizer: returns a new optimizer each call.
+        expected_slot_names: its `slot_names`, in order.
+        through_minimize: run `run_optimizer_test` (a bare `minimize` on a least-squares
+            problem); False for optimizers that need the model's batch (Levenberg–Marquardt).
+        through_fit: run `run_fit_optimizer_test` (compile and fit a tiny model).
+        fit_xla: whether the fit contract compares with XLA-compiled training.
+        label: a short name of the example, for test ids.
+
+    Example:
+
+        >>> from graphfit import optimizers
+        >>> OptimizerExample(lambda: optimizers.SGD(0.1), through_fit=False).run()
+    """
+
+    make_optimizer: Callable[[], optimizers.Optimizer]
+    expected_slot_names: tuple[str, ...] = ()
+    through_minimize: bool = True
+    through_fit: bool = True
+    fit_xla: bool = True
+    label: str = "default"
+
+    def run(self) -> None:
+        """Runs the contracts this example asks for."""
+        if self.through_minimize:
+            run_optimizer_test(self.make_optimizer, self.expected_slot_names)
+        if self.through_fit:
+            run_fit_optimizer_test(self.make_optimizer, run_xla=self.fit_xla)
+
+
+def _normal(*shape, seed: int = 0, scale: float = 1.0, shift: float = 0.0) -> np.ndarray:
+    values = np.random.default_rng(seed).normal(size=shape) * scale + shift
+    return values.astype("float32")
+
+
+def _identity(layer, inputs):
+    return inputs
+
+
+# Shared inputs: a batch of feature vectors, sequences, images, integer ids.
+_VECTORS = _normal(4, 3)
+_SEQUENCES = _normal(2, 3, 4, scale=3.0, shift=1.0)
+_IMAGES = _normal(2, 5, 6, 3)
+_IDS = np.array([[0, 3, 9, 3], [1, 2, 8, 7], [5, 5, 4, 6]], dtype="int32")
+_MERGE_A, _MERGE_B, _MERGE_C = (_normal(2, 3, n, seed=n) for n in (4, 2, 4))
+_CURVE_X = np.array([0.5, 1.0, 1.7, 2.5, 3.2], dtype="float32")
+_BN_RANDOM = {
+    "gamma_initializer": "random_uniform",
+    "beta_initializer": "random_normal",
+    "moving_mean_initializer": "random_normal",
+    "moving_variance_initializer": {"class_name": "RandomUniform",
+                                    "config": {"minval": 0.5, "maxval": 2.0}},
+}
+_FORMULA = "b1*(1-exp(-b2*x)) + sin(pi*x)"
+
+
+def _formula_values(layer, x):
+    return (2.0 * (1 - np.exp(-0.5 * x)) + np.sin(np.pi * x))[:, None]
+
+
+def _sequential_layers() -> dict[str, Any]:
+    return {"layers": [layers.Dense(4, activation="tanh", bias_initializer="random_normal"),
+                       layers.BatchNormalization(momentum=0.9), layers.Dense(2)]}
+
+
+def _keras_sequential() -> keras.Sequential:
+    return keras.Sequential([keras.layers.Dense(4, activation="tanh"),
+                             keras.layers.BatchNormalization(momentum=0.9),
+                             keras.layers.Dense(2)])
+
+
+def _graph_nodes() -> dict[str, Any]:
+    # Two inputs joined, a hidden layer, one output: the branches Sequential cannot express.
+    return {"inputs": {"a": (3,), "b": (2,)},
+            "nodes": [Node(layers.Concatenate(name="joined"), ["a", "b"]),
+                      Node(layers.Dense(4, activation="tanh", name="hidden"), "joined"),
+                      Node(layers.Dense(1, name="out"), "hidden")],
+            "outputs": "out"}
+
+
+def _keras_graph() -> keras.Model:
+    a, b = keras.Input((3,)), keras.Input((2,))
+    hidden = keras.layers.Dense(4, activation="tanh")(keras.layers.Concatenate()([a, b]))
+    return keras.Model([a, b], keras.layers.Dense(1)(hidden))
+
+
+LAYER_EXAMPLES: dict[str, tuple[LayerExample, ...]] = {
+    "Activation": (LayerExample({"activation": "softmax"}, _normal(3, 4), (3, 4), 0, 0,
+                                reference=lambda: keras.layers.Activation("softmax")),),
+    "Add": (LayerExample({}, [_MERGE_A, _MERGE_C, _MERGE_A], (2, 3, 4), 0, 0,
+                         reference=keras.layers.Add),),
+    "Concatenate": (LayerExample({}, [_MERGE_A, _MERGE_B], (2, 3, 6), 0, 0,
+                                 reference=keras.layers.Concatenate),),
+    "AveragePooling2D": (LayerExample({"pool_size": (2, 3)}, _IMAGES, (2, 2, 2, 3), 0, 0,
+                                      reference=lambda: keras.layers.AveragePooling2D((2, 3))),),
+    "MaxPooling2D": (LayerExample({}, _IMAGES, (2, 2, 3, 3), 0, 0,
+                                  reference=keras.layers.MaxPooling2D),),
+    "GlobalAveragePooling2D": (LayerExample({}, _IMAGES, (2, 3), 0, 0,
+                                            reference=keras.layers.GlobalAveragePooling2D),),
+    "BatchNormalization": (LayerExample(
+        {**_BN_RANDOM, "momentum": 0.9}, _normal(8, 3, scale=2.0, shift=3.0), (8, 3), 2, 2,
+        expected_hooks=2, reference=lambda: keras.layers.BatchNormalization(momentum=0.9)),),
+    "Conv2D": (LayerExample(
+        {"filters": 3, "kernel_size": 3, "bias_initializer": "random_normal"},
+        _normal(2, 6, 6, 2), (2, 4, 4, 3), 2, 0,
+        reference=lambda: keras.layers.Conv2D(3, 3), atol=1e-5, rtol=1e-5),),
+    "Dense": (LayerExample(
+        {"units": 5, "activation": "tanh", "bias_initializer": "random_normal"}, _VECTORS,
+        (4, 5), 2, 0, reference=lambda: keras.layers.Dense(5, activation="tanh")),),
+    "Dropout": (LayerExample({"rate": 0.5, "seed": 3}, _normal(4, 6), (4, 6), 0, 0,
+                             training_deterministic=False,
+                             reference=lambda: _identity),),  # inference is the identity
+    "Embedding": (LayerExample({"input_dim": 10, "output_dim": 5}, _IDS, (3, 4, 5), 1, 0,
+                               reference=lambda: keras.layers.Embedding(10, 5)),),
+    "Flatten": (LayerExample({}, _SEQUENCES, (2, 12), 0, 0, reference=keras.layers.Flatten),),
+    "Reshape": (LayerExample({"target_shape": (4, 3)}, _SEQUENCES, (2, 4, 3), 0, 0,
+                             reference=lambda: keras.layers.Reshape((4, 3))),),
+    "Formula": (LayerExample({"expression": _FORMULA, "params": {"b1": 2.0, "b2": 0.5}},
+                             _CURVE_X, (5, 1), 2, 0, reference=lambda: _formula_values,
+                             atol=1e-5),),
+    "KerasLayer": (LayerExample(
+        lambda: {"layer": keras.layers.Dense(4, activation="tanh")}, _VECTORS, (4, 4), 2, 0,
+        reference=lambda: keras.layers.Dense(4, activation="tanh")),),
+    "LayerNormalization": (LayerExample(
+        {"gamma_initializer": "random_normal", "beta_initializer": "random_normal"},
+        _SEQUENCES, (2, 3, 4), 2, 0, reference=keras.layers.LayerNormalization),),
+    "Sequential": (LayerExample(_sequential_layers, _normal(6, 3), (6, 2), 6, 2,
+                                expected_hooks=2, reference=_keras_sequential, atol=1e-5),),
+    "GraphModel": (LayerExample(_graph_nodes, [_normal(5, 3), _normal(5, 2, seed=1)], (5, 1),
+                                4, 0, reference=_keras_graph, atol=1e-5),),
+}
+
+OPTIMIZER_EXAMPLES: dict[str, tuple[OptimizerExample, ...]] = {
+    "SGD": (
+        OptimizerExample(lambda: optimizers.SGD(learning_rate=0.05), through_fit=False,
+                         label="plain"),
+        OptimizerExample(lambda: optimizers.SGD(0.02, momentum=0.9, nesterov=True,
+                                                weight_decay=0.01, clipnorm=5.0),
+                         ("momentum",), label="nesterov"),
+    ),
+    "Adam": (
+        OptimizerExample(lambda: optimizers.Adam(learning_rate=0.05),
+                         ("momentum", "velocity"), label="adam"),
+        OptimizerExample(lambda: optimizers.Adam(
+            learning_rate=keras.optimizers.schedules.ExponentialDecay(0.05, 2, 0.5),
+            amsgrad=True, global_clipnorm=1.0),
+            ("momentum", "velocity", "velocity_hat"), through_fit=False, label="amsgrad"),
+    ),
+    # LM linearizes the model's residuals, so only a model-level fit can drive it. XLA is
+    # left out: its trial loop takes seconds to compile on a CPU, for no extra coverage here.
+    "LevenbergMarquardt": (
+        OptimizerExample(optimizers.LevenbergMarquardt, through_minimize=False, fit_xla=False,
+                         label="marquardt"),
+    ),
+}

@@ -1,0 +1,118 @@
+"""The default train, test and predict steps, behind `Model.train_step` and its siblings.
+
+One training step (traced once, optionally compiled by XLA):
+
+    forward pass (training=True), update hooks collected, not applied
+    loss; optimizer.minimize(loss_fn, variables, batch): gradients of the trainable variables,
+        gradient transforms on the whole list, then the update (a second-order optimizer runs
+        its own minimize on the `StepBatch`)
+    update hooks applied, once, after the optimizer's update
+
+`fit`, `graphfit.inspect` and `model.flops()` all trace this one function: `inspect` through
+the compiled steps, `flops` with a `StepProbe` that marks where each phase begins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import tensorflow as tf
+
+from graphfit.core import autograph_scope, update_hooks
+from graphfit.core.step_types import ForwardPass, StepBatch, StepResult, unpack_data
+
+if TYPE_CHECKING:
+    from graphfit.training.node_taps import NodeTaps
+
+__all__ = ["StepProbe", "train_step", "test_step", "predict_step"]
+
+
+class StepProbe:
+    """Called where each phase of the training step begins; does nothing by default.
+
+    `graphfit.inspect.flops` subclasses it to count the ops of each phase. The phases, in
+    order: "forward", "loss", "minimize" (the first forward pass only: a second-order
+    optimizer runs more), then "update_hooks".
+    """
+
+    def mark(self, phase: str) -> None:
+        """Marks the start of `phase` in the graph being traced."""
+        del phase
+
+
+_NO_PROBE = StepProbe()
+
+
+def _compiled_loss(model, caller: str):
+    state = model.compiled_for(caller)
+    state.require_loss(caller)
+    return state.loss_set
+
+
+def train_step(model, data, *, taps: NodeTaps | None = None, probe: StepProbe = _NO_PROBE,
+               loss_set=None, optimizer=None) -> StepResult:
+    """The default `Model.train_step`: one optimizer step on `data`.
+
+    Args:
+        model: the compiled model.
+        data: (x,), (x, y) or (x, y, sample_weight).
+        taps: gradient taps of named nodes to record from this step's forward pass.
+        probe: marks the phases of the step (for FLOP counts).
+        loss_set, optimizer: stand-ins for the compiled ones (FLOP counts trace with copies,
+            so that counting creates no optimizer slots and builds no loss).
+
+    Returns:
+        The `StepResult` with the loss and outputs before the update.
+    """
+    loss_set = loss_set or _compiled_loss(model, "fit")
+    optimizer = optimizer or model.optimizer
+    x, y, sample_weight = unpack_data(data)
+    batch = StepBatch(model, loss_set, x, y, sample_weight)
+    first_pass = []
+
+    def loss_fn():
+        if not first_pass:
+            probe.mark("forward")
+        with update_hooks.collect_updates() as pending:
+            y_pred = model(x, training=True)
+        if not first_pass:
+            probe.mark("loss")
+        loss, output_losses = loss_set(y, y_pred, sample_weight)
+        if not first_pass:  # a second-order optimizer calls it again: its trial passes
+            first_pass.append(True)
+            probe.mark("minimize")
+        return loss, ForwardPass(y_pred, output_losses, pending)
+
+    if taps is not None:  # the norms of d(node)/d(variables), every N steps
+        loss_fn = taps.tapped_loss_fn(
+            loss_fn, optimizer.iterations + 1,
+            lambda result: {"loss": result[0], "output": result[1].y_pred})
+    minimize = autograph_scope.convert_user_code(optimizer.minimize)
+    loss, forward = minimize(loss_fn, model.trainable_variables, batch)
+    if taps is not None:
+        loss_fn.finish()
+    probe.mark("update_hooks")
+    # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
+    update_hooks.apply_updates(forward.updates)
+    return StepResult(loss, forward.y_pred, forward.output_losses)
+
+
+def test_step(model, data) -> StepResult:
+    """The default `Model.test_step`: the loss and outputs of `data`, in inference mode."""
+    loss_set = _compiled_loss(model, "evaluate")
+    x, y, sample_weight = unpack_data(data)
+    y_pred = model(x, training=False)
+    loss, output_losses = loss_set(y, y_pred, sample_weight)
+    return StepResult(loss, y_pred, output_losses)
+
+
+def predict_step(model, data):
+    """The default `Model.predict_step`: the outputs of the inputs in `data`."""
+    x, _, _ = unpack_data(data)
+    return model(x, training=False)
+
+
+def batch_size_of(result: StepResult, data) -> tf.Tensor:
+    """The number of examples a step ran on: from its outputs, else from its inputs."""
+    source = result.y_pred if result.y_pred is not None else unpack_data(data)[0]
+    return tf.shape(tf.nest.flatten(source)[0])[0]

@@ -1,0 +1,107 @@
+"""MINPACK's convergence tests for Levenberg–Marquardt, as pure functions of tensors.
+
+`lmder` stops on a relative reduction of the loss (ftol), a relative step size (xtol) or a
+gradient orthogonal to the residuals (gtol); the optimizer adds STALLED, when no step reduces
+the loss with the damping at its maximum. The codes are those of the optimizer's
+`convergence_reason` variable. docs/levenberg_marquardt.md explains the tests and the defaults.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
+
+__all__ = [
+    "FTOL",
+    "FTOL_AND_XTOL",
+    "GTOL",
+    "NOT_CONVERGED",
+    "STALLED",
+    "XTOL",
+    "ConvergenceTests",
+    "convergence_code",
+    "convergence_tests",
+    "gradient_converged",
+]
+
+# Convergence reason codes (the `convergence_reason` variable).
+NOT_CONVERGED, FTOL, XTOL, FTOL_AND_XTOL, GTOL, STALLED = 0, 1, 2, 3, 4, 5
+
+
+class ConvergenceTests(NamedTuple):
+    """What the ftol and xtol tests of every trial of one step compare against.
+
+    Attributes:
+        ftol: the relative-reduction tolerance, at least the dtype's machine epsilon.
+        xtol: the relative step tolerance, at least the dtype's machine epsilon.
+        column_norms: MINPACK's scale `S`, the column norms of J (floored as `D` is under
+            Marquardt's damping), whatever damping the step uses.
+        x_norm: `‖S x‖` at the step's starting point.
+    """
+
+    ftol: float
+    xtol: float
+    column_norms: tf.Tensor
+    x_norm: tf.Tensor
+
+
+def convergence_tests(diag: tf.Tensor, x0: tf.Tensor, ftol: float, xtol: float,
+                      eps: float) -> ConvergenceTests:
+    """The tests of one step, from `diag(JᵀJ)` and the flat starting point `x0` (float64).
+
+    A tolerance below `eps` (the model dtype's machine epsilon) acts as `eps`.
+    """
+    # Each parameter counts by its effect on the residuals, whatever the damping.
+    column_norms = tf.sqrt(lm_damping.scaling(diag, "marquardt", eps))
+    return ConvergenceTests(max(ftol, eps), max(xtol, eps), column_norms,
+                            tf.norm(column_norms * x0))
+
+
+def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,
+                     predicted: tf.Tensor, gain: tf.Tensor, delta: tf.Tensor,
+                     finite: tf.Tensor, stalled: tf.Tensor) -> tf.Tensor:
+    """The convergence code (int32 scalar) of one trial.
+
+    Args:
+        tests: the step's `ConvergenceTests`.
+        f0: the loss at the starting point.
+        f_new: the loss at the trial point.
+        predicted: the reduction the quadratic model predicts, `f0 − q(δ)`.
+        gain: the gain ratio of the trial (`gain_ratio`).
+        delta: the trial step δ (zeros when the solve was not finite).
+        finite: whether the solve gave a finite δ.
+        stalled: whether the trial was rejected with the damping at its maximum.
+
+    Returns:
+        FTOL when `|f0 − f_new| ≤ ftol·f0`, `predicted ≤ ftol·f0` and `gain ≤ 2`; XTOL when
+        `‖S δ‖ ≤ xtol·‖S x‖`; FTOL_AND_XTOL for both; else STALLED when `stalled`; else
+        NOT_CONVERGED.
+    """
+    actual = f0 - f_new
+    f_ok = finite & tf.math.is_finite(f_new) & (tf.abs(actual) <= tests.ftol * f0) & (
+        predicted <= tests.ftol * f0) & (gain <= 2.0)
+    x_ok = finite & (tf.norm(tests.column_norms * delta) <= tests.xtol * tests.x_norm)
+    code = tf.where(f_ok & x_ok, FTOL_AND_XTOL,
+                    tf.where(f_ok, FTOL, tf.where(x_ok, XTOL, NOT_CONVERGED)))
+    return tf.where((code == NOT_CONVERGED) & stalled, STALLED, code)
+
+
+def gradient_converged(b: tf.Tensor, diag: tf.Tensor, f0: tf.Tensor, gtol: float) -> tf.Tensor:
+    """MINPACK's gradient test: the largest cosine between r and a column of J is ≤ gtol.
+
+    Args:
+        b: `Jᵀr` (half the gradient of `f = ‖r‖²`).
+        diag: `diag(JᵀJ)`, the squared column norms of J.
+        f0: the loss `‖r‖²`.
+        gtol: the tolerance.
+
+    Returns:
+        A bool scalar, also true when `b` is zero (nothing to descend along).
+    """
+    column_norms = tf.sqrt(diag)
+    cosines = tf.where(column_norms > 0, tf.abs(b) / (column_norms * tf.sqrt(
+        tf.maximum(f0, tf.constant(1e-300, f0.dtype)))), tf.zeros_like(b))
+    return tf.logical_or(tf.reduce_max(cosines) <= gtol, tf.logical_not(tf.reduce_any(b != 0)))

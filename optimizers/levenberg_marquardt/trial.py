@@ -1,0 +1,177 @@
+"""The trial loop of one Levenberg–Marquardt step: solve, try, keep or undo, update λ.
+
+`trial_loop` runs up to `attempts` trials in a `tf.while_loop`, each one an `attempt`: solve
+the damped system for δ, move the variables to `x₀ + δ` and evaluate the loss there, keep the
+point when the gain ratio is good enough (`update.step_accepted`), otherwise put the variables
+back exactly; then update `(λ, ν)` and run the convergence tests. It stops at the first
+accepted trial or the first convergence test met.
+
+The loop touches variables only through the callables of its `TrialProblem` (`assign`,
+`evaluate`, `restore`), which `variable_steps` builds for a list of variables, so a test can
+run it on any small problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
+from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
+from graphfit.optimizers.levenberg_marquardt import update as lm_update
+
+__all__ = [
+    "Attempt",
+    "TrialProblem",
+    "TrialResult",
+    "VariableSteps",
+    "attempt",
+    "trial_loop",
+    "variable_steps",
+]
+
+
+class VariableSteps(NamedTuple):
+    """The starting point of a step and the two callables that move the variables.
+
+    Attributes:
+        x0: the variables at the start, flattened and concatenated, in float64.
+        assign: `assign(δ)` sets the variables to the start plus δ (a flat float64 vector).
+        restore: `restore()` sets them back to the start, bit for bit.
+    """
+
+    x0: tf.Tensor
+    assign: Callable[[tf.Tensor], None]
+    restore: Callable[[], None]
+
+
+def variable_steps(variables: Sequence[tf.Variable]) -> VariableSteps:
+    """Saves the variables' current values and returns their `VariableSteps`."""
+    saved = [tf.identity(v) for v in variables]  # the last accepted point, bit for bit
+    x0 = tf.concat([tf.reshape(tf.cast(s, tf.float64), [-1]) for s in saved], 0)
+    sizes = [int(np.prod(v.shape.as_list())) for v in variables]
+
+    def assign(delta):
+        pieces = tf.split(delta, sizes)
+        for var, base, piece in zip(variables, saved, pieces):
+            var.assign(base + tf.cast(tf.reshape(piece, var.shape), var.dtype))
+
+    def restore():
+        for var, base in zip(variables, saved):
+            var.assign(base)
+
+    return VariableSteps(x0, assign, restore)
+
+
+class TrialProblem(NamedTuple):
+    """What every trial of one step shares.
+
+    Attributes:
+        system: the damped system (`damping.ScaledSystem`): `solve(λ) -> (δ, ok)` and
+            `predicted_reduction(δ, λ)`.
+        assign: `assign(δ)` moves the variables to the start plus δ.
+        evaluate: `evaluate() -> [loss, *aux tensors]` at the variables' current values.
+        restore: `restore()` moves the variables back to the start exactly.
+        f0: the loss at the start (float64).
+        limits: the step's `update.DampingRange`.
+        tests: the step's `convergence.ConvergenceTests`.
+    """
+
+    system: lm_damping.ScaledSystem
+    assign: Callable[[tf.Tensor], Any]
+    evaluate: Callable[[], Sequence[tf.Tensor]]
+    restore: Callable[[], Any]
+    f0: tf.Tensor
+    limits: lm_update.DampingRange
+    tests: lm_convergence.ConvergenceTests
+
+
+class Attempt(NamedTuple):
+    """The outcome of one trial: whether it was kept, `(λ, ν)` for the next, its convergence
+    code, and `[loss, *aux]` of the point the variables are now at."""
+
+    accepted: tf.Tensor
+    damping: tf.Tensor
+    growth: tf.Tensor
+    code: tf.Tensor
+    values: list
+
+
+def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
+            values: Sequence[tf.Tensor]) -> Attempt:
+    """One trial with damping λ and growth ν, from the point whose `[loss, *aux]` is `values`.
+
+    A non-finite δ is not tried (the variables stay where they are). A rejected trial calls
+    `problem.restore` once its loss has been evaluated.
+    """
+    delta, _ = problem.system.solve(damping)
+    finite = tf.reduce_all(tf.math.is_finite(delta))
+    delta = tf.where(finite, delta, tf.zeros_like(delta))
+    loss = values[0]
+
+    def trial():
+        problem.assign(delta)
+        loss_new, *aux_new = problem.evaluate()
+        return [tf.cast(loss_new, loss.dtype), *aux_new]
+
+    out = tf.cond(finite, trial, lambda: list(values))
+    f_new = tf.cast(out[0], tf.float64)
+    actual = problem.f0 - f_new
+    predicted = problem.system.predicted_reduction(delta, damping)
+    gain = lm_update.gain_ratio(actual, predicted)
+    accepted = lm_update.step_accepted(finite, f_new, actual, gain)
+
+    def undo():
+        problem.restore()
+        return tf.constant(False)
+
+    with tf.control_dependencies(out):
+        tf.cond(accepted, lambda: tf.constant(True), undo)
+    new_damping, new_growth = lm_update.next_damping(damping, growth, gain, accepted,
+                                                     problem.limits)
+    stalled = tf.logical_not(accepted) & (damping >= problem.limits.top)
+    code = lm_convergence.convergence_code(problem.tests, problem.f0, f_new, predicted, gain,
+                                           delta, finite, stalled)
+    kept = [tf.where(accepted, new, old) for new, old in zip(out, values)]
+    return Attempt(accepted, new_damping, new_growth, code, kept)
+
+
+class TrialResult(NamedTuple):
+    """`(λ, ν)` for the next step, the convergence code, and `[loss, *aux]` of the point the
+    step ends on."""
+
+    damping: tf.Tensor
+    growth: tf.Tensor
+    code: tf.Tensor
+    values: list
+
+
+def trial_loop(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
+               values: Sequence[tf.Tensor], attempts: int) -> TrialResult:
+    """Up to `attempts` trials (a `tf.while_loop`), until one is accepted or converges.
+
+    Args:
+        problem: the step's `TrialProblem`.
+        damping: λ of the first trial (`update.starting_damping`).
+        growth: ν, the factor λ grows by after a rejected trial.
+        values: `[loss, *aux]` at the start.
+        attempts: the most trials (a Python int).
+
+    Returns:
+        The `TrialResult`; when every trial was rejected the variables are back at the start
+        and `values` are the starting ones.
+    """
+    def body(i, lam, nu, done, code, *kept):
+        del done, code  # loop state read only by the loop's condition and after it
+        result = attempt(problem, lam, nu, kept)
+        done = result.accepted | (result.code != lm_convergence.NOT_CONVERGED)
+        return (i + 1, result.damping, result.growth, done, result.code, *result.values)
+
+    start = (0, damping, growth, tf.constant(False),
+             tf.constant(lm_convergence.NOT_CONVERGED), *values)
+    out = tf.while_loop(lambda i, lam, nu, done, *rest: (i < attempts) & tf.logical_not(done),
+                        body, start, maximum_iterations=attempts)
+    return TrialResult(out[1], out[2], out[4], list(out[5:]))

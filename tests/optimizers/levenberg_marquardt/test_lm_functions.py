@@ -1,0 +1,241 @@
+"""The pure functions of a Levenberg–Marquardt step, on hand-computed values and tiny problems."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
+from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
+from graphfit.optimizers.levenberg_marquardt import trial as lm_trial
+from graphfit.optimizers.levenberg_marquardt import update as lm_update
+from graphfit.optimizers.levenberg_marquardt.convergence import (
+    FTOL,
+    FTOL_AND_XTOL,
+    NOT_CONVERGED,
+    STALLED,
+    XTOL,
+)
+
+EPS = float(np.finfo(np.float64).eps)
+A = np.array([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]])  # residuals r(x) = A x − y: m = 3, n = 2
+Y = np.array([1.0, -2.0, 0.5])
+
+
+def _c(value, dtype=tf.float64):
+    return tf.constant(value, dtype)
+
+
+def _quadratic_system(x0, damping="marquardt"):
+    """The linearization of ‖A x − y‖² at x0 (exact: the residuals are linear)."""
+    r0 = A @ x0 - Y
+    diag = _c(np.diag(A.T @ A))
+    d = lm_damping.scaling(diag, damping, EPS)
+    system = lm_damping.ScaledSystem(_c(A.T @ A), _c(A.T @ r0), tf.zeros(2, tf.float64), d,
+                                     tf.constant(False))
+    return system, diag, d, float(r0 @ r0)
+
+
+# ---------------------------------------------------------------------------- update
+
+
+def test_gain_ratio_is_one_on_a_quadratic_and_zero_without_a_prediction():
+    x0 = np.array([0.3, -0.7])
+    system, _, _, f0 = _quadratic_system(x0)
+    for lam in (1e-6, 0.1, 10.0):
+        delta, _ = system.solve(_c(lam))
+        r_new = A @ (x0 + delta.numpy()) - Y
+        actual = f0 - r_new @ r_new
+        gain = lm_update.gain_ratio(_c(actual), system.predicted_reduction(delta, _c(lam)))
+        assert abs(float(gain) - 1.0) < 1e-10
+    assert float(lm_update.gain_ratio(_c(-2.0), _c(4.0))) == -0.5
+    assert float(lm_update.gain_ratio(_c(3.0), _c(0.0))) == 0.0
+    assert float(lm_update.gain_ratio(_c(3.0), _c(-1.0))) == 0.0
+
+
+@pytest.mark.parametrize("finite, f_new, actual, gain, expected", [
+    (True, 1.0, 0.5, 0.9, True),
+    (True, 1.0, 0.5, lm_update.ACCEPT, False),  # the gain must exceed ACCEPT
+    (True, 1.0, 0.0, 0.9, False),  # no reduction
+    (True, float("nan"), 0.5, 0.9, False),
+    (False, 1.0, 0.5, 0.9, False),
+])
+def test_step_accepted(finite, f_new, actual, gain, expected):
+    accepted = lm_update.step_accepted(tf.constant(finite), _c(f_new), _c(actual), _c(gain))
+    assert bool(accepted) is expected
+
+
+def test_damping_range_and_starting_damping():
+    diag = _c([4.0, 1.0])
+    marquardt = lm_update.damping_range(diag, lm_damping.scaling(diag, "marquardt", EPS), 2)
+    identity = lm_update.damping_range(diag, tf.ones(2, tf.float64), 2)
+    assert float(marquardt.scale) == 1.0 and float(identity.scale) == 4.0
+    assert float(identity.floor) == 2 * EPS * 4.0
+    assert float(identity.top) == lm_damping.MAX_DAMPING * 4.0
+    start = lm_update.starting_damping
+    assert float(start(_c(-1.0), 1e-3, identity)) == pytest.approx(4e-3, rel=1e-15)  # τ·scale
+    assert float(start(_c(0.25), 1e-3, identity)) == 0.25  # the previous step's λ
+    assert float(start(_c(1e30), 1e-3, identity)) == float(identity.top)
+    assert float(start(_c(0.0), 1e-3, identity)) == float(identity.floor)
+
+
+def test_next_damping_follows_nielsen_by_hand():
+    limits = lm_update.DampingRange(_c(1.0), _c(1e-9), _c(100.0))
+    step = lm_update.next_damping
+    yes, no = tf.constant(True), tf.constant(False)
+    # Accepted: λ·max(1/3, 1 − (2ρ−1)³), ν back to 2.
+    for gain, factor in ((1.0, 1 / 3), (0.5, 1.0), (0.75, 1 - 0.5**3), (0.25, 1 + 0.5**3)):
+        lam, nu = step(_c(3.0), _c(8.0), _c(gain), yes, limits)
+        assert float(lam) == pytest.approx(3.0 * factor, rel=1e-15) and float(nu) == 2.0
+    # Rejected twice from λ = 1, ν = 2: λ = 2, ν = 4, then λ = 8, ν = 8.
+    lam, nu = step(_c(1.0), _c(2.0), _c(-1.0), no, limits)
+    assert (float(lam), float(nu)) == (2.0, 4.0)
+    lam, nu = step(lam, nu, _c(-1.0), no, limits)
+    assert (float(lam), float(nu)) == (8.0, 8.0)
+    # Clipped to [floor, top].
+    assert float(step(_c(60.0), _c(2.0), _c(0.0), no, limits)[0]) == 100.0
+    assert float(step(_c(1e-9), _c(2.0), _c(1.0), yes, limits)[0]) == 1e-9
+
+
+@pytest.mark.parametrize("m", [3, 1])  # overdetermined, then m < n
+def test_linearize_gives_the_normal_equations_of_a_linear_model(m):
+    a, y = A[:m], Y[:m]
+    w = tf.Variable([0.3, -0.7], dtype=tf.float64)
+
+    def rows_for(part):
+        rows = tf.linalg.matvec(part["a"], w) - part["y"]
+        return rows, tf.stop_gradient(rows)
+
+    data = {"a": _c(a), "y": _c(y)}
+    with tf.GradientTape() as tape:
+        rows, _ = rows_for(data)
+        loss = tf.reduce_sum(tf.square(rows))
+    gradients = tape.gradient(loss, [w])
+    linear = lm_update.linearize(rows_for, data, tf.constant(m), m, [w], "reverse", gradients)
+    r0 = a @ w.numpy() - y
+    np.testing.assert_allclose(linear.b, a.T @ r0, rtol=1e-14)
+    np.testing.assert_allclose(linear.diag, np.diag(a.T @ a), rtol=1e-14)
+    assert bool(linear.under) is (m < 2)
+    if m < 2:  # J itself, with zero rows up to n; ρ the residuals, padded
+        np.testing.assert_array_equal(linear.matrix, np.vstack([a, np.zeros((2 - m, 2))]))
+        np.testing.assert_allclose(linear.rho, np.concatenate([r0, np.zeros(2 - m)]))
+    else:
+        np.testing.assert_allclose(linear.matrix, a.T @ a, rtol=1e-14)
+        np.testing.assert_array_equal(linear.rho, 0.0)
+
+
+# ----------------------------------------------------------------------- convergence
+
+
+def test_convergence_tests_floor_the_tolerances_at_eps():
+    tests = lm_convergence.convergence_tests(_c([4.0, 9.0]), _c([1.0, 1.0]), 0.0, 1e-3, EPS)
+    assert tests.ftol == EPS and tests.xtol == 1e-3
+    np.testing.assert_allclose(tests.column_norms, [2.0, 3.0])
+    assert float(tests.x_norm) == pytest.approx(np.sqrt(13.0), rel=1e-15)
+
+
+@pytest.mark.parametrize("f_new, predicted, gain, delta, finite, stalled, expected", [
+    (1.0 - 1e-12, 1e-12, 1.0, [1.0, 0.0], True, False, FTOL),
+    (0.5, 0.5, 1.0, [1e-12, 0.0], True, False, XTOL),
+    (1.0 - 1e-12, 1e-12, 1.0, [1e-12, 0.0], True, False, FTOL_AND_XTOL),
+    (1.0 - 1e-12, 1e-12, 2.5, [1.0, 0.0], True, False, NOT_CONVERGED),  # gain above 2
+    (1.0 - 1e-12, 1e-3, 1e-9, [1.0, 0.0], True, False, NOT_CONVERGED),  # predicted too large
+    (0.5, 0.5, 1.0, [1.0, 0.0], True, False, NOT_CONVERGED),
+    (0.5, 0.5, 1.0, [1.0, 0.0], True, True, STALLED),
+    (1.0 - 1e-12, 1e-12, 1.0, [1.0, 0.0], True, True, FTOL),  # a test met beats STALLED
+    (1.0, 0.0, 0.0, [0.0, 0.0], False, False, NOT_CONVERGED),  # no finite step
+])
+def test_convergence_code(f_new, predicted, gain, delta, finite, stalled, expected):
+    tests = lm_convergence.ConvergenceTests(1e-10, 1e-10, _c([1.0, 1.0]), _c(1.0))
+    code = lm_convergence.convergence_code(tests, _c(1.0), _c(f_new), _c(predicted), _c(gain),
+                                           _c(delta), tf.constant(finite), tf.constant(stalled))
+    assert int(code) == expected
+
+
+def test_gradient_converged_compares_the_largest_cosine():
+    # b = Jᵀr = [1, 0], unit columns, ‖r‖ = 2: cosines [0.5, 0].
+    b, diag, f0 = _c([1.0, 0.0]), _c([1.0, 1.0]), _c(4.0)
+    assert not bool(lm_convergence.gradient_converged(b, diag, f0, 0.4))
+    assert bool(lm_convergence.gradient_converged(b, diag, f0, 0.5))
+    assert bool(lm_convergence.gradient_converged(_c([0.0, 0.0]), diag, f0, 0.0))
+    # A zero column has no cosine (not a division by zero).
+    assert bool(lm_convergence.gradient_converged(_c([0.0, 1.0]), _c([1.0, 0.0]), f0, 0.0))
+
+
+# ----------------------------------------------------------------------------- trial
+
+
+def _trial_problem(x0, *, penalty=0.0, limits=None, dtype=tf.float64):
+    """A TrialProblem for ‖A x − y‖² (+ penalty·‖x − x0‖⁴, which the model does not see),
+    with a counter of evaluations and the points they ran at."""
+    x = tf.Variable(x0, dtype=dtype)
+    system, diag, d, f0 = _quadratic_system(np.asarray(x0, np.float64))
+    steps = lm_trial.variable_steps([x])
+    seen = []
+
+    def evaluate():
+        if tf.executing_eagerly():
+            seen.append(x.numpy().copy())
+        r = tf.linalg.matvec(_c(A), tf.cast(x, tf.float64)) - _c(Y)
+        step = tf.cast(x, tf.float64) - _c(x0)
+        return [tf.reduce_sum(r * r) + penalty * tf.reduce_sum(step * step) ** 2]
+
+    limits = limits or lm_update.damping_range(diag, d, 2)
+    tests = lm_convergence.convergence_tests(diag, steps.x0, 1e-10, 1e-10, EPS)
+    problem = lm_trial.TrialProblem(system, steps.assign, evaluate, steps.restore, _c(f0),
+                                    limits, tests)
+    return problem, x, seen, f0
+
+
+def test_trial_loop_accepts_the_first_step_on_a_convex_quadratic():
+    x0 = [0.3, -0.7]
+    problem, x, seen, f0 = _trial_problem(x0)
+    lam = _c(1e-3)
+    result = lm_trial.trial_loop(problem, lam, _c(2.0), [_c(f0)], 10)
+    delta, _ = problem.system.solve(lam)
+    assert len(seen) == 1  # one evaluation: the first trial was kept
+    np.testing.assert_array_equal(x.numpy(), x0 + delta.numpy())
+    r = A @ x.numpy() - Y
+    assert float(result.values[0]) == pytest.approx(r @ r, rel=1e-14)
+    # gain = 1 on a quadratic: λ/3, ν = 2.
+    assert float(result.damping) == pytest.approx(1e-3 / 3, rel=1e-12)
+    assert float(result.growth) == 2.0 and int(result.code) == NOT_CONVERGED
+
+
+def test_a_rejected_trial_restores_the_variables_bit_for_bit():
+    x0 = np.array([0.1, 0.2], np.float32)  # float32: x0 + δ − δ would not give x0 back
+    problem, x, seen, f0 = _trial_problem(x0, penalty=1e6, dtype=tf.float32)
+    one = lm_trial.attempt(problem, _c(1e-6), _c(2.0), [_c(f0)])
+    assert not bool(one.accepted) and len(seen) == 1
+    assert not np.array_equal(seen[0], x0)  # the trial did move the variables
+    np.testing.assert_array_equal(x.numpy(), x0)
+    assert float(one.values[0]) == f0  # the starting loss is kept
+    assert (float(one.damping), float(one.growth)) == (2e-6, 4.0)
+    # The loop grows λ until a trial is short enough for the penalty, and keeps that one.
+    result = lm_trial.trial_loop(problem, _c(1e-6), _c(2.0), [_c(f0)], 40)
+    assert 2 < len(seen) < 40 and float(result.values[0]) < f0
+    np.testing.assert_array_equal(x.numpy(), seen[-1])
+
+
+def test_trial_loop_stops_on_xtol_at_the_minimum_and_stalls_at_the_top():
+    x_min = np.linalg.lstsq(A, Y, rcond=None)[0]
+    problem, x, seen, f0 = _trial_problem(x_min)
+    result = lm_trial.trial_loop(problem, _c(1e-3), _c(2.0), [_c(f0)], 10)
+    assert int(result.code) in (XTOL, FTOL_AND_XTOL) and len(seen) <= 1
+    # From x0 = 0 (‖S x‖ = 0, so no xtol) with λ at its top and every trial worse: STALLED.
+    top = lm_update.DampingRange(_c(1.0), _c(1e-9), _c(1e4))
+    problem, x, seen, f0 = _trial_problem([0.0, 0.0], penalty=1e20, limits=top)
+    result = lm_trial.trial_loop(problem, _c(1e4), _c(2.0), [_c(f0)], 10)
+    assert int(result.code) == STALLED and len(seen) == 1
+    np.testing.assert_array_equal(x.numpy(), [0.0, 0.0])
+
+
+def test_trial_loop_in_a_tf_function_matches_eager():
+    x0 = [0.3, -0.7]
+    problem, x, _, f0 = _trial_problem(x0, penalty=10.0)
+    eager = lm_trial.trial_loop(problem, _c(0.01), _c(2.0), [_c(f0)], 10)
+    x_eager = x.numpy().copy()
+    x.assign(x0)
+    graph = tf.function(lambda: lm_trial.trial_loop(problem, _c(0.01), _c(2.0), [_c(f0)], 10))()
+    np.testing.assert_array_equal(x.numpy(), x_eager)
+    for a, b in zip(eager[:3], graph[:3]):
+        assert float(a) == float(b)
