@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from graphfit.core import autograph_scope
 from graphfit.core.step_types import StepBatch
+from graphfit.core.variables import as_tf_variable
 from graphfit.optimizers import per_example_clipping, schedules, transforms
 from graphfit.optimizers.gradient_record import record_gradients
 
@@ -56,19 +57,6 @@ def cast_hyperparameter(value, dtype: tf.DType) -> tf.Tensor:
     if isinstance(value, (tf.Tensor, tf.Variable)):
         return tf.cast(value, dtype)
     return tf.convert_to_tensor(value, dtype=dtype)
-
-
-def _as_tf_variable(variable) -> tf.Variable:
-    if isinstance(variable, tf.Variable):
-        return variable
-    # A keras.Variable on the TensorFlow backend wraps a tf.Variable.
-    inner = getattr(variable, "value", None)
-    if isinstance(inner, tf.Variable):
-        return inner
-    raise ValueError(
-        f"Optimizers update tf.Variable objects. Received: {variable!r} "
-        f"(of type {type(variable).__name__})."
-    )
 
 
 class _SlotIndex:
@@ -218,7 +206,7 @@ class Optimizer(tf.Module):
         """
         new, seen = [], set()
         for variable in variables:
-            variable = _as_tf_variable(variable)
+            variable = as_tf_variable(variable)
             if variable.ref() not in self._index.position and variable.ref() not in seen:
                 seen.add(variable.ref())
                 new.append(variable)
@@ -260,7 +248,7 @@ class Optimizer(tf.Module):
         Raises:
             ValueError: if the optimizer was not built on `variable` or has no such slot.
         """
-        position = self._index.position.get(_as_tf_variable(variable).ref())
+        position = self._index.position.get(as_tf_variable(variable).ref())
         if position is None:
             raise ValueError(
                 f"Optimizer {self.name!r} has no slots for variable {variable.name!r}. Call "
@@ -281,7 +269,7 @@ class Optimizer(tf.Module):
                 e.g. `["bias", "gamma"]`.
         """
         if self._weight_decay is not None:
-            self._weight_decay.exclude([_as_tf_variable(v) for v in var_list or ()], var_names)
+            self._weight_decay.exclude([as_tf_variable(v) for v in var_list or ()], var_names)
 
     #: False when the update is known to run slower under XLA on a CPU (its step compiles
     #: for long, as Levenberg–Marquardt's); `compile(jit_compile="auto")` reads it.
@@ -321,7 +309,7 @@ class Optimizer(tf.Module):
         Raises:
             TypeError: if `loss_fn` does not return a pair.
         """
-        variables = [_as_tf_variable(v) for v in variables]
+        variables = [as_tf_variable(v) for v in variables]
         clipping = per_example_clipping.find(self._user_transforms)
         if clipping is not None:  # DP-SGD: needs the per-example gradients, not the sum
             return per_example_clipping.minimize(self, clipping, loss_fn, variables, batch)
@@ -351,7 +339,7 @@ class Optimizer(tf.Module):
         Raises:
             ValueError: if every gradient is None.
         """
-        pairs = [(g, _as_tf_variable(v)) for g, v in grads_and_vars]
+        pairs = [(g, as_tf_variable(v)) for g, v in grads_and_vars]
         if not pairs:
             return self._iterations
         self.build([v for _, v in pairs])
