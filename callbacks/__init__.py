@@ -1,6 +1,7 @@
 """graphfit.callbacks: hooks into `fit`, `evaluate` and `predict` (Keras-style, stage-aware)."""
 
-from graphfit.callbacks.callback import Callback, CallbackList
+from graphfit.callbacks.callback import Callback
+from graphfit.callbacks.callback_list import CallbackList
 from graphfit.callbacks.csv_logger import CSVLogger
 from graphfit.callbacks.early_stopping import EarlyStopping
 from graphfit.callbacks.history import History

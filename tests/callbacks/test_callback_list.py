@@ -8,6 +8,7 @@ import pytest
 import graphfit.callbacks as callbacks_package
 from graphfit.callbacks import Callback, CallbackList, History, ProgressBar
 from graphfit.callbacks import callback as callback_module
+from graphfit.callbacks import callback_list as callback_list_module
 from graphfit.callbacks import history as history_module
 from graphfit.callbacks import progress as progress_module
 from graphfit.core.registry import CALLBACKS
@@ -303,7 +304,9 @@ def test_registry_and_exports():
     assert CALLBACKS.get("ProgressBar") is ProgressBar
 
 
-@pytest.mark.parametrize("module", [callback_module, history_module, progress_module])
+@pytest.mark.parametrize(
+    "module", [callback_module, callback_list_module, history_module, progress_module]
+)
 def test_docstring_examples_run(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
