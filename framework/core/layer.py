@@ -8,11 +8,9 @@ train changes only through update hooks (`add_update`, `add_moving_average`).
 
 from __future__ import annotations
 
-import collections.abc
 import inspect
-import itertools
 import re
-from typing import Any, Iterator
+from typing import Any
 
 import keras
 import numpy as np
@@ -21,8 +19,8 @@ import tensorflow as tf
 from graphfit.core import autograph_scope, layer_outputs, update_hooks
 from graphfit.core import config as constructor_config
 from graphfit.core.input_spec import InputSpec
+from graphfit.core.layer_tracking import LayerTracking
 from graphfit.core.naming import snake_case, unique_name
-from graphfit.core.variables import count_parameters
 
 __all__ = ["Layer", "InputSpec"]
 
@@ -39,7 +37,7 @@ def _floating_dtype(dtype, argument: str = "dtype") -> tf.DType:
     return resolved
 
 
-class Layer(tf.Module):
+class Layer(LayerTracking, tf.Module):
     """Base class of graphfit layers and models.
 
     Subclasses set hyperparameters in `__init__`, create variables in `build` with
@@ -258,63 +256,6 @@ class Layer(tf.Module):
         (self._trainable_weights if trainable else self._non_trainable_weights).append(variable)
         return variable
 
-    @property
-    def trainable(self) -> bool:
-        return self._trainable
-
-    @trainable.setter
-    def trainable(self, value: bool) -> None:
-        """Freezes (False) or unfreezes (True) this layer and every layer inside it."""
-        self._trainable = bool(value)
-        for layer in self.direct_sublayers():
-            layer.trainable = value
-
-    @property
-    def variables(self) -> list[tf.Variable]:
-        """Every variable, in Keras order: own trainable, own non-trainable, then sublayers'."""
-        return _dedupe(
-            itertools.chain(
-                self._trainable_weights,
-                self._non_trainable_weights,
-                *(layer.variables for layer in self.direct_sublayers()),
-            )
-        )
-
-    @property
-    def trainable_variables(self) -> list[tf.Variable]:
-        """The variables the optimizer updates: empty when the layer is frozen."""
-        if not self._trainable:
-            return []
-        return _dedupe(
-            itertools.chain(
-                self._trainable_weights,
-                *(layer.trainable_variables for layer in self.direct_sublayers()),
-            )
-        )
-
-    @property
-    def non_trainable_variables(self) -> list[tf.Variable]:
-        """Variables gradients never touch: moving statistics, and all of a frozen layer's."""
-        trainable = {id(v) for v in self.trainable_variables}
-        return [v for v in self.variables if id(v) not in trainable]
-
-    # Keras spells the collections "weights"; both names work, and follow overrides.
-    @property
-    def weights(self) -> list[tf.Variable]:
-        return self.variables
-
-    @property
-    def trainable_weights(self) -> list[tf.Variable]:
-        return self.trainable_variables
-
-    @property
-    def non_trainable_weights(self) -> list[tf.Variable]:
-        return self.non_trainable_variables
-
-    def count_params(self) -> int:
-        """The number of scalars in the layer's variables (Keras's `count_params`)."""
-        return count_parameters(self.variables)
-
     # ---------------------------------------------------------------------- update hooks
     def add_update(self, variable: tf.Variable, value) -> None:
         """Declares `variable <- value`, applied once per training step after the optimizer.
@@ -351,32 +292,6 @@ class Layer(tf.Module):
             return  # a frozen layer keeps its state
         hook = update_hooks.UpdateHook(self, variable, kind, momentum)
         update_hooks.register_update(hook, value)
-
-    # ---------------------------------------------------------------------- sublayers
-    def direct_sublayers(self) -> list["Layer"]:
-        """Layers held in this layer's attributes (directly, or in lists and dicts)."""
-        found: list[Layer] = []
-        seen = {id(self)}
-        for key, value in vars(self).items():
-            if key.startswith("_self_") or key in ("_constructor_arguments",):
-                continue
-            for layer in _layers_in(value):
-                if id(layer) not in seen:
-                    seen.add(id(layer))
-                    found.append(layer)
-        return found
-
-    def flatten_layers(self, include_self: bool = True) -> Iterator["Layer"]:
-        """This layer and every layer inside it, depth first, each once."""
-        seen: set[int] = set()
-        stack = [self] if include_self else list(reversed(self.direct_sublayers()))
-        while stack:
-            layer = stack.pop()
-            if id(layer) in seen:
-                continue
-            seen.add(id(layer))
-            yield layer
-            stack.extend(reversed(layer.direct_sublayers()))
 
     # ------------------------------------------------------------------ configuration
     def get_config(self) -> dict[str, Any]:
@@ -436,24 +351,3 @@ def _unbatched_shape(shape_or_tensor) -> tuple:
     shape = getattr(shape_or_tensor, "shape", shape_or_tensor)
     dims = tf.TensorShape(shape).as_list() if tf.TensorShape(shape).rank is not None else []
     return tuple([None] + dims[1:]) if dims else ()
-
-
-def _layers_in(value) -> Iterator[Layer]:
-    if isinstance(value, Layer):
-        yield value
-    elif isinstance(value, collections.abc.Mapping):
-        for item in value.values():
-            yield from _layers_in(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _layers_in(item)
-
-
-def _dedupe(variables) -> list[tf.Variable]:
-    seen: set[int] = set()
-    result = []
-    for v in variables:
-        if id(v) not in seen:
-            seen.add(id(v))
-            result.append(v)
-    return result
