@@ -7,6 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from graphfit.core import validation
 from graphfit.core.layer import InputSpec, Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
@@ -123,9 +124,7 @@ class BatchNormalization(Layer):
             raise ValueError(f"axis must be an integer. Received: axis={axis!r}")
         self.axis = axis
         self.momentum = _unit_interval(momentum, "momentum")
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon <= 0:
-            raise ValueError(f"epsilon must be a positive float. Received: epsilon={epsilon!r}")
-        self.epsilon = float(epsilon)
+        self.epsilon = validation.positive_float("epsilon", epsilon)
         self.center = _boolean(center, "center")
         self.scale = _boolean(scale, "scale")
         self.beta_initializer = arguments.get_initializer(beta_initializer, "beta_initializer")

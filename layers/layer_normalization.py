@@ -7,6 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from graphfit.core import validation
 from graphfit.core.layer import InputSpec, Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
@@ -68,9 +69,7 @@ class LayerNormalization(Layer):
                 f"axis must be an integer or a non-empty list of integers. Received: axis={axis!r}"
             )
         self.axis = list(axis) if isinstance(axis, (list, tuple)) else axis
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon <= 0:
-            raise ValueError(f"epsilon must be a positive float. Received: epsilon={epsilon!r}")
-        self.epsilon = float(epsilon)
+        self.epsilon = validation.positive_float("epsilon", epsilon)
         for value, argument in ((center, "center"), (scale, "scale")):
             if not isinstance(value, bool):
                 raise ValueError(

@@ -27,6 +27,9 @@ and float64 models both work; float32 results match `keras.optimizers` bit for b
 order XLA chooses for its fused ops.
 """
 
+# Over 400 lines on purpose: the base class holds the whole optimizer contract (slots,
+# hyperparameters, minimize, apply_gradients, config) that every subclass relies on.
+
 from __future__ import annotations
 
 import warnings

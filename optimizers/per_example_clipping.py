@@ -21,8 +21,6 @@ clip no example reaches and no noise, the step is exactly the plain step.
 from __future__ import annotations
 
 import contextlib
-import math
-import numbers
 import threading
 from typing import Any, Sequence
 
@@ -88,16 +86,9 @@ class PerExampleClipping(transforms.GradientTransform):
     def __init__(self, l2_norm_clip: float, noise_multiplier: float = 0.0,
                  seed: int | None = None):
         self.l2_norm_clip = validation.positive_float("l2_norm_clip", l2_norm_clip)
-        if (isinstance(noise_multiplier, bool) or not isinstance(noise_multiplier, numbers.Real)
-                or not math.isfinite(noise_multiplier) or noise_multiplier < 0):
-            raise ValueError("noise_multiplier must be a non-negative float. "
-                             f"Received: noise_multiplier={noise_multiplier!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
-                                 or seed < 0):
-            raise ValueError("seed must be a non-negative integer or None. "
-                             f"Received: seed={seed!r}")
-        self.noise_multiplier = float(noise_multiplier)
-        self.seed = None if seed is None else int(seed)
+        self.noise_multiplier = validation.finite_number(
+            "noise_multiplier", noise_multiplier, minimum=0.0)
+        self.seed = validation.non_negative_int("seed", seed, allow_none=True)
         self._generator: tf.random.Generator | None = None  # created at the first noisy step
 
     def clip_and_aggregate(self, per_example: Sequence[tf.Tensor]) -> list[tf.Tensor]:

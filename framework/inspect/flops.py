@@ -73,11 +73,10 @@ Pitfalls (the report's `notes` says which ones the model met):
 from __future__ import annotations
 
 import copy
-import numbers
 
 import tensorflow as tf
 
-from graphfit.core import update_hooks
+from graphfit.core import update_hooks, validation
 from graphfit.core.step_types import unpack_data
 from graphfit.inspect import flops_graph
 from graphfit.optimizers import gradient_record
@@ -123,22 +122,15 @@ def count_flops(model, batch_size: int = 1) -> dict:
 
     if not isinstance(model, Model):
         raise TypeError(f"count_flops needs a graphfit Model. Received: {type(model).__name__}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or (
-            batch_size < 1):
-        raise ValueError(
-            f"batch_size must be a positive integer. Received: batch_size={batch_size!r}")
-    batch_size = int(batch_size)
+    batch_size = validation.positive_int("batch_size", batch_size)
     model.require_built("flops()")
     x_spec = _at_batch(model.built_input_spec, batch_size, model, "inputs")
     state = model.compile_state
     compiled = state is not None and state.loss_set is not None and state.optimizer is not None
     owners = flops_graph.LayerOwners(model)
 
-    def forward(x):
-        return model(x, training=False)
-
     with owners.recording():
-        forward_graph = _trace(forward, x_spec)
+        forward_graph = _trace(lambda x: model(x, training=False), x_spec)
         if compiled:
             train_graph, marks = _trace_training_step(model, state, x_spec, batch_size)
         else:

@@ -23,10 +23,11 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
+from graphfit.core import validation
 from graphfit.inspect import grappler, xla_report
 from graphfit.inspect.grappler import OpCounts, PassEffect
 from graphfit.inspect.xla_report import XlaReport
-from graphfit.training.feeds import arrange_targets
+from graphfit.training.preparation import SpecFeed, prepare_for_feed
 
 __all__ = ["GraphReport", "ModelCounts", "function_graph", "step_graph", "model_flops",
            "flops_line", "STAGES"]
@@ -267,13 +268,6 @@ def function_graph(fn: Callable, *example_args, passes=tuple(grappler.PASSES),
 
 
 # ---------------------------------------------------------------------------- model steps
-class _SpecFeed:
-    """What `CompileState.prepare` reads of a feed: the element spec."""
-
-    def __init__(self, x_spec, y_spec):
-        self.element_spec = (x_spec, y_spec, None)
-
-
 def _with_batch(value, batch_size, dtype: tf.DType):
     """A TensorSpec with batch axis `batch_size` for an example array, tensor or spec (floats
     in the model's dtype, as `fit` converts them)."""
@@ -287,12 +281,8 @@ def _with_batch(value, batch_size, dtype: tf.DType):
     return tf.TensorSpec([batch_size, *shape[1:]], value_dtype)
 
 
-def _label_spec(model, state, batch_size, y):
-    names = model.output_names
-    needed = state.outputs_needing_labels(names)
-    if y is not None:
-        y = tf.nest.map_structure(lambda v: _with_batch(v, batch_size, model.dtype), y)
-        return arrange_targets(y, names, needed, "y")
+def _default_labels(model, state, batch_size):
+    """Label specs shaped as the loss expects (class ids for a sparse categorical loss)."""
 
     def labels(output):
         spec = model.output_spec if output is None else model.output_spec[output]
@@ -300,7 +290,12 @@ def _label_spec(model, state, batch_size, y):
             return tf.TensorSpec([batch_size, *spec.shape[1:-1]], tf.int64)  # class ids
         return tf.TensorSpec([batch_size, *spec.shape[1:]], model.dtype)
 
-    return labels(None) if names is None else {n: labels(n) for n in needed}
+    def default_labels(names, needed):
+        if state.loss_set is None:
+            return None
+        return labels(None) if names is None else {n: labels(n) for n in needed}
+
+    return default_labels
 
 
 def _prepared_steps(model, stage: str, batch_size, x, y):
@@ -314,23 +309,19 @@ def _prepared_steps(model, stage: str, batch_size, x, y):
     state = model.compile_state
     if stage != "predict":
         state.require_loss("inspect.step_graph")
-    if x is not None:
-        model.build_for(tf.nest.map_structure(
-            lambda v: _with_batch(v, None, model.dtype), model.arrange_inputs(x)), "x")
-    model.require_built("inspect.step_graph")
-    x_spec = tf.nest.map_structure(
-        lambda s: tf.TensorSpec([batch_size, *s.shape[1:]], s.dtype), model.built_input_spec)
-    y_spec = None
-    if state.loss_set is not None:
-        if not state.loss_set.built:
-            state.loss_set.build(model.output_names, model.dtype)
-        y_spec = _label_spec(model, state, batch_size, y)
-    if state.steps is None:
-        state.prepare(model, _SpecFeed(x_spec, y_spec))
+    if x is None:
+        model.require_built("inspect.step_graph")
+        x = model.built_input_spec
+    x_spec = tf.nest.map_structure(lambda v: _with_batch(v, batch_size, model.dtype),
+                                   model.arrange_inputs(x))
+    y_spec = None if y is None else tf.nest.map_structure(
+        lambda v: _with_batch(v, batch_size, model.dtype), y)
+    feed = SpecFeed(x_spec, y_spec, _default_labels(model, state, batch_size))
+    prepare_for_feed(model, state, feed)
     if state.steps.run_eagerly:
         raise ValueError("The model was compiled with run_eagerly=True, so its steps are not "
                          "traced into graphs; compile it without run_eagerly to inspect them.")
-    return state.steps, x_spec, y_spec
+    return state.steps, feed.x_spec, feed.y_spec
 
 
 def step_graph(model, stage: str = "train", batch_size: int | None = 32, *, x=None, y=None,
@@ -361,10 +352,7 @@ def step_graph(model, stage: str = "train", batch_size: int | None = 32, *, x=No
     """
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}. Received: stage={stage!r}")
-    if batch_size is not None and (not isinstance(batch_size, (int, np.integer))
-                                   or isinstance(batch_size, bool) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive integer or None. Received: "
-                         f"batch_size={batch_size!r}")
+    batch_size = validation.positive_int("batch_size", batch_size, allow_none=True)
     steps, x_spec, y_spec = _prepared_steps(model, stage, batch_size, x, y)
     if stage == "predict":
         function, args = steps.predict_step, ((x_spec,),)

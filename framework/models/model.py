@@ -1,5 +1,8 @@
 """`Model`: a `Layer` that trains, evaluates and predicts (Keras names and signatures)."""
 
+# Over 400 lines on purpose: the class is keras.Model's public surface, each method a thin
+# delegate (to training.loops, saving, summary), and reads best in one place.
+
 from __future__ import annotations
 
 import dataclasses

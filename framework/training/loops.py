@@ -13,28 +13,15 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.callbacks import CallbackList
+from graphfit.core import validation
 from graphfit.saving import checkpoints
 from graphfit.training.compiled_steps import overrides_step
 from graphfit.training.feeds import make_feed
 from graphfit.training.input_checks import LABEL_CHECK_MARK
+from graphfit.training.preparation import prepare_for_feed
 from graphfit.training.stage_metrics import stage_prefix
 
 __all__ = ["fit", "evaluate", "predict"]
-
-
-def _verbosity(verbose) -> int:
-    if verbose == "auto":
-        return 1
-    if verbose not in (0, 1, 2):
-        raise ValueError(f"verbose must be 0, 1, 2 or 'auto'. Received: verbose={verbose!r}")
-    return int(verbose)
-
-
-def _positive(name: str, value, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
 
 
 def _split(data, argument: str):
@@ -63,12 +50,8 @@ def _eval_feed(model, data, argument, batch_size, steps, check_finite):
 
 
 def _prepare(model, state, feed, stage: str) -> None:
-    """Builds the model for the feed's inputs, arranges its labels by output, builds the
-    losses, metrics and steps, and checks the labels; all before any step runs."""
-    model.build_for(feed.element_spec[0], feed.names[0])
-    names = model.output_names
-    feed.arrange_targets(names, state.outputs_needing_labels(names))
-    state.prepare(model, feed)
+    """`prepare_for_feed`, then the labels checked against the outputs; before any step."""
+    prepare_for_feed(model, state, feed)
     state.check_labels(model, feed, stage)
 
 
@@ -190,14 +173,14 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
         validation_freq, test_freq, check_finite):
     state = model.compiled_for("fit")
     default_step = _require_loss(model, state, "train")
-    verbose = _verbosity(verbose)
-    _positive("epochs", epochs)
-    _positive("validation_freq", validation_freq)
-    _positive("test_freq", test_freq, allow_none=True)
+    verbose = validation.verbosity(verbose, allow_auto=True)
+    validation.positive_int("epochs", epochs)
+    validation.positive_int("validation_freq", validation_freq)
+    validation.positive_int("test_freq", test_freq, allow_none=True)
     for name, value in (("steps_per_epoch", steps_per_epoch),
                         ("validation_steps", validation_steps),
                         ("test_steps", test_steps)):
-        _positive(name, value, allow_none=True)
+        validation.positive_int(name, value, allow_none=True)
     if not isinstance(initial_epoch, (int, np.integer)) or not 0 <= initial_epoch < epochs:
         raise ValueError(
             f"initial_epoch must be an integer in [0, epochs). Received: "
@@ -261,7 +244,7 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
     default_step = _require_loss(model, state, stage if stage in ("val", "test") else "test")
     if stage not in ("val", "test"):
         raise ValueError(f"stage must be 'val' or 'test'. Received: stage={stage!r}")
-    verbose = _verbosity(verbose)
+    verbose = validation.verbosity(verbose, allow_auto=True)
     if y is None and default_step and not isinstance(x, tf.data.Dataset):
         raise ValueError("evaluate() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
     feed = make_feed(model, x, y, sample_weight, batch_size=batch_size, steps=steps,
@@ -284,7 +267,7 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
     state = model.state_for_predict()
     model.build_for(feed.element_spec[0], feed.names[0])
     state.prepare(model, feed)
-    verbose = _verbosity(verbose)
+    verbose = validation.verbosity(verbose, allow_auto=True)
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
                              verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
     callbacks.on_predict_begin()

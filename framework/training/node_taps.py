@@ -35,14 +35,13 @@ a clear error at trace time), and the optimizer must run a forward pass in the s
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import layer_outputs
+from graphfit.core import layer_outputs, validation
 
 __all__ = ["NodeTaps", "SPECIAL_NODES", "check_names"]
 
@@ -72,12 +71,6 @@ def _check_names(names, layer_names: Sequence[str]) -> list[str]:
             f"The model has no layer named {', '.join(map(repr, unknown))} to tap. Its layers: "
             f"{list(layer_names)}; or tap 'output' (the model's output) or 'loss'.")
     return list(names)
-
-
-def _positive(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer. Received: {name}={value!r}")
-    return int(value)
 
 
 def _current_graph():
@@ -144,8 +137,8 @@ class NodeTaps:
                  capacity: int = 1):
         layer_names = [layer.name for layer in model.flatten_layers(include_self=False)]
         self.names = _check_names(names, layer_names)
-        self.every_n_steps = _positive("every_n_steps", every_n_steps)
-        self.capacity = _positive("capacity", capacity)
+        self.every_n_steps = validation.positive_int("every_n_steps", every_n_steps)
+        self.capacity = validation.positive_int("capacity", capacity)
         self.variables = list(variables)
         # Layer names win over the special nodes: a graph model's layer called "output".
         self._special = {n for n in self.names if n in SPECIAL_NODES and n not in layer_names}

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 import warnings
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import update_hooks
+from graphfit.core import update_hooks, validation
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch
 from graphfit.core.variables import as_tf_variable
@@ -32,22 +30,6 @@ from graphfit.optimizers.levenberg_marquardt.convergence import (
 from graphfit.optimizers.optimizer import Optimizer
 
 __all__ = ["LevenbergMarquardt"]
-
-
-def _check_tolerance(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-            math.isfinite(value) and 0 <= value < 1):
-        raise ValueError(f"{name} must be a float in [0, 1). Received: {name}={value!r}")
-    return float(value)
-
-
-def _check_int(name: str, value, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}. "
-                         f"Received: {name}={value!r}")
-    return int(value)
 
 
 @OPTIMIZERS.register
@@ -119,22 +101,16 @@ class LevenbergMarquardt(Optimizer):
         max_parameters: int = 5000,
         name: str | None = None,
     ):
-        if damping not in ("marquardt", "identity"):
-            raise ValueError("damping must be 'marquardt' or 'identity'. "
-                             f"Received: damping={damping!r}")
-        if isinstance(initial_damping, bool) or not isinstance(initial_damping, numbers.Real) \
-                or not (math.isfinite(initial_damping) and initial_damping > 0):
-            raise ValueError("initial_damping must be a positive float. "
-                             f"Received: initial_damping={initial_damping!r}")
-        if jacobian_mode not in lm_jacobian.MODES:
-            raise ValueError("jacobian_mode must be 'auto', 'per_example', 'reverse' or "
-                             f"'forward'. Received: jacobian_mode={jacobian_mode!r}")
-        self.attempts_per_step = _check_int("attempts_per_step", attempts_per_step)
-        self.jacobian_chunk_size = _check_int("jacobian_chunk_size", jacobian_chunk_size, True)
-        self.max_parameters = _check_int("max_parameters", max_parameters)
-        self.ftol = _check_tolerance("ftol", ftol)
-        self.xtol = _check_tolerance("xtol", xtol)
-        self.gtol = _check_tolerance("gtol", gtol)
+        validation.one_of("damping", damping, ("marquardt", "identity"))
+        initial_damping = validation.positive_float("initial_damping", initial_damping)
+        validation.one_of("jacobian_mode", jacobian_mode, lm_jacobian.MODES)
+        self.attempts_per_step = validation.positive_int("attempts_per_step", attempts_per_step)
+        self.jacobian_chunk_size = validation.positive_int(
+            "jacobian_chunk_size", jacobian_chunk_size, allow_none=True)
+        self.max_parameters = validation.positive_int("max_parameters", max_parameters)
+        self.ftol, self.xtol, self.gtol = (
+            validation.number_in_range(name, value, 0.0, 1.0, include_high=False)
+            for name, value in (("ftol", ftol), ("xtol", xtol), ("gtol", gtol)))
         super().__init__(1.0, name=name)  # no learning rate: the step length is solved for
         self.damping = damping
         self.initial_damping = float(initial_damping)

@@ -138,7 +138,8 @@ def _fit_into(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
               verbose=verbose,
               callbacks=_run_callbacks(prepared.recipe, run, monitor, initial_epoch) + [recorder],
               validation_data=splits.val, test_data=splits.test, shuffle=training["shuffle"],
-              check_finite=training["check_finite"], initial_epoch=initial_epoch)
+              # prepare() already ran every input check, the full-data NaN scan included.
+              check_finite=False, initial_epoch=initial_epoch)
     losses = recorder.history.get("loss") or [0.0]
     if model.nonfinite_step is not None or not math.isfinite(losses[-1]):
         where = f" at step {model.nonfinite_step}" if model.nonfinite_step is not None else ""

@@ -41,7 +41,7 @@ def _flat(variables):
     ("xtol", float("nan"), "xtol must be a float in [0, 1)"),
     ("gtol", True, "gtol must be a float in [0, 1)"),
     ("jacobian_mode", "central",
-     "jacobian_mode must be 'auto', 'per_example', 'reverse' or 'forward'"),
+     "jacobian_mode must be 'auto', 'forward', 'reverse' or 'per_example'"),
     ("jacobian_chunk_size", 2.5, "jacobian_chunk_size must be a positive integer or None"),
     ("max_parameters", -5, "max_parameters must be a positive integer"),
 ])
