@@ -2,55 +2,52 @@
 
     import graphfit as gf
     from graphfit import layers, optimizers, callbacks
+
+The names below load on first use (PEP 562), so `import graphfit` and the command line's
+`--help` do not pay for importing TensorFlow until something needs it.
 """
 
-from graphfit.core import autograph_scope
-
-autograph_scope.skip_graphfit_modules()  # before anything is traced
-
-from graphfit import (  # noqa: E402  (they build on the core)  # noqa: E402  (they trace compiled steps)
-    autodiff,
-    callbacks,
-    datasets,  # noqa: E402
-    inspect,
-    layers,
-    optimizers,
-    recipes,  # noqa: E402  (recipes name layers, optimizers, callbacks)
-    testing,  # noqa: E402  (contracts of layers, models, optimizers)
-)
-from graphfit.core import registry, update_hooks
-from graphfit.core.layer import InputSpec, Layer
-from graphfit.core.registry import register_layer
-from graphfit.core.seeding import set_seed
-from graphfit.core.update_hooks import UpdateHook
-from graphfit.inspect import flops
-from graphfit.models.graph_model import GraphModel, Node
-from graphfit.models.model import Model
-from graphfit.models.sequential import Sequential
-from graphfit.saving import checkpoints
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "GraphModel",
-    "InputSpec",
-    "Layer",
-    "Model",
-    "Node",
-    "Sequential",
-    "UpdateHook",
-    "autodiff",
-    "callbacks",
-    "checkpoints",
-    "datasets",
-    "flops",
-    "inspect",
-    "layers",
-    "optimizers",
-    "recipes",
-    "register_layer",
-    "registry",
-    "set_seed",
-    "testing",
-    "update_hooks",
-]
+# public name -> (module, attribute or None for the module itself)
+_LAZY = {
+    "GraphModel": ("graphfit.models.graph_model", "GraphModel"),
+    "InputSpec": ("graphfit.core.input_spec", "InputSpec"),
+    "Layer": ("graphfit.core.layer", "Layer"),
+    "Model": ("graphfit.models.model", "Model"),
+    "Node": ("graphfit.models.graph_model", "Node"),
+    "Sequential": ("graphfit.models.sequential", "Sequential"),
+    "UpdateHook": ("graphfit.core.update_hooks", "UpdateHook"),
+    "autodiff": ("graphfit.autodiff", None),
+    "callbacks": ("graphfit.callbacks", None),
+    "checkpoints": ("graphfit.saving.checkpoints", None),
+    "datasets": ("graphfit.datasets", None),
+    "flops": ("graphfit.inspect.flops", None),
+    "inspect": ("graphfit.inspect", None),
+    "layers": ("graphfit.layers", None),
+    "optimizers": ("graphfit.optimizers", None),
+    "recipes": ("graphfit.recipes", None),
+    "register_layer": ("graphfit.core.registry", "register_layer"),
+    "registry": ("graphfit.core.registry", None),
+    "set_seed": ("graphfit.core.seeding", "set_seed"),
+    "testing": ("graphfit.testing", None),
+    "update_hooks": ("graphfit.core.update_hooks", None),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'graphfit' has no attribute {name!r}")
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -22,8 +22,9 @@ import sys
 
 __all__ = ["main"]
 
+from graphfit.cli import listing
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-LISTABLE = ("layers", "optimizers", "losses", "metrics", "datasets", "callbacks")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,15 +71,20 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument("--output", required=True, help="the CSV file to write")
     predict.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show Python tracebacks")
-    listing = commands.add_parser("list", help="list what recipes can name")
-    listing.add_argument("kind", choices=LISTABLE)
+    listing_command = commands.add_parser("list", help="list what recipes can name")
+    listing_command.add_argument("kind", choices=listing.KINDS)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs one command; returns its exit code (the console script exits with it)."""
-    args = _parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = _parser().parse_args(argv)  # --help and bad arguments end here, before TensorFlow
+    if args.command == "list":
+        return _list(args)
+    if not args.debug:  # --debug shows TensorFlow's start-up lines too
+        from graphfit.cli.quiet_tensorflow import import_tensorflow
+
+        import_tensorflow()
     from graphfit.recipes.reading.problems import RecipeError
 
     try:
@@ -145,12 +151,24 @@ def _train(args) -> int:
     elif args.recipe is None:
         raise _BadInput("train needs a recipe file, or --resume RUN_DIR")
     else:
+        _check_run_dir_argument(args.run_dir)
         recipe = load_recipe(args.recipe, args.overrides)
         result = training_run.train(recipe, run_dir=args.run_dir, verbose=args.verbose)
     print(f"run directory: {result.run_dir}")
     for stage, values in result.metrics.items():
         print(f"{stage}: " + ", ".join(f"{k}={v:.4f}" for k, v in values.items()))
     return EXIT_OK
+
+
+def _check_run_dir_argument(run_dir: str | None) -> None:
+    if run_dir is None:
+        return
+    if not run_dir.strip():
+        raise _BadInput("--run-dir is empty; give the directory to write the run to (new or "
+                        "empty), or leave the option out for runs/<name>/<time>")
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise _BadInput(f"--run-dir {run_dir} is a file, not a directory; give a new or "
+                        f"empty directory")
 
 
 def _validate(args) -> int:
@@ -227,9 +245,7 @@ def _inspect(args) -> int:
 
 
 def _list(args) -> int:
-    from graphfit.recipes.reading import catalog
-
-    for name, summary in catalog.entries(args.kind):
+    for name, summary in listing.entries(args.kind):
         print(f"{name:34s} {summary}" if summary else name)
     return EXIT_OK
 

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import difflib
+import importlib
 from typing import Callable, TypeVar
 
 __all__ = ["Registry", "LAYERS", "OPTIMIZERS", "CALLBACKS", "register_layer", "closest",
@@ -76,11 +77,21 @@ class Registry:
 
     Args:
         kind: what the family holds, used in messages ("layer", "optimizer", ...).
+        builtins: the module whose import registers the built-in classes; imported on the
+            first lookup, so a lookup never depends on what the caller happened to import.
     """
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, builtins: str | None = None):
         self.kind = kind
-        self._entries: dict[str, type] = {}
+        self._builtins = builtins
+        self._registered: dict[str, type] = {}
+
+    @property
+    def _entries(self) -> dict[str, type]:
+        if self._builtins is not None:
+            module, self._builtins = self._builtins, None  # once; the import registers
+            importlib.import_module(module)
+        return self._registered
 
     def register(self, cls: type[T] | None = None, *, name: str | None = None):
         """Registers `cls` under `name` (default: the class name). Usable as a decorator.
@@ -133,9 +144,9 @@ def _same_definition(a: type, b: type) -> bool:
     return a.__module__ == b.__module__ and a.__qualname__ == b.__qualname__
 
 
-LAYERS = Registry("layer")
-OPTIMIZERS = Registry("optimizer")
-CALLBACKS = Registry("callback")
+LAYERS = Registry("layer", builtins="graphfit.layers")
+OPTIMIZERS = Registry("optimizer", builtins="graphfit.optimizers")
+CALLBACKS = Registry("callback", builtins="graphfit.callbacks")
 
 
 def register_layer(cls: type[T] | None = None, *, name: str | None = None) -> Callable | type[T]:
