@@ -58,6 +58,10 @@ class ModelCheckpoint(Callback):
     value improved on the best so far. A resumed fit (`initial_epoch > 0`) reads the best so
     far from the latest checkpoint, so `best/` keeps the best of the whole run.
 
+    Every checkpoint also holds the logs of every epoch so far (`records`: a list of
+    {key: value} per epoch, non-finite values as None), so a resumed run rebuilds exactly the
+    history of the checkpoint it resumes from.
+
     An epoch whose losses are not finite is never saved (and TerminateOnNaN's
     `model.nonfinite_step`, set during the epoch, counts as such), so the last good
     checkpoint stays the newest.
@@ -131,6 +135,7 @@ class ModelCheckpoint(Callback):
         self.max_to_keep = max_to_keep
         self.verbose = verbose
         self.best: float | None = None
+        self.records: list[dict] = []
         self.checkpointer = None
         self._warned_missing = False
         self._nonfinite_at_begin = None
@@ -138,6 +143,7 @@ class ModelCheckpoint(Callback):
     def on_train_begin(self, logs=None):
         self.checkpointer = Checkpointer(self.filepath, self.model, self.max_to_keep)
         self.best = None
+        self.records = []
         self._warned_missing = False
         # A flag left by an earlier fit is not this fit's (TerminateOnNaN resets it anyway).
         self._nonfinite_at_begin = getattr(self.model, "nonfinite_step", None)
@@ -146,9 +152,25 @@ class ModelCheckpoint(Callback):
             self.best = self.checkpointer.recorded_best(
                 "best" if self.save_best_only else "latest")
             self.checkpointer.best_value = self.best
+            epoch = int(fit_state(self.model).epoch.numpy())
+            recorded = self.checkpointer.recorded_records(
+                "best" if self.save_best_only else "latest")
+            # Older checkpoints hold no logs: empty entries keep the epochs in place.
+            self.records = list(recorded or [])[:epoch]
+            self.records += [{}] * (epoch - len(self.records))
+
+    def _record(self, logs: dict) -> None:
+        entry = {}
+        for key, value in logs.items():
+            if isinstance(value, (int, float, np.number)):
+                value = float(value)
+                entry[key] = value if math.isfinite(value) else None
+        self.records.append(entry)
+        self.checkpointer.records = self.records
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
+        self._record(logs)
         if not self._finite_epoch(logs):
             if self.verbose:
                 print(f"\nEpoch {epoch + 1}: the loss is not finite; no checkpoint written.")

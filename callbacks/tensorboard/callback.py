@@ -97,6 +97,8 @@ class TensorBoard(Callback):
             batches, like `update_freq`.
         gradient_tap_freq: record the taps in the training steps whose global step is a
             multiple of this.
+        trial_id: the HParams session's name (recipe runs give the run's name); None lets
+            TensorBoard use a hash of `hparams`, which says nothing to a reader.
 
     Attributes:
         runs_written: the runs ("", "train", "val", "test") written to so far.
@@ -138,6 +140,7 @@ class TensorBoard(Callback):
         recipe_text: str | None = None,
         gradient_taps: list[str] | None = None,
         gradient_tap_freq: int = 1,
+        trial_id: str | None = None,
     ):
         super().__init__()
         if isinstance(log_dir, os.PathLike):
@@ -163,6 +166,10 @@ class TensorBoard(Callback):
         self.update_freq = update_freq
         self.profile_batch = profile_batch
         self.hparams = tbw.check_hparams(hparams)
+        if trial_id is not None and (not isinstance(trial_id, str) or not trial_id):
+            raise ValueError(f"trial_id must be a non-empty string or None. "
+                             f"Received: trial_id={trial_id!r}")
+        self.trial_id = trial_id
         self.recipe_text = recipe_text
         self.gradient_taps = tensorboard_taps.check_gradient_taps(gradient_taps,
                                                                   gradient_tap_freq)
@@ -206,7 +213,7 @@ class TensorBoard(Callback):
                 if self.recipe_text is not None:
                     tbw.write_text("recipe", self.recipe_text, step=0)
                 if self.hparams:
-                    tbw.write_hparams(self.hparams)
+                    tbw.write_hparams(self.hparams, self.trial_id)
             self._runs.flush(tbw.ROOT)
             self._session_written = True
 

@@ -168,14 +168,15 @@ def write_text(name: str, text: str, step: int = 0) -> None:
     tf.summary.text(name, f"```\n{text}\n```", step=step)
 
 
-def write_hparams(hparams: dict) -> None:
-    """Starts an HParams session in the default writer's run (the plugin's
-    `hp.hparams`). The plugin finds the session's metrics by itself: every scalar tag of a
-    run below the session's folder is a metric, grouped by that subfolder (`train`, `val`,
-    `test`), and its last value is the one the table shows."""
+def write_hparams(hparams: dict, trial_id: str | None = None) -> None:
+    """Starts an HParams session in the default writer's run (the plugin's `hp.hparams`),
+    named `trial_id` (None: the plugin's hash of the values). The plugin finds the session's
+    metrics by itself: every scalar tag of a run below the session's folder is a metric,
+    grouped by that subfolder (`train`, `val`, `test`), and its last value is the one the
+    table shows."""
     from tensorboard.plugins.hparams import api as hp
 
-    hp.hparams(hparams)
+    hp.hparams(hparams, trial_id=trial_id)
 
 
 def write_session_end() -> None:

@@ -119,7 +119,7 @@ class _BadInput(Exception):
 
 def _resume(args):
     from graphfit.recipes.reading.overrides import parse_key
-    from graphfit.recipes.running import training_run
+    from graphfit.recipes.running import run_directory, training_run
 
     if args.recipe or args.run_dir:
         raise _BadInput("--resume continues a run from its own recipe and directory; give no "
@@ -137,14 +137,14 @@ def _resume(args):
     try:
         return training_run.resume(args.resume, epochs=epochs, verbose=args.verbose)
     except ValueError as error:
-        if type(error) is not ValueError:
+        if type(error) is not ValueError and not isinstance(error, run_directory.RunBusy):
             raise  # a RecipeError keeps its own report
         raise _BadInput(error) from None
 
 
 def _train(args) -> int:
     from graphfit.recipes import load_recipe
-    from graphfit.recipes.running import training_run
+    from graphfit.recipes.running import run_directory, training_run
 
     if args.resume:
         result = _resume(args)
@@ -153,7 +153,10 @@ def _train(args) -> int:
     else:
         _check_run_dir_argument(args.run_dir)
         recipe = load_recipe(args.recipe, args.overrides)
-        result = training_run.train(recipe, run_dir=args.run_dir, verbose=args.verbose)
+        try:
+            result = training_run.train(recipe, run_dir=args.run_dir, verbose=args.verbose)
+        except run_directory.RunBusy as error:
+            raise _BadInput(error) from None
     print(f"run directory: {result.run_dir}")
     for stage, values in result.metrics.items():
         print(f"{stage}: " + ", ".join(f"{k}={v:.4f}" for k, v in values.items()))

@@ -7,7 +7,12 @@ A training checkpoint holds everything a fit needs to carry on as if it had neve
 - the model's `FitState`: the epochs completed and the shuffle seed of the fit, so a resumed
   fit draws the same per-epoch sample orders;
 - the best monitored value so far, so a resumed `ModelCheckpoint` keeps the best of the
-  whole run.
+  whole run;
+- the per-epoch logs of the run so far (`records`), so the history rebuilt on resume is the
+  one of the checkpoint resumed from, never a file written a moment before or after it.
+
+A damaged newest checkpoint (or a garbled `checkpoint` state file) is skipped with a warning
+for the newest intact one (see `graphfit.saving.checkpoint_files`).
 
 `Checkpointer(directory, model)` keeps two `tf.train.CheckpointManager`s, `directory/latest`
 and `directory/best`. Resuming is two calls:
@@ -16,20 +21,17 @@ and `directory/best`. Resuming is two calls:
     model.fit(x, y, epochs=10, initial_epoch=state["epoch"] if state else 0)
 
 Why a save is never half-visible: TensorFlow writes a checkpoint's data and index files
-first (through a `<prefix>_temp` folder that is merged into the final files), and only then
-rewrites the manager's `checkpoint` state file, atomically (a temporary file renamed over the
-old one). `latest_checkpoint` therefore names a complete checkpoint at every instant; a
-process killed in the middle of a save leaves at most unreferenced files (a `ckpt-N_temp`
-folder, or the files of a checkpoint the state file does not list yet), which the next
-`Checkpointer` save in that folder deletes. `Checkpointer` never reuses the number of a checkpoint
-the state
-file lists (an in-place overwrite would not be atomic), so a run started again in an old
-folder numbers its checkpoints after the old ones. A power cut is another matter: TensorFlow
-does not fsync, so only the operating system's write-back protects against it.
+first and only then rewrites the manager's `checkpoint` state file atomically, so
+`latest_checkpoint` names a complete checkpoint at every instant. A save killed midway leaves
+at most unreferenced files (a `ckpt-N_temp` folder, or files the state file does not list),
+which the next `Checkpointer` save in that folder deletes; a listed number is never reused
+(an in-place overwrite would not be atomic). TensorFlow does not fsync: against a power cut
+only the operating system's write-back protects.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -39,12 +41,14 @@ import weakref
 import tensorflow as tf
 
 from graphfit.core import validation
+from graphfit.saving import checkpoint_files
 
 __all__ = ["Checkpointer", "FitState", "fit_state", "restore_latest", "resume_point"]
 
 _WHICH = ("latest", "best")
 _EPOCH_KEY = "fit_state/epoch/.ATTRIBUTES/VARIABLE_VALUE"
 _BEST_KEY = "best_value/.ATTRIBUTES/VARIABLE_VALUE"
+_RECORDS_KEY = "records/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 class FitState(tf.Module):
@@ -153,34 +157,53 @@ class Checkpointer:
             # NaN: no best value recorded yet.
             self._best_value = tf.Variable(math.nan, dtype=tf.float64, trainable=False,
                                            name="best_value")
+            # JSON list of per-epoch logs; "" when none were given.
+            self._records = tf.Variable("", dtype=tf.string, trainable=False, name="records")
+        self._warned: set[str] = set()
         self._managers: dict[str, tf.train.CheckpointManager] = {}
         self._optimizer = None
         self._swept: set[str] = set()
 
-    # ------------------------------------------------------------------------- managers
     def _manager(self, which: str) -> tf.train.CheckpointManager:
         _check_which(which)
         optimizer = getattr(self.model, "optimizer", None)
         if self._managers and optimizer is not self._optimizer:
             self._managers = {}  # recompiled: checkpoint the new optimizer
         if which not in self._managers:
-            objects = {"model": self.model, "fit_state": self.fit_state,
-                       "best_value": self._best_value}
-            if optimizer is not None:
-                objects["optimizer"] = optimizer
-            checkpoint = tf.train.Checkpoint(**objects)
+            checkpoint = tf.train.Checkpoint(**self._objects(optimizer, records=True))
             for name in _WHICH:
+                checkpoint_files.repair_state_file(os.path.join(self.directory, name))
                 self._managers[name] = tf.train.CheckpointManager(
                     checkpoint, os.path.join(self.directory, name), max_to_keep=self.max_to_keep)
             self._optimizer = optimizer
         return self._managers[which]
 
-    def latest_path(self, which: str = "latest") -> str | None:
-        """The prefix of the newest complete checkpoint in `directory/which`, or None."""
-        _check_which(which)
-        return tf.train.latest_checkpoint(os.path.join(self.directory, which))
+    def _objects(self, optimizer, records: bool) -> dict:
+        objects = {"model": self.model, "fit_state": self.fit_state,
+                   "best_value": self._best_value}
+        if records:
+            objects["records"] = self._records
+        if optimizer is not None:
+            objects["optimizer"] = optimizer
+        return objects
 
-    # ---------------------------------------------------------------------------- saving
+    def latest_path(self, which: str = "latest") -> str | None:
+        """The prefix of the newest checkpoint in `directory/which` that reads in full, or
+        None; a damaged newer one is skipped with a warning naming both."""
+        _check_which(which)
+        return checkpoint_files.newest_intact(os.path.join(self.directory, which),
+                                              self._warned)
+
+    @property
+    def records(self) -> list[dict] | None:
+        """The per-epoch logs saved with the checkpoints (None: none given or restored)."""
+        text = self._records.numpy().decode("utf-8")
+        return json.loads(text) if text else None
+
+    @records.setter
+    def records(self, value: list[dict] | None) -> None:
+        self._records.assign("" if value is None else json.dumps(value))
+
     def _save(self, which: str, step: int) -> str:
         validation.non_negative_int("step", step)
         manager = self._manager(which)
@@ -242,22 +265,31 @@ class Checkpointer:
         value = float(reader.get_tensor(_BEST_KEY))
         return None if math.isnan(value) else value
 
-    # ------------------------------------------------------------------------- restoring
+    def recorded_records(self, which: str = "latest") -> list[dict] | None:
+        """The per-epoch logs saved in the newest intact checkpoint of `directory/which`
+        (read from the file, nothing restored); None when there are none."""
+        path = self.latest_path(which)
+        if path is None:
+            return None
+        reader = tf.train.load_checkpoint(path)
+        text = reader.get_tensor(_RECORDS_KEY) if reader.has_tensor(_RECORDS_KEY) else b""
+        return json.loads(text.decode("utf-8")) if text else None
+
     def restore(self, which: str = "latest") -> dict | None:
         """Restores the newest checkpoint of `directory/which` into the model, its optimizer
         and its fit state.
 
         On a built model the optimizer's slots are created first (as `fit` would; unless the
-        checkpoint holds none) and every variable must match the checkpoint. On a model not built
-        yet the restore is
-        deferred: each variable takes its saved value when `fit` (or a call) creates it.
+        checkpoint holds none) and every variable must match the checkpoint. On a model not
+        built yet each variable takes its saved value when `fit` (or a call) creates it.
 
         Args:
             which: "latest" or "best".
 
         Returns:
-            {"epoch": epochs completed, "path": the checkpoint's prefix}, or None when
-            `directory/which` holds no checkpoint.
+            {"epoch": epochs completed, "path": the checkpoint's prefix, "records": the
+            per-epoch logs saved with it or None}, or None when `directory/which` holds no
+            intact checkpoint.
 
         Raises:
             ValueError: when the checkpoint does not match the built model (the model's and
@@ -266,12 +298,16 @@ class Checkpointer:
         path = self.latest_path(which)
         if path is None:
             return None
-        checkpoint = self._manager(which).checkpoint
+        self._manager(which)
         model, optimizer = self.model, self._optimizer
+        self._records.assign("")
+        # Checkpoints written before records were saved have none: do not ask for them.
+        has_records = tf.train.load_checkpoint(path).has_tensor(_RECORDS_KEY)
+        checkpoint = tf.train.Checkpoint(**self._objects(optimizer, records=has_records))
         built = getattr(model, "built_input_spec", None) is not None
         if not built:
             checkpoint.read(path).expect_partial()
-            return {"epoch": int(self.fit_state.epoch.numpy()), "path": path}
+            return self._restored(path)
         if optimizer is not None and _holds_slots(path):
             optimizer.build(model.trainable_variables)  # restore fills these slots
         variables = _variables_of(model, optimizer, self.fit_state, self._best_value)
@@ -288,7 +324,11 @@ class Checkpointer:
                 f"{' and its optimizer' if optimizer is not None else ''}: {error} Restore into "
                 f"a model built and compiled exactly like the one that saved it."
             ) from None
-        return {"epoch": int(self.fit_state.epoch.numpy()), "path": path}
+        return self._restored(path)
+
+    def _restored(self, path: str) -> dict:
+        return {"epoch": int(self.fit_state.epoch.numpy()), "path": path,
+                "records": self.records}
 
 
 def _holds_slots(path: str) -> bool:
@@ -347,17 +387,10 @@ def restore_latest(model, directory) -> dict | None:
 
 
 def resume_point(directory) -> int | None:
-    """The epochs completed in the newest checkpoint of `directory/latest`.
-
-    Reads the file only, so it needs no model (a command line can decide what to do first).
-
-    Args:
-        directory: the folder holding `latest/`.
-
-    Returns:
-        The epoch to pass to `fit` as `initial_epoch`, or None when there is no checkpoint.
-    """
-    path = tf.train.latest_checkpoint(os.path.join(_check_directory(directory), "latest"))
+    """The epochs completed in the newest intact checkpoint of `directory/latest` (the
+    folder holding `latest/`), read from the file (no model needed): the `initial_epoch` to
+    pass to `fit`, or None when there is no checkpoint."""
+    path = checkpoint_files.newest_intact(os.path.join(_check_directory(directory), "latest"))
     if path is None:
         return None
     return int(tf.train.load_checkpoint(path).get_tensor(_EPOCH_KEY))

@@ -46,6 +46,7 @@ def prepare(recipe: Recipe) -> Prepared:
     from graphfit.training.loops import check_inputs
 
     config = recipe.config
+    _check_base_split(recipe)
     gf.set_seed(config["seed"])
     try:
         splits = load_splits(config)
@@ -77,6 +78,48 @@ def prepare(recipe: Recipe) -> Prepared:
             raise _error(recipe, _stage_key(config, stage), error) from None
     _check_tap_names(recipe, model)
     return Prepared(recipe, model, splits)
+
+
+# What decides which rows land in which split (see data_loading): the data must be split
+# the same way as the base run's, or the base's training rows leak into this run's test rows.
+_SPLIT_KEYS = (("seed",), ("data", "shuffle"), ("training", "validation_split"),
+               ("training", "test_split"), ("training", "validation_data"),
+               ("training", "test_data"))
+
+
+def _get(config: dict, path: tuple):
+    for key in path:
+        config = config.get(key) if isinstance(config, dict) else None
+    return config
+
+
+def _data_identity(config: dict) -> dict:
+    return {k: v for k, v in (config.get("data") or {}).items()
+            if k not in ("shuffle", "standardize")}
+
+
+def _check_base_split(recipe: Recipe) -> None:
+    """A fine-tuning run (`model.base`) on the base run's data must split it as the base run
+    did, else its test rows were (partly) the base's training rows and its numbers lie."""
+    base = recipe.config["model"].get("base")
+    if not base or not os.path.isfile(run_directory.read_recipe(base["run"])):
+        return
+    base_config = run_directory.read_yaml(run_directory.read_recipe(base["run"]))
+    if _data_identity(base_config) != _data_identity(recipe.config):
+        return  # other data: the base's training rows are not among this run's rows
+    problems = []
+    for path in _SPLIT_KEYS:
+        mine, theirs = _get(recipe.config, path), _get(base_config, path)
+        if mine != theirs:
+            key = ".".join(path)
+            problems.append(Problem(path, (
+                f"is {mine!r} but the base run {base['run']} split the same data with "
+                f"{key}: {theirs!r}; a different split would put rows the base trained on "
+                f"into this run's validation and test splits (its numbers would be too "
+                f"good). Set {key}: {theirs!r} to reuse the base run's split"),
+                recipe.position(path)))
+    if problems:
+        raise RecipeError(problems)
 
 
 def _check_tap_names(recipe: Recipe, model) -> None:
@@ -136,19 +179,64 @@ def load_run(run: str) -> tuple[Prepared, dict]:
         ValueError: if `run` is not a finished run directory.
         RecipeError: if its recipe no longer checks (a data file moved, ...).
     """
-    run = run_directory.find_run(run)
+    run = run_directory.find_run(run)  # also puts the run's user modules back on sys.path
     recipe = load_recipe(run_directory.read_recipe(run))
     prepared = prepare(recipe)
-    prepared.model.load_weights(os.path.join(run, run_directory.CHECKPOINT))
+    _load_final_weights(prepared, run)
     preprocessing = run_directory.read_json(os.path.join(run, "preprocessing.json"))
     return prepared, preprocessing
+
+
+def _load_final_weights(prepared: Prepared, run: str) -> None:
+    """Loads the final weights; when they cannot be read (a damaged file), the newest intact
+    training checkpoint of the run instead, with a warning naming both."""
+    import warnings
+
+    from graphfit.saving import checkpoint_files
+
+    final = os.path.join(run, run_directory.CHECKPOINT)
+    reason = checkpoint_files.unreadable_reason(final)
+    if reason is None:
+        prepared.model.load_weights(final)
+        return
+    from graphfit.recipes.running.training_run import checkpoint_folder
+
+    latest = checkpoint_files.newest_intact(
+        os.path.join(checkpoint_folder(prepared.recipe.config, run), "latest"))
+    if latest is None:
+        raise ValueError(f"the final weights {final} cannot be read ({reason}) and the run "
+                         f"has no intact training checkpoint to fall back to; train it again")
+    warnings.warn(f"the final weights {final} cannot be read ({reason}): using the newest "
+                  f"intact training checkpoint {latest} instead (the weights of its epoch).",
+                  RuntimeWarning, stacklevel=3)
+    prepared.model.load_weights(latest)
+
+
+def _writable_log_dir(log_dir: str) -> str:
+    """`log_dir` if test logs can be written there; else a new temporary folder, with a
+    note (a run on a read-only file system is still evaluated)."""
+    import sys
+    import tempfile
+
+    try:
+        os.makedirs(log_dir, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=log_dir, prefix=".graphfit-write-test-"):
+            pass
+        return log_dir
+    except OSError as error:
+        elsewhere = tempfile.mkdtemp(prefix="graphfit-evaluate-logs-")
+        why = error.strerror or type(error).__name__
+        print(f"graphfit: note: cannot write test logs into {log_dir} ({why}); writing them "
+              f"to {elsewhere} instead", file=sys.stderr)
+        return elsewhere
 
 
 def evaluate_run(run: str, verbose: int = 0,
                  write_logs: bool = True) -> dict[str, dict[str, float]]:
     """Re-evaluates a finished run on its validation and test splits: {stage: {metric: value}}.
 
-    With `write_logs`, the test numbers are also written to the run's TensorBoard `logs/test`.
+    With `write_logs`, the test numbers are also written to the run's TensorBoard `logs/test`
+    (to a temporary folder, with a note, when the run cannot be written to).
     """
     from graphfit.callbacks import TensorBoard
 
@@ -161,7 +249,7 @@ def evaluate_run(run: str, verbose: int = 0,
             x, y = _pair(data)
             board = []
             if write_logs and stage == "test":
-                board = [TensorBoard(_log_dir(prepared.recipe.config, run))]
+                board = [TensorBoard(_writable_log_dir(_log_dir(prepared.recipe.config, run)))]
                 # The test point of the run's last epoch, as fit wrote it.
                 board[0].evaluation_step = max(_epochs_trained(run) - 1, 0)
             results[stage] = prepared.model.evaluate(x, y, batch_size=batch_size, stage=stage,

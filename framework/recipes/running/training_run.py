@@ -37,7 +37,8 @@ from graphfit.recipes.running import run_directory
 from graphfit.recipes.running.builder import build_callbacks
 from graphfit.recipes.running.runner import Prepared, prepare, sample_shape
 
-__all__ = ["RunResult", "train", "resume", "hyperparameters"]
+__all__ = ["RunResult", "train", "resume", "hyperparameters", "trial_id",
+           "checkpoint_folder"]
 
 CHECKPOINTS = "checkpoints"
 
@@ -53,19 +54,55 @@ class RunResult:
 
 
 class _HistoryFile(Callback):
-    """Rewrites history.json after every epoch (earlier epochs of a resumed run included)."""
+    """Rewrites history.json after every epoch (earlier epochs of a resumed run included).
 
-    def __init__(self, path: str, earlier: dict[str, list]):
+    The file is a convenience copy: the record a resume trusts is the one saved inside the
+    checkpoint it resumes from (`ModelCheckpoint.records`), so a kill between the two writes
+    cannot shift the epochs.
+    """
+
+    def __init__(self, path: str, earlier: list[dict]):
         super().__init__()
         self.path = path
-        self.history = {key: list(values) for key, values in earlier.items()}
+        self.records = [dict(entry) for entry in earlier]
+
+    @property
+    def history(self) -> dict[str, list]:
+        return _history_of(self.records)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.records.append({key: float(value) for key, value in (logs or {}).items()})
+        self.write()
+
+    def write(self) -> None:
+        run_directory.write_json(self.path, {
+            key: [v if v is not None and math.isfinite(v) else None for v in values]
+            for key, values in self.history.items()})
+
+
+class _StopWhenNotFinite(Callback):
+    """Stops a recipe run at the end of the first epoch whose loss is NaN or infinite: later
+    epochs cannot recover, and the checkpoints skip them anyway."""
+
+    def __init__(self):
+        super().__init__()
+        self.epoch: int | None = None
 
     def on_epoch_end(self, epoch, logs=None):
         for key, value in (logs or {}).items():
-            self.history.setdefault(key, []).append(float(value))
-        run_directory.write_json(self.path, {
-            key: [v if math.isfinite(v) else None for v in values]
-            for key, values in self.history.items()})
+            if key.endswith("loss") and not math.isfinite(float(value)):
+                self.epoch = epoch
+                self.model.stop_training = True
+                return
+
+
+def _history_of(records: list[dict]) -> dict[str, list]:
+    """{key: [value per epoch that has it]} from per-epoch logs (None for non-finite)."""
+    history: dict[str, list] = {}
+    for entry in records:
+        for key, value in entry.items():
+            history.setdefault(key, []).append(math.nan if value is None else value)
+    return history
 
 
 def hyperparameters(config: dict) -> dict[str, Any]:
@@ -87,6 +124,12 @@ def hyperparameters(config: dict) -> dict[str, Any]:
     return flat
 
 
+def trial_id(config: dict, run: str) -> str:
+    """The HParams session name of a run: `<recipe name>/<run folder>`, as in `runs/`."""
+    folder = os.path.basename(os.path.abspath(run))
+    return folder if folder == config["name"] else f"{config['name']}/{folder}"
+
+
 def _run_callbacks(recipe: Recipe, run: str, monitor: str, resumed_epoch: int = 0) -> list:
     from graphfit import callbacks
 
@@ -96,13 +139,15 @@ def _run_callbacks(recipe: Recipe, run: str, monitor: str, resumed_epoch: int = 
         if isinstance(callback, callbacks.TensorBoard):
             callback.recipe_text = callback.recipe_text or recipe.to_yaml()
             callback.hparams = callback.hparams or hyperparameters(recipe.config)
+            callback.trial_id = callback.trial_id or trial_id(recipe.config, run)
         if isinstance(callback, callbacks.CSVLogger) and resumed_epoch:
             _keep_csv_rows_before(callback, resumed_epoch)
     extra = []
     if "TensorBoard" not in kinds:
         extra.append(callbacks.TensorBoard(os.path.join(run, run_directory.LOGS),
                                            recipe_text=recipe.to_yaml(),
-                                           hparams=hyperparameters(recipe.config)))
+                                           hparams=hyperparameters(recipe.config),
+                                           trial_id=trial_id(recipe.config, run)))
     if "ModelCheckpoint" not in kinds:
         extra.append(callbacks.ModelCheckpoint(os.path.join(run, CHECKPOINTS), monitor=monitor))
     return own + extra
@@ -127,37 +172,68 @@ class TrainingFailed(RuntimeError):
 
 
 def _fit_into(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
-              earlier: dict) -> RunResult:
+              earlier: list[dict]) -> RunResult:
     config, model, splits = prepared.recipe.config, prepared.model, prepared.splits
     training = config["training"]
     x, y = splits.train if isinstance(splits.train, tuple) else (splits.train, None)
     monitor = "val_loss" if splits.val is not None else "loss"
     recorder = _HistoryFile(os.path.join(run, "history.json"), earlier)
+    stopper = _StopWhenNotFinite()
     model.nonfinite_step = None
     model.fit(x, y, batch_size=training["batch_size"], epochs=training["epochs"],
               verbose=verbose,
-              callbacks=_run_callbacks(prepared.recipe, run, monitor, initial_epoch) + [recorder],
+              callbacks=_run_callbacks(prepared.recipe, run, monitor, initial_epoch)
+              + [recorder, stopper],
               validation_data=splits.val, test_data=splits.test, shuffle=training["shuffle"],
               # prepare() already ran every input check, the full-data NaN scan included.
-              check_finite=False, initial_epoch=initial_epoch)
+              check_finite=False, initial_epoch=initial_epoch,
+              test_freq=training.get("test_freq"))
     losses = recorder.history.get("loss") or [0.0]
-    if model.nonfinite_step is not None or not math.isfinite(losses[-1]):
-        where = f" at step {model.nonfinite_step}" if model.nonfinite_step is not None else ""
-        raise TrainingFailed(
-            f"the loss became non-finite{where}; no final weights were saved. The last good "
-            f"state is the latest checkpoint in {os.path.join(run, CHECKPOINTS)} (lower the "
-            f"learning rate, then train again)")
-    model.save_weights(os.path.join(run, run_directory.CHECKPOINT))
+    if (model.nonfinite_step is not None or stopper.epoch is not None
+            or not math.isfinite(losses[-1])):
+        raise TrainingFailed(_nonfinite_message(run, config, model, stopper.epoch))
+    return _finish(run, prepared, recorder)
+
+
+def _nonfinite_message(run: str, config: dict, model, epoch: int | None) -> str:
+    """Why the run failed, and which checkpoint (if any) holds its last good state."""
+    from graphfit.saving import checkpoint_files, checkpoints
+
+    where = (f" at step {model.nonfinite_step}" if model.nonfinite_step is not None
+             else f" in epoch {epoch + 1}" if epoch is not None else "")
+    folder = checkpoint_folder(config, run)
+    good = [path for path in (checkpoint_files.newest_intact(os.path.join(folder, which))
+                              for which in ("latest", "best")) if path]
+    if good:
+        state = f"the last good state is the checkpoint {good[0]} (after " \
+                f"{checkpoints.resume_point(folder) or 0} epochs)" if good[0].startswith(
+                    os.path.join(folder, "latest")) else f"the best state is {good[0]}"
+    else:
+        state = (f"no checkpoint was written (every epoch's loss was non-finite, so "
+                 f"{folder} holds no good state)")
+    return (f"the loss became non-finite{where}; training stopped there and no final weights "
+            f"were saved: {state}. Lower the learning rate (or check the data and the loss), "
+            f"then train again")
+
+
+def _finish(run: str, prepared: Prepared, recorder: _HistoryFile) -> RunResult:
+    """Writes the final files: metrics.json, then the final weights, whose index file marks
+    the run finished (a kill before it leaves a run that `resume` finishes)."""
+    model, splits = prepared.model, prepared.splits
+    recorder.write()
     metrics = _final_metrics(recorder.history)
     # The saved weights may be an earlier epoch's (EarlyStopping restores the best): the
     # final validation and test numbers are measured on them.
-    batch_size = training["batch_size"]
+    batch_size = prepared.recipe.config["training"]["batch_size"]
     for stage, data in (("val", splits.val), ("test", splits.test)):
         if data is not None:
             sx, sy = data if isinstance(data, tuple) else (data, None)
             metrics[stage] = model.evaluate(sx, sy, batch_size=batch_size, stage=stage,
                                             verbose=0, return_dict=True)
     run_directory.write_json(os.path.join(run, "metrics.json"), _finite_or_null(metrics))
+    model.save_weights(os.path.join(run, run_directory.CHECKPOINT))
+    if os.path.basename(os.path.dirname(run)) == prepared.recipe.config["name"]:
+        run_directory.update_latest(run)  # runs/<name>/latest -> this run
     return RunResult(run, metrics, recorder.history, model)
 
 
@@ -183,25 +259,33 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
     prepared = prepare(recipe)
     config, splits = recipe.config, prepared.splits
     try:
-        run = run_directory.create_run(config["name"], run_dir or config["run_dir"], runs_root)
+        lock = run_directory.claim_new_run(config["name"], run_dir or config["run_dir"],
+                                           runs_root)
     except (ValueError, OSError) as error:
         where = (Position(f"--run-dir {run_dir}", 0, 0) if run_dir
                  else recipe.position(("run_dir",)))
         raise RecipeError([Problem(() if run_dir else ("run_dir",), str(error), where)]) \
             from None
-    run_directory.write_yaml(os.path.join(run, "recipe.yaml"), config)
-    run_directory.write_yaml(os.path.join(run, "overrides.yaml"), list(recipe.overrides))
-    run_directory.write_json(os.path.join(run, "versions.json"), run_directory.versions())
-    run_directory.write_json(os.path.join(run, "preprocessing.json"), {
-        "input_shape": sample_shape(prepared.model),
-        "feature_names": splits.feature_names,
-        "standardize": splits.standardizer.to_json() if splits.standardizer else None,
-    })
-    return _fit_into(run, prepared, 0, verbose, {})
+    with lock:
+        run = lock.run
+        run_directory.write_yaml(os.path.join(run, "recipe.yaml"), config)
+        run_directory.write_yaml(os.path.join(run, "overrides.yaml"), list(recipe.overrides))
+        run_directory.write_json(os.path.join(run, "versions.json"), run_directory.versions())
+        run_directory.record_user_modules(run, config, recipe.source)
+        run_directory.write_json(os.path.join(run, "preprocessing.json"), {
+            "input_shape": sample_shape(prepared.model),
+            "feature_names": splits.feature_names,
+            "standardize": splits.standardizer.to_json() if splits.standardizer else None,
+        })
+        return _fit_into(run, prepared, 0, verbose, [])
 
 
 def resume(run: str, epochs: int | None = None, verbose: int = 2) -> RunResult:
-    """Continues an interrupted (or finished) run from its latest checkpoint.
+    """Continues an interrupted run from its latest intact checkpoint, or finishes a run
+    killed after its last epoch but before its final files.
+
+    The run directory is locked meanwhile; the history is the one saved in the checkpoint
+    resumed from.
 
     Args:
         run: the run directory.
@@ -209,27 +293,40 @@ def resume(run: str, epochs: int | None = None, verbose: int = 2) -> RunResult:
 
     Raises:
         ValueError: if `run` has no checkpoint to resume from, or is already complete.
+        RunBusy: (a ValueError) if another process is writing the run.
     """
-    from graphfit.saving import checkpoints
-
     run = os.path.abspath(run)
     recipe_file = run_directory.read_recipe(run)
     if not os.path.isfile(recipe_file):
         raise ValueError(f"{run} is not a graphfit run directory (it has no recipe.yaml)")
+    with run_directory.lock_run(run):
+        run_directory.use_recorded_modules(run)
+        return _resume_locked(run, recipe_file, epochs, verbose)
+
+
+def _resume_locked(run: str, recipe_file: str, epochs: int | None,
+                   verbose: int) -> RunResult:
+    from graphfit.saving import checkpoints
+
     overrides = [f"training.epochs={epochs}"] if epochs is not None else []
     recipe = load_recipe(recipe_file, overrides)
-    folder = _checkpoint_folder(recipe.config, run)
+    folder = checkpoint_folder(recipe.config, run)
     prepared = prepare(recipe)
     state = checkpoints.restore_latest(prepared.model, folder)
     if state is None:
-        raise ValueError(f"the run {run} has no checkpoint in {folder}/latest to resume from "
-                         f"(a ModelCheckpoint with save_best_only writes none); train it again "
-                         f"instead")
+        raise ValueError(f"the run {run} has no intact checkpoint in {folder}/latest to resume "
+                         f"from (a ModelCheckpoint with save_best_only writes none); train it "
+                         f"again instead")
     total = recipe.config["training"]["epochs"]
-    if state["epoch"] >= total:
+    finished = os.path.isfile(os.path.join(run, run_directory.CHECKPOINT + ".index"))
+    if state["epoch"] >= total and finished:
         raise ValueError(f"the run {run} has already trained {state['epoch']} epochs (its "
                          f"recipe asks for {total}); give --set training.epochs=N with "
                          f"N > {state['epoch']} to train longer")
+    earlier = _earlier_records(run, state)
+    if state["epoch"] >= total:
+        # Killed after its last checkpoint, before its final files: finish it.
+        return _finish(run, prepared, _HistoryFile(os.path.join(run, "history.json"), earlier))
     _warn_stateful_callbacks(recipe.config)
     if epochs is not None:
         run_directory.write_yaml(recipe_file, recipe.config)
@@ -237,17 +334,25 @@ def resume(run: str, epochs: int | None = None, verbose: int = 2) -> RunResult:
         recorded = (run_directory.read_yaml(overrides_file)
                     if os.path.isfile(overrides_file) else []) or []
         run_directory.write_yaml(overrides_file, recorded + overrides)
-    earlier_path = os.path.join(run, "history.json")
-    earlier = run_directory.read_json(earlier_path) if os.path.isfile(earlier_path) else {}
-    earlier = {key: [math.nan if v is None else v for v in values[: state["epoch"]]]
-               for key, values in earlier.items() if not key.startswith("test_")}
     return _fit_into(run, prepared, state["epoch"], verbose, earlier)
+
+
+def _earlier_records(run: str, state: dict) -> list[dict]:
+    """The per-epoch logs up to the checkpoint resumed from: saved in it; for checkpoints
+    without them, history.json cut at its epoch (test numbers dropped: they are per-run)."""
+    epoch, records = state["epoch"], state.get("records")
+    if records is not None and len(records) >= epoch and all(records[:epoch]):
+        return [dict(entry) for entry in records[:epoch]]
+    path = os.path.join(run, "history.json")
+    history = run_directory.read_json(path) if os.path.isfile(path) else {}
+    return [{key: values[index] for key, values in history.items()
+             if not key.startswith("test_") and index < len(values)} for index in range(epoch)]
 
 
 __all__ += ["TrainingFailed"]
 
 
-def _checkpoint_folder(config: dict, run: str) -> str:
+def checkpoint_folder(config: dict, run: str) -> str:
     """Where this run's ModelCheckpoint writes: the recipe's own, or checkpoints/."""
     for entry in config["callbacks"]:
         if entry.get("type") == "ModelCheckpoint" and isinstance(entry.get("filepath"), str):

@@ -189,8 +189,12 @@ def test_readme_main_job_through_the_console_script(tmp_path):
          "--verbose", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "test: loss=" in done.stdout
-    runs = os.listdir(tmp_path / "runs" / "quickstart")
-    assert len(runs) == 1
+    runs = sorted(os.listdir(tmp_path / "runs" / "quickstart"))
+    assert len(runs) == 2 and runs[1] == "latest"
+    # latest is a real path (a symlink to the run), not only a name graphfit resolves.
+    latest = tmp_path / "runs" / "quickstart" / "latest"
+    assert latest.is_symlink() and os.readlink(latest) == runs[0]
+    assert json.loads((latest / "metrics.json").read_text())["test"]
 
 
 def test_resume_reaches_the_weights_of_an_uninterrupted_run(tmp_path, capsys):

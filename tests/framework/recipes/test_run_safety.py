@@ -1,0 +1,259 @@
+"""Run directories that survive kills, damage, concurrent writers and read-only disks
+(issue 13: items 3, 6, 7, 8, 9, 12, 13, 15, 19, 21)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from graphfit import cli
+from graphfit.recipes import load_recipe
+from graphfit.recipes.reading.problems import RecipeError
+from graphfit.recipes.running import run_directory, runner, training_run
+
+MOONS = ("data: {source: moons, n_samples: 160}\n"
+         "model: [{type: Dense, units: 8, activation: relu}, {type: Dense, units: 1}]\n"
+         "loss: {type: BinaryCrossentropy, from_logits: true}\n"
+         "metrics: [accuracy]\n"
+         "training: {epochs: 3, batch_size: 16}\n")
+
+
+def _recipe(tmp_path, text=MOONS, name="moons.yaml", overrides=()):
+    path = tmp_path / name
+    path.write_text(text)
+    return load_recipe(str(path), list(overrides))
+
+
+def _train(tmp_path, run="run", **kw):
+    return training_run.train(_recipe(tmp_path, **kw), run_dir=str(tmp_path / run), verbose=0)
+
+
+def _kill_after_last_checkpoint(run):
+    """What a kill -9 between the last checkpoint and the final files leaves behind."""
+    for name in os.listdir(run / "checkpoints"):
+        if name.startswith("final"):
+            os.remove(run / "checkpoints" / name)
+    os.remove(run / "metrics.json")
+
+
+def test_history_follows_the_checkpoint_after_a_kill_before_its_write(tmp_path):
+    full = _train(tmp_path, "full", overrides=["training.epochs=5"])
+    run = tmp_path / "run"
+    _train(tmp_path)
+    _kill_after_last_checkpoint(run)
+    # The kill came after epoch 3's checkpoint but before history.json recorded epoch 3.
+    history = json.loads((run / "history.json").read_text())
+    (run / "history.json").write_text(json.dumps({k: v[:2] for k, v in history.items()}))
+    result = training_run.resume(str(run), epochs=5, verbose=0)
+    written = json.loads((run / "history.json").read_text())
+    assert written["loss"] == pytest.approx(full.history["loss"], rel=1e-6)
+    assert len(written["val_loss"]) == 5 and result.history["loss"] == written["loss"]
+
+
+def test_resume_finishes_a_run_killed_before_its_final_files(tmp_path, capsys):
+    run = tmp_path / "run"
+    first = _train(tmp_path)
+    _kill_after_last_checkpoint(run)
+    assert cli.main(["evaluate", str(run)]) == 2
+    assert f"graphfit train --resume {run}" in capsys.readouterr().err
+    assert cli.main(["train", "--resume", str(run), "--verbose", "0"]) == 0
+    assert (run / "checkpoints" / "final.index").is_file()
+    assert json.loads((run / "metrics.json").read_text()) == first.metrics
+    assert cli.main(["evaluate", str(run)]) == 0
+    assert len(json.loads((run / "history.json").read_text())["loss"]) == 3
+
+
+def test_resume_falls_back_from_a_truncated_latest_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    _train(tmp_path)
+    latest = run / "checkpoints" / "latest"
+    (data,) = [p for p in latest.iterdir() if p.name.startswith("ckpt-3.data")]
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    with pytest.warns(RuntimeWarning, match=r"ckpt-3 .*cannot be read.*intact checkpoint "
+                                            r".*ckpt-2 instead"):
+        result = training_run.resume(str(run), epochs=4, verbose=0)
+    assert len(result.history["loss"]) == 4  # epochs 1-2 from ckpt-2, then 3-4 again
+    assert (run / "checkpoints" / "final.index").is_file()
+
+
+def test_resume_survives_a_garbled_checkpoint_state_file(tmp_path):
+    run = tmp_path / "run"
+    _train(tmp_path)
+    _kill_after_last_checkpoint(run)
+    (run / "checkpoints" / "latest" / "checkpoint").write_text("garbage {{ \0")
+    with pytest.warns(RuntimeWarning, match="state file .* is garbled.*ckpt-3 instead"):
+        training_run.resume(str(run), epochs=4, verbose=0)
+    assert len(json.loads((run / "history.json").read_text())["loss"]) == 4
+    kept = sorted(os.listdir(run / "checkpoints" / "latest"))
+    assert "checkpoint.garbled" in kept and "ckpt-4.index" in kept
+
+
+def test_evaluate_falls_back_when_the_final_weights_are_damaged(tmp_path):
+    run = tmp_path / "run"
+    _train(tmp_path)
+    (data,) = [p for p in (run / "checkpoints").iterdir() if p.name.startswith("final.data")]
+    data.write_bytes(b"")
+    with pytest.warns(RuntimeWarning, match="final weights .* cannot be read.*ckpt-3"):
+        results = runner.evaluate_run(str(run))
+    assert set(results) == {"val", "test"}
+
+
+def test_a_second_writer_of_a_run_is_refused(tmp_path, capsys):
+    run = tmp_path / "run"
+    _train(tmp_path)
+    with run_directory.lock_run(str(run)):
+        with pytest.raises(run_directory.RunBusy, match=f"in use by process {os.getpid()}"):
+            training_run.resume(str(run), epochs=4, verbose=0)
+        assert cli.main(["train", "--resume", str(run), "--set", "training.epochs=4",
+                         "--verbose", "0"]) == 2  # a busy run directory: exit 2
+        err = capsys.readouterr().err
+        assert "Wait for it to end" in err and "Traceback" not in err
+    assert len(json.loads((run / "history.json").read_text())["loss"]) == 3  # untouched
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_note(tmp_path, capsys):
+    run = tmp_path / "run"
+    _train(tmp_path)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (run / run_directory.LOCK_FILE).write_text(f"{dead.pid}\n")
+    training_run.resume(str(run), epochs=4, verbose=0)
+    assert f"took over the lock of {run} left by process {dead.pid}" in capsys.readouterr().err
+    assert (run / run_directory.LOCK_FILE).read_text() == ""  # released cleanly
+
+
+def test_an_explicit_run_dir_taken_by_a_live_run_is_refused(tmp_path):
+    run = tmp_path / "shared"
+    run.mkdir()
+    with run_directory.lock_run(str(run)):
+        with pytest.raises(ValueError, match="in use by process"):
+            run_directory.claim_new_run("x", str(run))
+    (run / "recipe.yaml").write_text("")
+    with pytest.raises(ValueError, match="not empty"):
+        run_directory.claim_new_run("x", str(run))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="is a file"):
+        run_directory.claim_new_run("x", str(tmp_path / "file"))
+
+
+def test_a_loss_non_finite_from_the_first_epoch_stops_and_says_no_checkpoint(tmp_path, capsys):
+    path = tmp_path / "nan.yaml"
+    path.write_text("data: {source: sinc, n_samples: 200}\n"
+                    "model: [{type: Dense, units: 16, activation: tanh}, {type: Dense, units: 1}]\n"
+                    "loss: mse\noptimizer: {type: SGD, learning_rate: 1.0e+30}\n"
+                    "training: {epochs: 6, batch_size: 8}\n")
+    run = tmp_path / "run"
+    assert cli.main(["train", str(path), "--run-dir", str(run), "--verbose", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "the loss became non-finite in epoch 1" in err
+    assert "no checkpoint was written" in err and "latest checkpoint" not in err
+    assert len(json.loads((run / "history.json").read_text())["loss"]) == 1  # stopped at once
+
+
+def test_evaluate_a_run_whose_logs_cannot_be_written(tmp_path, capsys):
+    run = tmp_path / "run"
+    _train(tmp_path)
+    shutil.rmtree(run / "logs")
+    (run / "logs").write_text("not a folder: as unwritable as a read-only disk")
+    assert cli.main(["evaluate", str(run)]) == 0
+    captured = capsys.readouterr()
+    assert "test: loss=" in captured.out
+    assert "note: cannot write test logs into" in captured.err and "instead" in captured.err
+
+
+def _user_module_recipe(tmp_path, module):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / f"{module}.py").write_text(
+        "import graphfit as gf\n"
+        "def make(n):\n    return gf.datasets.make_moons(n_samples=n, seed=0)\n")
+    text = MOONS.replace("data: {source: moons, n_samples: 160}",
+                         f"imports: [{module}]\n"
+                         f"data: {{source: function, function: '{module}:make',\n"
+                         f"       arguments: {{n: 160}}}}")
+    return code, _recipe(code, text)
+
+
+def _forget(module, folder):
+    sys.modules.pop(module, None)
+    while str(folder) in sys.path:
+        sys.path.remove(str(folder))
+
+
+def test_a_run_with_user_modules_is_reused_from_its_directory_alone(tmp_path, monkeypatch):
+    module = f"user_data_{os.getpid()}_a"
+    code, recipe = _user_module_recipe(tmp_path, module)
+    run = tmp_path / "run"
+    training_run.train(recipe, run_dir=str(run), verbose=0)
+    record = json.loads((run / run_directory.USER_MODULES).read_text())
+    assert record["modules"] == [{"module": module, "file": str(code / f"{module}.py"),
+                                  "folder": str(code)}]
+    _forget(module, code)
+    monkeypatch.chdir(tmp_path)
+    assert set(runner.evaluate_run(str(run))) == {"val", "test"}
+    _forget(module, code)
+    _kill_after_last_checkpoint(run)
+    training_run.resume(str(run), verbose=0)  # finishes it, the module found again
+    _forget(module, code)
+    os.rename(code / f"{module}.py", tmp_path / "moved.py")
+    with pytest.raises(ValueError, match=f"needs the module '{module}', which was "
+                                         f".*{module}.py when it was trained"):
+        runner.evaluate_run(str(run))
+    _forget(module, code)
+
+
+def test_finetuning_must_reuse_the_base_runs_split(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    base = training_run.train(_recipe(tmp_path), verbose=0, runs_root="runs")
+    tune = ("seed: 1\n" + MOONS.replace(
+        "model: [", "model:\n  base: {run: runs/moons/latest, drop: 1}\n  layers: [")
+        .replace("units: 8, activation: relu}, {type: Dense, units: 1}]",
+                 "units: 1}]"))
+    with pytest.raises(RecipeError) as caught:
+        runner.prepare(_recipe(tmp_path, tune, "tune.yaml"))
+    assert ":1:" in str(caught.value) and "seed: is 1 but the base run" in str(caught.value)
+    assert "Set seed: 0 to reuse the base run's split" in str(caught.value)
+    tuned = runner.prepare(_recipe(tmp_path, tune.replace("seed: 1", "seed: 0"), "tune.yaml"))
+    assert tuned.recipe.model["base"]["run"] == base.run_dir  # latest, resolved to the run
+
+
+def test_shipped_finetune_recipe_splits_like_quickstart():
+    recipes = os.path.join(os.path.dirname(__file__), "..", "..", "..", "recipes")
+    with open(os.path.join(recipes, "quickstart.yaml")) as handle:
+        quick = handle.read()
+    with open(os.path.join(recipes, "finetune_frozen.yaml")) as handle:
+        tune = handle.read()
+
+    def seed(text):
+        return [line.split("#")[0].split(":")[1].strip() for line in text.splitlines()
+                if line.startswith("seed:")]
+    assert seed(tune) == seed(quick)
+
+
+def test_latest_is_a_symlink_and_hparams_sessions_are_named_after_runs(tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing import event_accumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    monkeypatch.chdir(tmp_path)
+    result = training_run.train(_recipe(tmp_path), verbose=0)
+    latest = tmp_path / "runs" / "moons" / "latest"
+    assert latest.is_symlink() and os.path.realpath(latest) == result.run_dir
+    assert run_directory.find_run(str(latest)) == result.run_dir
+    events = event_accumulator.EventAccumulator(os.path.join(result.run_dir, "logs"))
+    events.Reload()
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        events.SummaryMetadata("_hparams_/session_start_info").plugin_data.content
+    ).session_start_info
+    assert start.group_name == f"moons/{os.path.basename(result.run_dir)}"
+
+
+def test_recipes_can_set_test_freq(tmp_path):
+    try:
+        recipe = _recipe(tmp_path, overrides=["training.test_freq=1"])
+    except RecipeError as error:
+        pytest.skip(f"the schema has no training.test_freq yet: {error}")
+    result = training_run.train(recipe, run_dir=str(tmp_path / "run"), verbose=0)
+    assert len(result.history["test_loss"]) == 3  # a test point every epoch, not only last
