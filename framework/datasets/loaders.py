@@ -26,6 +26,8 @@ import errno
 import gzip
 import importlib.resources
 import os
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -264,6 +266,10 @@ def _open_npz(path: str):
         archive = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise FileNotFoundError(errno.ENOENT, "NPZ file not found", path) from None
+    except (zipfile.BadZipFile, EOFError, ValueError, OSError) as error:  # not what savez wrote
+        reason = f": {error}" if isinstance(error, (zipfile.BadZipFile, OSError)) else ""
+        raise ValueError(f"{path} is not an .npz archive (a zip of .npy arrays as np.savez "
+                         f"writes){reason}") from None
     if not hasattr(archive, "files"):
         raise ValueError(f"{path} is a single .npy array, not an .npz archive of named arrays; "
                          f"save one with np.savez(path, x=x, y=y).")
@@ -334,8 +340,11 @@ def load_npz(path: str | os.PathLike, x_key: str = "x",
                 hint = did_you_mean(key, archive.files)
                 raise ValueError(f"{path} has no array {key!r} ({name}).{hint} Keys in the file: "
                                  f"{', '.join(archive.files)}")
-        x = archive[x_key]
-        y = None if y_key is None else archive[y_key]
+        try:
+            x = archive[x_key]
+            y = None if y_key is None else archive[y_key]
+        except (zipfile.BadZipFile, EOFError, ValueError, OSError, zlib.error) as error:
+            raise ValueError(f"{path} is damaged: cannot read its arrays ({error})") from None
     if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_) or x.ndim == 0:
         raise ValueError(f"{path}: {x_key!r} must be an array of numbers with a sample axis; "
                          f"found dtype {x.dtype} and shape {x.shape}.")

@@ -6,6 +6,14 @@ import inspect
 
 __all__ = ["entries"]
 
+# The sources of the user's own data (`data: {source: csv, ...}`), listed with the data sets.
+_OWN_DATA = {
+    "csv": "Your CSV file with a header row: {source: csv, path: FILE, target: COLUMN}.",
+    "npz": "Your .npz archive (np.savez): {source: npz, path: FILE, x_key: x, y_key: y}.",
+    "function": "Your Python function returning (x, y) or a batched tf.data.Dataset: "
+                "{source: function, function: module:name, arguments: {...}}.",
+}
+
 
 def _summary(obj) -> str:
     doc = inspect.getdoc(obj) or ""
@@ -26,7 +34,7 @@ def entries(kind: str) -> list[tuple[str, str]]:
     from graphfit.recipes.reading import components
 
     if kind == "datasets":
-        return sorted(datasets.describe().items())
+        return sorted(dict(datasets.describe(), **_OWN_DATA).items())
     families = {"layers": components.LAYER, "optimizers": components.optimizer_family(),
                 "losses": components.LOSS, "metrics": components.METRIC,
                 "callbacks": components.CALLBACK}

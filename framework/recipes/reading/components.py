@@ -10,7 +10,6 @@ names). The resolved entry lists every plain default, so `print-config` shows th
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from typing import Callable
@@ -20,14 +19,17 @@ import keras
 from graphfit.core.layer import Layer
 from graphfit.core.naming import names_unchanged
 from graphfit.core.registry import closest, did_you_mean
+from graphfit.recipes.reading import user_code
+from graphfit.recipes.reading.argument_types import argument_problem
 from graphfit.recipes.reading.schema import INVALID, Checker, shown
 from graphfit.training import losses as losses_module
 
-__all__ = ["ComponentFamily", "check_component", "clean_message", "import_attribute",
-           "signature_arguments", "optimizer_family", "LAYER", "LOSS", "METRIC", "CALLBACK",
-           "SCHEDULE"]
+__all__ = ["ComponentFamily", "NOT_IMPORTED", "check_component", "clean_message",
+           "import_attribute", "signature_arguments", "optimizer_family", "LAYER", "LOSS",
+           "METRIC", "CALLBACK", "SCHEDULE"]
 
 _PLAIN = (type(None), bool, int, float, str)
+NOT_IMPORTED = object()  # a class named by a recipe read in safe mode: not imported, unchecked
 _LAYER_BASE_ARGUMENTS = ("name", "dtype", "trainable")
 
 
@@ -60,21 +62,10 @@ def import_attribute(reference: str, separator: str):
     """`package.module.Class` (separator ".") or `package.module:function` (":").
 
     Raises:
-        ValueError: saying which part could not be imported or found.
+        ValueError: saying which part could not be imported or found (a `UserCodeError`
+            showing the user's own error when the module fails while it is imported).
     """
-    module_name, _, attribute = reference.rpartition(separator)
-    if not module_name or not attribute:
-        form = "package.module.Class" if separator == "." else "package.module:function"
-        raise ValueError(f"must look like {form!r}, got {reference!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"cannot import module {module_name!r}: {error}") from None
-    if not hasattr(module, attribute):
-        public = [n for n in dir(module) if not n.startswith("_")]
-        hint = did_you_mean(attribute, public, "; did you mean {!r}?")
-        raise ValueError(f"module {module_name!r} has no attribute {attribute!r}{hint}")
-    return getattr(module, attribute)
+    return user_code.import_attribute(reference, separator)
 
 
 def clean_message(error: Exception) -> str:
@@ -116,8 +107,11 @@ def _find_class(entry: dict, family: ComponentFamily, path, checker: Checker):
         if not isinstance(reference, str):
             checker.report(path + ("class_path",), f"must be a string, got {shown(reference)}")
             return None
+        if getattr(checker, "safe", False):
+            return NOT_IMPORTED  # safe mode imports no user code (the recipe lists it)
         try:
             cls = import_attribute(reference, ".")
+            user_code.check_runnable(cls, reference)
         except ValueError as error:
             checker.report(path + ("class_path",), str(error))
             return None
@@ -136,6 +130,8 @@ def _find_class(entry: dict, family: ComponentFamily, path, checker: Checker):
         checker.report(path + ("type",), f"must be {_a(family.kind)} name, got {shown(name)}")
         return None
     cls = family.lookup(name)
+    if cls is None and getattr(checker, "safe", False) and checker.document.data.get("imports"):
+        return NOT_IMPORTED  # may be registered by an `imports:` module, not imported here
     if cls is None:
         known = sorted(family.names())
         hint = did_you_mean(name, known)
@@ -175,6 +171,8 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
     cls = _find_class(entry, family, path, checker)
     if cls is None:
         return INVALID
+    if cls is NOT_IMPORTED:
+        return dict(entry)
     arguments = {k: v for k, v in entry.items() if k not in ("type", "class_path", *reserved)}
     accepted, open_ended = signature_arguments(cls)
     problems_before = len(checker.problems)
@@ -189,11 +187,20 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
     for key, parameter in accepted.items():
         if parameter.default is inspect.Parameter.empty and key not in arguments:
             checker.report(path, f"{cls.__name__} needs the argument {key!r}")
+    for key, value in arguments.items():
+        problem = argument_problem(cls, key, value) if key in accepted else None
+        if problem:
+            checker.report(path + (key,), problem)
     if len(checker.problems) > problems_before:
         return INVALID
     try:
         with names_unchanged():
             cls(**arguments)
+    except KeyboardInterrupt:
+        raise
+    except SystemExit as error:  # a user class must not end graphfit
+        checker.report(path, f"{cls.__name__}: {user_code.describe_error(error)}")
+        return INVALID
     except Exception as error:  # the constructor's own message is the most precise one
         message = clean_message(error)
         named = _RECEIVED.search(str(error))

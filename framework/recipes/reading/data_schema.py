@@ -8,10 +8,11 @@ override) and stored absolute, so a saved recipe runs from anywhere.
 
 from __future__ import annotations
 
+import inspect
 import os
 
 from graphfit import datasets
-from graphfit.recipes.reading.components import import_attribute
+from graphfit.recipes.reading import user_code
 from graphfit.recipes.reading.schema import (
     INVALID,
     Boolean,
@@ -134,6 +135,29 @@ def _check_names(resolved, path, checker, available, keys, what) -> None:
                                       f"{', '.join(available)}")
 
 
+def _check_function(resolved: dict, path, checker: Checker) -> None:
+    """The data function exists and may be run, and takes the arguments given (unless the
+    recipe is read in safe mode, which imports no user code)."""
+    if getattr(checker, "safe", False):
+        return
+    reference = resolved["function"]
+    try:
+        function = user_code.import_attribute(reference, ":")
+        user_code.check_runnable(function, reference)
+    except ValueError as error:
+        checker.report(path + ("function",), str(error))
+        return
+    arguments = resolved.get("arguments")
+    if isinstance(arguments, dict):
+        try:
+            inspect.signature(function).bind(**arguments)
+        except TypeError as error:
+            checker.report(path + ("arguments",), f"{reference} does not take these "
+                                                  f"arguments: {error}")
+        except ValueError:
+            pass  # no signature to compare with; the call will tell
+
+
 def check_data_source(value, path, checker: Checker, training: bool = True):
     """Checks a data source mapping; returns it resolved (defaults, absolute paths)."""
     if not isinstance(value, dict):
@@ -152,12 +176,7 @@ def check_data_source(value, path, checker: Checker, training: bool = True):
     if source in ("csv", "npz"):
         _check_file(resolved, path, checker)
     if source == "function" and isinstance(resolved.get("function"), str):
-        try:
-            function = import_attribute(resolved["function"], ":")
-            if not callable(function):
-                raise ValueError(f"{resolved['function']} is not callable")
-        except ValueError as error:
-            checker.report(path + ("function",), str(error))
+        _check_function(resolved, path, checker)
     if source == "sinc" and resolved["low"] is not INVALID and resolved["high"] is not INVALID \
             and resolved["low"] >= resolved["high"]:
         checker.report(path + ("high",), f"must be greater than low ({resolved['low']}), got "

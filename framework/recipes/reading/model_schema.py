@@ -19,6 +19,8 @@ dropping its last `drop` layers, for fine-tuning a new head.
 
 from __future__ import annotations
 
+import dataclasses
+
 from graphfit.core.registry import did_you_mean
 from graphfit.recipes.reading.components import LAYER, check_component
 from graphfit.recipes.reading.schema import (
@@ -134,7 +136,46 @@ def _check_base(value, path, checker):
         resolved["run"] = run_directory.find_run(resolved["run"])
     except ValueError as error:
         checker.report(path + ("run",), str(error))
+        return resolved
+    try:
+        count, references = _base_outline(resolved["run"], set())
+    except (OSError, ValueError) as error:
+        checker.report(path + ("run",), f"cannot read the base run's recipe: {error}")
+        return resolved
+    where = checker.document.position(path + ("run",))
+    checker.base_references = getattr(checker, "base_references", []) + [
+        dataclasses.replace(reference, path=path + ("run",), position=where,
+                            reference=f"{reference.reference} (from the base run's recipe)")
+        for reference in references]
+    drop = resolved["drop"]
+    if count is not None and drop is not INVALID and drop >= count:
+        checker.report(path + ("drop",), f"drop {drop} would drop every layer of the base "
+                                         f"model, which has {count}; drop fewer (its old "
+                                         f"head is usually 1), or leave out 'base'")
     return resolved
+
+
+def _base_outline(run: str, seen: set) -> tuple[int | None, list]:
+    """How many layers a base run's model has, and the user code its recipe runs; read from
+    its saved recipe without importing anything (its own base counted the same way)."""
+    from graphfit.recipes.reading.user_code import code_references
+    from graphfit.recipes.reading.yaml_source import parse_yaml
+
+    recipe_file = run_directory.read_recipe(run)
+    with open(recipe_file, encoding="utf-8") as handle:
+        document = parse_yaml(handle.read(), recipe_file)
+    references = code_references(document.data, document.position)
+    model = document.data.get("model") if isinstance(document.data, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("layers"), list):
+        return None, references  # a graph model: its layers are not a stack to count
+    count = len(model["layers"])
+    base = model.get("base")
+    if isinstance(base, dict) and isinstance(base.get("run"), str) and base["run"] not in seen:
+        inner, more = _base_outline(base["run"], seen | {run})
+        if inner is not None and isinstance(base.get("drop", 1), int):
+            count += max(inner - base.get("drop", 1), 0)
+        references += more
+    return count, references
 
 
 def _alias_positions(checker: Checker, old: tuple, new: tuple) -> None:

@@ -21,6 +21,7 @@ from graphfit.recipes.reading.overrides import apply_overrides
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.schema import Checker
 from graphfit.recipes.reading.sections import check_recipe
+from graphfit.recipes.reading.user_code import code_references
 from graphfit.recipes.reading.yaml_source import parse_yaml
 
 __all__ = ["Recipe", "load_recipe", "recipe_from_text"]
@@ -34,12 +35,19 @@ class Recipe:
         config: the resolved recipe as plain data (what `print-config` shows and a run saves).
         source: the file it was read from.
         overrides: the `key=value` overrides applied to it.
+        user_code: the modules, classes and functions of the user's that the recipe imports
+            or runs (`CodeReference`s, in reading order; `str()` of each is one line to print),
+            including those of a `model.base` run's recipe.
+        safe: read in safe mode: no user code was imported or called, so the entries that
+            name user code are listed in `user_code` but were not checked.
     """
 
     config: dict[str, Any]
     source: str
     overrides: list[str]
     positions: dict = dataclasses.field(default_factory=dict, repr=False)
+    user_code: list = dataclasses.field(default_factory=list, repr=False)
+    safe: bool = False
 
     def __getattr__(self, section: str):
         config = self.__dict__.get("config", {})
@@ -64,7 +72,7 @@ class Recipe:
 
 
 def recipe_from_text(text: str, source: str, overrides=(), base_dir: str | None = None,
-                     default_name: str = "recipe") -> Recipe:
+                     default_name: str = "recipe", safe: bool = False) -> Recipe:
     """Checks recipe text (see `load_recipe`); `source` is the name used in messages."""
     document = parse_yaml(text, source, keep_going=True)
     document.positions.setdefault((), Position(source, 1, 1))
@@ -73,18 +81,25 @@ def recipe_from_text(text: str, source: str, overrides=(), base_dir: str | None 
     checker = Checker(document)
     checker.problems.extend(document.problems)  # duplicate keys, reported with the rest
     checker.base_dir = os.path.abspath(base_dir or os.getcwd())
+    checker.safe = safe
+    checker.base_references = []  # the user code a `model.base` run's recipe would run
+    references = code_references(document.data, document.position)  # before checks add keys
     config = check_recipe(checker, default_name)
     if checker.problems:
         raise RecipeError(sorted(checker.problems, key=_reading_order))
-    return Recipe(config, source, overrides, document.positions)
+    return Recipe(config, source, overrides, document.positions,
+                  references + checker.base_references, safe)
 
 
-def load_recipe(path: str, overrides=()) -> Recipe:
+def load_recipe(path: str, overrides=(), safe: bool = False) -> Recipe:
     """Reads and checks a recipe file, reporting every problem at once.
 
     Args:
         path: the YAML file.
         overrides: `key=value` strings, as given to `--set`.
+        safe: check everything that can be checked without importing or calling any of the
+            user's code (`imports:`, `class_path:`, `data.function:` are listed in
+            `Recipe.user_code`, not imported). For recipes from people you do not trust.
 
     Returns:
         The `Recipe`, defaults filled in, file paths made absolute.
@@ -98,14 +113,29 @@ def load_recipe(path: str, overrides=()) -> Recipe:
                    else "recipe file not found")
         raise RecipeError([Problem((), message, where)])
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
         raise RecipeError([Problem((), f"cannot read the recipe: {error}",
                                    Position(path, 0, 0))]) from None
+    text = _decode(raw, path)
     stem = os.path.splitext(os.path.basename(path))[0]
     return recipe_from_text(text, path, overrides, base_dir=os.path.dirname(os.path.abspath(path)),
-                            default_name=stem)
+                            default_name=stem, safe=safe)
+
+
+def _decode(raw: bytes, path: str) -> str:
+    """The recipe's text; bytes that are not UTF-8 are reported at their line and column."""
+    try:
+        return raw.decode("utf-8-sig")  # a byte-order mark from an editor is harmless
+    except UnicodeDecodeError as error:
+        start = error.start
+        line_start = raw.rfind(b"\n", 0, start) + 1
+        line = raw.count(b"\n", 0, start) + 1
+        column = len(raw[line_start:start].decode("utf-8", errors="replace")) + 1
+        raise RecipeError([Problem((), f"the recipe is not UTF-8 text: the byte "
+                                       f"0x{raw[start]:02x} cannot be read; save the file as "
+                                       f"UTF-8", Position(path, line, column))]) from None
 
 
 def _reading_order(problem: Problem):

@@ -6,10 +6,11 @@ in, and the README's table of sections is written from the docs here.
 
 from __future__ import annotations
 
-import importlib
 import re
 import sys
 
+from graphfit.recipes.reading import user_code
+from graphfit.recipes.reading.callback_paths import check_callback_paths
 from graphfit.recipes.reading.components import (
     CALLBACK,
     LOSS,
@@ -125,12 +126,16 @@ _TRAINING = Section({
         lambda v, p, c: check_data_source(v, p, c, training=False), "a data source")), None,
         "a separate test source instead of test_split"),
     "check_finite": Field(Boolean(), True, "refuse NaN or infinite inputs before training"),
+    "test_freq": Field(Nullable(Integer(min=1)), None, "evaluate the test split every N epochs "
+                                                       "(null: every epoch), as fit's test_freq"),
 })
 
 RECIPE = Section({
     "name": Field(Custom(_name, "a folder-safe name"), None,
                   "the run folder name: runs/<name>/<timestamp> (default: the file name)"),
-    "seed": Field(Integer(min=0), 0, "seeds the splits, the initial weights and the shuffling"),
+    # numpy and set_seed take seeds below 2**32.
+    "seed": Field(Integer(min=0, max=2 ** 32 - 1), 0, "seeds the splits, the initial weights "
+                                                      "and the shuffling"),
     "imports": Field(ListOf(String()), [], "your modules to import first (registered layers, "
                                            "data functions)"),
     "data": Field(Custom(check_data_source, DATA_DOC), doc=DATA_DOC),
@@ -163,14 +168,15 @@ def import_user_modules(data: dict, checker: Checker) -> None:
     names = data.get("imports") if isinstance(data, dict) else None
     if not isinstance(names, list):
         return
+    if getattr(checker, "safe", False):
+        return  # safe mode imports nothing; the recipe lists what it would import
     for index, name in enumerate(names):
         if not isinstance(name, str):
             continue
         try:
-            importlib.import_module(name)
-        except Exception as error:  # the user's module may fail in any way; report it
-            checker.report(("imports", index), f"cannot import {name!r}: "
-                                               f"{type(error).__name__}: {error}")
+            user_code.import_module(name)
+        except ValueError as error:  # also what the module did: raise, sys.exit, bad syntax
+            checker.report(("imports", index), str(error))
 
 
 def check_recipe(checker: Checker, default_name: str) -> dict:
@@ -190,6 +196,7 @@ def check_recipe(checker: Checker, default_name: str) -> dict:
         resolved["name"] = default_name
     _check_splits(resolved, checker)
     _check_learning_rate_callbacks(resolved, checker)
+    check_callback_paths(resolved.get("callbacks"), checker)
     return resolved
 
 

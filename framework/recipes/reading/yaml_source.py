@@ -51,8 +51,25 @@ _REPLACED = {"tag:yaml.org,2002:float", "tag:yaml.org,2002:int", "tag:yaml.org,2
 _PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
 
+# A recipe is a page of settings; these bounds refuse alias bombs ("billion laughs"), deep
+# nesting and recursive aliases quickly and in bounded memory, long before any real recipe.
+MAX_VALUES = 100_000  # values after aliases and merges are expanded
+MAX_DEPTH = 64  # mappings and lists inside each other
+
+
+class _TooLarge(Exception):
+    def __init__(self, message: str, mark):
+        super().__init__(message)
+        self.mark = mark
+
+
 class _RecipeLoader(yaml.SafeLoader):
     """SafeLoader with YAML 1.2 scalars; SafeConstructor builds only plain data."""
+
+    def flatten_mapping(self, node):
+        super().flatten_mapping(node)  # each nested merge is flattened through here first
+        if len(node.value) > MAX_VALUES:
+            raise _TooLarge(_too_many(), node.start_mark)
 
     def construct_yaml_int(self, node):
         text = self.construct_scalar(node).replace("_", "")
@@ -105,8 +122,38 @@ def _position(source: str, mark) -> Position:
     return Position(source, mark.line + 1, mark.column + 1)
 
 
+def _too_many() -> str:
+    return (f"the recipe expands to more than {MAX_VALUES} values (aliases '*name' repeated "
+            f"inside each other?); a recipe this large is refused")
+
+
+def _check_nesting(text: str) -> None:
+    """Refuses nesting deeper than MAX_DEPTH from the event stream, before composing (whose
+    recursion a deep document would exhaust)."""
+    loader = _RecipeLoader(text)
+    try:
+        depth = 0
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _TooLarge(f"values are nested more than {MAX_DEPTH} levels deep; a "
+                                    f"recipe this deep is refused", event.start_mark)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    finally:
+        loader.dispose()
+
+
 def _walk(node, path: Path, source: str, positions: dict, problems: list, constructor) -> Any:
     """Plain data for `node`, recording positions and duplicate keys on the way."""
+    if len(path) > MAX_DEPTH:  # only aliases can get here: a recursive one, `&a [*a]`
+        raise _TooLarge(f"values are nested more than {MAX_DEPTH} levels deep (an alias "
+                        f"inside itself?); a recipe this deep is refused", node.start_mark)
+    constructor.values_seen = getattr(constructor, "values_seen", 0) + 1
+    if constructor.values_seen > MAX_VALUES:
+        raise _TooLarge(_too_many(), node.start_mark)
     positions.setdefault(path, _position(source, node.start_mark))
     if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
         # Only plain data: a tag such as !!python/object is refused, never interpreted.
@@ -157,8 +204,10 @@ def parse_yaml(text: str, source: str, keep_going: bool = False) -> Document:
         RecipeError: for YAML syntax errors (with the line and column YAML reports), more than
             one document, or duplicate keys (all of them).
     """
-    loader = _RecipeLoader(text)
+    loader = None
     try:
+        _check_nesting(text)
+        loader = _RecipeLoader(text)
         node = loader.get_single_node()
         positions: dict[Path, Position] = {}
         problems: list[Problem] = []
@@ -178,13 +227,28 @@ def parse_yaml(text: str, source: str, keep_going: bool = False) -> Document:
                                                           yaml.parser.ParserError))
                 else "YAML error")
         raise RecipeError([Problem((), f"{kind}: {reason}{context}", where)]) from None
+    except _TooLarge as error:
+        raise RecipeError([Problem((), str(error), _position(source, error.mark))]) from None
+    except yaml.reader.ReaderError as error:  # a character YAML does not allow (NUL, ...)
+        raise RecipeError([_reader_problem(error, text, source)]) from None
     except yaml.YAMLError as error:
         raise RecipeError([Problem((), f"YAML error: {error}", Position(source, 1, 1))]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if problems and not keep_going:
         raise RecipeError(problems)
     return Document(data, positions, problems)
+
+
+def _reader_problem(error, text: str, source: str) -> Problem:
+    before = text[: max(error.position, 0)]
+    line, column = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
+    character = ("the NUL character (a binary file, or bytes from a bad copy?)"
+                 if error.character in ("\0", 0) else f"the character {error.character!r}")
+    return Problem((), f"the recipe holds {character}, which YAML text cannot contain; remove "
+                       f"it", Position(source, line, column) if source[:5] != "--set" else
+                   Position(source, 0, 0))
 
 
 def parse_value(text: str, source: str) -> Document:

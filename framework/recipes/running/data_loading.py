@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from graphfit import datasets
-from graphfit.recipes.reading.components import import_attribute
+from graphfit.recipes.reading import user_code
 
 __all__ = ["Splits", "load_splits", "load_source", "Standardizer", "DataError"]
 
@@ -88,26 +88,53 @@ def load_source(source: dict, seed: int, path: tuple):
 def _call_function(source: dict, path: tuple):
     import tensorflow as tf
 
-    function = import_attribute(source["function"], ":")
+    reference = source["function"]
     try:
-        result = function(**source["arguments"])
-    except TypeError as error:
-        raise DataError(path + ("arguments",), f"{source['function']} rejected the arguments "
-                                               f"{source['arguments']}: {error}") from None
+        function = user_code.import_attribute(reference, ":")
+        user_code.check_runnable(function, reference)
+        result = user_code.call(function, reference, source["arguments"])
+    except ValueError as error:  # the user's own error, with the user's file and line
+        raise DataError(path + ("function",), str(error)) from error
     if isinstance(result, tf.data.Dataset):
+        _check_dataset_types(result, reference, path)
         return result
     if isinstance(result, dict) and {"x", "y"} <= set(result):
         result = (result["x"], result["y"])
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        raise DataError(path + ("function",), f"{source['function']} must return (x, y), "
+        raise DataError(path + ("function",), f"{reference} must return (x, y), "
                                               f"{{'x': ..., 'y': ...}} or a batched "
                                               f"tf.data.Dataset; it returned "
                                               f"{type(result).__name__}")
-    x, y = (np.asarray(part) for part in result)
+    x, y = (_numbers(part, name, reference, path) for part, name in zip(result, "xy"))
     if len(x) != len(y):
-        raise DataError(path + ("function",), f"{source['function']} returned x with {len(x)} "
+        raise DataError(path + ("function",), f"{reference} returned x with {len(x)} "
                                               f"samples but y with {len(y)}")
     return x, y
+
+
+def _numbers(part, name: str, reference: str, path: tuple) -> np.ndarray:
+    """One returned array, which must hold numbers with a sample axis."""
+    try:
+        array = np.asarray(part)
+    except ValueError as error:  # ragged nested lists
+        raise DataError(path + ("function",), f"{reference} returned an {name} that is not "
+                                              f"an array: {error}") from None
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_) or array.ndim == 0:
+        raise DataError(path + ("function",), f"{reference} must return arrays of numbers with "
+                                              f"a sample axis; its {name} has dtype "
+                                              f"{array.dtype} and shape {array.shape}")
+    return array
+
+
+def _check_dataset_types(dataset, reference: str, path: tuple) -> None:
+    import tensorflow as tf
+
+    for spec in tf.nest.flatten(dataset.element_spec):
+        dtype = getattr(spec, "dtype", None)
+        if dtype is not None and not (dtype.is_floating or dtype.is_integer or dtype.is_bool):
+            raise DataError(path + ("function",), f"{reference} returned a dataset of "
+                                                  f"{dtype.name} elements; a model trains on "
+                                                  f"numbers")
 
 
 def _split_indices(count: int, validation: float, test: float, seed: int, shuffle: bool):
@@ -131,23 +158,55 @@ def load_splits(config: dict) -> Splits:
     if not isinstance(loaded, tuple):  # a tf.data.Dataset from a user function
         return _dataset_splits(loaded, data, training, separate, seed)
     x, y = loaded
+    if training["check_finite"]:
+        _check_finite((x, y), ("data",))
     train, val, test = _split_indices(len(x), training["validation_split"],
                                       training["test_split"], seed, data["shuffle"])
     if len(train) == 0:
         raise DataError(("training", "validation_split"),
                         f"no samples left to train on: the data has {len(x)} samples")
+    _check_split_sizes(len(x), training, {"validation": val, "test": test})
     stages = {"train": (x[train], y[train]),
               "val": (x[val], y[val]) if len(val) else None,
               "test": (x[test], y[test]) if len(test) else None}
     for stage, source in separate.items():
         if source is not None:
-            stages[stage] = load_source(source, seed, ("training", f"{_long(stage)}_data"))
+            key = ("training", f"{_long(stage)}_data")
+            stages[stage] = load_source(source, seed, key)
+            if training["check_finite"] and isinstance(stages[stage], tuple):
+                _check_finite(stages[stage], key)
     standardizer = Standardizer.fit(stages["train"][0]) if data["standardize"] else None
     if standardizer is not None:
         stages = {stage: (standardizer(pair[0]), pair[1]) if pair is not None else None
                   for stage, pair in stages.items()}
     names = data.get("features") if data["source"] == "csv" else None
     return Splits(stages["train"], stages["val"], stages["test"], standardizer, names)
+
+
+def _check_split_sizes(count: int, training: dict, indices: dict) -> None:
+    """A split asked for must hold samples: 15% of 3 rows is none, which would silently train
+    without validation or test. Better to say so than to report no numbers at the end."""
+    for name, chosen in indices.items():
+        fraction = training[f"{name}_split"]
+        if fraction > 0 and len(chosen) == 0:
+            raise DataError(("training", f"{name}_split"),
+                            f"{name}_split {fraction} of {count} samples is no sample at all, "
+                            f"so there would be no {name} numbers; give more data, a larger "
+                            f"fraction, or set {name}_split: 0 to go without")
+
+
+def _check_finite(pair: tuple, key: tuple) -> None:
+    """NaN or infinity in the data is the data's problem: reported at the data source."""
+    for name, array in zip(("x", "y"), pair):
+        if not isinstance(array, np.ndarray) or not np.issubdtype(array.dtype, np.floating):
+            continue
+        bad = ~np.isfinite(array.reshape(len(array), -1)) if array.ndim else None
+        if bad is not None and bad.any():
+            sample = int(np.argmax(bad.any(axis=1)))
+            raise DataError(key, f"the data holds NaN or infinite values ({name} of sample "
+                                 f"{sample}, counting from 0 in the source's order, and "
+                                 f"{int(bad.any(axis=1).sum())} sample(s) in all); clean the "
+                                 f"data, or set training.check_finite: false to train anyway")
 
 
 def _long(stage: str) -> str:

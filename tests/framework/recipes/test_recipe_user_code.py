@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from graphfit import cli
-from graphfit.recipes import load_recipe
+from graphfit.recipes import RecipeError, load_recipe
 from graphfit.recipes.running import training_run
 from graphfit.recipes.running.data_loading import load_splits
 
@@ -177,15 +177,18 @@ def test_a_function_returning_a_dataset_needs_separate_validation_data(user_fold
                      str(user_folder / "r"), "--verbose", "0", *overrides]) == 0
 
 
-def test_an_exception_while_running_exits_1_without_a_traceback(user_folder, capsys):
+def test_a_data_function_that_raises_is_reported_at_data_function(user_folder, capsys):
+    # The user's own error and the user's own file:line, at the recipe entry; exit 2.
     (user_folder / "recipe_test_failing.py").write_text(
         "def load():\n    raise RuntimeError('the database is down')\n")
     (user_folder / "f.yaml").write_text(
         "data: {source: function, function: 'recipe_test_failing:load'}\n"
         "model: [{type: Dense, units: 1}]\nloss: mse\n")
-    assert cli.main(["train", str(user_folder / "f.yaml"), "--verbose", "0"]) == 1
+    assert cli.main(["train", str(user_folder / "f.yaml"), "--verbose", "0"]) == 2
     err = capsys.readouterr().err
-    assert "train failed: RuntimeError: the database is down" in err
-    assert "Traceback" not in err
-    with pytest.raises(RuntimeError, match="the database is down"):
+    assert (f"{user_folder / 'f.yaml'}:1:26: data.function: recipe_test_failing:load failed: "
+            f"RuntimeError: the database is down (at "
+            f"{user_folder / 'recipe_test_failing.py'}:2)") in err, err
+    assert "Traceback" not in err and "graphfit/" not in err
+    with pytest.raises(RecipeError):
         cli.main(["train", str(user_folder / "f.yaml"), "--debug"])
