@@ -36,6 +36,7 @@ class Activation(Layer):
     """
 
     xla_friendly_on_cpu = True
+    casts_integer_inputs = True  # computes on floats: integer features are cast
 
     def __init__(self, activation, name: str | None = None, dtype=None, trainable: bool = True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)

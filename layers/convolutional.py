@@ -106,6 +106,7 @@ class Conv2D(Layer):
     """
 
     xla_friendly_on_cpu = False  # measured: XLA on CPU makes small conv nets ~2x slower
+    casts_integer_inputs = True  # computes on floats: integer features are cast
 
     def __init__(
         self,

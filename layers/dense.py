@@ -48,6 +48,7 @@ class Dense(Layer):
     """
 
     xla_friendly_on_cpu = True
+    casts_integer_inputs = True  # computes on floats: integer features are cast
 
     def __init__(
         self,

@@ -20,7 +20,8 @@ class Embedding(Layer):
     """Looks up one trainable vector per integer index: `outputs = embeddings[inputs]`.
 
     Inputs are integer indices in `[0, input_dim)` of any shape `(batch, ...)` (floating
-    inputs holding whole numbers are accepted and cast to int32); outputs have shape
+    inputs holding whole numbers are accepted; other floats, and ids outside the range, fail
+    with an error naming the layer); outputs have shape
     `(batch, ..., output_dim)`. The single weight is `embeddings`, shape
     `(input_dim, output_dim)`.
 
@@ -46,7 +47,6 @@ class Embedding(Layer):
     """
 
     xla_friendly_on_cpu = True
-    _autocast_inputs = False  # indices stay integers; casting them to float would lose them
 
     def __init__(
         self,
@@ -63,6 +63,13 @@ class Embedding(Layer):
         self.embeddings_initializer = arguments.get_initializer(
             embeddings_initializer, "embeddings_initializer"
         )
+        self._receives_float_ids = False  # set when a trace feeds it floating ids
+
+    @property
+    def supports_jit(self) -> bool:
+        """False once it was fed floating ids: XLA drops the in-graph check that they are
+        whole numbers, so `jit_compile="auto"` then compiles without XLA."""
+        return not self._receives_float_ids
 
     def build(self, input_shape) -> None:
         self.embeddings = self.add_weight(
@@ -72,9 +79,37 @@ class Embedding(Layer):
         )
 
     def call(self, inputs, training: bool = False):
-        if inputs.dtype not in (tf.int32, tf.int64):
-            inputs = tf.cast(inputs, tf.int32)
-        return tf.gather(self.embeddings, inputs)
+        ids = self._as_ids(inputs)
+        # In-graph checks: a float fed by mistake would be truncated to an id, and an id out
+        # of range gathers garbage (zeros on GPU) instead of failing.
+        with tf.control_dependencies(self._range_checks(ids)):
+            ids = tf.identity(ids)
+        return tf.gather(self.embeddings, ids)
+
+    def _as_ids(self, inputs) -> tf.Tensor:
+        if inputs.dtype in (tf.int32, tf.int64):
+            return inputs
+        if not inputs.dtype.is_floating:
+            return tf.cast(inputs, tf.int32)  # bool, int8, uint8, ...
+        self._receives_float_ids = True
+        whole = tf.debugging.assert_equal(
+            inputs, tf.round(inputs), summarize=5,
+            message=(f"Embedding {self.name!r} looks up integer ids, but received floating "
+                     f"values that are not whole numbers (they would be truncated to ids). "
+                     f"Feed integer ids (or floats holding whole numbers); for continuous "
+                     f"features use Dense instead of Embedding."))
+        with tf.control_dependencies([whole]):
+            return tf.cast(inputs, tf.int64)
+
+    def _range_checks(self, ids) -> list:
+        message = (f"Embedding {self.name!r} has input_dim={self.input_dim}, so its ids must be "
+                   f"in [0, {self.input_dim}); received an id outside that range. Raise "
+                   f"input_dim to the vocabulary size, or remap the ids.")
+        return [
+            tf.debugging.assert_non_negative(ids, message=message, summarize=5),
+            tf.debugging.assert_less(ids, tf.cast(self.input_dim, ids.dtype), message=message,
+                                     summarize=5),
+        ]
 
     def get_config(self) -> dict[str, Any]:
         return {

@@ -67,7 +67,6 @@ class KerasLayer(Layer):
     """
 
     xla_friendly_on_cpu = True
-    _autocast_inputs = False  # integer inputs (e.g. for keras.layers.Embedding) stay integers
 
     def __init__(
         self,

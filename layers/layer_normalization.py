@@ -49,6 +49,7 @@ class LayerNormalization(Layer):
     """
 
     xla_friendly_on_cpu = True
+    casts_integer_inputs = True  # computes on floats: integer features are cast
 
     def __init__(
         self,

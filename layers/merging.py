@@ -47,6 +47,7 @@ class Concatenate(Layer):
     """
 
     xla_friendly_on_cpu = True
+    casts_integer_inputs = True  # computes on floats: integer features are cast
 
     def __init__(self, axis: int = -1, name: str | None = None, dtype=None, trainable=True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
@@ -96,6 +97,7 @@ class Add(Layer):
     """
 
     xla_friendly_on_cpu = True
+    casts_integer_inputs = True  # computes on floats: integer features are cast
 
     def call(self, inputs, training: bool = False):
         inputs = _check_list(self, inputs)

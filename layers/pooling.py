@@ -16,6 +16,7 @@ class _Pooling2D(Layer):
     """Shared argument handling of the windowed pooling layers."""
 
     xla_friendly_on_cpu = False  # measured: XLA on CPU slows small conv/pool nets down
+    casts_integer_inputs = True  # computes on floats: integer features are cast
     _pool = staticmethod(tf.nn.max_pool2d)
 
     def __init__(
@@ -148,6 +149,7 @@ class GlobalAveragePooling2D(Layer):
     """
 
     xla_friendly_on_cpu = False
+    casts_integer_inputs = True  # computes on floats: integer features are cast
 
     def __init__(
         self,

@@ -16,10 +16,11 @@ Shape conventions (`out` is the differentiated tensor, `x` the inputs, batch axi
     wrt="inputs", per_example=True:           (batch, *out[1:], *x[1:])           batch_jacobian
     wrt="inputs", per_example=False:          (batch, *out[1:], batch, *x[1:])    full Jacobian
 
-`per_example=True` keeps only the blocks d out[b] / d x[b]. It is exact when examples do not
-interact, which holds for every graphfit layer at `training=False` (batch normalization then
-uses its moving statistics). At `training=True` batch normalization mixes the examples of a
-batch: ask for the full Jacobian there.
+`per_example=True` keeps only the blocks d out[b] / d x[b], computed as if each example were
+alone: exact when examples do not interact, which holds for every graphfit layer at
+`training=False` (batch normalization then uses its moving statistics). At `training=True`
+batch normalization mixes the examples of a batch: the default `per_example="auto"` then cuts
+the exact blocks out of the full Jacobian, and an explicit `per_example=True` warns.
 
 `per_example_gradients(model, x, y)` returns one gradient per example for every trainable
 variable, shaped (batch, *var.shape), whose sum over the examples is the gradient of the
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import warnings
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -73,20 +75,46 @@ _MAX_TRACED_PER_MODEL = 16
 
 
 def _run(model, key, body: Callable, *args):
-    """`body(model, *args)`: directly inside a trace, else as a tf.function kept per
-    (model, key); a None key (arguments that cannot be keyed) traces afresh."""
+    """`body(model, *args)`: directly inside a trace, else as a concrete function kept per
+    (model, key, input signature), called directly so that a new key (another layer or
+    model) is not counted by TensorFlow as a retrace; a None key traces afresh."""
     if not tf.executing_eagerly():
         return body(model, *args)
     if key is None:
-        return tf.function(functools.partial(body, model))(*args)
+        return tf.function(functools.partial(body, model)).get_concrete_function(*args)(*args)
     functions = _TRACED.setdefault(model, collections.OrderedDict())
-    if key not in functions:
+    cache_key = (key, _signature(args))
+    if cache_key not in functions:
         ref = weakref.ref(model)
-        functions[key] = tf.function(lambda *inner: body(ref(), *inner))
+        traced = tf.function(lambda *inner: body(ref(), *inner))
+        functions[cache_key] = traced.get_concrete_function(*args)
         if len(functions) > _MAX_TRACED_PER_MODEL:
             functions.popitem(last=False)
-    functions.move_to_end(key)
-    return functions[key](*args)
+    functions.move_to_end(cache_key)
+    return functions[cache_key](*args)
+
+
+def _signature(args) -> tuple:
+    """A hashable description of the arguments' structure, shapes and dtypes."""
+    leaves = tuple(None if t is None else (tuple(t.shape.as_list()), t.dtype.name)
+                   for t in tf.nest.flatten(args))
+    return str(tf.nest.map_structure(lambda _: 0, args)), leaves
+
+
+def _loss_key(loss):
+    """A key that is equal for equal losses: a name, a Keras loss by class and config (a new
+    `MeanSquaredError()` per call reuses the trace), a function by identity."""
+    if isinstance(loss, dict):
+        return tuple((k, _loss_key(v)) for k, v in sorted(loss.items()))
+    if isinstance(loss, (list, tuple)):
+        return tuple(_loss_key(v) for v in loss)
+    if hasattr(loss, "get_config") and not isinstance(loss, type):
+        try:
+            return type(loss), repr(sorted(loss.get_config().items()))
+        except Exception:  # a config that cannot be read: key by identity
+            pass
+    hash(loss)
+    return loss
 
 
 def variable_key(variable: tf.Variable) -> str:
@@ -157,7 +185,7 @@ def _wrt_variables(model, wrt) -> list[tf.Variable] | None:
 
 
 def jacobian(model, x, of: str = "output", wrt: str | Sequence[tf.Variable] = "variables",
-             mode: str = "auto", training: bool = False, per_example: bool = True):
+             mode: str = "auto", training: bool = False, per_example: bool | str = "auto"):
     """The Jacobian of the model output, or of a named layer's output, for one batch.
 
     Args:
@@ -173,7 +201,10 @@ def jacobian(model, x, of: str = "output", wrt: str | Sequence[tf.Variable] = "v
         training: the `training` flag of the forward pass. Update hooks never fire.
         per_example: for wrt="inputs": True for the batch_jacobian-style blocks
             (batch, *out[1:], *x[1:]) (exact when examples do not interact, see the module
-            docstring), False for the full (batch, *out[1:], batch, *x[1:]) Jacobian.
+            docstring; a warning when a layer mixes them), False for the full
+            (batch, *out[1:], batch, *x[1:]) Jacobian, "auto" (default) for the blocks,
+            computed exactly: cut out of the full Jacobian when a layer mixes the examples
+            at `training` (`Layer.mixes_examples`, batch normalization in training).
 
     Returns:
         For variables, a dict `{variable_key(v): tensor (batch, *out[1:], *v.shape)}` in
@@ -201,8 +232,8 @@ def jacobian(model, x, of: str = "output", wrt: str | Sequence[tf.Variable] = "v
     _check_model(model, "jacobian")
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}. Received: mode={mode!r}")
-    if not isinstance(per_example, bool):
-        raise ValueError("per_example must be True or False. "
+    if not isinstance(per_example, bool) and per_example != "auto":
+        raise ValueError("per_example must be True, False or 'auto'. "
                          f"Received: per_example={per_example!r}")
     variables = _wrt_variables(model, wrt)
     x = _as_inputs(model, x)
@@ -216,10 +247,35 @@ def jacobian(model, x, of: str = "output", wrt: str | Sequence[tf.Variable] = "v
                 f"variables (an Embedding layer's name, say) or an Embedding's output instead."
             )
     node_fn(x)  # checks the node (eagerly: clean errors before any tracing)
+    if variables is None:
+        per_example = _per_example_mode(model, per_example, training)
     wrt_key = "inputs" if variables is None else tuple(v.ref() for v in variables)
     body = functools.partial(_jacobian_body, of=of, variables=variables, mode=mode,
                              training=training, per_example=per_example)
     return _run(model, ("jacobian", of, wrt_key, mode, training, per_example), body, x)
+
+
+def _mixing_layers(model, training: bool) -> list[str]:
+    """The layers whose training-mode call mixes the examples of a batch."""
+    if not training:
+        return []
+    return [layer.name for layer in model.flatten_layers() if layer.mixes_examples]
+
+
+def _per_example_mode(model, per_example, training: bool):
+    """True (blocks), False (full) or "diagonal": the exact blocks, cut out of the full
+    Jacobian, for "auto" on a model whose layers mix the examples at `training`."""
+    mixing = _mixing_layers(model, training)
+    if per_example == "auto":
+        return "diagonal" if mixing else True
+    if per_example is True and mixing:
+        warnings.warn(
+            f"jacobian(per_example=True) differentiates every example as if it were alone, "
+            f"but at training=True layers {mixing} of model {model.name!r} mix the examples "
+            f"of a batch (batch statistics), so the blocks are not exact. Use "
+            f"per_example='auto' (exact blocks, from the full Jacobian), per_example=False, "
+            f"or training=False.", stacklevel=3)
+    return per_example
 
 
 def _jacobian_body(model, x, of, variables, mode, training, per_example):
@@ -234,6 +290,10 @@ def _jacobian_body(model, x, of, variables, mode, training, per_example):
         return dict(zip(_keys(variables), parts))
     inputs = sum(node_jacobian.size(t.shape[1:]) for t in tf.nest.flatten(x))
     chosen = node_jacobian.choose_mode(mode, inputs, out_size)
+    if per_example == "diagonal":
+        full = node_jacobian.wrt_inputs(node_fn, x, out_shape, chosen, False)
+        return tf.nest.map_structure(
+            lambda j, t: node_jacobian.diagonal_blocks(j, out, t), full, x)
     return node_jacobian.wrt_inputs(node_fn, x, out_shape, chosen, per_example)
 
 
@@ -287,6 +347,14 @@ def per_example_gradients(model, x, y, loss: Any = None, sample_weight=None,
     if y is None:
         raise ValueError("per_example_gradients needs the labels y to compute the loss.")
     loss_set = per_example_lib.resolve_loss_set(model, loss)
+    mixing = _mixing_layers(model, training)
+    if mixing:
+        warnings.warn(
+            f"per_example_gradients(training=True) runs every example as a batch of one, but "
+            f"layers {mixing} of model {model.name!r} mix the examples of a batch (batch "
+            f"statistics), so these gradients do not add up to the batch gradient. Use "
+            f"training=False (moving statistics) for exact per-example gradients.",
+            stacklevel=2)
     x = _as_inputs(model, x)
     y = tf.nest.map_structure(tf.convert_to_tensor, y)
     if sample_weight is not None:
@@ -295,10 +363,9 @@ def per_example_gradients(model, x, y, loss: Any = None, sample_weight=None,
     variables = model.trainable_variables
     if not variables:
         raise ValueError(f"Model {model.name!r} has no trainable variables.")
-    loss_key = loss_set if loss is None else loss
     try:
-        hash(loss_key)
-    except TypeError:  # a dict or list of losses: traced afresh on each call
+        loss_key = loss_set if loss is None else _loss_key(loss)
+    except TypeError:  # an unhashable loss: traced afresh on each call
         loss_key = None
     key = None if loss_key is None else (
         "per_example_gradients", loss_key, tuple(v.ref() for v in variables), training, method)

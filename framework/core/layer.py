@@ -46,7 +46,8 @@ class Layer(LayerTracking, tf.Module):
     Args:
         name: the layer's name; unique default names ('dense', 'dense_1', ...) otherwise.
         dtype: the floating dtype of its variables and computation. None inherits the dtype
-            of the model that holds it, float32 by default. Floating inputs are cast to it.
+            of the model that holds it, float32 by default. Floating inputs are cast to it;
+            integer inputs too when the layer sets `casts_integer_inputs`.
         trainable: False freezes the layer: its variables join the non-trainable collection
             and it registers no update hooks.
 
@@ -65,7 +66,13 @@ class Layer(LayerTracking, tf.Module):
         ['scale/scale:0']
     """
 
-    _autocast_inputs = True  # cast integer inputs to the float dtype too (Embedding opts out)
+    casts_integer_inputs: bool = False
+    """Whether integer and bool inputs are cast to the layer's floating dtype before `call`.
+
+    False (the default): they reach `call` unchanged, so ids, indices, segment ids and labels
+    stay integers. Layers that compute on floats (Dense, Conv2D, BatchNormalization, ...) set
+    it True so that integer features work; set it on a custom layer that wants floats.
+    Floating inputs are always cast to the layer's dtype."""
 
     mixes_examples: bool = False
     """Whether `call(training=True)` mixes the examples of a batch (batch statistics).
@@ -181,7 +188,13 @@ class Layer(LayerTracking, tf.Module):
         self._build_input_shape = tf.nest.map_structure(_unbatched_shape, shapes)
         # Variables are created once, outside any trace, even when the first call is traced.
         with tf.init_scope():
-            self.build(shapes)
+            try:
+                self.build(shapes)
+            except Exception as error:  # say which layer; keep the type and the cause
+                wrapped = _build_error(self, shapes, error)
+                if wrapped is error:
+                    raise
+                raise wrapped from error
         self.built = True
 
     def _convert_input(self, value):
@@ -189,7 +202,8 @@ class Layer(LayerTracking, tf.Module):
         dtype = tensor.dtype
         if dtype == self.dtype:
             return tensor
-        if dtype.is_floating or (self._autocast_inputs and (dtype.is_integer or dtype.is_bool)):
+        wants_float = self.casts_integer_inputs and (dtype.is_integer or dtype.is_bool)
+        if dtype.is_floating or wants_float:
             return tf.cast(tensor, self.dtype)
         return tensor
 
@@ -345,6 +359,34 @@ def _python_bool(training, layer: Layer) -> bool:
         f"Layer {layer.name!r}: training must be a Python bool (the train and inference "
         f"graphs are traced separately). Received: training={training!r}"
     )
+
+
+def _build_error(layer: Layer, shapes, error: Exception) -> Exception:
+    """`error` with the failing layer's name and type in front, as the same exception type
+    where that type can be made from a message; else `error` itself with a note."""
+    if getattr(error, "_graphfit_names_layer", False):
+        return error  # an inner layer already said which one
+    where = (f"Layer {layer.name!r} ({type(layer).__name__}) failed to build for inputs of "
+             f"shape {_shape_text(shapes)}: ")
+    wrapped = None
+    try:
+        candidate = type(error)(where + str(error))
+        if where in str(candidate):  # KeyError quotes its message; the text is there
+            wrapped = candidate
+    except Exception:  # an exception type whose constructor takes other arguments
+        wrapped = None
+    if wrapped is None:
+        error.add_note(where.rstrip(": "))
+        wrapped = error
+    try:
+        wrapped._graphfit_names_layer = True
+    except AttributeError:
+        pass
+    return wrapped
+
+
+def _shape_text(shapes) -> str:
+    return str(tf.nest.map_structure(lambda s: tuple(tf.TensorShape(s).as_list()), shapes))
 
 
 def _unbatched_shape(shape_or_tensor) -> tuple:

@@ -43,8 +43,10 @@ def print_summary(model, print_fn: Callable[[str], object], line_length: int) ->
     print_fn(f"Non-trainable params: {non_trainable:,}")
     optimizer = model.optimizer
     if optimizer is not None and optimizer.variables:
-        print_fn(f"Optimizer variables: {_count(optimizer.variables):,} "
-                 f"({type(optimizer).__name__} slots and counters)")
+        # Variables and the numbers they hold: "292" alone read as 292 variables.
+        print_fn(f"Optimizer variables: {len(optimizer.variables):,} holding "
+                 f"{_count(optimizer.variables):,} values ({type(optimizer).__name__} slots "
+                 f"and counters)")
     hooks = model.update_ops
     if hooks:
         listed = ", ".join(f"{h.layer.name}.{h.variable.name.split('/')[-1].split(':')[0]}"

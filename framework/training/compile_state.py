@@ -23,25 +23,34 @@ __all__ = ["CompileState", "resolve_jit_compile"]
 def resolve_jit_compile(setting, model, optimizer=None) -> bool:
     """True when the steps should be compiled with XLA.
 
-    "auto" compiles with XLA when every layer supports it and, on a CPU-only machine, when
+    "auto" compiles with XLA when every layer supports it (`Layer.supports_jit`; a warning
+    names those that do not) and, on a CPU-only machine, when
     neither a layer nor the optimizer is known to run slower under XLA there (their
     `xla_friendly_on_cpu`): measured on a 2-core CPU, XLA speeds up a dense MLP step a little
     but makes a small convolutional net about twice as slow, because TensorFlow's own CPU
     convolutions (oneDNN) beat XLA's, and Levenberg–Marquardt's step compiles for seconds.
+    Once traced, the steps drop XLA themselves for ops it cannot compile and for inputs whose
+    shape keeps changing (`graphfit.training.xla_support`).
+
+    Raises:
+        ValueError: jit_compile=True on a model with a layer whose `supports_jit` is False.
     """
     layers = list(model.flatten_layers())
-    unsupported = [l.name for l in layers if not l.supports_jit]
-    if setting is True:
-        if unsupported:
-            warnings.warn(
-                f"jit_compile=True, but layers {unsupported} do not support XLA; compiling "
-                f"without it.",
-                stacklevel=3,
-            )
-            return False
-        return True
-    if setting is False or unsupported:
+    unsupported = [f"{l.name!r} ({type(l).__name__})" for l in layers if not l.supports_jit]
+    if setting is False:
         return False
+    if unsupported:
+        if setting is True:
+            raise ValueError(
+                f"jit_compile=True, but layers {', '.join(unsupported)} of model "
+                f"{model.name!r} do not support XLA (their supports_jit is False). Compile "
+                f"with jit_compile='auto' or False.")
+        warnings.warn(
+            f"jit_compile='auto': layers {', '.join(unsupported)} do not support XLA "
+            f"(supports_jit=False); running model {model.name!r} without XLA.", stacklevel=4)
+        return False
+    if setting is True:
+        return True
     if tf.config.list_physical_devices("GPU"):
         return True
     friendly = [l.xla_friendly_on_cpu for l in layers]
@@ -139,7 +148,8 @@ class CompileState:
             self.jit_compile = resolve_jit_compile(self.jit_compile_setting, model,
                                                    self.optimizer)
             self.steps = CompiledSteps(model, self.loss_set, self.optimizer, self.stage_metrics,
-                                       self.jit_compile, self.run_eagerly)
+                                       self.jit_compile, self.run_eagerly,
+                                       jit_required=self.jit_compile_setting is True)
             self._steps_key = key
         self.steps.stage_metrics = self.stage_metrics
 

@@ -19,11 +19,13 @@ metric usable with `jit_compile`.
 
 from __future__ import annotations
 
+import warnings
+
 import tensorflow as tf
 
 from graphfit.core import autograph_scope, update_hooks
 from graphfit.core.step_types import StepResult, unpack_data
-from graphfit.training import input_checks, node_taps, steps
+from graphfit.training import input_checks, node_taps, steps, xla_support
 
 __all__ = ["CompiledSteps", "overrides_step"]
 
@@ -75,16 +77,21 @@ class CompiledSteps:
         stage_metrics: {"train": StageMetrics, "val": ..., "test": ...}.
         jit_compile: compile each step with XLA.
         run_eagerly: run everything eagerly, for debugging.
+        jit_required: XLA was asked for explicitly (jit_compile=True): a step XLA cannot
+            compile is an error. Otherwise ("auto") such a step, or a step fed more than
+            `xla_support.MAX_XLA_SHAPES` input shapes, warns and runs without XLA.
     """
 
     def __init__(self, model, loss_set, optimizer, stage_metrics, jit_compile: bool,
-                 run_eagerly: bool = False):
+                 run_eagerly: bool = False, jit_required: bool = False):
         self.model = model
         self.loss_set = loss_set
         self.optimizer = optimizer
         self.stage_metrics = stage_metrics
         self.jit_compile = jit_compile and not run_eagerly
         self.run_eagerly = run_eagerly
+        self.jit_required, self._xla_problem = jit_required, None  # see `_guarded`
+        self._shape_logs = {name: xla_support.ShapeLog() for name in ("train", "test", "predict")}
         self.variables = list(model.trainable_variables)
         # Gradient taps: off (None) until `enable_gradient_taps`; `_filled_taps` holds the
         # indices of the taps the traced train step assigns.
@@ -106,7 +113,64 @@ class CompiledSteps:
     def _compile_step(self, fn):
         if self.run_eagerly:
             return fn
-        return tf.function(fn, jit_compile=self.jit_compile, reduce_retracing=True)
+        if not self.jit_compile:
+            return tf.function(fn, jit_compile=False, reduce_retracing=True)
+
+        def checked(data):
+            result = fn(data)  # then, at trace time, name what XLA cannot compile
+            problem = xla_support.find_unsupported_op(tf.compat.v1.get_default_graph(),
+                                                      self.model)
+            if problem is not None:
+                self._xla_problem = problem
+                raise problem
+            return result
+
+        return tf.function(checked, jit_compile=True, reduce_retracing=True)
+
+    def _guarded(self, run):
+        """`run()`, then XLA dropped (with a warning) when the traced step holds an op XLA
+        cannot compile (run again without it) or has seen too many input shapes."""
+        self._xla_problem = None
+        try:
+            result = run()
+        except Exception:
+            problem = self._xla_problem
+            if problem is None:
+                raise
+            if self.jit_required:
+                raise problem from None
+            self._drop_xla(f"{problem.layer} runs a {problem.op_type} op, which XLA cannot "
+                           f"compile")
+            result = run()
+        self._check_shapes()
+        return result
+
+    def _check_shapes(self) -> None:
+        counts = {name: log.count() for name, log in self._shape_logs.items()}
+        worst = max(counts, key=counts.get)
+        if self.jit_compile and counts[worst] > xla_support.MAX_XLA_SHAPES:
+            self._drop_xla(
+                f"the {worst} step was fed more than {xla_support.MAX_XLA_SHAPES} distinct "
+                f"input shapes, and XLA compiles it again for each new one")
+
+    def _drop_xla(self, reason: str) -> None:
+        """Traces every step again without XLA, from the next call on."""
+        warnings.warn(f"jit_compile='auto': {reason}; running model "
+                      f"{self.model.name!r} without XLA.", stacklevel=4)
+        self.jit_compile = False
+        self.test_step = self._compile_step(self._test_step)
+        self.predict_step = self._compile_step(self._predict_step)
+        self._array_loops, self._dataset_loops = {}, {}
+        self._retrace_training()
+
+    def _prepare_shape_log(self, stage: str, data) -> None:
+        if self.jit_compile:
+            self._shape_logs[stage if stage in ("train", "predict") else "test"].prepare(
+                _as_data(data))
+
+    def _record_shape(self, step: str, data) -> None:
+        if self.jit_compile:
+            self._shape_logs[step].record(data)
 
     def _train_step(self, data):
         self.train_data_spec = tf.nest.map_structure(_spec, data)
@@ -149,6 +213,7 @@ class CompiledSteps:
         data = _as_data(batch)
         x, y, sample_weight = unpack_data(data)
         step = self.train_step if stage == "train" else self.test_step
+        self._record_shape("train" if stage == "train" else "test", data)
         checks = []
         if check_labels:
             checks = input_checks.label_assertions(y, self.label_checks.get(stage, {}))
@@ -159,20 +224,25 @@ class CompiledSteps:
 
     def run_arrays(self, stage: str, data: tuple, index_batches) -> int:
         """Runs one step per row of `index_batches` (sample indices into `data`)."""
-        loop = self._array_loop(stage, data)
-        return int(loop(data, tf.convert_to_tensor(index_batches, tf.int32)))
+        indices = tf.convert_to_tensor(index_batches, tf.int32)
+        self._prepare_shape_log(stage, data)
+        return int(self._guarded(lambda: self._array_loop(stage, data)(data, indices)))
 
     def run_dataset(self, stage: str, iterator, num_steps: int) -> int:
         """Runs up to `num_steps` steps from `iterator`; returns how many ran."""
-        loop = self._dataset_loop(stage)
-        return int(loop(iterator, tf.constant(num_steps, tf.int32)))
+        steps_wanted = tf.constant(num_steps, tf.int32)
+        self._prepare_shape_log(stage, _as_tuple(iterator.element_spec))
+        return int(self._guarded(lambda: self._dataset_loop(stage)(iterator, steps_wanted)))
 
     def predict_arrays(self, x, index_batches):
-        loop = self._array_loop("predict", (x,))
-        return loop((x,), tf.convert_to_tensor(index_batches, tf.int32))
+        indices = tf.convert_to_tensor(index_batches, tf.int32)
+        self._prepare_shape_log("predict", (x,))
+        return self._guarded(lambda: self._array_loop("predict", (x,))((x,), indices))
 
     def predict_dataset(self, iterator, num_steps: int):
-        return self._dataset_loop("predict")(iterator, tf.constant(num_steps, tf.int32))
+        steps_wanted = tf.constant(num_steps, tf.int32)
+        self._prepare_shape_log("predict", _as_tuple(iterator.element_spec))
+        return self._guarded(lambda: self._dataset_loop("predict")(iterator, steps_wanted))
 
     def _array_loop(self, stage: str, data: tuple):
         signature = _loop_signature(data)
@@ -221,7 +291,9 @@ class CompiledSteps:
         steps = tf.shape(index_batches)[0]
         arrays = self._output_arrays(steps, dynamic=False)
         for i in tf.range(steps):
-            outputs = tf.nest.flatten(self.predict_step(_gather(data, index_batches[i])))
+            batch = _gather(data, index_batches[i])
+            self._record_shape("predict", batch)
+            outputs = tf.nest.flatten(self.predict_step(batch))
             arrays = [a.write(i, o) for a, o in zip(arrays, outputs)]
         return [a.concat() for a in arrays]
 
@@ -232,7 +304,9 @@ class CompiledSteps:
             element = iterator.get_next_as_optional()
             if not element.has_value():
                 break
-            outputs = tf.nest.flatten(self.predict_step(_as_tuple(element.get_value())))
+            batch = _as_tuple(element.get_value())
+            self._record_shape("predict", batch)
+            outputs = tf.nest.flatten(self.predict_step(batch))
             arrays = [a.write(done, o) for a, o in zip(arrays, outputs)]
             done += 1
         return [a.concat() for a in arrays]

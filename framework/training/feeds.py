@@ -57,19 +57,26 @@ def _is_structure_of_arrays(value) -> bool:
     )
 
 
-def to_arrays(value, dtype: tf.DType, *, features: bool):
+def to_arrays(value, dtype: tf.DType, *, features: bool, built=None):
     """User data (arrays, lists, tensors, dicts of them) as numpy arrays in the model's dtype.
 
-    1-D feature arrays become one column, (n,) -> (n, 1); labels keep their shape.
+    1-D feature arrays become one column, (n,) -> (n, 1), except where the model was built
+    for one scalar per sample (`built`: the model's input specs, in the data's structure), so
+    arrays read as a Dataset of the same data does; labels keep their shape.
     """
     if value is None:
         return None
     if isinstance(value, dict):
-        return {k: to_arrays(v, dtype, features=features) for k, v in value.items()}
+        return {k: to_arrays(v, dtype, features=features,
+                             built=built.get(k) if isinstance(built, dict) else None)
+                for k, v in value.items()}
     if _is_structure_of_arrays(value):
-        return [to_arrays(v, dtype, features=features) for v in value]
+        parts = (list(built) if isinstance(built, (list, tuple)) and len(built) == len(value)
+                 else [None] * len(value))
+        return [to_arrays(v, dtype, features=features, built=b) for v, b in zip(value, parts)]
     array = _to_array(value, dtype)
-    if features and array.ndim == 1:
+    scalar_samples = isinstance(built, tf.TensorSpec) and built.shape.rank == 1
+    if features and array.ndim == 1 and not scalar_samples:
         array = array[:, None]
     return array
 
@@ -281,7 +288,8 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
             f"batch_size must be a positive integer, or None for all samples in one batch. "
             f"Received: batch_size={batch_size!r}"
         )
-    x = to_arrays(model.arrange_inputs(x), model.dtype, features=True)
+    x = to_arrays(model.arrange_inputs(x), model.dtype, features=True,
+                  built=model.built_input_spec)
     y = to_arrays(y, model.dtype, features=False)
     sample_weight = None if sample_weight is None else _to_array(sample_weight, model.dtype)
     named = {names[0]: x, names[1]: y, "sample_weight": sample_weight}

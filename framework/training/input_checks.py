@@ -13,7 +13,7 @@ from graphfit.core.shapes import shape_text
 from graphfit.training.losses import LossKind
 
 __all__ = ["check_same_length", "check_finite", "check_features", "check_labels",
-           "label_assertions", "LABEL_CHECK_MARK"]
+           "label_assertions", "LABEL_CHECK_MARK", "NonFiniteData"]
 
 
 def _leaves(name: str, value) -> list[tuple[str, np.ndarray]]:
@@ -48,8 +48,16 @@ def check_same_length(named: dict[str, object]) -> int:
     return lengths[0][1]
 
 
+class NonFiniteData(ValueError):
+    """The data holds NaN or infinite values (a problem of the data, not of the model)."""
+
+
 def check_finite(named: dict[str, object]) -> None:
-    """No NaN or infinite value in floating arrays (pass check_finite=False to skip)."""
+    """No NaN or infinite value in floating arrays (pass check_finite=False to skip).
+
+    Raises:
+        NonFiniteData: naming the array, the counts and the first bad index.
+    """
     for name, value in named.items():
         for leaf_name, array in _leaves(name, value):
             if not np.issubdtype(array.dtype, np.floating):
@@ -60,7 +68,7 @@ def check_finite(named: dict[str, object]) -> None:
             bad = np.argwhere(~finite)[0]
             nans = int(np.isnan(array).sum())
             infs = int(np.isinf(array).sum())
-            raise ValueError(
+            raise NonFiniteData(
                 f"{leaf_name} contains {nans} NaN and {infs} infinite values; the first is at "
                 f"index {tuple(int(i) for i in bad)}. Clean or impute the data, or pass "
                 f"check_finite=False to train anyway."

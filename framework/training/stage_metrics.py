@@ -16,7 +16,8 @@ import tensorflow as tf
 from graphfit.core.registry import unknown_name_error
 from graphfit.training.losses import LossKind, LossSet
 
-__all__ = ["StageMetrics", "STAGES", "stage_prefix", "resolve_metric", "check_metric_identifier"]
+__all__ = ["StageMetrics", "STAGES", "stage_prefix", "resolve_metric", "check_metric_identifier",
+           "check_binary_metric"]
 
 STAGES = ("train", "val", "test")
 
@@ -99,6 +100,43 @@ def resolve_metric(identifier, y_true: tf.TensorSpec, y_pred: tf.TensorSpec,
     return keras.metrics.MeanMetricWrapper(metric, name=name, dtype=dtype)
 
 
+# Metrics that compare labels and predictions element by element, as two-class problems.
+_BINARY_ONLY = (
+    keras.metrics.AUC, keras.metrics.Precision, keras.metrics.Recall,
+    keras.metrics.TruePositives, keras.metrics.TrueNegatives, keras.metrics.FalsePositives,
+    keras.metrics.FalseNegatives, keras.metrics.PrecisionAtRecall,
+    keras.metrics.RecallAtPrecision, keras.metrics.SensitivityAtSpecificity,
+    keras.metrics.SpecificityAtSensitivity,
+)
+
+
+def check_binary_metric(metric, y_true: tf.TensorSpec, y_pred: tf.TensorSpec, output=None):
+    """Refuses a binary (two-class) metric on an output with several classes whose labels are
+    class ids: Keras would fail inside the graph with a shape error.
+
+    Raises:
+        ValueError: naming the metric, the shapes and the fix.
+    """
+    if not isinstance(metric, _BINARY_ONLY):
+        return
+    classes = y_pred.shape[-1] if y_pred.shape.rank else None
+    if classes is None or classes <= 1:
+        return
+    true_dims = y_true.shape[1:]
+    if true_dims.rank is not None and true_dims.is_compatible_with(y_pred.shape[1:]):
+        return  # one-hot (or multi-label) labels: the metric is micro-averaged, as in Keras
+    where = "" if output is None else f" of output {output!r}"
+    raise ValueError(
+        f"Metric {metric.name!r} ({type(metric).__name__}) is a binary (two-class) metric, "
+        f"but the model's output{where} has {classes} classes (shape "
+        f"{tuple(y_pred.shape[1:])} per sample) and the labels are class ids (shape "
+        f"{tuple(true_dims)} per sample). Use 'accuracy' or 'sparse_top_k_categorical_"
+        f"accuracy' for class ids; or one-hot encode the labels (then {type(metric).__name__} "
+        f"is micro-averaged over the classes); or give the model one sigmoid output for a "
+        f"two-class problem."
+    )
+
+
 def _clone(metric: keras.metrics.Metric, **overrides) -> keras.metrics.Metric:
     """A metric with fresh state (and, where its constructor takes them, the overrides)."""
     config = metric.get_config()
@@ -148,6 +186,7 @@ class StageMetrics:
                 pred_spec = y_pred_spec if output is None else y_pred_spec[output]
                 metric = resolve_metric(identifier, true_spec, pred_spec,
                                         _kind(loss_set, output), self.dtype)
+                check_binary_metric(metric, true_spec, pred_spec, output)
                 key = _unique_key(output, metric.name, weighted, keys)
                 entries.append((output, key, metric, weighted))
         self.metrics = entries

@@ -1,0 +1,32 @@
+"""Issue 13 item 2: an Embedding refuses floats that are not ids, and ids out of range."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graphfit as gf
+from graphfit import layers
+
+
+def test_whole_floats_and_integers_work():
+    embedding = layers.Embedding(10, 3, name="tokens")
+    a = embedding(tf.constant([[1, 2]]))
+    b = embedding(tf.constant([[1.0, 2.0]]))
+    np.testing.assert_allclose(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("bad, message", [([[1.5, 2.0]], "not whole numbers"),
+                                          ([[10, 1]], r"\[0, 10\)"), ([[-1, 1]], r"\[0, 10\)")])
+def test_bad_ids_fail_naming_the_layer(bad, message):
+    embedding = layers.Embedding(10, 3, name="tokens")
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"'tokens'.*{message}"):
+        embedding(tf.constant(bad))
+
+
+def test_fit_with_float_features_into_embedding_fails_even_with_auto_jit():
+    model = gf.Sequential([layers.Embedding(10, 2, name="tokens"), layers.Flatten(),
+                           layers.Dense(1)])
+    model.compile("adam", "mse", jit_compile="auto")
+    x = np.random.default_rng(0).random((8, 3)).astype("float32") * 5
+    with pytest.raises(tf.errors.InvalidArgumentError, match="tokens.*not whole numbers"):
+        model.fit(x, np.ones((8, 1)), verbose=0)
