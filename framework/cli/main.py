@@ -55,7 +55,10 @@ def _parser() -> argparse.ArgumentParser:
                             "--set training.epochs=N may change it)")
     train.add_argument("--verbose", type=int, choices=(0, 1, 2), default=2,
                        help="0 silent, 1 progress bar, 2 one line per epoch (default)")
-    recipe_command("validate", "check a recipe, its data and its model; train nothing")
+    validate = recipe_command("validate", "check a recipe, its data and its model; train nothing")
+    validate.add_argument("--safe", action="store_true",
+                          help="import and run none of the recipe's own code (imports:, "
+                               "class_path:, data.function:); list it instead")
     recipe_command("print-config", "print the resolved recipe with every default")
     from graphfit.cli import inspect_command as cli_inspect
 
@@ -179,7 +182,21 @@ def _validate(args) -> int:
     from graphfit.recipes import load_recipe
     from graphfit.recipes.running import runner
 
-    recipe = load_recipe(args.recipe, args.overrides)
+    recipe = load_recipe(args.recipe, args.overrides, safe=args.safe)
+    base = recipe.config["model"].get("base") if isinstance(recipe.config["model"], dict) \
+        else None
+    if args.safe and (recipe.user_code or base):
+        # Loading the data or building the model would run that code: stop at the checks.
+        print(f"{args.recipe}: OK as far as it can be checked without running any code of "
+              f"the recipe's; data and model were not loaded.")
+        if recipe.user_code:
+            print("Training or validating it without --safe imports and runs:")
+            for reference in recipe.user_code:
+                print(f"  {reference}")
+        if base:
+            print(f"  model.base: loads the run {base.get('run')!r}, and any code its "
+                  f"recipe names")
+        return EXIT_OK
     prepared = runner.prepare(recipe)
     splits, model = prepared.splits, prepared.model
     sizes = ", ".join(f"{stage} {_count(data)}" for stage, data in

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from graphfit.recipes.reading.callback_paths import PATH_ARGUMENTS
 from graphfit.recipes.reading.components import (
     CALLBACK,
     LAYER,
@@ -35,6 +36,7 @@ def _base_layers(base: dict, dtype: str) -> list:
     from graphfit.recipes.reading.recipe import load_recipe
 
     run = base["run"]
+    run_directory.use_recorded_modules(run)  # a base whose recipe imports its own modules
     recipe = load_recipe(run_directory.read_recipe(run))
     model = build_model(recipe.config)
     shape = run_directory.read_json(os.path.join(run, "preprocessing.json"))["input_shape"]
@@ -84,16 +86,13 @@ def loss_of(config: dict):
     return instantiate(loss, LOSS) if isinstance(loss, dict) else loss
 
 
-_PATH_ARGUMENTS = ("log_dir", "filepath", "filename")
-
-
 def build_callbacks(config: dict, run_dir: str | None = None) -> list:
     """The callbacks the recipe lists, in order; relative paths in their arguments
     (`log_dir`, `filepath`, `filename`) are placed inside `run_dir` when it is given."""
     built = []
     for entry in config["callbacks"]:
         entry = dict(entry)
-        for key in _PATH_ARGUMENTS:
+        for key in PATH_ARGUMENTS:
             if run_dir and isinstance(entry.get(key), str) and not os.path.isabs(entry[key]):
                 entry[key] = os.path.join(run_dir, entry[key])
         built.append(instantiate(entry, CALLBACK))

@@ -19,6 +19,7 @@ from graphfit.recipes.reading.recipe import Recipe, load_recipe
 from graphfit.recipes.running import run_directory
 from graphfit.recipes.running.builder import build_model, compile_arguments
 from graphfit.recipes.running.data_loading import DataError, Splits, load_splits
+from graphfit.training.input_checks import NonFiniteData
 
 __all__ = ["Prepared", "prepare", "evaluate_run", "load_run", "sample_shape"]
 
@@ -75,7 +76,7 @@ def prepare(recipe: Recipe) -> Prepared:
             check_inputs(model, x, y, stage=stage, batch_size=training["batch_size"],
                          check_finite=training["check_finite"])
         except ValueError as error:
-            raise _error(recipe, _stage_key(config, stage), error) from None
+            raise _error(recipe, _stage_key(config, stage, error), error) from None
     _check_tap_names(recipe, model)
     return Prepared(recipe, model, splits)
 
@@ -150,12 +151,13 @@ def _model_key(config) -> tuple:
     return ("model", "inputs") if isinstance(config["model"].get("inputs"), dict) else ("model",)
 
 
-def _stage_key(config, stage: str) -> tuple:
-    """The recipe key behind a stage's data problem: a separate source, else the labels/loss."""
+def _stage_key(config, stage: str, error: Exception) -> tuple:
+    """The recipe key behind a stage's data problem: a separate source, else `data` for bad
+    values and `loss` for labels that do not fit the loss."""
     separate = {"val": "validation_data", "test": "test_data"}.get(stage)
     if separate and config["training"][separate] is not None:
         return ("training", separate)
-    return ("loss",)
+    return ("data",) if isinstance(error, NonFiniteData) else ("loss",)
 
 
 def _pair(data):
