@@ -63,13 +63,10 @@ class Embedding(Layer):
         self.embeddings_initializer = arguments.get_initializer(
             embeddings_initializer, "embeddings_initializer"
         )
-        self._receives_float_ids = False  # set when a trace feeds it floating ids
 
-    @property
-    def supports_jit(self) -> bool:
-        """False once it was fed floating ids: XLA drops the in-graph check that they are
-        whole numbers, so `jit_compile="auto"` then compiles without XLA."""
-        return not self._receives_float_ids
+    # XLA drops in-graph asserts, so under XLA an id out of range (or a float that is not a
+    # whole number) would gather a clamped row silently; the checks are worth more than XLA.
+    supports_jit = False
 
     def build(self, input_shape) -> None:
         self.embeddings = self.add_weight(
@@ -91,7 +88,6 @@ class Embedding(Layer):
             return inputs
         if not inputs.dtype.is_floating:
             return tf.cast(inputs, tf.int32)  # bool, int8, uint8, ...
-        self._receives_float_ids = True
         whole = tf.debugging.assert_equal(
             inputs, tf.round(inputs), summarize=5,
             message=(f"Embedding {self.name!r} looks up integer ids, but received floating "

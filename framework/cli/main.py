@@ -222,6 +222,9 @@ def _print_config(args) -> int:
 def _find(run: str) -> str:
     from graphfit.recipes.running import run_directory
 
+    if not run.strip():
+        raise _BadInput("the run directory is empty text; give a run directory such as "
+                        "runs/quickstart/latest")
     try:
         return run_directory.find_run(run)
     except ValueError as error:

@@ -21,6 +21,7 @@ from graphfit.core import config as constructor_config
 from graphfit.core.input_spec import InputSpec
 from graphfit.core.layer_tracking import LayerTracking
 from graphfit.core.naming import snake_case, unique_name
+from graphfit.core.shapes import shape_text
 
 __all__ = ["Layer", "InputSpec"]
 
@@ -368,6 +369,10 @@ def _build_error(layer: Layer, shapes, error: Exception) -> Exception:
         return error  # an inner layer already said which one
     where = (f"Layer {layer.name!r} ({type(layer).__name__}) failed to build for inputs of "
              f"shape {_shape_text(shapes)}: ")
+    if any(tf.TensorShape(s).rank is None for s in tf.nest.flatten(shapes)):
+        where += ("its input has an unknown shape, as the output of tf.numpy_function or "
+                  "tf.py_function has; give it one with tf.ensure_shape(output, shape) or "
+                  "output.set_shape(shape) in the layer that makes it. ")
     wrapped = None
     try:
         candidate = type(error)(where + str(error))
@@ -386,7 +391,10 @@ def _build_error(layer: Layer, shapes, error: Exception) -> Exception:
 
 
 def _shape_text(shapes) -> str:
-    return str(tf.nest.map_structure(lambda s: tuple(tf.TensorShape(s).as_list()), shapes))
+    texts = tf.nest.map_structure(
+        lambda s: "<unknown rank>" if tf.TensorShape(s).rank is None else shape_text(s), shapes,
+        expand_composites=False)
+    return texts if isinstance(texts, str) else str(texts).replace("'", "")
 
 
 def _unbatched_shape(shape_or_tensor) -> tuple:

@@ -16,8 +16,8 @@ import tensorflow as tf
 from graphfit.core.registry import unknown_name_error
 from graphfit.training.losses import LossKind, LossSet
 
-__all__ = ["StageMetrics", "STAGES", "stage_prefix", "resolve_metric", "check_metric_identifier",
-           "check_binary_metric"]
+__all__ = ["MetricMismatch", "StageMetrics", "STAGES", "stage_prefix", "resolve_metric",
+           "check_metric_identifier", "check_binary_metric"]
 
 STAGES = ("train", "val", "test")
 
@@ -110,12 +110,16 @@ _BINARY_ONLY = (
 )
 
 
+class MetricMismatch(ValueError):
+    """A metric that cannot measure this model's outputs (a problem of the `metrics` chosen)."""
+
+
 def check_binary_metric(metric, y_true: tf.TensorSpec, y_pred: tf.TensorSpec, output=None):
     """Refuses a binary (two-class) metric on an output with several classes whose labels are
     class ids: Keras would fail inside the graph with a shape error.
 
     Raises:
-        ValueError: naming the metric, the shapes and the fix.
+        MetricMismatch: naming the metric, the shapes and the fix.
     """
     if not isinstance(metric, _BINARY_ONLY):
         return
@@ -126,7 +130,7 @@ def check_binary_metric(metric, y_true: tf.TensorSpec, y_pred: tf.TensorSpec, ou
     if true_dims.rank is not None and true_dims.is_compatible_with(y_pred.shape[1:]):
         return  # one-hot (or multi-label) labels: the metric is micro-averaged, as in Keras
     where = "" if output is None else f" of output {output!r}"
-    raise ValueError(
+    raise MetricMismatch(
         f"Metric {metric.name!r} ({type(metric).__name__}) is a binary (two-class) metric, "
         f"but the model's output{where} has {classes} classes (shape "
         f"{tuple(y_pred.shape[1:])} per sample) and the labels are class ids (shape "

@@ -30,3 +30,22 @@ def test_fit_with_float_features_into_embedding_fails_even_with_auto_jit():
     x = np.random.default_rng(0).random((8, 3)).astype("float32") * 5
     with pytest.raises(tf.errors.InvalidArgumentError, match="tokens.*not whole numbers"):
         model.fit(x, np.ones((8, 1)), verbose=0)
+
+
+@pytest.mark.parametrize("ids", [[[1, 10]], [[1, -1]]])
+def test_out_of_range_integer_ids_fail_under_the_default_jit_setting(ids):
+    # XLA would drop the range check and gather a clamped row; "auto" keeps Embedding out of it.
+    model = gf.Sequential([layers.Embedding(10, 3, name="tokens"), layers.Flatten(),
+                           layers.Dense(1)])
+    model.compile("adam", "mse")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="tokens"):
+        model.predict(np.array(ids, np.int32), verbose=0)
+    assert model.compile_state is None or model.compile_state.jit_compile is not True
+
+
+def test_jit_compile_true_refuses_an_embedding_by_name():
+    model = gf.Sequential([layers.Embedding(10, 3, name="tokens"), layers.Flatten(),
+                           layers.Dense(1)])
+    model.compile("adam", "mse", jit_compile=True)
+    with pytest.raises(ValueError, match="'tokens' \\(Embedding\\)"):
+        model.fit(np.array([[1, 2]]), np.ones((1, 1)), verbose=0)

@@ -94,3 +94,11 @@ def test_run_dir_argument_mistakes_exit_2(run_dir, message, capsys):
     recipe = os.path.join(REPO, "recipes", "quickstart.yaml")
     assert cli.main(["train", recipe, "--run-dir", run_dir]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["evaluate", "predict"])
+def test_an_empty_run_directory_argument_exits_2(command, capsys, tmp_path):
+    extra = ["--input", "x.csv", "--output", str(tmp_path / "p.csv")] if command == "predict" \
+        else []
+    assert cli.main([command, "", *extra]) == 2
+    assert "run directory is empty text" in capsys.readouterr().err

@@ -64,3 +64,15 @@ def test_a_failing_build_names_the_layer_and_keeps_the_cause():
     with pytest.raises(ValueError, match="'broken'.*kernel larger") as info:
         FailsToBuild(name="broken")(tf.ones((2, 2)))
     assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_a_layer_fed_an_unknown_shape_says_how_to_give_it_one():
+    class NoShape(gf.Layer):
+        def call(self, x, training=False):
+            return tf.numpy_function(lambda a: (a * 2).astype(np.float32), [x], tf.float32)
+
+    model = gf.Sequential([NoShape(), layers.Dense(2)])
+    model.compile(optimizer="adam", loss="mse")
+    with pytest.raises(ValueError, match=r"failed to build for inputs of shape <unknown rank>"
+                                         r".*tf\.ensure_shape"):
+        model.fit(np.ones((8, 3), np.float32), np.ones((8, 2), np.float32), verbose=0)
