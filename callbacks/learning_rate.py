@@ -67,16 +67,26 @@ def _check_settable(callback: Callback) -> None:
     set_learning_rate(optimizer, read_learning_rate(optimizer), type(callback).__name__)
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _as_rate(value, where: str) -> float:
-    """A learning rate from user data: a finite number >= 0 (a NumPy or 0-d tensor is fine)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{where} must be a learning rate (a number >= 0). Received: {value!r}")
+    """A learning rate from user data: a finite number >= 0 that fits the optimizer's float32
+    variable (a NumPy scalar or 0-d tensor is fine; a string such as "0.1" is not a number)."""
     try:
-        rate = float(np.asarray(value))
-    except (TypeError, ValueError):
-        rate = None
-    if rate is None or not math.isfinite(rate) or rate < 0:
-        raise ValueError(f"{where} must be a learning rate (a number >= 0). Received: {value!r}")
+        array = None if isinstance(value, (str, bytes)) else np.asarray(value)
+    except Exception:  # an object NumPy cannot read is not a number either
+        array = None
+    if array is None or array.ndim != 0 or array.dtype.kind not in "iuf":
+        raise ValueError(f"{where} must be a learning rate (a number >= 0, without quotes). "
+                         f"Received: {where}={value!r}")
+    rate = float(array)
+    if not math.isfinite(rate) or rate < 0:
+        raise ValueError(f"{where} must be a learning rate (a finite number >= 0). "
+                         f"Received: {where}={value!r}")
+    if rate > _FLOAT32_MAX:
+        raise ValueError(f"{where} is too large: {rate!r} overflows float32 (largest about "
+                         f"3.4e+38), the learning rate's type. Received: {where}={value!r}")
     return rate
 
 
@@ -209,7 +219,7 @@ def _check_schedule(schedule) -> Callable[[int, float], Any] | list[float] | dic
             if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
                 raise ValueError(
                     "schedule keys must be epoch indices (integers >= 0, counted from 0). "
-                    f"Received: schedule={schedule!r}")
+                    f"Received: schedule[{key!r}]={value!r}")
             points[int(epoch)] = _as_rate(value, f"schedule[{key!r}]")
         return dict(sorted(points.items()))
     raise ValueError(

@@ -36,7 +36,7 @@ import typing
 
 import numpy as np
 
-__all__ = ["argument_problem", "declared_kinds"]
+__all__ = ["argument_problem", "argument_problem_at", "declared_kinds"]
 
 _INT64 = 2 ** 63
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -186,10 +186,28 @@ def _kind_problem(value, kinds: set[str]) -> str | None:
                                                     "dict", "null")
                          if kind in kinds and not (kind == "int" and "number" in kinds))
     message = f"must be {wanted}, got {shown(value)}"
-    if isinstance(value, str) and (_LOOKS_BOOL.match(value.strip())
-                                   or _LOOKS_NUMBER.match(value.strip())):
+    if isinstance(value, str) and _unquoted_fits(value, kinds):
         message += f"; write {value.strip()} without quotes"
     return message
+
+
+def _unquoted_fits(text: str, kinds: set[str]) -> bool:
+    """Whether `text` written without quotes would be accepted: "write 1e300 without quotes"
+    or "write nan without quotes" would only trade this problem for another one."""
+    if not (_LOOKS_BOOL.match(text.strip()) or _LOOKS_NUMBER.match(text.strip())):
+        return False
+    from graphfit.recipes.reading.yaml_source import parse_value
+
+    try:
+        value = parse_value(text.strip(), "value").data
+    except ValueError:
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    if not isinstance(value, (bool, int, float)) or _range_problem(value):
+        return False
+    return bool(_value_kinds(value) & kinds) or (
+        isinstance(value, int) and not isinstance(value, bool) and "number" in kinds)
 
 
 def _owner(cls, name: str):
@@ -208,14 +226,24 @@ def _owner(cls, name: str):
 
 def argument_problem(cls, name: str, value) -> str | None:
     """What is wrong with `cls(name=value)` as far as the declared types tell, or None."""
-    if isinstance(value, list):
-        for item in value:  # numbers inside lists (boundaries, values) must fit too
-            problem = _range_problem(item) if isinstance(item, (int, float)) else None
-            if problem:
-                return problem
-    problem = _range_problem(value)
-    if problem:
-        return problem
+    found = argument_problem_at(cls, name, value)
+    return found[1] if found else None
+
+
+def argument_problem_at(cls, name: str, value) -> tuple[tuple, str] | None:
+    """Like `argument_problem`, with where inside `value` the problem is: () for the value
+    itself, (1,) for its second item, ("10",) for its key "10"."""
+    items = (enumerate(value) if isinstance(value, list)
+             else value.items() if isinstance(value, dict) else ())
+    for key, item in items:  # numbers inside (boundaries, a schedule's rates) must fit too
+        problem = _range_problem(item) if isinstance(item, (int, float)) else None
+        if problem:
+            return (key,), problem
+    problem = _range_problem(value) or _declared_problem(cls, name, value)
+    return ((), problem) if problem else None
+
+
+def _declared_problem(cls, name: str, value) -> str | None:
     owner, parameter = _owner(cls, name)
     if parameter is None:
         return None
@@ -224,6 +252,9 @@ def argument_problem(cls, name: str, value) -> str | None:
         return _kind_problem(value, kinds)
     if (isinstance(value, str) and parameter.default in (None, inspect.Parameter.empty)
             and (_LOOKS_BOOL.match(value.strip()) or _LOOKS_NUMBER.match(value.strip()))):
-        return (f"got {value!r} (a string) where {cls.__name__} does not say it takes a "
-                f"string; write {value.strip()} without quotes for a boolean or number")
+        message = (f"got {value!r} (a string) where {cls.__name__} does not say it takes a "
+                   f"string; ")
+        if _unquoted_fits(value, {"bool", "number"}):
+            return message + f"write {value.strip()} without quotes for a boolean or number"
+        return message + "a boolean (true or false) or a finite number is expected"
     return None

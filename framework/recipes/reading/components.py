@@ -20,7 +20,8 @@ from graphfit.core.layer import Layer
 from graphfit.core.naming import names_unchanged
 from graphfit.core.registry import closest, did_you_mean
 from graphfit.recipes.reading import user_code
-from graphfit.recipes.reading.argument_types import argument_problem
+from graphfit.recipes.reading.argument_types import argument_problem_at
+from graphfit.recipes.reading.problems import short_repr
 from graphfit.recipes.reading.schema import INVALID, Checker, shown
 from graphfit.training import losses as losses_module
 
@@ -107,8 +108,13 @@ def _find_class(entry: dict, family: ComponentFamily, path, checker: Checker):
         if not isinstance(reference, str):
             checker.report(path + ("class_path",), f"must be a string, got {shown(reference)}")
             return None
-        if getattr(checker, "safe", False):
-            return NOT_IMPORTED  # safe mode imports no user code (the recipe lists it)
+        if getattr(checker, "safe", False):  # safe mode imports no user code (it is listed)
+            try:
+                user_code.check_not_standard_library(reference)
+            except ValueError as error:
+                checker.report(path + ("class_path",), str(error))
+                return None
+            return NOT_IMPORTED
         try:
             cls = import_attribute(reference, ".")
             user_code.check_runnable(cls, reference)
@@ -137,7 +143,7 @@ def _find_class(entry: dict, family: ComponentFamily, path, checker: Checker):
         hint = did_you_mean(name, known)
         extra = (" A class of your own needs 'imports:' of its module (registered with "
                  "@graphfit.register_layer) or 'class_path:'." if family.allow_class_path else "")
-        checker.report(path + ("type",), f"unknown {family.kind} {name!r}.{hint} Known: "
+        checker.report(path + ("type",), f"unknown {family.kind} {short_repr(name)}.{hint} Known: "
                                          f"{', '.join(known)}.{extra}")
     return cls
 
@@ -150,7 +156,28 @@ def _a(noun: str) -> str:
 _FAMILIAR = {"lr": "learning_rate", "decay": "weight_decay", "num_units": "units",
              "filters_out": "filters", "dropout": "rate"}
 
-_RECEIVED = re.compile(r"Received:?\s+(\w+)=")
+# "Received: units=-2", or an entry inside an argument: "Received: schedule[0]='0.1'".
+_RECEIVED = re.compile(r"Received:?\s+(\w+)((?:\[(?:\d+|'[^'\]]*')\])*)=")
+_INDEX = re.compile(r"\[(\d+|'[^'\]]*')\]")
+
+
+def _received_at(error: Exception, path: tuple, arguments: dict) -> tuple:
+    """The key path a constructor's "Received: name[index]=..." names, as deep as it exists
+    in the entry's arguments; else the entry itself."""
+    named = _RECEIVED.search(str(error))
+    if not named or named.group(1) not in arguments:
+        return path
+    at, value = path + (named.group(1),), arguments[named.group(1)]
+    for part in _INDEX.findall(named.group(2)):
+        key = int(part) if part.isdigit() else part[1:-1]
+        if isinstance(value, list) and isinstance(key, int) and key < len(value):
+            value = value[key]
+        elif isinstance(value, dict) and key in value:
+            value = value[key]
+        else:
+            break
+        at += (key,)
+    return at
 
 
 def check_component(entry, path: tuple, checker: Checker, family: ComponentFamily,
@@ -182,15 +209,16 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
                 guess = closest(key, accepted) or (
                     _FAMILIAR.get(key) if _FAMILIAR.get(key) in accepted else None)
                 hint = f"; did you mean {guess!r}?" if guess else "."
-                checker.report(path + (key,), f"{cls.__name__} has no argument {key!r}{hint} "
-                                              f"Its arguments: {', '.join(accepted)}")
+                checker.report(path + (key,), f"{cls.__name__} has no argument "
+                                              f"{short_repr(key)}{hint} Its arguments: "
+                                              f"{', '.join(accepted)}")
     for key, parameter in accepted.items():
         if parameter.default is inspect.Parameter.empty and key not in arguments:
             checker.report(path, f"{cls.__name__} needs the argument {key!r}")
     for key, value in arguments.items():
-        problem = argument_problem(cls, key, value) if key in accepted else None
-        if problem:
-            checker.report(path + (key,), problem)
+        found = argument_problem_at(cls, key, value) if key in accepted else None
+        if found:
+            checker.report(path + (key,) + found[0], found[1])
     if len(checker.problems) > problems_before:
         return INVALID
     try:
@@ -203,8 +231,7 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
         return INVALID
     except Exception as error:  # the constructor's own message is the most precise one
         message = clean_message(error)
-        named = _RECEIVED.search(str(error))
-        at = path + (named.group(1),) if named and named.group(1) in arguments else path
+        at = _received_at(error, path, arguments)
         prefix = "" if message.startswith(f"{cls.__name__}:") else f"{cls.__name__}: "
         checker.report(at, prefix + message)
         return INVALID

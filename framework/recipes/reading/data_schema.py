@@ -13,6 +13,7 @@ import os
 
 from graphfit import datasets
 from graphfit.recipes.reading import user_code
+from graphfit.recipes.reading.problems import short_repr
 from graphfit.recipes.reading.schema import (
     INVALID,
     Boolean,
@@ -131,16 +132,20 @@ def _check_names(resolved, path, checker, available, keys, what) -> None:
             if name not in available:
                 hint = did_you_mean(name, available, "; did you mean {!r}?", otherwise=".")
                 where = path + (key,) if isinstance(names, str) else path + (key, index)
-                checker.report(where, f"no {what} {name!r} in the file{hint} It has: "
+                checker.report(where, f"no {what} {short_repr(name)} in the file{hint} It has: "
                                       f"{', '.join(available)}")
 
 
 def _check_function(resolved: dict, path, checker: Checker) -> None:
     """The data function exists and may be run, and takes the arguments given (unless the
     recipe is read in safe mode, which imports no user code)."""
-    if getattr(checker, "safe", False):
-        return
     reference = resolved["function"]
+    if getattr(checker, "safe", False):  # only what the name alone tells
+        try:
+            user_code.check_not_standard_library(reference)
+        except ValueError as error:
+            checker.report(path + ("function",), str(error))
+        return
     try:
         function = user_code.import_attribute(reference, ":")
         user_code.check_runnable(function, reference)

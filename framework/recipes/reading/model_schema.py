@@ -23,6 +23,7 @@ import dataclasses
 
 from graphfit.core.registry import did_you_mean
 from graphfit.recipes.reading.components import LAYER, check_component
+from graphfit.recipes.reading.problems import short_repr
 from graphfit.recipes.reading.schema import (
     INVALID,
     Boolean,
@@ -74,8 +75,8 @@ def _check_unique(named: list, checker: Checker) -> None:
     seen = {}
     for name, where in named:
         if name in seen:
-            checker.report(where, f"the name {name!r} is used twice; layer and node names "
-                                  f"must be unique")
+            checker.report(where, f"the name {short_repr(name)} is used twice; layer and node "
+                                  f"names must be unique")
         seen.setdefault(name, where)
 
 
@@ -124,7 +125,8 @@ def _check_references(refs, path, checker, known, single) -> None:
         if isinstance(ref, str) and ref not in known:
             hint = did_you_mean(ref, known, "; did you mean {!r}?", otherwise=".")
             checker.report(path if single else path + (position,),
-                           f"no input or node named {ref!r}{hint} Known: {', '.join(known)}")
+                           f"no input or node named {short_repr(ref)}{hint} Known: "
+                           f"{', '.join(known)}")
 
 
 def _check_base(value, path, checker):
@@ -202,8 +204,9 @@ def check_model(value, path: tuple, checker: Checker):
     if "layers" in value:
         for key in ("inputs", "outputs"):
             if key in value:
-                checker.report(path + (key,), f"{key!r} belongs to a graph model ('nodes'); a "
-                                              f"'layers' model takes its input from the data")
+                checker.report(path + (key,), f"{short_repr(key)} belongs to a graph model "
+                                              f"('nodes'); a 'layers' model takes its input "
+                                              f"from the data")
         resolved["layers"] = _check_layers(value["layers"], path + ("layers",), checker)
         if "base" in value:
             resolved["base"] = _check_base(value["base"], path + ("base",), checker)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from graphfit.recipes.reading.problems import Position, Problem, RecipeError
+from graphfit.recipes.reading.problems import Position, Problem, RecipeError, short_repr, shorten
 from graphfit.recipes.reading.yaml_source import Document, parse_value
 
 __all__ = ["apply_overrides", "parse_key"]
@@ -41,20 +41,20 @@ def parse_key(key: str) -> tuple:
             continue
         match = _PART.match(part)
         if not match:
-            raise ValueError(f"{key!r} is not a dotted key such as training.epochs or "
+            raise ValueError(f"{short_repr(key)} is not a dotted key such as training.epochs or "
                              f"model.layers[0].units")
         path.append(match.group(1))
         path.extend(int(i) for i in re.findall(r"\[(\d+)\]", match.group(2)))
     if not path or isinstance(path[0], int):
-        raise ValueError(f"{key!r} must start with a section name such as training")
+        raise ValueError(f"{short_repr(key)} must start with a section name such as training")
     return tuple(path)
 
 
 def _not_a_mapping(node, key) -> str:
     kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
              list: "a list", type(None): "null"}
-    return (f"cannot set {key!r} inside it: it is {kinds.get(type(node), 'a value')} "
-            f"({node!r}), not a mapping")
+    return (f"cannot set {short_repr(key)} inside it: it is {kinds.get(type(node), 'a value')} "
+            f"({short_repr(node)}), not a mapping")
 
 
 def _place(data: dict, path: tuple, value, where: Position) -> None:
@@ -97,8 +97,8 @@ def apply_overrides(document: Document, overrides: list[str]) -> None:
     if document.data is None and overrides:
         document.data = {}
     for text in overrides:
-        where = Position(f"--set {text}", 0, 0)
         key, equals, raw = text.partition("=")
+        where = Position(f"--set {shorten(key)}{equals}{shorten(raw)}", 0, 0)
         try:
             if not equals:
                 raise ValueError("must look like key=value (for example training.epochs=3)")

@@ -17,8 +17,14 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import re
 
-__all__ = ["Position", "Problem", "RecipeError", "dotted"]
+__all__ = ["Position", "Problem", "RecipeError", "dotted", "shorten", "short_repr"]
+
+SHOWN_LENGTH = 80  # a value longer than this is cut in messages (a recipe may hold megabytes)
+_MESSAGE_LENGTH = 2000  # the last guard: no problem line is longer than this
+# A quoted run this long is a value echoed back (by a constructor's own message, say).
+_LONG_QUOTED = re.compile(r"'[^'\n]{200,}'|\"[^\"\n]{200,}\"")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,12 +41,32 @@ class Position:
         return f"{self.source}:{self.line}:{self.column}" if self.line else self.source
 
 
+def shorten(text: str, limit: int = SHOWN_LENGTH) -> str:
+    """`text`, cut to `limit` characters with "…" when longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def short_repr(value, limit: int = SHOWN_LENGTH) -> str:
+    """`repr(value)` for a message, cut to `limit` characters with "…" when longer."""
+    if isinstance(value, str) and len(value) > limit:
+        value = value[:limit]  # never build the repr of megabytes just to cut it
+    return shorten(repr(value), limit)
+
+
 def dotted(path) -> str:
-    """("model", "layers", 1, "units") -> "model.layers[1].units"."""
+    """("model", "layers", 1, "units") -> "model.layers[1].units"; a mapping key that is a
+    number (a schedule's epoch "10") is written as an index too: "schedule[10]"."""
     text = ""
     for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        part = part if isinstance(part, int) else shorten(str(part))
+        indexed = isinstance(part, int) or (part.isdigit() and text)
+        text += f"[{part}]" if indexed else (f".{part}" if text else part)
     return text or "(recipe)"
+
+
+def _short_message(message: str) -> str:
+    message = _LONG_QUOTED.sub(lambda match: shorten(match.group(0)), message)
+    return shorten(message, _MESSAGE_LENGTH)
 
 
 @dataclasses.dataclass
@@ -50,6 +76,9 @@ class Problem:
     path: tuple
     message: str
     position: Position | None = None
+
+    def __post_init__(self):
+        self.message = _short_message(self.message)
 
     def __str__(self) -> str:
         where = f"{self.position}: " if self.position else ""

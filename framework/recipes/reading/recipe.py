@@ -22,7 +22,7 @@ from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.schema import Checker
 from graphfit.recipes.reading.sections import check_recipe
 from graphfit.recipes.reading.user_code import code_references
-from graphfit.recipes.reading.yaml_source import parse_yaml
+from graphfit.recipes.reading.yaml_source import MAX_BYTES, parse_yaml, size_problem
 
 __all__ = ["Recipe", "load_recipe", "recipe_from_text"]
 
@@ -114,10 +114,14 @@ def load_recipe(path: str, overrides=(), safe: bool = False) -> Recipe:
         raise RecipeError([Problem((), message, where)])
     try:
         with open(path, "rb") as handle:
-            raw = handle.read()
+            raw = handle.read(MAX_BYTES + 1)  # never more: a huge file is refused unread
+            size = max(os.fstat(handle.fileno()).st_size, len(raw))
     except OSError as error:
         raise RecipeError([Problem((), f"cannot read the recipe: {error}",
                                    Position(path, 0, 0))]) from None
+    too_large = size_problem(raw, size, path)
+    if too_large:
+        raise RecipeError([too_large])
     text = _decode(raw, path)
     stem = os.path.splitext(os.path.basename(path))[0]
     return recipe_from_text(text, path, overrides, base_dir=os.path.dirname(os.path.abspath(path)),

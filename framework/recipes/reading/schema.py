@@ -24,7 +24,7 @@ import math
 from typing import Any, Callable
 
 from graphfit.core.registry import did_you_mean
-from graphfit.recipes.reading.problems import Problem
+from graphfit.recipes.reading.problems import Problem, short_repr
 from graphfit.recipes.reading.yaml_source import Document
 
 __all__ = ["REQUIRED", "INVALID", "Field", "Checker", "Spec", "Integer", "Number", "Boolean",
@@ -39,13 +39,8 @@ def shown(value) -> str:
     kinds = {bool: "a boolean", str: "a string", list: "a list", dict: "a mapping",
              type(None): "null"}
     kind = kinds.get(type(value))
-    text = repr(value) if not isinstance(value, (list, dict)) else _short(value)
+    text = short_repr(value)
     return f"{text} ({kind})" if kind and not isinstance(value, type(None)) else text
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class Checker:
@@ -164,7 +159,7 @@ class String(Spec):
             return INVALID
         if self.choices and value not in self.choices:
             hint = did_you_mean(value, self.choices, "; did you mean {!r}?")
-            checker.report(path, f"must be {self.describe()}, got {value!r}{hint}")
+            checker.report(path, f"must be {self.describe()}, got {short_repr(value)}{hint}")
             return INVALID
         if not self.choices and not value.strip():
             checker.report(path, "must not be empty")
@@ -284,5 +279,5 @@ class Section(Spec):
         for key in value:
             if key not in self.fields:
                 hint = did_you_mean(key, self.fields, "; did you mean {!r}?", otherwise=".")
-                checker.report(path + (key,), f"unknown key {key!r}{hint} Valid keys: "
+                checker.report(path + (key,), f"unknown key {short_repr(key)}{hint} Valid keys: "
                                               f"{', '.join(self.fields)}")

@@ -168,13 +168,13 @@ def import_user_modules(data: dict, checker: Checker) -> None:
     names = data.get("imports") if isinstance(data, dict) else None
     if not isinstance(names, list):
         return
-    if getattr(checker, "safe", False):
-        return  # safe mode imports nothing; the recipe lists what it would import
     for index, name in enumerate(names):
         if not isinstance(name, str):
             continue
         try:
-            user_code.import_module(name)
+            user_code.check_importable(name)
+            if not getattr(checker, "safe", False):  # safe mode imports nothing (it lists it)
+                user_code.import_module(name)
         except ValueError as error:  # also what the module did: raise, sys.exit, bad syntax
             checker.report(("imports", index), str(error))
 

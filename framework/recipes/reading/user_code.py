@@ -11,7 +11,9 @@ source code), defined in a module that is not part of Python's standard library.
 builtins and C functions (`os:system`, `builtins:eval`), and the standard library's Python
 functions that run commands or code (`subprocess:run`), whichever module re-exports them,
 because the test is on where the object was defined, not on the name written in the recipe.
-A recipe is data: naming code should never turn it into a shell.
+A recipe is data: naming code should never turn it into a shell. Safe mode, which imports
+nothing, refuses by name what it can: a reference whose top-level module is in the standard
+library (`check_not_standard_library`). `imports:` never takes a standard-library module.
 
 Example:
 
@@ -34,7 +36,8 @@ import traceback
 from graphfit.recipes.reading.problems import Position, dotted
 
 __all__ = ["UserCodeError", "CodeReference", "import_module", "import_attribute", "call",
-           "check_runnable", "code_references", "describe_error"]
+           "check_runnable", "check_not_standard_library", "check_importable",
+           "code_references", "describe_error"]
 
 
 class UserCodeError(ValueError):
@@ -129,6 +132,27 @@ def check_runnable(obj, reference: str) -> None:
         raise UserCodeError(f"{reference} is defined in Python's standard library "
                             f"({module}); a recipe may name only functions and classes of "
                             f"your own or installed packages' modules")
+
+
+def check_not_standard_library(reference: str) -> None:
+    """Refuses, from the name alone (importing nothing), a `class_path` or `data.function`
+    reference into Python's standard library: what safe mode can check of the rule above."""
+    top = reference.strip().partition(":")[0].partition(".")[0]
+    if _standard_library(top):
+        raise UserCodeError(f"{reference} names a module of Python's standard library "
+                            f"({top}); a recipe may name only functions and classes of your "
+                            f"own or installed packages' modules")
+
+
+def check_importable(name: str) -> None:
+    """Refuses an `imports:` entry that is a standard-library module (importing nothing):
+    such a module registers no graphfit class, and importing one only runs its code."""
+    top = name.strip().partition(".")[0]
+    if _standard_library(top):
+        raise UserCodeError(f"{name!r} is a module of Python's standard library; 'imports:' is "
+                            f"for your own (or installed) modules that register layers, "
+                            f"losses or callbacks, and a standard-library module registers "
+                            f"nothing (importing it would only run its code). Remove it")
 
 
 def call(function, reference: str, arguments: dict):

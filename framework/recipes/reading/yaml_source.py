@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from graphfit.recipes.reading.problems import Position, Problem, RecipeError
+from graphfit.recipes.reading.problems import Position, Problem, RecipeError, short_repr
 
-__all__ = ["Document", "parse_yaml", "parse_value"]
+__all__ = ["Document", "parse_yaml", "parse_value", "size_problem", "MAX_BYTES"]
 
 Path = tuple  # a key path: ("model", "layers", 2, "units")
 
@@ -51,8 +51,10 @@ _REPLACED = {"tag:yaml.org,2002:float", "tag:yaml.org,2002:int", "tag:yaml.org,2
 _PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
 
-# A recipe is a page of settings; these bounds refuse alias bombs ("billion laughs"), deep
-# nesting and recursive aliases quickly and in bounded memory, long before any real recipe.
+# A recipe is a page of settings; these bounds refuse huge files, alias bombs ("billion
+# laughs"), deep nesting and recursive aliases quickly and in bounded memory, long before any
+# real recipe. The byte size is checked before YAML reads a character (its reader is slow).
+MAX_BYTES = 512 * 1024  # a recipe names its data files, it does not hold data
 MAX_VALUES = 100_000  # values after aliases and merges are expanded
 MAX_DEPTH = 64  # mappings and lists inside each other
 
@@ -123,8 +125,31 @@ def _position(source: str, mark) -> Position:
 
 
 def _too_many() -> str:
-    return (f"the recipe expands to more than {MAX_VALUES} values (aliases '*name' repeated "
-            f"inside each other?); a recipe this large is refused")
+    return (f"the recipe expands to more than {MAX_VALUES} values (a very long list, or "
+            f"aliases '*name' repeated inside each other); a recipe names its data files "
+            f"(csv, npz, a data function), it does not hold data")
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if count >= scale:
+            return f"{count:,} bytes ({count / scale:.1f} {unit})"
+    return f"{count:,} bytes"
+
+
+def size_problem(head: bytes, size: int, source: str) -> Problem | None:
+    """The problem of a recipe of `size` bytes beyond MAX_BYTES, or None; `head` is (at least)
+    its first MAX_BYTES bytes, which place the problem where the limit is passed."""
+    if size <= MAX_BYTES:
+        return None
+    head = head[:MAX_BYTES]
+    line_start = head.rfind(b"\n") + 1
+    where = (Position(source, head.count(b"\n") + 1,
+                      len(head[line_start:].decode("utf-8", errors="replace")) + 1)
+             if not source.startswith("--set") else Position(source, 0, 0))
+    return Problem((), f"the recipe is {_size(size)}, more than the limit of {_size(MAX_BYTES)}"
+                       f" (reached here); a recipe names its data files (csv, npz, a data "
+                       f"function), it does not hold data", where)
 
 
 def _check_nesting(text: str) -> None:
@@ -132,9 +157,13 @@ def _check_nesting(text: str) -> None:
     recursion a deep document would exhaust)."""
     loader = _RecipeLoader(text)
     try:
-        depth = 0
+        depth = values = 0
         while loader.check_event():
             event = loader.get_event()
+            if isinstance(event, yaml.NodeEvent):  # refused before composing a long list
+                values += 1
+                if values > MAX_VALUES:
+                    raise _TooLarge(_too_many(), event.start_mark)
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -166,7 +195,7 @@ def _walk(node, path: Path, source: str, positions: dict, problems: list, constr
         for key_node, value_node in node.value:
             key = constructor.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int, float, bool)) or key is None:
-                problems.append(Problem(path, f"a key must be a plain name, got {key!r}",
+                problems.append(Problem(path, f"a key must be a plain name, got {short_repr(key)}",
                                         _position(source, key_node.start_mark)))
                 continue
             key = str(key) if not isinstance(key, str) else key
@@ -174,8 +203,8 @@ def _walk(node, path: Path, source: str, positions: dict, problems: list, constr
                 first = positions[path + (key,)]
                 problems.append(Problem(
                     path + (key,),
-                    f"duplicate key {key!r} (first given at line {first.line}); YAML would "
-                    f"silently keep only the last one. Remove one of them.",
+                    f"duplicate key {short_repr(key)} (first given at line {first.line}); YAML "
+                    f"would silently keep only the last one. Remove one of them.",
                     _position(source, key_node.start_mark)))
                 continue
             positions[path + (key,)] = _position(source, key_node.start_mark)
@@ -204,6 +233,7 @@ def parse_yaml(text: str, source: str, keep_going: bool = False) -> Document:
         RecipeError: for YAML syntax errors (with the line and column YAML reports), more than
             one document, or duplicate keys (all of them).
     """
+    _check_size(text, source)
     loader = None
     try:
         _check_nesting(text)
@@ -239,6 +269,17 @@ def parse_yaml(text: str, source: str, keep_going: bool = False) -> Document:
     if problems and not keep_going:
         raise RecipeError(problems)
     return Document(data, positions, problems)
+
+
+def _check_size(text: str, source: str) -> None:
+    if len(text) * 4 <= MAX_BYTES:  # UTF-8 takes at most 4 bytes a character
+        return
+    head = text[: MAX_BYTES + 1].encode("utf-8", errors="surrogatepass")
+    size = len(head) if len(head) <= MAX_BYTES else len(
+        text.encode("utf-8", errors="surrogatepass"))
+    problem = size_problem(head, size, source)
+    if problem:
+        raise RecipeError([problem])
 
 
 def _reader_problem(error, text: str, source: str) -> Problem:

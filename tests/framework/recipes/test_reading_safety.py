@@ -6,10 +6,13 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+import sys
 import textwrap
+import time
 import tracemalloc
 
 import keras
+import numpy as np
 import pytest
 
 import graphfit as gf
@@ -247,3 +250,112 @@ def test_a_non_utf8_byte_is_placed_by_line_and_character_column(tmp_path):
         b"\xc3\xbf", b"\xff"))
     assert _problems(str(path)) == [f"{path}:2:9: the recipe is not UTF-8 text: the byte 0xff "
                                     f"cannot be read; save the file as UTF-8"]
+
+
+# --- safe mode refuses the standard library by name; imports: refuses it in both modes --------
+
+_STDLIB_RECIPE = """\
+    imports: [this]
+    data: {source: function, function: "os:system", arguments: {command: "echo pwned"}}
+    model:
+      - {class_path: subprocess.Popen}
+    loss: mse
+    training:
+      validation_data: {source: function, function: "builtins:eval"}
+"""
+
+
+@pytest.mark.parametrize("safe", [True, False])
+def test_standard_library_references_are_refused_in_both_modes(tmp_path, safe, capsys):
+    path = _write(tmp_path, "s.yaml", _STDLIB_RECIPE)
+    imported_before = "this" in sys.modules
+    code = cli.main(["validate", *(["--safe"] if safe else []), path])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{path}:1:11: imports[0]: 'this' is a module of Python's standard library" in err
+    assert "registers nothing" in err
+    assert f"{path}:2:26: data.function: os:system " in err
+    assert f"{path}:4:6: model.layers[0].class_path: subprocess.Popen " in err
+    assert f"{path}:7:39: training.validation_data.function: builtins:eval " in err
+    assert "recipe may name only" in err and "4 problems found" in err
+    if safe:
+        assert "names a module of Python's standard library (subprocess)" in err
+    assert ("this" in sys.modules) == imported_before  # refused without being imported
+
+
+def test_safe_mode_still_accepts_references_to_user_modules(tmp_path):
+    path = _write(tmp_path, "u.yaml", """\
+        data: {source: function, function: "my_data:rows"}
+        model: [{class_path: my_layers.Scale}]
+        loss: mse
+    """)
+    recipe = load_recipe(path, safe=True)
+    assert [item.reference for item in recipe.user_code] == ["my_data:rows", "my_layers.Scale"]
+
+
+# --- size bounds: checked before YAML reads the text; long values cut in messages -------------
+
+def test_a_recipe_over_the_byte_limit_is_refused_before_parsing(tmp_path, capsys):
+    path = tmp_path / "huge.yaml"
+    path.write_text("data: [" + ", ".join(["1"] * 2_000_000) + "]\n")  # 6 MB
+    started = time.perf_counter()
+    code = cli.main(["validate", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and time.perf_counter() - started < 5, err
+    assert f"{path}:1:524289: the recipe is 6,000,007 bytes (5.7 MiB), more than the limit " \
+           f"of 524,288 bytes (512.0 KiB)" in err
+    assert "it does not hold data" in err
+    with pytest.raises(RecipeError, match="more than the limit"):
+        parse_yaml("# " + "x" * 2 ** 20 + "\n", "comment.yaml")
+
+
+def test_a_long_plain_list_is_refused_without_blaming_aliases():
+    with pytest.raises(RecipeError) as caught:
+        parse_yaml("data: [" + ", ".join(["1"] * 100_001) + "]\n", "list.yaml")
+    assert "more than 100000 values (a very long list, or aliases" in str(caught.value)
+
+
+def test_long_values_are_cut_in_messages(tmp_path):
+    long = "x" * 100_000
+    path = _write(tmp_path, "l.yaml", f"data: {{source: moons}}\n{MODEL}name: '{long} y'\n"
+                                      f"{long[:1000]}: 1\nmetrics: ['{long}']\n")
+    problems = _problems(path, f"training.epochs={long}")
+    assert len(problems) == 4 and all(len(p) < 1000 for p in problems), problems
+    assert all("…" in p for p in problems), problems
+
+
+# --- the "write X without quotes" hint only where X would be accepted -------------------------
+
+@pytest.mark.parametrize("name, value, hint", [
+    ("rate", "nan", False), ("rate", ".nan", False), ("rate", "1e300", False),
+    ("rate", ".inf", False), ("rate", "1e-3", True), ("switch", "1", False),
+    ("switch", "nan", False), ("switch", "false", True), ("units", "1.5", False),
+    ("units", "7", True), ("free", "nan", False), ("free", "true", True),
+])
+def test_quoted_value_hint_only_when_the_unquoted_value_fits(name, value, hint):
+    problem = argument_problem(_Annotated, name, value)
+    assert problem and ("without quotes" in problem) == hint, problem
+
+
+def test_set_nan_learning_rate_gives_no_unquote_advice(tmp_path):
+    path = _write(tmp_path, "n.yaml", "data: {source: moons, n_samples: 40}\n" + MODEL)
+    assert sorted(_problems(path, "optimizer.learning_rate=nan", 'loss.from_logits="1"')) == [
+        "--set loss.from_logits=\"1\": loss.from_logits: must be true or false, got '1' "
+        "(a string)",
+        "--set optimizer.learning_rate=nan: optimizer.learning_rate: must be a number, got "
+        "'nan' (a string)"]
+
+
+# --- LearningRateScheduler: the list and mapping forms take the same numbers ------------------
+
+@pytest.mark.parametrize("schedule", [{0: "0.1"}, ["0.1", 0.05], {0: 1e300}, [0.1, 1e300],
+                                      {0: True}, [-0.1], {-1: 0.1}, {"x": 0.1}])
+def test_learning_rate_scheduler_refuses_the_same_bad_rates_in_both_forms(schedule):
+    with pytest.raises(ValueError, match=r"Received: schedule\["):
+        gf.callbacks.LearningRateScheduler(schedule)
+
+
+def test_learning_rate_scheduler_takes_numbers_in_both_forms():
+    assert gf.callbacks.LearningRateScheduler({"0": 0.1, 2: 1}).rate_for(3, 0.5) == 1.0
+    assert gf.callbacks.LearningRateScheduler([0.1, np.float32(0.05)]).rate_for(5, 0.5) == \
+        pytest.approx(0.05)
