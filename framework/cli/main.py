@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 __all__ = ["main"]
 
@@ -84,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # --help and bad arguments end here, before TensorFlow
     if args.command == "list":
         return _list(args)
-    if not args.debug:  # --debug shows TensorFlow's start-up lines too
+    if not args.debug:  # --debug shows TensorFlow's start-up lines, and warnings in full
+        # graphfit's warnings are whole sentences: one line each, without Python's source echo.
+        warnings.formatwarning = _one_line_warning
         from graphfit.cli.quiet_tensorflow import import_tensorflow
 
         import_tensorflow()
@@ -114,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphfit: {args.command} failed: {type(error).__name__}: {error}\n"
               f"(run again with --debug for the traceback)", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"graphfit: warning: {message}\n"
 
 
 class _BadInput(Exception):
@@ -247,6 +254,10 @@ def _predict(args) -> int:
     from graphfit.recipes.running.builder import loss_of
 
     run = _find(args.run)
+    try:
+        prediction.check_output(args.output)  # before the model loads: fail fast
+    except (ValueError, OSError) as error:
+        raise _BadInput(f"--output {args.output}: {error}") from None
     prepared, preprocessing = runner.load_run(run)
     try:
         x = prediction.read_inputs(args.input, preprocessing)
@@ -254,7 +265,10 @@ def _predict(args) -> int:
         raise _BadInput(f"--input {args.input}: {error}") from None
     outputs = prepared.model.predict(x, verbose=0)
     names, rows = prediction.prediction_table(outputs, loss_of(prepared.recipe.config))
-    prediction.write_csv(args.output, names, rows)
+    try:
+        prediction.write_csv(args.output, names, rows)
+    except (ValueError, OSError) as error:
+        raise _BadInput(f"--output {args.output}: {error}") from None
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
     print(f"wrote {len(rows)} predictions ({shown})"
           f" to {args.output}")

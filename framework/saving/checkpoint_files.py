@@ -9,19 +9,25 @@ warning that names both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import warnings
 
 import tensorflow as tf
 
-__all__ = ["candidates", "newest_intact", "repair_state_file", "unreadable_reason"]
+__all__ = ["EPOCH_KEY", "best_instead_of_latest", "candidates", "checkpoint_number",
+           "newest_intact", "remove_leftovers", "repair_state_file", "unreadable",
+           "unreadable_reason"]
 
 _INDEX = re.compile(r"ckpt-(\d+)\.index")
 STATE_FILE = "checkpoint"
+EPOCH_KEY = "fit_state/epoch/.ATTRIBUTES/VARIABLE_VALUE"  # the epochs a checkpoint completed
 
 
-def _number(path: str) -> int:
+def checkpoint_number(path: str) -> int:
+    """The number N of the checkpoint prefix `.../ckpt-N` (0 for another name)."""
     match = re.search(r"-(\d+)$", path)
     return int(match.group(1)) if match else 0
 
@@ -33,12 +39,26 @@ def _scanned(folder: str) -> list[str]:
     return [os.path.join(folder, f"ckpt-{n}") for n in numbers]
 
 
+@contextlib.contextmanager
+def _tensorflow_quiet():
+    """TensorFlow logs its own warnings for a garbled state file (a ParseError, "Checkpoint
+    ignored") and a deprecation note: graphfit reports the damage itself, in one line."""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _state(folder: str):
     """The parsed state file, None when there is none; False when it is garbled."""
     if not os.path.isfile(os.path.join(folder, STATE_FILE)):
         return None
     try:
-        state = tf.train.get_checkpoint_state(folder)
+        with _tensorflow_quiet():
+            state = tf.train.get_checkpoint_state(folder)
     except Exception:  # a garbled protobuf text may raise instead of being ignored
         return False
     return state if state is not None and state.model_checkpoint_path else False
@@ -58,7 +78,7 @@ def candidates(folder: str) -> tuple[list[str], bool]:
         return _scanned(folder), True
     listed = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
     listed = [p if os.path.isabs(p) else os.path.join(folder, p) for p in listed]
-    return sorted(set(listed), key=_number, reverse=True), False
+    return sorted(set(listed), key=checkpoint_number, reverse=True), False
 
 
 def unreadable_reason(path: str) -> str | None:
@@ -73,11 +93,22 @@ def unreadable_reason(path: str) -> str | None:
     return None
 
 
-def newest_intact(folder: str, warned: set | None = None) -> str | None:
+def unreadable(folder: str) -> list[tuple[str, str]]:
+    """(prefix, reason) of every checkpoint in `folder` (listed or not) that cannot be read,
+    newest first."""
+    paths = sorted(set(candidates(folder)[0]) | set(_scanned(folder)), key=checkpoint_number,
+                   reverse=True)
+    reasons = ((path, unreadable_reason(path)) for path in paths)
+    return [(path, reason) for path, reason in reasons if reason is not None]
+
+
+def newest_intact(folder: str, warned: set | None = None,
+                  warn_when_none: bool = True) -> str | None:
     """The prefix of the newest checkpoint in `folder` that reads in full, or None.
 
     A damaged newer checkpoint, or a garbled state file, is reported with a warning naming
-    what was skipped and what is used instead (once per `warned` set).
+    what was skipped and what is used instead (once per `warned` set). When none is left,
+    the warning is left to a caller with `warn_when_none=False` (it falls back elsewhere).
     """
     paths, garbled = candidates(folder)
     warned = set() if warned is None else warned
@@ -88,9 +119,37 @@ def newest_intact(folder: str, warned: set | None = None) -> str | None:
             _report(folder, garbled, skipped, path, warned)
             return path
         skipped.append(f"{path} ({reason})")
-    if skipped or garbled:
+    if (skipped or garbled) and warn_when_none:
         _report(folder, garbled, skipped, None, warned)
     return None
+
+
+def best_instead_of_latest(directory: str, warned: set, quiet: bool = False) -> str | None:
+    """The newest intact checkpoint of `directory/best` when every checkpoint of
+    `directory/latest` is damaged (with a warning naming both, unless `quiet`); None when
+    `latest/` holds no checkpoint at all.
+
+    Raises:
+        ValueError: when `latest/` holds checkpoints, none readable, and `best/` no intact one.
+    """
+    latest, best_folder = os.path.join(directory, "latest"), os.path.join(directory, "best")
+    damaged = unreadable(latest)
+    if not damaged:
+        return None
+    listing = "; ".join(f"{path} ({reason})" for path, reason in damaged)
+    best = newest_intact(best_folder, warned, warn_when_none=False)
+    if best is None:
+        raise ValueError(
+            f"no checkpoint in {latest} can be read ({listing}), and {best_folder} holds no "
+            f"intact checkpoint either: no saved state is left to resume from. Train the run "
+            f"again.")
+    if quiet:
+        return best
+    epoch = int(tf.train.load_checkpoint(best).get_tensor(EPOCH_KEY))
+    warnings.warn(f"no checkpoint in {latest} can be read ({listing}): using the newest "
+                  f"intact best checkpoint {best} instead (after epoch {epoch}).",
+                  RuntimeWarning, stacklevel=4)
+    return best
 
 
 def _report(folder, garbled, skipped, used, warned) -> None:
@@ -118,5 +177,22 @@ def repair_state_file(folder: str) -> None:
     intact = [p for p in _scanned(folder) if unreadable_reason(p) is None]
     os.replace(os.path.join(folder, STATE_FILE), os.path.join(folder, STATE_FILE + ".garbled"))
     if intact:
-        tf.compat.v1.train.update_checkpoint_state(
-            folder, intact[0], all_model_checkpoint_paths=list(reversed(intact)))
+        with _tensorflow_quiet():  # its deprecation note is not the user's business
+            tf.compat.v1.train.update_checkpoint_state(
+                folder, intact[0], all_model_checkpoint_paths=list(reversed(intact)))
+
+
+def remove_leftovers(folder: str, newest: int) -> None:
+    """Deletes what a save killed midway left: `ckpt-N_temp` folders, and files of a
+    checkpoint numbered after the newest one the state file lists (never referenced)."""
+    if not os.path.isdir(folder):
+        return
+    for name in os.listdir(folder):
+        match = re.fullmatch(r"ckpt-(\d+)(_temp|\.index|\.data-\d{5}-of-\d{5})", name)
+        if match is None or (match.group(2) != "_temp" and int(match.group(1)) <= newest):
+            continue
+        path = os.path.join(folder, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.remove(path)

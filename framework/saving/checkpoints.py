@@ -34,8 +34,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
-import shutil
 import weakref
 
 import tensorflow as tf
@@ -46,7 +44,7 @@ from graphfit.saving import checkpoint_files
 __all__ = ["Checkpointer", "FitState", "fit_state", "restore_latest", "resume_point"]
 
 _WHICH = ("latest", "best")
-_EPOCH_KEY = "fit_state/epoch/.ATTRIBUTES/VARIABLE_VALUE"
+_EPOCH_KEY = checkpoint_files.EPOCH_KEY
 _BEST_KEY = "best_value/.ATTRIBUTES/VARIABLE_VALUE"
 _RECORDS_KEY = "records/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -109,11 +107,6 @@ def _check_directory(directory) -> str:
     if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
         raise ValueError(f"directory must be a folder path. Received: directory={directory!r}")
     return os.fspath(directory)
-
-
-def _number(path: str) -> int:
-    match = re.search(r"-(\d+)$", path)
-    return int(match.group(1)) if match else 0
 
 
 class Checkpointer:
@@ -194,6 +187,18 @@ class Checkpointer:
         return checkpoint_files.newest_intact(os.path.join(self.directory, which),
                                               self._warned)
 
+    def _readable_path(self, which: str) -> str | None:
+        """`latest_path`, but the `best/` one restore_latest fell back to (it warned)."""
+        if which != "latest":
+            return self.latest_path(which)
+        path = checkpoint_files.newest_intact(os.path.join(self.directory, which),
+                                              self._warned, warn_when_none=False)
+        try:
+            return path or checkpoint_files.best_instead_of_latest(self.directory, self._warned,
+                                                                   quiet=True)
+        except ValueError:
+            return None  # nothing readable at all
+
     @property
     def records(self) -> list[dict] | None:
         """The per-epoch logs saved with the checkpoints (None: none given or restored)."""
@@ -207,9 +212,10 @@ class Checkpointer:
     def _save(self, which: str, step: int) -> str:
         validation.non_negative_int("step", step)
         manager = self._manager(which)
-        listed = [_number(path) for path in manager.checkpoints]
+        listed = [checkpoint_files.checkpoint_number(path) for path in manager.checkpoints]
         if which not in self._swept:
-            _remove_leftovers(os.path.join(self.directory, which), max(listed, default=0))
+            checkpoint_files.remove_leftovers(os.path.join(self.directory, which),
+                                              max(listed, default=0))
             self._swept.add(which)
         # Never overwrite a listed checkpoint in place: that write would not be atomic.
         number = int(step) if not listed or step > max(listed) else max(listed) + 1
@@ -256,7 +262,7 @@ class Checkpointer:
     def recorded_best(self, which: str = "latest") -> float | None:
         """The best value recorded in the newest checkpoint of `directory/which`, read from
         the file without restoring anything; None when there is none."""
-        path = self.latest_path(which)
+        path = self._readable_path(which)
         if path is None:
             return None
         reader = tf.train.load_checkpoint(path)
@@ -268,7 +274,7 @@ class Checkpointer:
     def recorded_records(self, which: str = "latest") -> list[dict] | None:
         """The per-epoch logs saved in the newest intact checkpoint of `directory/which`
         (read from the file, nothing restored); None when there are none."""
-        path = self.latest_path(which)
+        path = self._readable_path(which)
         if path is None:
             return None
         reader = tf.train.load_checkpoint(path)
@@ -296,8 +302,10 @@ class Checkpointer:
                 optimizer's variables are then left as they were).
         """
         path = self.latest_path(which)
-        if path is None:
-            return None
+        return None if path is None else self._restore_path(which, path)
+
+    def _restore_path(self, which: str, path: str) -> dict:
+        """Restores the checkpoint at `path` (of `directory/which`); see `restore`."""
         self._manager(which)
         model, optimizer = self.model, self._optimizer
         self._records.assign("")
@@ -337,22 +345,6 @@ def _holds_slots(path: str) -> bool:
                for name in tf.train.load_checkpoint(path).get_variable_to_shape_map())
 
 
-def _remove_leftovers(folder: str, newest: int) -> None:
-    """Deletes what a save killed midway left: `ckpt-N_temp` folders, and files of a
-    checkpoint numbered after the newest one the state file lists (never referenced)."""
-    if not os.path.isdir(folder):
-        return
-    for name in os.listdir(folder):
-        match = re.fullmatch(r"ckpt-(\d+)(_temp|\.index|\.data-\d{5}-of-\d{5})", name)
-        if match is None or (match.group(2) != "_temp" and int(match.group(1)) <= newest):
-            continue
-        path = os.path.join(folder, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            os.remove(path)
-
-
 def _variables_of(model, optimizer, state, best) -> list[tf.Variable]:
     variables = list(model.variables)
     for layer in model.flatten_layers():
@@ -374,6 +366,9 @@ def restore_latest(model, directory) -> dict | None:
     `Checkpointer.restore`); then `model.fit(..., initial_epoch=state["epoch"])` carries on
     exactly where the saved run was.
 
+    When no checkpoint of `latest/` can be read, the newest intact one of `best/` is
+    restored instead, with a warning.
+
     Args:
         model: the graphfit `Model`, built and compiled like the one that saved it (or
             compiled and not built yet: the restore is then deferred).
@@ -382,8 +377,17 @@ def restore_latest(model, directory) -> dict | None:
     Returns:
         {"epoch": epochs completed, "path": the checkpoint's prefix}, or None when there is
         no checkpoint.
+
+    Raises:
+        ValueError: when no checkpoint there can be read, or it does not match the model.
     """
-    return Checkpointer(directory, model).restore("latest")
+    checkpointer = Checkpointer(directory, model)
+    latest = os.path.join(checkpointer.directory, "latest")
+    path = checkpoint_files.newest_intact(latest, checkpointer._warned, warn_when_none=False)
+    if path is not None:
+        return checkpointer._restore_path("latest", path)
+    best = checkpoint_files.best_instead_of_latest(checkpointer.directory, checkpointer._warned)
+    return None if best is None else checkpointer._restore_path("best", best)
 
 
 def resume_point(directory) -> int | None:

@@ -88,6 +88,9 @@ def load(model, filepath: str) -> None:
     try:
         status = tf.train.Checkpoint(model=model).read(filepath)
         status.assert_existing_objects_matched()
+        # Only the model is wanted: a training checkpoint's optimizer slots, fit state and
+        # save counter are left out on purpose (TensorFlow would log each one at exit).
+        status.expect_partial()
     except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as error:
         # A failed load must not leave the model half overwritten.
         for variable, value in zip(model.variables, before):

@@ -1,18 +1,20 @@
 """`graphfit predict`: reading new inputs for a finished run and writing its predictions.
 
-Inputs are a CSV file with a header row or an `.npz` file (array `x`). When the run was
-trained on named CSV columns, those columns are taken by name (in any order, extra columns
-ignored); otherwise every column is a feature, in order, and each row is reshaped to the
-model's input shape (64 columns become an 8x8x1 image for a conv net). The run's
-standardization is applied. The output CSV holds, per row, `class` and one `probability_<k>`
-column per class for a classifier (`probability` for a binary one), or `prediction` /
-`prediction_<k>` for a regression.
+Inputs are a CSV file (with a header row, or all numbers without one) or an `.npz` file
+(array `x`). When the run was trained on named CSV columns, a header's columns are taken by
+name (in any order, extra columns ignored); otherwise every column is a feature, in order,
+and each row is reshaped to the model's input shape (64 columns become an 8x8x1 image for a
+conv net). The run's standardization is applied. The output CSV holds, per row, `class` and
+one `probability_<k>` column per class for a classifier (`probability` for a binary one), or
+`prediction` / `prediction_<k>` for a regression.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import os
+import stat
 
 import numpy as np
 
@@ -21,24 +23,29 @@ from graphfit.core.shapes import num_elements
 from graphfit.recipes.running.data_loading import Standardizer
 from graphfit.training.losses import loss_kind, resolve_loss
 
-__all__ = ["read_inputs", "prediction_table", "write_csv"]
+__all__ = ["read_inputs", "check_output", "prediction_table", "write_csv"]
 
 
 def read_inputs(path: str, preprocessing: dict) -> np.ndarray:
     """The inputs in `path`, as the run's model expects them (shape and standardization).
 
+    A CSV file whose first row is all numbers has no header (as `np.savetxt` writes it): every
+    row is data and the columns are taken in order.
+
     Raises:
-        ValueError: for a missing file, missing columns or a width that does not fit.
+        ValueError: for a missing file (or a folder, device...), a file without rows, missing
+            columns, a width that does not fit or a value that is not finite.
     """
-    if not os.path.isfile(path):
-        raise ValueError(f"input file not found: {os.path.abspath(path)}")
+    _check_input_file(path)
     if path.endswith(".npz"):
         x, _ = datasets.load_npz(path, x_key="x", y_key=None)
+        names = None
     else:
-        names = preprocessing.get("feature_names")
-        if names is None:
-            names = datasets.csv_columns(path)
-        x, _ = datasets.load_csv(path, features=names, target=None)
+        x, names = _read_csv(path, preprocessing.get("feature_names"))
+    if len(x) == 0:
+        raise ValueError(f"{os.path.abspath(path)} has no rows (only a header or nothing): "
+                         f"there is nothing to predict")
+    _check_finite(x, names)
     shape = preprocessing["input_shape"]
     if isinstance(shape, dict) and len(shape) == 1:
         shape = next(iter(shape.values()))  # a graph model with one named input
@@ -52,6 +59,89 @@ def read_inputs(path: str, preprocessing: dict) -> np.ndarray:
     x = x.reshape((len(x), *shape)).astype(np.float32)
     record = preprocessing.get("standardize")
     return Standardizer.from_json(record)(x) if record else x
+
+
+def _check_input_file(path: str) -> None:
+    """A regular file, or a ValueError saying what `path` really is."""
+    where = os.path.abspath(path)
+    if not os.path.exists(path):
+        raise ValueError(f"input file not found: {where}")
+    if os.path.isdir(path):
+        raise ValueError(f"{where} is a directory, not a file; give the CSV or .npz file of "
+                         f"inputs")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ValueError(f"{where} is not a regular file (a device, pipe or socket); give the "
+                         f"CSV or .npz file of inputs")
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_csv(path: str, names: list[str] | None) -> tuple[np.ndarray, list[str] | None]:
+    """(x, column names or None): by name with a header row, in order without one."""
+    first = datasets.csv_columns(path)
+    if not all(_is_number(cell) for cell in first):
+        names = names if names is not None else first
+        return datasets.load_csv(path, features=names, target=None)[0], names
+    if names is not None and len(first) != len(names):
+        raise ValueError(f"the file has no header row (its first row is numbers) and "
+                         f"{len(first)} columns, but the run was trained on {len(names)} "
+                         f"named columns ({', '.join(names)}); add a header row naming them")
+    return _numeric_rows(path), names
+
+
+def _numeric_rows(path: str) -> np.ndarray:
+    """Every non-blank row of a headerless CSV file, as numbers."""
+    opener = gzip.open if path.endswith(".gz") else open
+    rows = []
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as text:
+        for line, row in enumerate(csv.reader(text), start=1):
+            if not any(cell.strip() for cell in row):
+                continue
+            if rows and len(row) != len(rows[0]):
+                raise ValueError(f"line {line} has {len(row)} fields but the first row has "
+                                 f"{len(rows[0])}")
+            try:
+                rows.append([float(cell) for cell in row])
+            except ValueError:
+                column = next(i for i, c in enumerate(row, 1) if not _is_number(c))
+                raise ValueError(f"line {line}, column {column}: {row[column - 1]!r} is not a "
+                                 f"number") from None
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), -1)
+
+
+def _check_finite(x: np.ndarray, names: list[str] | None) -> None:
+    """Refuses NaN or infinite inputs (the predictions would be NaN), naming the first."""
+    if not np.issubdtype(x.dtype, np.floating):
+        return
+    flat = x.reshape(len(x), -1)
+    bad = np.argwhere(~np.isfinite(flat))
+    if len(bad):
+        row, column = (int(i) for i in bad[0])
+        name = f" ({names[column]!r})" if names and column < len(names) else ""
+        raise ValueError(
+            f"row {row + 1} (of the data rows), column {column + 1}{name} is "
+            f"{flat[row, column]}; {len(bad)} value{'s are' if len(bad) > 1 else ' is'} not "
+            f"finite in all. Fill or drop them before predicting")
+
+
+def check_output(path: str) -> None:
+    """Raises a ValueError when the predictions cannot be written to `path` (a directory, a
+    parent that is a file), before any work is done."""
+    where = os.path.abspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"{where} is a directory; give a file name for the predictions, such "
+                         f"as {os.path.join(path, 'predictions.csv')}")
+    parent = os.path.dirname(where)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ValueError(f"cannot write {where}: {parent} is a file, not a folder")
 
 
 def prediction_table(outputs: np.ndarray, loss) -> tuple[list[str], np.ndarray]:
@@ -76,12 +166,20 @@ def prediction_table(outputs: np.ndarray, loss) -> tuple[list[str], np.ndarray]:
 
 
 def write_csv(path: str, names: list[str], rows: np.ndarray) -> None:
-    """Writes the table; the class column as integers, the rest with full float precision."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(names)
-        for row in rows:
-            writer.writerow([int(v) if name == "class" else repr(float(v))
-                             for name, v in zip(names, row)])
+    """Writes the table; the class column as integers, the rest with full float precision.
+
+    Raises:
+        ValueError: when `path` cannot be written (see `check_output`; a permission error...).
+    """
+    check_output(path)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(names)
+            for row in rows:
+                writer.writerow([int(v) if name == "class" else repr(float(v))
+                                 for name, v in zip(names, row)])
+    except OSError as error:
+        raise ValueError(f"cannot write {os.path.abspath(path)}: "
+                         f"{error.strerror or error}") from None

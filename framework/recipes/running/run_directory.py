@@ -21,6 +21,7 @@ resolves it where no link could be made).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -65,16 +66,19 @@ def claim_new_run(name: str, run_dir: str | None, root: str = "runs") -> RunLock
         ValueError: if `run_dir` is given and is a file or already holds files.
     """
     if run_dir is None:
-        return lock_run(_new_timestamped(os.path.abspath(os.path.join(root, name))))
+        parent = os.path.abspath(os.path.join(root, name))
+        with _creating(parent):
+            return lock_run(_new_timestamped(parent))
     run_dir = os.path.abspath(os.path.expanduser(run_dir))
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ValueError(f"the run directory {run_dir} is a file, not a folder; choose "
                          f"another --run-dir")
-    os.makedirs(os.path.dirname(run_dir), exist_ok=True)
-    try:
-        os.mkdir(run_dir)
-    except FileExistsError:
-        pass  # an existing empty folder is allowed; checked below, under the lock
+    with _creating(run_dir):
+        os.makedirs(os.path.dirname(run_dir), exist_ok=True)
+        try:
+            os.mkdir(run_dir)
+        except FileExistsError:
+            pass  # an existing empty folder is allowed; checked below, under the lock
     lock = None if _holds_files(run_dir) else lock_run(run_dir)
     if lock is None or _holds_files(run_dir):  # again under the lock: another run won
         if lock is not None:
@@ -83,6 +87,25 @@ def claim_new_run(name: str, run_dir: str | None, root: str = "runs") -> RunLock
                          f"runs are never overwritten. Choose another --run-dir or remove "
                          f"it yourself.")
     return lock
+
+
+@contextlib.contextmanager
+def _creating(run_dir: str):
+    """Turns an OS error while creating `run_dir` into a ValueError naming the path and why
+    (a parent that is a file, a folder that cannot be created)."""
+    try:
+        yield
+    except OSError as error:
+        parent = os.path.dirname(run_dir)
+        while parent != os.path.dirname(parent) and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if os.path.exists(parent) and not os.path.isdir(parent):
+            why = f"{parent} is a file, not a folder"
+        else:
+            where = f"making {error.filename} failed: " if error.filename else ""
+            why = f"{where}{error.strerror or type(error).__name__}"
+        raise ValueError(f"cannot create the run directory {run_dir}: {why}. Choose another "
+                         f"--run-dir (or run_dir in the recipe)") from None
 
 
 def _holds_files(run_dir: str) -> bool:

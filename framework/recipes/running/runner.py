@@ -206,8 +206,10 @@ def _load_final_weights(prepared: Prepared, run: str) -> None:
         return
     from graphfit.recipes.running.training_run import checkpoint_folder
 
-    latest = checkpoint_files.newest_intact(
-        os.path.join(checkpoint_folder(prepared.recipe.config, run), "latest"))
+    folder, warned = checkpoint_folder(prepared.recipe.config, run), set()
+    # The newest intact checkpoint of latest/, else of best/ (save_best_only writes only it).
+    latest = (checkpoint_files.newest_intact(os.path.join(folder, "latest"), warned, False)
+              or checkpoint_files.newest_intact(os.path.join(folder, "best"), warned, False))
     if latest is None:
         raise ValueError(f"the final weights {final} cannot be read ({reason}) and the run "
                          f"has no intact training checkpoint to fall back to; train it again")

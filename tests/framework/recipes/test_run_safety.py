@@ -257,3 +257,75 @@ def test_recipes_can_set_test_freq(tmp_path):
         pytest.skip(f"the schema has no training.test_freq yet: {error}")
     result = training_run.train(recipe, run_dir=str(tmp_path / "run"), verbose=0)
     assert len(result.history["test_loss"]) == 3  # a test point every epoch, not only last
+
+
+def _empty_data_files(folder):
+    for path in folder.iterdir():
+        if ".data-" in path.name:
+            path.write_bytes(b"")
+
+
+def test_evaluate_fallback_and_garbled_resume_keep_tensorflow_quiet(tmp_path):
+    import gc
+    import logging
+
+    import tensorflow as tf
+
+    logged = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: logged.append(record.getMessage())
+    run = tmp_path / "run"
+    _train(tmp_path)
+    gc.collect()
+    tf.get_logger().addHandler(handler)
+    try:
+        _empty_data_files(run / "checkpoints")  # the final weights
+        with pytest.warns(RuntimeWarning, match="final weights"):
+            runner.evaluate_run(str(run))
+        _kill_after_last_checkpoint(run)
+        (run / "checkpoints" / "latest" / "checkpoint").write_text("garbage {{ \0")
+        with pytest.warns(RuntimeWarning, match="garbled"):
+            training_run.resume(str(run), epochs=4, verbose=0)
+        gc.collect()  # TensorFlow logs unrestored checkpoint values when a status is freed
+    finally:
+        tf.get_logger().removeHandler(handler)
+    noise = [m for m in logged if any(word in m.lower() for word in (
+        "checkpoint", "parseerror", "deprecated", "restored object"))]
+    assert noise == []
+
+
+def test_resume_falls_back_to_best_when_no_latest_checkpoint_reads(tmp_path):
+    run = tmp_path / "run"
+    _train(tmp_path)
+    _kill_after_last_checkpoint(run)
+    _empty_data_files(run / "checkpoints" / "latest")
+    with pytest.warns(RuntimeWarning, match=r"no checkpoint in .*latest can be read.*ckpt-1 "
+                                            r".*newest intact best checkpoint .*best.ckpt-"):
+        result = training_run.resume(str(run), epochs=4, verbose=0)
+    assert len(result.history["loss"]) == 4
+    assert (run / "checkpoints" / "final.index").is_file()
+
+
+def test_resume_with_every_checkpoint_damaged_says_so(tmp_path, capsys):
+    run = tmp_path / "run"
+    _train(tmp_path)
+    _kill_after_last_checkpoint(run)
+    _empty_data_files(run / "checkpoints" / "latest")
+    _empty_data_files(run / "checkpoints" / "best")
+    assert cli.main(["train", "--resume", str(run), "--verbose", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "no checkpoint in" in err and "can be read" in err and "best holds no intact" in err
+    assert "save_best_only" not in err
+
+
+def test_a_run_dir_that_cannot_be_created_names_the_path_and_why(tmp_path):
+    (tmp_path / "somefile").write_text("")
+    with pytest.raises(ValueError, match=r"cannot create the run directory .*somefile.sub: "
+                                         r".*somefile is a file, not a folder"):
+        run_directory.create_run("x", str(tmp_path / "somefile" / "sub"))
+    with pytest.raises(ValueError, match=r"cannot create the run directory .*somefile.a.b"):
+        run_directory.create_run("x", None, root=str(tmp_path / "somefile" / "a" / "b"))
+    if os.path.isdir("/proc") and sys.platform.startswith("linux"):
+        with pytest.raises(ValueError, match=r"cannot create the run directory /proc/x: "
+                                             r"making /proc/x failed: No such file"):
+            run_directory.create_run("x", "/proc/x")
