@@ -5,11 +5,13 @@ Every layer here is registered by its class name, so recipes reach it as `type: 
 
 from graphfit.layers.activation import Activation
 from graphfit.layers.batch_normalization import BatchNormalization
+from graphfit.layers.black_box import BlackBox
 from graphfit.layers.convolutional import Conv2D
 from graphfit.layers.dense import Dense
 from graphfit.layers.dropout import Dropout
 from graphfit.layers.embedding import Embedding
 from graphfit.layers.formula import Formula
+from graphfit.layers.gradient_hook import GradientHook
 from graphfit.layers.keras_layer import KerasLayer
 from graphfit.layers.layer_normalization import LayerNormalization
 from graphfit.layers.merging import Add, Concatenate
@@ -21,6 +23,7 @@ __all__ = [
     "Add",
     "AveragePooling2D",
     "BatchNormalization",
+    "BlackBox",
     "Concatenate",
     "Conv2D",
     "Dense",
@@ -29,6 +32,7 @@ __all__ = [
     "Flatten",
     "Formula",
     "GlobalAveragePooling2D",
+    "GradientHook",
     "KerasLayer",
     "LayerNormalization",
     "MaxPooling2D",

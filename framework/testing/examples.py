@@ -195,6 +195,20 @@ LAYER_EXAMPLES: dict[str, tuple[LayerExample, ...]] = {
     "Dropout": (LayerExample({"rate": 0.5, "seed": 3}, _normal(4, 6), (4, 6), 0, 0,
                              training_deterministic=False,
                              reference=lambda: _identity),),  # inference is the identity
+    "BlackBox": (
+        LayerExample({"function": "numpy:tanh", "output_shape": (3,), "seed": 0}, _VECTORS,
+                     (4, 3), 0, 0, run_xla=False, reference=lambda: lambda layer, x: np.tanh(x),
+                     label="spsa"),
+        LayerExample({"function": "numpy:sin", "output_shape": (3,), "estimator": "central",
+                      "vectorized": False}, _VECTORS, (4, 3), 0, 0, run_xla=False,
+                     reference=lambda: lambda layer, x: np.sin(x), label="per_example"),
+    ),
+    "GradientHook": (
+        LayerExample({"scale": 0.5}, _VECTORS, (4, 3), 0, 0,
+                     reference=lambda: lambda layer, x: x, label="scale"),
+        LayerExample({"clip_norm": 1.0}, _VECTORS, (4, 3), 0, 0,
+                     reference=lambda: lambda layer, x: x, label="clip_norm"),
+    ),
     "Embedding": (LayerExample({"input_dim": 10, "output_dim": 5}, _IDS, (3, 4, 5), 1, 0,
                                reference=lambda: keras.layers.Embedding(10, 5)),),
     "Flatten": (LayerExample({}, _SEQUENCES, (2, 12), 0, 0, reference=keras.layers.Flatten),),

@@ -1,0 +1,219 @@
+"""`BlackBox`: a NumPy function with no known gradient, as a layer with estimated gradients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.core import validation
+from graphfit.core.layer import InputSpec, Layer
+from graphfit.core.registry import register_layer
+from graphfit.layers import gradient_estimators, user_functions
+from graphfit.layers.black_box_calls import CheckedFunction
+
+__all__ = ["BlackBox"]
+
+
+def _output_shape(value, owner: str) -> tuple:
+    shape = (value,) if validation.is_integer(value) else value
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        dims = None
+    if dims is None or isinstance(value, str) or not all(
+            validation.is_integer(d) and d > 0 for d in dims):
+        raise ValueError(
+            f"{owner}: output_shape must be the shape of one example's output, a tuple of "
+            f"positive integers without the batch axis (e.g. (2,)). Received: "
+            f"output_shape={value!r}")
+    return tuple(int(d) for d in dims)
+
+
+def _output_dtype(value, owner: str) -> tf.DType | None:
+    if value is None:
+        return None
+    try:
+        dtype = tf.as_dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype is None or not dtype.is_floating:
+        raise ValueError(
+            f"{owner}: output_dtype must be a floating dtype such as 'float32' (gradients "
+            f"flow through floats only), or None for the layer's dtype. Received: "
+            f"output_dtype={value!r}")
+    return dtype
+
+
+@register_layer
+class BlackBox(Layer):
+    """Runs a NumPy function F, whose gradient is unknown, and estimates its gradient.
+
+    F is any Python function of NumPy arrays: a simulator, a C library, a measurement on
+    hardware. Forward, the layer calls it through `tf.numpy_function` on the batch
+    (`vectorized=True`: `F(batch (batch, *input_shape)) -> (batch, *output_shape)`) or on
+    each example (`vectorized=False`: `F(example) -> output_shape`). Backward, it estimates
+    the vector-Jacobian product `J^T g` of each example from more calls to F, by
+    `estimator` (see `graphfit.layers.gradient_estimators`):
+
+    - "central": central differences, 2·d evaluations of the batch (d = input size); exact
+      up to O(sigma²); the reference, affordable for small d.
+    - "spsa": simultaneous perturbation with random signs, 2 evaluations per sample
+      whatever d; unbiased up to O(sigma²), variance falling as 1/num_samples.
+    - "antithetic": Gaussian smoothing (evolution strategies) with antithetic pairs,
+      2 evaluations per sample.
+    - "straight_through": the gradient passes unchanged, as if F were the identity
+      (quantisers); needs F's output shape to equal its input shape; no evaluation.
+
+    The random directions come from the layer's own `tf.random.Generator`, seeded by `seed`
+    and saved in checkpoints, so a run and a resumed run estimate the same gradients.
+    Every call of F is counted in `function_calls` (forward and estimator calls; saved in
+    checkpoints too): users pay for every call to hardware.
+
+    F runs in Python, which XLA cannot compile: the layer sets `supports_jit = False`, so
+    `jit_compile="auto"` runs the model without XLA and `jit_compile=True` is refused with
+    an error naming the layer. F's results are checked on every call: a result of the wrong
+    shape, NaN or inf, something not an array of numbers, or an exception in F raises an
+    error naming the layer and what was received.
+
+    Args:
+        function: F, or a reference `'package.module:name'` to it (what configs hold).
+        output_shape: the shape of one example's output, without the batch axis.
+        output_dtype: the floating dtype of the outputs; None: the layer's dtype.
+        estimator: "spsa", "central", "antithetic" or "straight_through".
+        num_samples: random directions per example and step ("spsa", "antithetic").
+        sigma: the size of the perturbations, in the units of F's inputs.
+        seed: an integer seed of the estimator's generator; None draws one from NumPy's
+            global state (fixed by `graphfit.set_seed`).
+        vectorized: whether F takes a whole batch (True) or one example (False).
+        name: the layer's name. dtype: its floating dtype (None inherits the model's).
+        trainable: kept for the common signature; the layer has no trainable variables.
+
+    Raises:
+        ValueError: if an argument is invalid; on build, for "straight_through" when the
+            input and output shapes differ; on call, when F fails or returns a bad result.
+
+    Example:
+
+        >>> import numpy as np, tensorflow as tf
+        >>> from graphfit import layers
+        >>> box = layers.BlackBox(np.sin, output_shape=(2,), estimator="central", sigma=1e-3)
+        >>> x = tf.constant([[0.0, 1.0]])
+        >>> with tf.GradientTape() as tape:
+        ...     tape.watch(x)
+        ...     y = box(x)
+        >>> np.round(tape.gradient(y, x).numpy(), 4)   # cos(x)
+        array([[1.    , 0.5403]], dtype=float32)
+        >>> box.function_calls                          # 1 forward + 2·2 central
+        5
+    """
+
+    casts_integer_inputs = True  # F is perturbed in floating point
+    supports_jit = False  # tf.numpy_function runs Python, which XLA cannot compile
+    xla_friendly_on_cpu = False
+
+    def __init__(self, function, output_shape, output_dtype=None, estimator: str = "spsa",
+                 num_samples: int = 4, sigma: float = 1e-2, seed: int | None = None,
+                 vectorized: bool = True, name: str | None = None, dtype=None,
+                 trainable: bool = True):
+        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        owner = self._owner()
+        self._function_argument = function
+        self.function = user_functions.resolve("function", function, owner)
+        self.output_shape_per_example = _output_shape(output_shape, owner)
+        self.output_dtype_argument = _output_dtype(output_dtype, owner)
+        self.estimator = validation.one_of("estimator", estimator,
+                                           gradient_estimators.ESTIMATORS)
+        self.num_samples = validation.positive_int("num_samples", num_samples)
+        self.sigma = validation.positive_float("sigma", sigma)
+        if seed is not None and not validation.is_integer(seed):
+            raise validation.invalid("seed", seed, "an integer or None")
+        self.seed = None if seed is None else int(seed)
+        if not isinstance(vectorized, (bool, np.bool_)):
+            raise validation.invalid("vectorized", vectorized, "True or False")
+        self.vectorized = bool(vectorized)
+        self._calls = None
+        self._generator = None
+
+    def _owner(self) -> str:
+        return f"BlackBox {self.name!r}"
+
+    @property
+    def output_dtype(self) -> tf.DType:
+        """The dtype of the outputs: `output_dtype`, else the layer's dtype."""
+        return self.output_dtype_argument or self.dtype
+
+    @property
+    def function_calls(self) -> int:
+        """How many times F has been called (forward and estimator calls; one per batch
+        when vectorized, one per example otherwise); 0 before the first call."""
+        return 0 if self._calls is None else int(self._calls.numpy())
+
+    @property
+    def function_calls_variable(self) -> tf.Variable | None:
+        """The int64 variable counting F's calls (for metrics and logs); None before build."""
+        return self._calls
+
+    def build(self, input_shape) -> None:
+        shape = tf.TensorShape(input_shape)
+        owner = self._owner()
+        if shape.rank is None or shape.rank < 2 or None in shape.as_list()[1:]:
+            raise ValueError(
+                f"{owner} needs inputs (batch, *input_shape) with a known input_shape; "
+                f"received inputs of shape {shape}.")
+        example = tuple(shape.as_list()[1:])
+        if self.estimator == "straight_through" and example != self.output_shape_per_example:
+            raise ValueError(
+                f"{owner}: estimator='straight_through' passes the gradient unchanged, so "
+                f"F's output shape must equal its input shape; the input shape is {example} "
+                f"and output_shape={self.output_shape_per_example}. Use 'spsa', 'central' "
+                f"or 'antithetic' for a function that changes the shape.")
+        # Not add_weight: neither is a weight of F's model, and both change on every call;
+        # as tracked attributes they are still written to checkpoints.
+        seed = self.seed if self.seed is not None else int(np.random.randint(0, 2**31 - 1))
+        with tf.name_scope(self._scope_name):
+            self._generator = tf.random.Generator.from_seed(seed)
+            self._calls = tf.Variable(tf.constant(0, tf.int64), trainable=False,
+                                      name="function_calls")
+        self.input_spec = InputSpec(ndim=len(example) + 1,
+                                    axes={i + 1: d for i, d in enumerate(example)})
+
+    def call(self, inputs, training: bool = False):
+        @tf.custom_gradient
+        def black_box(x):
+            def backward(upstream):
+                seed = self._generator.make_seeds(1)[:, 0]
+                return gradient_estimators.vector_jacobian_product(
+                    self._evaluate, x, upstream, self.estimator, self.num_samples,
+                    self.sigma, seed)
+
+            return self._evaluate(x[None])[0], backward
+
+        return black_box(inputs)
+
+    def _evaluate(self, stacked: tf.Tensor) -> tf.Tensor:
+        """F on a stack of batches `(n, batch, *input_shape)`, checked and counted."""
+        checked = CheckedFunction(self.function, self._owner(), self.output_shape_per_example,
+                                  self.output_dtype.as_numpy_dtype, self.vectorized)
+        outputs, calls = tf.numpy_function(checked, [stacked], [self.output_dtype, tf.int64],
+                                           stateful=True, name="black_box_function")
+        outputs.set_shape(stacked.shape[:2].concatenate(self.output_shape_per_example))
+        with tf.control_dependencies([self._calls.assign_add(calls)]):
+            return tf.identity(outputs)
+
+    def get_config(self) -> dict[str, Any]:
+        function = user_functions.config_reference(
+            "function", self._function_argument, self.function, self._owner())
+        dtype = self.output_dtype_argument
+        return {
+            **self._base_config(),
+            "function": function,
+            "output_shape": list(self.output_shape_per_example),
+            "output_dtype": None if dtype is None else dtype.name,
+            "estimator": self.estimator,
+            "num_samples": self.num_samples,
+            "sigma": self.sigma,
+            "seed": self.seed,
+            "vectorized": self.vectorized,
+        }
