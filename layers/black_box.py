@@ -150,6 +150,10 @@ class BlackBox(Layer):
         when vectorized, one per example otherwise); 0 before the first call."""
         return 0 if self._calls is None else int(self._calls.numpy())
 
+    def epoch_counters(self) -> dict[str, int]:
+        """`{"<name>_function_calls": total}`, shown at the end of every epoch."""
+        return {f"{self.name}_function_calls": self.function_calls}
+
     @property
     def function_calls_variable(self) -> tf.Variable | None:
         """The int64 variable counting F's calls (for metrics and logs); None before build."""

@@ -308,6 +308,16 @@ class Layer(LayerTracking, tf.Module):
         hook = update_hooks.UpdateHook(self, variable, kind, momentum)
         update_hooks.register_update(hook, value)
 
+    # ------------------------------------------------------------------------ counters
+    def epoch_counters(self) -> dict[str, int]:
+        """Running totals to show at the end of every epoch of `fit` (progress bar, History,
+        CSVLogger and TensorBoard's train run), such as a `BlackBox`'s calls to its function.
+
+        The default has none. Prefix keys with the layer's name: they share the epoch's logs
+        with the loss and metrics of every layer in the model.
+        """
+        return {}
+
     # ------------------------------------------------------------------ configuration
     def get_config(self) -> dict[str, Any]:
         """The constructor arguments that rebuild this layer with `from_config`.

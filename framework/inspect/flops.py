@@ -335,6 +335,9 @@ def _phases(graph: tf.Graph, marks: dict) -> list[str]:
     return phases
 
 
+_PYTHON_OPS = ("PyFunc", "PyFuncStateless", "EagerPyFunc")
+
+
 def _notes(forward: flops_graph.GraphStats, train: flops_graph.GraphStats,
            compiled: bool) -> list[str]:
     notes = []
@@ -358,6 +361,11 @@ def _notes(forward: flops_graph.GraphStats, train: flops_graph.GraphStats,
         notes.append(f"{forward.dead_ops + train.dead_ops} op(s) whose results nothing uses "
                      f"were left out ({dead_flops} FLOPs): tf.function prunes them before "
                      "running (gradient functions build some that are never needed).")
+    python_calls = sum(train.uncounted.get(op, 0) for op in _PYTHON_OPS)
+    if python_calls:
+        notes.append(f"{python_calls} call(s) of Python code (tf.numpy_function or "
+                     "tf.py_function, as in a BlackBox layer) not counted: what they compute "
+                     "is outside TensorFlow's graph.")
     missing = forward.missing_functions | train.missing_functions
     if missing:
         notes.append(f"Functions not found, counted 0: {sorted(missing)}.")

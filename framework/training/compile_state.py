@@ -7,6 +7,8 @@ the model's weights only; the optimizer's slots belong to training checkpoints.
 from __future__ import annotations
 
 import numbers
+import warnings
+import weakref
 
 import tensorflow as tf
 
@@ -19,11 +21,14 @@ from graphfit.training.stage_metrics import STAGES, StageMetrics, check_metric_i
 __all__ = ["CompileState", "resolve_jit_compile"]
 
 
+_TOLD_NO_XLA: "weakref.WeakSet" = weakref.WeakSet()
+
+
 def resolve_jit_compile(setting, model, optimizer=None) -> bool:
     """True when the steps should be compiled with XLA.
 
-    "auto" compiles with XLA when every layer supports it (`Layer.supports_jit`) and, on a
-    CPU-only machine, when
+    "auto" compiles with XLA when every layer supports it (`Layer.supports_jit`; once per
+    model, a warning names those that do not) and, on a CPU-only machine, when
     neither a layer nor the optimizer is known to run slower under XLA there (their
     `xla_friendly_on_cpu`): measured on a 2-core CPU, XLA speeds up a dense MLP step a little
     but makes a small convolutional net about twice as slow, because TensorFlow's own CPU
@@ -44,7 +49,13 @@ def resolve_jit_compile(setting, model, optimizer=None) -> bool:
                 f"jit_compile=True, but layers {', '.join(unsupported)} of model "
                 f"{model.name!r} do not support XLA (their supports_jit is False). Compile "
                 f"with jit_compile='auto' or False.")
-        return False  # the layers say so themselves: no news for the user
+        if model not in _TOLD_NO_XLA:  # once per model: compile runs again on every fit
+            _TOLD_NO_XLA.add(model)
+            warnings.warn(
+                f"jit_compile='auto': model {model.name!r} runs without XLA, because layers "
+                f"{', '.join(unsupported)} cannot be XLA-compiled (supports_jit=False).",
+                stacklevel=4)
+        return False
     if setting is True:
         return True
     if tf.config.list_physical_devices("GPU"):

@@ -37,6 +37,14 @@ def _split(data, argument: str):
     )
 
 
+def _layer_counters(model) -> dict[str, int]:
+    """The running totals layers report at each epoch's end (`Layer.epoch_counters`)."""
+    counters: dict[str, int] = {}
+    for layer in model.flatten_layers(include_self=False):
+        counters.update(layer.epoch_counters())
+    return counters
+
+
 def _eval_feed(model, data, argument, batch_size, steps, check_finite):
     x, y, sample_weight = _split(data, argument)
     if x is None:
@@ -226,6 +234,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
             test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks)
             logs.update(_prefixed("test", test_logs))
             tested_epoch = epoch
+        logs.update(_layer_counters(model))
         state_of_fit.epoch.assign(epoch + 1)  # before the callbacks: checkpoints save it
         callbacks.on_epoch_end(epoch, logs)
         if model.stop_training:

@@ -270,3 +270,25 @@ def test_straight_through_needs_matching_shapes_at_build():
     box = layers.BlackBox(lambda x: x[:, :2], (2,), estimator="straight_through", name="q")
     with pytest.raises(ValueError, match=r"BlackBox 'q'.*input shape is \(3,\).*\(2,\)"):
         box(tf.ones((4, 3)))
+
+
+def test_fit_shows_the_running_count_of_calls_in_the_epoch_logs():
+    plant = layers.BlackBox(np.tanh, output_shape=(2,), estimator="spsa", num_samples=2,
+                            seed=0, name="plant")
+    model = gf.Sequential([layers.Dense(2), plant])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.random.default_rng(0).normal(size=(8, 2)).astype("float32")
+    with pytest.warns(UserWarning, match="runs without XLA.*'plant' \\(BlackBox\\)"):
+        history = model.fit(x, x, batch_size=8, epochs=2, verbose=0)
+    # One batch per epoch: a forward call and 2 x num_samples estimator calls each.
+    assert history.history["plant_function_calls"] == [5, 10]
+    assert plant.function_calls == 10
+
+
+def test_flops_say_the_black_box_is_not_counted():
+    model = gf.Sequential([layers.Dense(2), layers.BlackBox(np.tanh, output_shape=(2,), seed=0)])
+    model.compile(optimizer="sgd", loss="mse")
+    model.build((None, 2))
+    counts = model.flops(batch_size=4)
+    assert counts["uncounted_ops"]["forward"] == {"PyFunc": 1}
+    assert any("as in a BlackBox layer" in note for note in counts["notes"])

@@ -57,8 +57,13 @@ def test_declared_supports_jit_false():
     with pytest.raises(ValueError, match="'no_xla'"):
         model.fit(x, y, verbose=0)
     model.compile("adam", "mse", jit_compile="auto")
-    model.fit(x, y, verbose=0)  # the layer said so: no XLA, and no warning either
+    with pytest.warns(UserWarning, match="runs without XLA.*'no_xla'"):
+        model.fit(x, y, verbose=0)
     assert model.compile_state.jit_compile is False
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*without XLA")  # once per model
+        model.compile("adam", "mse", jit_compile="auto")
+        model.fit(x, y, verbose=0)
 
 
 def test_auto_jit_drops_xla_when_shapes_keep_changing():
