@@ -5,6 +5,7 @@ What `log_dir` holds after `fit` (every run is a folder TensorBoard lists on its
     log_dir/            hyperparameters (HParams tab) and the recipe text (Text tab)
     log_dir/train/      per-epoch metrics, `learning_rate`, `batch_*` scalars, weight and
                         gradient histograms, gradient taps (`gradient_taps/<node>/<variable>`),
+                        activation gradient taps (`activation_gradient_taps/<layer>[/norm]`),
                         the graph of the compiled training step, a profile
     log_dir/val/        per-epoch validation metrics
     log_dir/test/       test metrics, each time test data is evaluated
@@ -97,6 +98,16 @@ class TensorBoard(Callback):
             batches, like `update_freq`.
         gradient_tap_freq: record the taps in the training steps whose global step is a
             multiple of this.
+        activation_gradient_taps: layer names whose activation gradient to record:
+            ∂loss/∂(the layer's output), the gradient of the training loss with respect to
+            every element of the layer's output on the step's batch, as the scalar
+            `activation_gradient_taps/<layer>/norm` (its L2 norm) and the histogram
+            `activation_gradient_taps/<layer>` in the train run, at the step's global step.
+            Read from the compiled step's own backward pass (no second forward or backward
+            pass; the weight updates are unchanged; see `graphfit.training.activation_taps`).
+            Listening to batches, like `update_freq`.
+        activation_gradient_tap_freq: record them in the training steps whose global step is
+            a multiple of this.
         trial_id: the HParams session's name (recipe runs give the run's name); None lets
             TensorBoard use a hash of `hparams`, which says nothing to a reader.
 
@@ -141,6 +152,8 @@ class TensorBoard(Callback):
         gradient_taps: list[str] | None = None,
         gradient_tap_freq: int = 1,
         trial_id: str | None = None,
+        activation_gradient_taps: list[str] | None = None,
+        activation_gradient_tap_freq: int = 1,
     ):
         super().__init__()
         if isinstance(log_dir, os.PathLike):
@@ -176,6 +189,12 @@ class TensorBoard(Callback):
         self.gradient_tap_freq = gradient_tap_freq
         self._taps = None if self.gradient_taps is None else tensorboard_taps.TapWriter(
             self.gradient_taps, gradient_tap_freq)
+        self.activation_gradient_taps = tensorboard_taps.check_activation_gradient_taps(
+            activation_gradient_taps, activation_gradient_tap_freq)
+        self.activation_gradient_tap_freq = activation_gradient_tap_freq
+        self._activation_taps = None if self.activation_gradient_taps is None else \
+            tensorboard_taps.ActivationTapWriter(self.activation_gradient_taps,
+                                                 activation_gradient_tap_freq)
         self._batch_every = tbw.check_update_freq(update_freq)
         self._profile_range = tbw.check_profile_batch(profile_batch)
         self.evaluation_step: int | None = None
@@ -208,6 +227,8 @@ class TensorBoard(Callback):
                 steps.enable_gradient_taps()  # before the first step is traced
         if self._taps is not None:
             self._taps.begin(self.model, self._compiled_steps())
+        if self._activation_taps is not None:
+            self._activation_taps.begin(self.model, self._compiled_steps())
         if not self._session_written and (self.hparams or self.recipe_text is not None):
             with self._runs.writer(tbw.ROOT).as_default():
                 if self.recipe_text is not None:
@@ -261,6 +282,7 @@ class TensorBoard(Callback):
         # Asked at the start of every training epoch: batch hooks (and one step per call
         # under steps_per_execution="auto") only for batch scalars or a pending profile.
         return self._batch_every is not None or self._taps is not None or (
+            self._activation_taps is not None) or (
             self._profile_range is not None and not self._profile_done)
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -277,6 +299,8 @@ class TensorBoard(Callback):
         self._last_batch_step = step
         if self._taps is not None:
             self._taps.write(self._runs, self.model)
+        if self._activation_taps is not None:
+            self._activation_taps.write(self._runs)
         if self._profiling and step - self._first_step >= self._profile_range[1]:
             self._stop_profiler()
 

@@ -1,4 +1,5 @@
-"""TensorBoard's gradient taps: the norms of ∂(named node)/∂(variables), written as scalars.
+"""TensorBoard's gradient taps: the norms of ∂(named node)/∂(variables), written as scalars,
+and activation gradient taps: ∂loss/∂(output of a named layer), as a norm and a histogram.
 
 The norms are computed inside the compiled training step (`graphfit.training.node_taps` has the
 semantics); this module checks the callback's arguments, turns the taps on before the first
@@ -7,6 +8,11 @@ step is traced, and writes what the step recorded after each call of the compile
     train/gradient_taps/<node>/<variable tag>     a scalar at the global step it was computed
     train/gradient_taps                           text: the variables tapped per node, and
                                                   those the node does not depend on
+    train/activation_gradient_taps/<layer>/norm   ‖∂loss/∂(layer output)‖₂ over the batch
+    train/activation_gradient_taps/<layer>        its histogram (TensorBoard's 30 buckets)
+
+Activation gradient taps come from the step's own backward pass
+(`graphfit.training.activation_taps`), at the global step of the step that computed them.
 """
 
 from __future__ import annotations
@@ -14,10 +20,13 @@ from __future__ import annotations
 import math
 import numbers
 
+import tensorflow as tf
+
 from graphfit.callbacks.tensorboard import writers as tbw
 from graphfit.core import validation
 
-__all__ = ["TapWriter", "check_gradient_taps"]
+__all__ = ["ActivationTapWriter", "TapWriter", "check_activation_gradient_taps",
+           "check_gradient_taps"]
 
 
 def check_gradient_taps(gradient_taps, gradient_tap_freq) -> list[str] | None:
@@ -44,6 +53,85 @@ def check_gradient_taps(gradient_taps, gradient_tap_freq) -> list[str] | None:
     return list(gradient_taps)
 
 
+def check_activation_gradient_taps(names, freq) -> list[str] | None:
+    """Validates `activation_gradient_taps` and `activation_gradient_tap_freq` (YAML data).
+
+    Returns:
+        The layer names as a list, or None when the taps are off.
+
+    Raises:
+        ValueError: naming the argument and the value received.
+    """
+    if not validation.is_integer(freq) or freq < 1:
+        raise validation.invalid("activation_gradient_tap_freq", freq,
+                                 "a positive integer (record every that many training steps)")
+    if names is None:
+        return None
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names \
+            or not all(isinstance(n, str) and n for n in names):
+        raise ValueError("activation_gradient_taps must be a non-empty list of layer names, or "
+                         f"None. Received: activation_gradient_taps={names!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"activation_gradient_taps must not repeat a name. "
+                         f"Received: activation_gradient_taps={names!r}")
+    return list(names)
+
+
+def _capacity(model, every_n_steps: int) -> int:
+    """Rows enough for every recording of one call of the compiled loop."""
+    setting = model.compile_state.sizers["train"].setting
+    # "auto" runs one step per call while a callback listens to every batch.
+    per_call = setting if isinstance(setting, numbers.Integral) else 1
+    return max(1, math.ceil(per_call / every_n_steps))
+
+
+class ActivationTapWriter:
+    """Turns the activation gradient taps on at the start of `fit` and writes new values.
+
+    Args:
+        names: the layers to tap (checked by `check_activation_gradient_taps`).
+        every_n_steps: record in the steps whose global step is a multiple of it.
+    """
+
+    def __init__(self, names: list[str], every_n_steps: int):
+        self.names = names
+        self.every_n_steps = int(every_n_steps)
+        self._taps = None
+        self._written_step = 0
+
+    def begin(self, model, steps) -> None:
+        """Enables the taps (before the first step is traced).
+
+        Raises:
+            ValueError: for a layer the model does not have (with a "did you mean").
+        """
+        if steps is None:
+            return
+        steps.enable_activation_taps(self.names, self.every_n_steps,
+                                     capacity=_capacity(model, self.every_n_steps))
+        self._taps = steps.activation_taps
+        # A model trained before (another fit) holds older values: not this run's to write.
+        self._written_step = int(self._taps.last_step.numpy())
+
+    def write(self, runs: tbw.RunWriters) -> None:
+        """Writes the recordings made since the last call to the train run."""
+        rows = [] if self._taps is None else self._taps.read(after_step=self._written_step)
+        if not rows:
+            return
+        from tensorboard.plugins.histogram import metadata
+
+        with runs.writer("train").as_default():
+            for step, values in rows:
+                for layer, (norm, histogram) in values.items():
+                    tag = f"activation_gradient_taps/{layer}"
+                    tf.summary.scalar(f"{tag}/norm", norm, step=step)
+                    # The buckets were counted in the step: written as the histogram
+                    # plugin's [left, right, count] tensor.
+                    tf.summary.write(tag, histogram, step=step,
+                                     metadata=metadata.create_summary_metadata(tag, ""))
+        self._written_step = rows[-1][0]
+
+
 class TapWriter:
     """Turns the node taps on at the start of `fit` and writes their new values.
 
@@ -68,11 +156,8 @@ class TapWriter:
         """
         if steps is None:
             return
-        setting = model.compile_state.sizers["train"].setting
-        # "auto" runs one step per call while a callback listens to every batch.
-        per_call = setting if isinstance(setting, numbers.Integral) else 1
         steps.enable_node_taps(self.names, self.every_n_steps,
-                               capacity=max(1, math.ceil(per_call / self.every_n_steps)))
+                               capacity=_capacity(model, self.every_n_steps))
         self._taps = steps.node_taps
         # A model trained before (another fit) holds older values: not this run's to write.
         self._written_step = int(self._taps.last_step.numpy())

@@ -7,9 +7,9 @@ signature and optionally compiled by XLA. Around the model's train step this mod
     update hooks that an overridden step left uncollected: applied once, after the step
     with gradient taps on (TensorBoard's gradient histograms): the raw gradients that
         minimize reported are assigned to one tap variable per trainable variable
-    with node taps on (TensorBoard's gradient_taps), every N steps: the norms of
-        d(sum of a named node)/d(variables) from the same forward pass (`node_taps`; the
-        default train step only)
+    with node / activation taps on (TensorBoard's gradient_taps / activation_gradient_taps),
+        every N steps: d(sum of a node)/d(variables) norms from the same forward pass, or
+        d(loss)/d(layer output) from the same backward pass (the default train step only)
 
 A loop function (a `tf.function`, never XLA) runs a chunk of such steps per call and updates
 the stage's metrics after each step from the step's `StepResult`, so Python runs once per
@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from graphfit.core import autograph_scope, update_hooks
 from graphfit.core.step_types import StepResult, unpack_data
-from graphfit.training import input_checks, node_taps, steps, xla_support
+from graphfit.training import activation_taps, input_checks, node_taps, steps, xla_support
 
 __all__ = ["CompiledSteps", "overrides_step"]
 
@@ -93,11 +93,11 @@ class CompiledSteps:
         self.jit_required, self._xla_problem = jit_required, None  # see `_guarded`
         self._shape_logs = {name: xla_support.ShapeLog() for name in ("train", "test", "predict")}
         self.variables = list(model.trainable_variables)
-        # Gradient taps: off (None) until `enable_gradient_taps`; `_filled_taps` holds the
-        # indices of the taps the traced train step assigns.
+        # Gradient taps: None until `enable_gradient_taps`; `_filled_taps`: those the step fills.
         self.gradient_taps: list[tf.Variable] | None = None
         self._filled_taps: list[int] = []
-        self.node_taps: node_taps.NodeTaps | None = None  # after `enable_node_taps`
+        self.node_taps: node_taps.NodeTaps | None = None  # enable_node_taps
+        self.activation_taps: activation_taps.ActivationTaps | None = None  # enable_..._taps
         # The specs of the data the train step was last traced for ((x,), (x, y) or
         # (x, y, sample_weight)); None before the first training step.
         self.train_data_spec = None
@@ -174,14 +174,14 @@ class CompiledSteps:
 
     def _train_step(self, data):
         self.train_data_spec = tf.nest.map_structure(_spec, data)
-        if self.node_taps is not None:
+        if self.node_taps is not None or self.activation_taps is not None:
             if overrides_step(self.model):
                 raise ValueError(
-                    f"TensorBoard's gradient_taps record the default training step's forward "
-                    f"pass, but {type(self.model).__name__} overrides train_step. Remove "
-                    f"gradient_taps, or compute what you need inside your train_step and "
-                    f"return it in StepResult.logs.")
-            return steps.train_step(self.model, data, taps=self.node_taps)
+                    f"TensorBoard's gradient_taps and activation_gradient_taps need the default "
+                    f"train_step, but {type(self.model).__name__} overrides train_step: remove "
+                    f"them, or return what you need from your train_step in StepResult.logs.")
+            return steps.train_step(self.model, data, taps=self.node_taps,
+                                    activation_taps=self.activation_taps)
         # Update hooks that an overridden step did not collect itself run after it, once.
         with update_hooks.collect_updates() as pending:
             result = autograph_scope.convert_user_code(self.model.train_step)(data)
@@ -341,25 +341,25 @@ class CompiledSteps:
     def enable_node_taps(self, names, every_n_steps: int = 1, capacity: int = 1) -> None:
         """Makes training record the norms of d(sum of node)/d(variables), from now on.
 
-        See `graphfit.training.node_taps` for the semantics. Creates the tap variables once, outside
-        any trace, and drops the traced train step and training loops so they are traced
-        again with the taps; the same arguments again change nothing, others replace the
-        taps. The values are read with `self.node_taps.read(after_step)`.
-
-        Args:
-            names: layer names, "output" (the model's output) or "loss".
-            every_n_steps: record in the steps whose global step is a multiple of it.
-            capacity: recordings kept between two reads (ceil(steps per call / N)).
-
-        Raises:
-            ValueError: for an unknown layer name (listing the model's layers) or a bad
-                argument.
+        See `graphfit.training.node_taps`. The tap variables are created once, outside any
+        trace, and the train step and loops traced again; the same arguments again change
+        nothing, others replace the taps. Read them with `self.node_taps.read(after_step)`.
+        `capacity`: the recordings kept between two reads. Raises ValueError for an unknown
+        layer name (listing the model's layers) or a bad argument.
         """
-        if self.node_taps is not None and self.node_taps.matches(names, every_n_steps, capacity):
-            return
-        self.node_taps = node_taps.NodeTaps(self.model, self.variables, names, every_n_steps,
-                                            capacity)
-        self._retrace_training()
+        if self.node_taps is None or not self.node_taps.matches(names, every_n_steps, capacity):
+            self.node_taps = node_taps.NodeTaps(self.model, self.variables, names,
+                                                every_n_steps, capacity)
+            self._retrace_training()
+
+    def enable_activation_taps(self, names, every_n_steps: int = 1, capacity: int = 1) -> None:
+        """As `enable_node_taps`, for d(loss)/d(each named layer's output) from the step's
+        own backward pass (`graphfit.training.activation_taps`; `activation_taps.read`)."""
+        taps = self.activation_taps
+        if taps is None or not taps.matches(names, every_n_steps, capacity):
+            self.activation_taps = activation_taps.ActivationTaps(self.model, names,
+                                                                  every_n_steps, capacity)
+            self._retrace_training()
 
     def recorded_gradients(self) -> list[tuple[tf.Variable, tf.Variable]]:
         """(variable, tap) pairs whose tap the traced train step fills: empty before the

@@ -42,8 +42,9 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import layer_outputs, validation
+from graphfit.core.registry import did_you_mean
 
-__all__ = ["NodeTaps", "SPECIAL_NODES", "check_names"]
+__all__ = ["NodeTaps", "SPECIAL_NODES", "check_layer_names", "check_names"]
 
 # Nodes that are not layers; a layer with the same name takes precedence.
 SPECIAL_NODES = ("output", "loss")
@@ -55,21 +56,40 @@ def check_names(names, model) -> list[str]:
     Raises:
         ValueError: for a name that is neither a layer of `model` nor "output" or "loss".
     """
-    return _check_names(names, [layer.name for layer in model.flatten_layers(include_self=False)])
+    return _check_names(names, _layer_names(model))
 
 
-def _check_names(names, layer_names: Sequence[str]) -> list[str]:
+def check_layer_names(names, model, what: str = "activation gradient taps") -> list[str]:
+    """Like `check_names`, for taps of layers only ("output" and "loss" are not layers).
+
+    Raises:
+        ValueError: for a bad list, a repeated name, or a name that is not a layer of
+            `model` (with a "did you mean" and the model's layers), naming `what`.
+    """
+    return _check_names(names, _layer_names(model), special=(), what=what)
+
+
+def _layer_names(model) -> list[str]:
+    return [layer.name for layer in model.flatten_layers(include_self=False)]
+
+
+def _check_names(names, layer_names: Sequence[str], special: Sequence[str] = SPECIAL_NODES,
+                 what: str = "gradient tap nodes") -> list[str]:
+    others = f" (or {', '.join(map(repr, special))})" if special else ""
     if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names or not all(
             isinstance(n, str) and n for n in names):
-        raise ValueError("gradient tap nodes must be a non-empty list of layer names (or "
-                         f"'output', 'loss'). Received: names={names!r}")
+        raise ValueError(f"{what} must be a non-empty list of layer names{others}. "
+                         f"Received: names={names!r}")
     if len(set(names)) != len(names):
-        raise ValueError(f"gradient tap nodes must not repeat. Received: names={list(names)!r}")
-    unknown = [n for n in names if n not in layer_names and n not in SPECIAL_NODES]
+        raise ValueError(f"{what} must not repeat. Received: names={list(names)!r}")
+    unknown = [n for n in names if n not in layer_names and n not in special]
     if unknown:
+        hints = "".join(did_you_mean(n, [*layer_names, *special], f" For {n!r}, did you "
+                                     "mean {!r}?") for n in unknown)
         raise ValueError(
-            f"The model has no layer named {', '.join(map(repr, unknown))} to tap. Its layers: "
-            f"{list(layer_names)}; or tap 'output' (the model's output) or 'loss'.")
+            f"The model has no layer named {', '.join(map(repr, unknown))} to tap.{hints} Its "
+            f"layers: {list(layer_names)}"
+            + (f"; or tap {' or '.join(map(repr, special))}." if special else "."))
     return list(names)
 
 
@@ -135,7 +155,7 @@ class NodeTaps:
 
     def __init__(self, model, variables: Sequence[tf.Variable], names, every_n_steps: int,
                  capacity: int = 1):
-        layer_names = [layer.name for layer in model.flatten_layers(include_self=False)]
+        layer_names = _layer_names(model)
         self.names = _check_names(names, layer_names)
         self.every_n_steps = validation.positive_int("every_n_steps", every_n_steps)
         self.capacity = validation.positive_int("capacity", capacity)

@@ -22,6 +22,7 @@ from graphfit.core import autograph_scope, update_hooks
 from graphfit.core.step_types import ForwardPass, StepBatch, StepResult, unpack_data
 
 if TYPE_CHECKING:
+    from graphfit.training.activation_taps import ActivationTaps
     from graphfit.training.node_taps import NodeTaps
 
 __all__ = ["StepProbe", "train_step", "test_step", "predict_step"]
@@ -49,7 +50,8 @@ def _compiled_loss(model, caller: str):
     return state.loss_set
 
 
-def train_step(model, data, *, taps: NodeTaps | None = None, probe: StepProbe = _NO_PROBE,
+def train_step(model, data, *, taps: NodeTaps | None = None,
+               activation_taps: ActivationTaps | None = None, probe: StepProbe = _NO_PROBE,
                loss_set=None, optimizer=None) -> StepResult:
     """The default `Model.train_step`: one optimizer step on `data`.
 
@@ -57,6 +59,8 @@ def train_step(model, data, *, taps: NodeTaps | None = None, probe: StepProbe = 
         model: the compiled model.
         data: (x,), (x, y) or (x, y, sample_weight).
         taps: gradient taps of named nodes to record from this step's forward pass.
+        activation_taps: ∂loss/∂(named layers' outputs) to record from this step's own
+            backward pass (`graphfit.training.activation_taps`).
         probe: marks the phases of the step (for FLOP counts).
         loss_set, optimizer: stand-ins for the compiled ones (FLOP counts trace with copies,
             so that counting creates no optimizer slots and builds no loss).
@@ -83,14 +87,20 @@ def train_step(model, data, *, taps: NodeTaps | None = None, probe: StepProbe = 
             probe.mark("minimize")
         return loss, ForwardPass(y_pred, output_losses, pending)
 
+    node_tapped = tapped = None
+    if taps is not None or activation_taps is not None:
+        step = optimizer.iterations + 1  # the global step this step will have
     if taps is not None:  # the norms of d(node)/d(variables), every N steps
-        loss_fn = taps.tapped_loss_fn(
-            loss_fn, optimizer.iterations + 1,
-            lambda result: {"loss": result[0], "output": result[1].y_pred})
+        loss_fn = node_tapped = taps.tapped_loss_fn(
+            loss_fn, step, lambda result: {"loss": result[0], "output": result[1].y_pred})
+    if activation_taps is not None:  # d(loss)/d(layer output), read during backprop
+        loss_fn = tapped = activation_taps.tapped_loss_fn(loss_fn)
     minimize = autograph_scope.convert_user_code(optimizer.minimize)
     loss, forward = minimize(loss_fn, model.trainable_variables, batch)
-    if taps is not None:
-        loss_fn.finish()
+    if node_tapped is not None:
+        node_tapped.finish()
+    if tapped is not None:
+        tapped.record(step)
     probe.mark("update_hooks")
     # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
     update_hooks.apply_updates(forward.updates)

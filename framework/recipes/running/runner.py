@@ -125,16 +125,22 @@ def _check_base_split(recipe: Recipe) -> None:
 
 
 def _check_tap_names(recipe: Recipe, model) -> None:
-    """TensorBoard's `gradient_taps` name layers, which exist only once the model is built."""
+    """TensorBoard's `gradient_taps` and `activation_gradient_taps` name layers, which exist
+    only once the model is built."""
     from graphfit.training import node_taps
 
+    checks = {"gradient_taps": node_taps.check_names,
+              "activation_gradient_taps": lambda names, model: node_taps.check_layer_names(
+                  names, model, "activation_gradient_taps")}
     for index, entry in enumerate(recipe.config["callbacks"]):
-        names = entry.get("gradient_taps") if isinstance(entry, dict) else None
-        if names:
+        for key, check in checks.items():
+            names = entry.get(key) if isinstance(entry, dict) else None
+            if not names:
+                continue
             try:
-                node_taps.check_names(names, model)
+                check(names, model)
             except ValueError as error:
-                raise _error(recipe, ("callbacks", index, "gradient_taps"), error) from None
+                raise _error(recipe, ("callbacks", index, key), error) from None
 
 
 def _build_on(model, train) -> None:
