@@ -85,11 +85,12 @@ def _capacity(model, every_n_steps: int) -> int:
     return max(1, math.ceil(per_call / every_n_steps))
 
 
-class ActivationTapWriter:
-    """Turns the activation gradient taps on at the start of `fit` and writes new values.
+class _RingWriter:
+    """What both tap writers share: enable the taps at the start of `fit`, then hand out the
+    recordings (kept in a ring buffer in the compiled step) made since the last write.
 
     Args:
-        names: the layers to tap (checked by `check_activation_gradient_taps`).
+        names: the nodes or layers to tap (already checked).
         every_n_steps: record in the steps whose global step is a multiple of it.
     """
 
@@ -99,23 +100,41 @@ class ActivationTapWriter:
         self._taps = None
         self._written_step = 0
 
+    def _enable(self, steps, capacity: int):
+        """Turns the taps on in `steps` and returns their recorder."""
+        raise NotImplementedError
+
     def begin(self, model, steps) -> None:
-        """Enables the taps (before the first step is traced).
+        """Enables the taps on the compiled steps (before the first step is traced), with
+        room for every recording of one call of the loop.
 
         Raises:
-            ValueError: for a layer the model does not have (with a "did you mean").
+            ValueError: for a node or layer the model does not have (with its layers).
         """
         if steps is None:
             return
-        steps.enable_activation_taps(self.names, self.every_n_steps,
-                                     capacity=_capacity(model, self.every_n_steps))
-        self._taps = steps.activation_taps
+        self._taps = self._enable(steps, _capacity(model, self.every_n_steps))
         # A model trained before (another fit) holds older values: not this run's to write.
         self._written_step = int(self._taps.last_step.numpy())
 
+    def _new_rows(self) -> list:
+        """The (step, values) recordings since the last call."""
+        rows = [] if self._taps is None else self._taps.read(after_step=self._written_step)
+        if rows:
+            self._written_step = rows[-1][0]
+        return rows
+
+
+class ActivationTapWriter(_RingWriter):
+    """Writes ∂loss/∂(layer output) taps: a norm and a histogram per layer and recording."""
+
+    def _enable(self, steps, capacity: int):
+        steps.enable_activation_taps(self.names, self.every_n_steps, capacity=capacity)
+        return steps.activation_taps
+
     def write(self, runs: tbw.RunWriters) -> None:
         """Writes the recordings made since the last call to the train run."""
-        rows = [] if self._taps is None else self._taps.read(after_step=self._written_step)
+        rows = self._new_rows()
         if not rows:
             return
         from tensorboard.plugins.histogram import metadata
@@ -129,44 +148,22 @@ class ActivationTapWriter:
                     # plugin's [left, right, count] tensor.
                     tf.summary.write(tag, histogram, step=step,
                                      metadata=metadata.create_summary_metadata(tag, ""))
-        self._written_step = rows[-1][0]
 
 
-class TapWriter:
-    """Turns the node taps on at the start of `fit` and writes their new values.
-
-    Args:
-        names: the nodes to tap (checked by `check_gradient_taps`).
-        every_n_steps: record in the steps whose global step is a multiple of it.
-    """
+class TapWriter(_RingWriter):
+    """Writes node taps: norms of ∂(sum of node)/∂(each variable), described once in text."""
 
     def __init__(self, names: list[str], every_n_steps: int):
-        self.names = names
-        self.every_n_steps = int(every_n_steps)
-        self._taps = None
-        self._written_step = 0
+        super().__init__(names, every_n_steps)
         self._described = False
 
-    def begin(self, model, steps) -> None:
-        """Enables the taps on the compiled steps (before the first step is traced), with
-        room for every recording of one call of the loop.
-
-        Raises:
-            ValueError: for a node the model does not have (the message lists its layers).
-        """
-        if steps is None:
-            return
-        steps.enable_node_taps(self.names, self.every_n_steps,
-                               capacity=_capacity(model, self.every_n_steps))
-        self._taps = steps.node_taps
-        # A model trained before (another fit) holds older values: not this run's to write.
-        self._written_step = int(self._taps.last_step.numpy())
+    def _enable(self, steps, capacity: int):
+        steps.enable_node_taps(self.names, self.every_n_steps, capacity=capacity)
+        return steps.node_taps
 
     def write(self, runs: tbw.RunWriters, model) -> None:
         """Writes the recordings made since the last call to the train run."""
-        if self._taps is None:
-            return
-        rows = self._taps.read(after_step=self._written_step)
+        rows = self._new_rows()
         if not rows:
             return
         tags = {v.name: tbw.variable_tag(model, v) for v in self._taps.variables}
@@ -174,7 +171,6 @@ class TapWriter:
             runs.scalars("train", {f"gradient_taps/{node}/{tags[name]}": norm
                                    for node, norms in values.items()
                                    for name, norm in norms.items()}, step)
-        self._written_step = rows[-1][0]
         if not self._described:
             self._described = True
             with runs.writer("train").as_default():
