@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from graphfit.core.layer import InputSpec, Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import gradient_estimators, user_functions
 from graphfit.layers.black_box_calls import CheckedFunction
+from graphfit.layers.black_box_surrogate import OnlineSurrogate
 
 __all__ = ["BlackBox"]
 
@@ -65,6 +67,10 @@ class BlackBox(Layer):
       2 evaluations per sample.
     - "straight_through": the gradient passes unchanged, as if F were the identity
       (quantisers); needs F's output shape to equal its input shape; no evaluation.
+    - "surrogate": the gradient of a small network fitted online to the (input, F(input))
+      pairs of the forward passes (physics-aware training); no evaluation beyond the
+      forward pass, biased until the surrogate has learnt F (`surrogate_error`; see
+      `graphfit.layers.black_box_surrogate`).
 
     The random directions come from the layer's own `tf.random.Generator`, seeded by `seed`
     and saved in checkpoints, so a run and a resumed run estimate the same gradients.
@@ -81,12 +87,20 @@ class BlackBox(Layer):
         function: F, or a reference `'package.module:name'` to it (what configs hold).
         output_shape: the shape of one example's output, without the batch axis.
         output_dtype: the floating dtype of the outputs; None: the layer's dtype.
-        estimator: "spsa", "central", "antithetic" or "straight_through".
+        estimator: "spsa", "central", "antithetic", "straight_through" or "surrogate".
         num_samples: random directions per example and step ("spsa", "antithetic").
         sigma: the size of the perturbations, in the units of F's inputs.
         seed: an integer seed of the estimator's generator; None draws one from NumPy's
             global state (fixed by `graphfit.set_seed`).
         vectorized: whether F takes a whole batch (True) or one example (False).
+        surrogate_units: the width of the surrogate's two hidden layers ("surrogate").
+        surrogate_learning_rate: the surrogate's Adam learning rate ("surrogate").
+        surrogate_updates_per_step: its Adam steps on each training batch ("surrogate").
+        surrogate_exploration: each training step, F is also called once on the batch
+            jittered by this many times the inputs' spread (normal noise), and the
+            surrogate learns from those pairs too: they show it F's slopes, which the
+            forward pass alone (one point per example) does not. 0: no extra call
+            ("surrogate").
         name: the layer's name. dtype: its floating dtype (None inherits the model's).
         trainable: kept for the common signature; the layer has no trainable variables.
 
@@ -115,8 +129,10 @@ class BlackBox(Layer):
 
     def __init__(self, function, output_shape, output_dtype=None, estimator: str = "spsa",
                  num_samples: int = 4, sigma: float = 1e-2, seed: int | None = None,
-                 vectorized: bool = True, name: str | None = None, dtype=None,
-                 trainable: bool = True):
+                 vectorized: bool = True, surrogate_units: int = 64,
+                 surrogate_learning_rate: float = 1e-2, surrogate_updates_per_step: int = 8,
+                 surrogate_exploration: float = 0.0,
+                 name: str | None = None, dtype=None, trainable: bool = True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
         owner = self._owner()
         self._function_argument = function
@@ -133,6 +149,14 @@ class BlackBox(Layer):
         if not isinstance(vectorized, (bool, np.bool_)):
             raise validation.invalid("vectorized", vectorized, "True or False")
         self.vectorized = bool(vectorized)
+        self.surrogate_units = validation.positive_int("surrogate_units", surrogate_units)
+        self.surrogate_learning_rate = validation.positive_float(
+            "surrogate_learning_rate", surrogate_learning_rate)
+        self.surrogate_updates_per_step = validation.positive_int(
+            "surrogate_updates_per_step", surrogate_updates_per_step)
+        self.surrogate_exploration = validation.finite_number(
+            "surrogate_exploration", surrogate_exploration, minimum=0.0)
+        self.surrogate = None
         self._calls = None
         self._generator = None
 
@@ -150,9 +174,19 @@ class BlackBox(Layer):
         when vectorized, one per example otherwise); 0 before the first call."""
         return 0 if self._calls is None else int(self._calls.numpy())
 
-    def epoch_counters(self) -> dict[str, int]:
-        """`{"<name>_function_calls": total}`, shown at the end of every epoch."""
-        return {f"{self.name}_function_calls": self.function_calls}
+    @property
+    def surrogate_error(self) -> float | None:
+        """With estimator="surrogate": the surrogate's running relative RMS error on the
+        batches it learnt from (1 before it has learnt anything); else None."""
+        return None if self.surrogate is None else self.surrogate.error
+
+    def epoch_counters(self) -> dict[str, float]:
+        """`{"<name>_function_calls": total}` (and `"<name>_surrogate_error"` with the
+        surrogate estimator), shown at the end of every epoch."""
+        counters = {f"{self.name}_function_calls": self.function_calls}
+        if self.surrogate is not None:
+            counters[f"{self.name}_surrogate_error"] = self.surrogate.error
+        return counters
 
     @property
     def function_calls_variable(self) -> tf.Variable | None:
@@ -180,21 +214,76 @@ class BlackBox(Layer):
             self._generator = tf.random.Generator.from_seed(seed)
             self._calls = tf.Variable(tf.constant(0, tf.int64), trainable=False,
                                       name="function_calls")
+        if self.estimator == "surrogate":
+            self.surrogate = OnlineSurrogate(
+                self, math.prod(example), math.prod(self.output_shape_per_example),
+                self.surrogate_units, self.surrogate_learning_rate,
+                self.surrogate_updates_per_step, self.surrogate_exploration, seed)
         self.input_spec = InputSpec(ndim=len(example) + 1,
                                     axes={i + 1: d for i, d in enumerate(example)})
 
     def call(self, inputs, training: bool = False):
         @tf.custom_gradient
         def black_box(x):
+            outputs = self._evaluate(x[None])[0]
+
             def backward(upstream):
+                if self.surrogate is not None:
+                    return self.surrogate.vector_jacobian_product(x, upstream)
                 seed = self._generator.make_seeds(1)[:, 0]
                 return gradient_estimators.vector_jacobian_product(
                     self._evaluate, x, upstream, self.estimator, self.num_samples,
                     self.sigma, seed)
 
-            return self._evaluate(x[None])[0], backward
+            return outputs, backward
 
-        return black_box(inputs)
+        outputs = black_box(inputs)
+        if training and self.surrogate is not None:
+            self._teach_surrogate(inputs, outputs)
+        return outputs
+
+    def _teach_surrogate(self, inputs, outputs) -> None:
+        """The surrogate learns from the forward pass, and from one more call of F on
+        jittered inputs (exploration), which shows it F's slopes around the batch."""
+        if self.surrogate_exploration > 0:
+            seed = self._generator.make_seeds(1)[:, 0]
+            jittered = tf.stop_gradient(self.surrogate.exploratory_inputs(inputs, seed))
+            inputs = tf.concat([inputs, jittered], axis=0)
+            outputs = tf.concat([outputs, self._evaluate(jittered[None])[0]], axis=0)
+        self.surrogate.learn(inputs, outputs)
+
+    def fit_surrogate(self, inputs, epochs: int = 1, batch_size: int = 128,
+                      seed: int = 0) -> float:
+        """Teaches the surrogate F on `inputs` before (or between) training runs.
+
+        Online, the surrogate only sees what the model upstream feeds F, and early in
+        training that is a narrow, moving region where its gradient is still guesswork;
+        a model trained through it can wander off. Calling F first on inputs that span the
+        region training will visit (physics-aware training pre-trains its digital twin the
+        same way) makes its gradient right from the first step. Costs one call of F per
+        batch (counted in `function_calls`).
+
+        Args:
+            inputs: an array `(n, *input_shape)` of inputs for F.
+            epochs, batch_size: passes over `inputs`, and their batch size.
+            seed: the seed of the shuffling.
+
+        Returns:
+            The surrogate's running relative error afterwards (`surrogate_error`).
+        """
+        if self.estimator != "surrogate":
+            raise ValueError(f"{self._owner()}: fit_surrogate needs estimator='surrogate'; "
+                             f"this layer uses estimator={self.estimator!r}.")
+        epochs = validation.positive_int("epochs", epochs)
+        batch_size = validation.positive_int("batch_size", batch_size)
+        inputs = np.asarray(inputs, dtype=self.dtype.as_numpy_dtype)
+        teach = tf.function(lambda batch: self(batch, training=True), reduce_retracing=True)
+        order = np.random.default_rng(seed)
+        for _ in range(epochs):
+            shuffled = inputs[order.permutation(len(inputs))]
+            for start in range(0, len(inputs), batch_size):
+                teach(tf.constant(shuffled[start:start + batch_size]))
+        return self.surrogate.error
 
     def _evaluate(self, stacked: tf.Tensor) -> tf.Tensor:
         """F on a stack of batches `(n, batch, *input_shape)`, checked and counted."""
@@ -220,4 +309,8 @@ class BlackBox(Layer):
             "sigma": self.sigma,
             "seed": self.seed,
             "vectorized": self.vectorized,
+            "surrogate_units": self.surrogate_units,
+            "surrogate_learning_rate": self.surrogate_learning_rate,
+            "surrogate_updates_per_step": self.surrogate_updates_per_step,
+            "surrogate_exploration": self.surrogate_exploration,
         }

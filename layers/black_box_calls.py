@@ -15,6 +15,8 @@ from typing import Callable
 
 import numpy as np
 
+from graphfit.core import host_errors
+
 __all__ = ["CheckedFunction"]
 
 
@@ -64,6 +66,13 @@ class CheckedFunction:
         return results, np.int64(calls)
 
     def _call(self, inputs: np.ndarray, expected: tuple, what: str) -> np.ndarray:
+        try:
+            return self._checked_call(inputs, expected, what)
+        except ValueError as error:
+            host_errors.record(error)  # for the loop to re-raise in place of TensorFlow's
+            raise
+
+    def _checked_call(self, inputs: np.ndarray, expected: tuple, what: str) -> np.ndarray:
         try:
             result = self.function(inputs)
         except Exception as error:  # the user's code: say which layer and on what

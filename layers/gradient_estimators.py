@@ -15,6 +15,9 @@ which approximate `J v_i` with an error O(sigma^2), and
   standard normal, `c = 1/n`: the gradient of F smoothed by a Gaussian of width sigma;
   2 evaluations per sample.
 - "straight_through": `J^T g = g`, as if F were the identity (quantisers); no evaluation.
+- "surrogate": `J_s^T g` with `J_s` the Jacobian of a network fitted online to F; no
+  evaluation beyond the forward pass (see `graphfit.layers.black_box_surrogate`; the layer
+  computes it, not `vector_jacobian_product`).
 
 The variance of the random estimators falls as 1/n: quadrupling `num_samples` halves the
 error. Directions come from stateless random ops with a seed the caller draws from its own
@@ -42,12 +45,12 @@ import tensorflow as tf
 
 __all__ = ["ESTIMATORS", "evaluations", "vector_jacobian_product"]
 
-ESTIMATORS = ("spsa", "central", "antithetic", "straight_through")
+ESTIMATORS = ("spsa", "central", "antithetic", "straight_through", "surrogate")
 
 
 def evaluations(estimator: str, input_size: int, num_samples: int) -> int:
     """How many evaluations of F (on the whole batch) one gradient estimate takes."""
-    if estimator == "straight_through":
+    if estimator in ("straight_through", "surrogate"):
         return 0
     return 2 * (input_size if estimator == "central" else num_samples)
 

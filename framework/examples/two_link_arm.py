@@ -9,7 +9,9 @@ angles θ, three ways, side by side:
     average, which misses the target;
 (b) the distal teacher (Jordan & Rumelhart, 1992): M followed by `BlackBox(F)`, fitted on the
     end-effector error ||F(M(target)) - target||², with F's gradient estimated by each
-    estimator ("central", "spsa", "antithetic"); M settles on one solution per target;
+    estimator ("central", "spsa", "antithetic", and "surrogate": a network fitted to F,
+    taught over all angles in [-π, π]² first, then online); M settles on one solution
+    per target;
 (c) the same through a differentiable TensorFlow twin of F: the true gradient, the reference.
 
 It prints, for each, the mean end-effector error on held-out targets as a fraction of the
@@ -17,7 +19,8 @@ reach l1 + l2 (overall, and on the targets whose two solutions both lie in the s
 the calls to F (`BlackBox.function_calls` for (b); the calls that made the training pairs for
 (a); none for (c)) and the wall time. F is vectorized, so one call evaluates a whole batch:
 (a) makes all its pairs in one call; (b) calls F once per step forward plus 2·2 times
-(central) or 2·num_samples times (spsa, antithetic) for the gradient. The first method's
+(central) or 2·num_samples times (spsa, antithetic) for the gradient; the surrogate needs
+no call for the gradient, only its teaching calls before training. The first method's
 wall time includes TensorFlow's warm-up.
 
     python -m graphfit.examples.two_link_arm [--targets 2048] [--epochs 300] [--seed 0]
@@ -38,7 +41,8 @@ import numpy as np  # noqa: E402
 __all__ = ["ArmTask", "MethodResult", "arm", "inverse_mlp", "main", "run_all", "run_direct",
            "run_distal"]
 
-ESTIMATORS = ("central", "spsa", "antithetic")
+ESTIMATORS = ("central", "spsa", "antithetic", "surrogate")
+SURROGATE_EPOCHS = 20  # passes over the sampled angles that teach the surrogate F first
 # Angles are sampled with θ1 in THETA1 and |θ2| in ELBOW, both signs of θ2: every target
 # then has an elbow-up and an elbow-down solution, and many have both inside the range.
 THETA1 = (0.0, math.pi / 2)
@@ -181,6 +185,12 @@ def run_distal(task, train_targets, test, args, estimator: str | None) -> Method
         plant = layers.BlackBox(arm(task), output_shape=(2,), estimator=estimator,
                                 num_samples=args.num_samples, sigma=args.sigma, seed=args.seed,
                                 name="arm")
+    if estimator == "surrogate":
+        # Teach the surrogate F over the arm's range of angles first (its calls counted):
+        # learnt online only, from M's first guesses, its gradient can lead M astray.
+        angles = np.random.default_rng(args.seed + 1).uniform(-np.pi, np.pi, (args.targets, 2))
+        plant.fit_surrogate(angles, epochs=SURROGATE_EPOCHS, batch_size=args.batch_size,
+                            seed=args.seed)
     inverse = inverse_mlp(args.width)
     model = gf.Sequential(inverse + [plant])
     _fit(model, train_targets, train_targets, args, args.learning_rate)

@@ -23,7 +23,7 @@ import warnings
 
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, update_hooks
+from graphfit.core import autograph_scope, host_errors, update_hooks
 from graphfit.core.step_types import StepResult, unpack_data
 from graphfit.training import activation_taps, input_checks, node_taps, steps, xla_support
 
@@ -131,11 +131,13 @@ class CompiledSteps:
         """`run()`, then XLA dropped (with a warning) when the traced step holds an op XLA
         cannot compile (run again without it) or has seen too many input shapes."""
         self._xla_problem = None
+        host_errors.clear()
         try:
             result = run()
         except Exception:
             problem = self._xla_problem
             if problem is None:
+                _raise_host_error()
                 raise
             if self.jit_required:
                 raise problem from None
@@ -389,6 +391,15 @@ class CompiledSteps:
                     fn.experimental_get_tracing_count()
                 )
         return counts
+
+
+def _raise_host_error() -> None:
+    """Raises, in place of TensorFlow's wrapper, the error Python code in the step recorded
+    (a BlackBox function's bad result), so the user reads the layer's own message."""
+    error = host_errors.take()
+    if error is not None:
+        # Keep its cause (the user's own exception and traceback), hide TensorFlow's.
+        raise error.with_traceback(None) from error.__cause__
 
 
 def _spec(tensor):

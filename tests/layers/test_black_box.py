@@ -209,9 +209,13 @@ def test_bad_results_stop_fit_with_the_layers_message():
     model = gf.Sequential([layers.Dense(2), layers.BlackBox(lambda x: x * np.inf, (2,),
                                                             name="plant")])
     model.compile("sgd", "mse")
-    with pytest.raises((ValueError, tf.errors.InvalidArgumentError),
-                       match=r"BlackBox 'plant'.*non-finite"):
-        model.fit(np.ones((4, 2), "float32"), np.ones((4, 2), "float32"), verbose=0)
+    x = np.ones((4, 2), "float32")
+    # The layer's own ValueError, not TensorFlow's "Graph execution error" around it.
+    with pytest.raises(ValueError, match=r"^BlackBox 'plant'.*non-finite") as caught:
+        model.fit(x, x, verbose=0)
+    assert not isinstance(caught.value, tf.errors.OpError)
+    with pytest.raises(ValueError, match=r"^BlackBox 'plant'.*non-finite"):
+        model.predict(x, verbose=0)
 
 
 def test_jit_auto_fits_without_xla_and_jit_true_names_the_layer():
@@ -252,7 +256,9 @@ def test_config_names_module_functions_and_refuses_lambdas():
 @pytest.mark.parametrize("kwargs, message", [
     ({"output_shape": (0,)}, "output_shape must be the shape of one example's output"),
     ({"output_shape": "2"}, "output_shape must be"),
-    ({"estimator": "surrogate"}, "estimator must be 'spsa', 'central', 'antithetic'"),
+    ({"estimator": "adjoint"}, "estimator must be 'spsa', 'central', 'antithetic'"),
+    ({"surrogate_units": 0}, "surrogate_units must be a positive integer"),
+    ({"surrogate_exploration": -0.1}, "surrogate_exploration must be a finite number >= 0"),
     ({"num_samples": 0}, "num_samples must be a positive integer"),
     ({"sigma": 0.0}, "sigma must be a positive float"),
     ({"seed": "a"}, "seed must be an integer or None"),
@@ -292,3 +298,71 @@ def test_flops_say_the_black_box_is_not_counted():
     counts = model.flops(batch_size=4)
     assert counts["uncounted_ops"]["forward"] == {"PyFunc": 1}
     assert any("as in a BlackBox layer" in note for note in counts["notes"])
+
+
+@pytest.fixture(scope="module")
+def taught_surrogate():
+    """A surrogate of `smooth` (d=3) taught over a spread of inputs, as fit_surrogate does."""
+    box = layers.BlackBox(smooth, (3,), estimator="surrogate", seed=0, name="twin")
+    inputs = np.random.default_rng(2).normal(size=(1024, 3)).astype("float32")
+    error = box.fit_surrogate(inputs, epochs=15, batch_size=128)
+    return box, (error, box.function_calls)
+
+
+def test_surrogate_forward_is_f_and_backward_its_own_jacobian(taught_surrogate):
+    box, _ = taught_surrogate
+    x0, g = _point(3, seed=4)
+    x = tf.constant((np.tile(x0, (5, 1)) * np.arange(5)[:, None] / 4).astype("float32"))
+    upstream = tf.constant(np.tile(g, (5, 1)).astype("float32"))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = box(x)
+    np.testing.assert_allclose(y.numpy(), smooth(x.numpy()), rtol=1e-6)  # F itself, not s
+    grad = tape.gradient(y, x, output_gradients=upstream).numpy()
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        s = box.surrogate(x)
+    np.testing.assert_allclose(grad, tape.gradient(s, x, output_gradients=upstream), 1e-6)
+
+
+def test_taught_surrogate_learns_f_and_its_gradient(taught_surrogate):
+    box, (error, calls) = taught_surrogate
+    assert error < 0.05
+    assert calls == 15 * 8  # one call per teaching batch
+    for seed in range(3):
+        x0, g = _point(3, seed=seed + 10)
+        x = tf.constant(x0[None].astype("float32"))
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = box(x)
+        estimate = tape.gradient(y, x, output_gradients=tf.constant(g[None], tf.float32))
+        truth = _true_vjp(smooth, x0, g)
+        assert np.linalg.norm(estimate[0] - truth) < 0.15 * np.linalg.norm(truth)
+
+
+def test_surrogate_learns_only_through_update_hooks_and_is_checkpointed(tmp_path):
+    from graphfit.core import update_hooks
+
+    box = layers.BlackBox(np.sin, (2,), estimator="surrogate", seed=1, name="twin")
+    x = tf.constant(np.random.default_rng(0).normal(size=(16, 2)).astype("float32"))
+    box(x)  # built; inference never teaches
+    before = [w.numpy().copy() for w in box.non_trainable_weights]
+    box(x, training=False)
+    with update_hooks.collect_updates() as pending:
+        box(x, training=True)  # collected, not applied
+    assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, box.non_trainable_weights))
+    assert len(pending) > 0 and box.trainable_weights == []
+    update_hooks.apply_updates(pending)
+    assert float(box.surrogate.updates.numpy()) == 8  # surrogate_updates_per_step Adam steps
+    assert box.epoch_counters()["twin_surrogate_error"] == box.surrogate_error != 1.0
+    taught = [w.numpy().copy() for w in box.non_trainable_weights]
+    checkpoint = tf.train.Checkpoint(box=box)
+    path = checkpoint.write(str(tmp_path / "ckpt"))
+    box(x, training=True)
+    checkpoint.read(path).assert_consumed()
+    assert all(np.array_equal(a, w.numpy()) for a, w in zip(taught, box.non_trainable_weights))
+
+
+def test_fit_surrogate_needs_the_surrogate_estimator():
+    with pytest.raises(ValueError, match="BlackBox 'p': fit_surrogate needs estimator="):
+        layers.BlackBox(np.sin, (2,), name="p").fit_surrogate(np.zeros((4, 2)))
