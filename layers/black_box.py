@@ -126,6 +126,7 @@ class BlackBox(Layer):
     casts_integer_inputs = True  # F is perturbed in floating point
     supports_jit = False  # tf.numpy_function runs Python, which XLA cannot compile
     xla_friendly_on_cpu = False
+    stochastic_in_training = True  # F may be a measurement; caching it would skip calls
 
     def __init__(self, function, output_shape, output_dtype=None, estimator: str = "spsa",
                  num_samples: int = 4, sigma: float = 1e-2, seed: int | None = None,

@@ -51,6 +51,11 @@ class Dropout(Layer):
     xla_friendly_on_cpu = True
     casts_integer_inputs = True  # computes on floats: integer features are cast
 
+    @property
+    def stochastic_in_training(self) -> bool:
+        """True unless rate is 0: training draws a new mask on every call."""
+        return self.rate > 0
+
     def __init__(
         self,
         rate: float,

@@ -13,6 +13,10 @@ from graphfit.core.registry import register_layer
 
 __all__ = ["KerasLayer"]
 
+# Keras layers that draw random numbers in training (besides the `Random*` augmentations).
+_KERAS_RANDOM = {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
+                 "GaussianNoise", "GaussianDropout", "AlphaDropout"}
+
 # Modules of Keras's convolution and pooling layers: XLA on CPU slows these down.
 _XLA_UNFRIENDLY_MODULES = ("keras.src.layers.convolutional", "keras.src.layers.pooling")
 
@@ -99,6 +103,13 @@ class KerasLayer(Layer):
         """Whether a Keras BatchNormalization inside trains with batch statistics."""
         return any(isinstance(layer, keras.layers.BatchNormalization) and layer.trainable
                    for layer in self.keras_layer._flatten_layers())
+
+    @property
+    def stochastic_in_training(self) -> bool:
+        """Whether the Keras layer (or one inside it) is a dropout, noise or `Random*`
+        augmentation layer, which draws random numbers in training."""
+        names = {type(layer).__name__ for layer in self.keras_layer._flatten_layers()}
+        return bool(names & _KERAS_RANDOM) or any(n.startswith("Random") for n in names)
 
     @property
     def supports_jit(self) -> bool:

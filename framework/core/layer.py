@@ -81,6 +81,12 @@ class Layer(LayerTracking, tf.Module):
     Such a layer computes something else on a batch of one, so LevenbergMarquardt's
     per-example Jacobian avoids models holding one. Set it on a custom layer that does."""
 
+    stochastic_in_training: bool = False
+    """Whether `call(training=True)` draws random numbers or calls out to something that may
+    answer differently each time (Dropout, noise, a BlackBox). `fit(cache_frozen=True)`
+    never caches the outputs of a frozen part holding such a layer. Set it on a custom layer
+    that is random in training."""
+
     supports_jit: bool = True
     """Whether the layer's computation can be XLA-compiled; `compile(jit_compile=True)`
     refuses a model holding a layer that sets it False."""

@@ -297,7 +297,8 @@ class Model(Layer):
             shuffle: bool = True, initial_epoch: int = 0, sample_weight=None,
             steps_per_epoch: int | None = None, validation_steps: int | None = None,
             test_steps: int | None = None, validation_freq: int = 1,
-            test_freq: int | None = None, check_finite: bool = True):
+            test_freq: int | None = None, check_finite: bool = True,
+            cache_frozen: bool = False):
         """Trains the model; returns a `History` (`history.history["loss"]`, ...).
 
         Args:
@@ -318,6 +319,10 @@ class Model(Layer):
                 (needed for datasets that repeat forever).
             validation_freq, test_freq: evaluate every so many epochs.
             check_finite: refuse data with NaN or infinite values (arrays only).
+            cache_frozen: compute the frozen leading layers' outputs once (per data set,
+                again when their weights or the data change) and train the rest on them: the
+                same weights as without it, faster. In-memory arrays only; off, with a
+                one-line warning, when nothing can be cached (`graphfit.training.frozen_cache`).
 
         Raises:
             RuntimeError: when the model was not compiled.
@@ -330,7 +335,7 @@ class Model(Layer):
             shuffle=shuffle, initial_epoch=initial_epoch, sample_weight=sample_weight,
             steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
             test_steps=test_steps, validation_freq=validation_freq, test_freq=test_freq,
-            check_finite=check_finite,
+            check_finite=check_finite, cache_frozen=cache_frozen,
         )
 
     def evaluate(self, x=None, y=None, batch_size: int | None = 32, verbose="auto",

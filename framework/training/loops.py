@@ -17,6 +17,7 @@ from graphfit.core import validation
 from graphfit.saving import checkpoints
 from graphfit.training.compiled_steps import overrides_step
 from graphfit.training.feeds import make_feed
+from graphfit.training.frozen_cache import check_cache_frozen, start_cached_fit
 from graphfit.training.input_checks import LABEL_CHECK_MARK
 from graphfit.training.preparation import prepare_for_feed
 from graphfit.training.stage_metrics import stage_prefix
@@ -165,9 +166,10 @@ def _batch_hook(callbacks, stage, when, batch, logs):
         getattr(callbacks, f"on_test_batch_{when}")(batch, logs, stage=stage)
 
 
-def _evaluate_stage(model, state, stage, feed, epoch, callbacks) -> dict:
+def _evaluate_stage(model, state, stage, feed, epoch, callbacks, cached=None) -> dict:
     callbacks.on_test_begin(stage=stage)
-    logs = run_stage(model, state, stage, feed, epoch, callbacks)
+    run_state, run_feed = (state, feed) if cached is None else cached.stage(stage, state, feed)
+    logs = run_stage(model, run_state, stage, run_feed, epoch, callbacks)
     callbacks.on_test_end(logs, stage=stage)
     return logs
 
@@ -178,8 +180,9 @@ def _prefixed(stage: str, logs: dict) -> dict:
 
 def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data, test_data,
         shuffle, initial_epoch, sample_weight, steps_per_epoch, validation_steps, test_steps,
-        validation_freq, test_freq, check_finite):
+        validation_freq, test_freq, check_finite, cache_frozen=False):
     state = model.compiled_for("fit")
+    cache_frozen = check_cache_frozen(cache_frozen)
     default_step = _require_loss(model, state, "train")
     verbose = validation.verbosity(verbose, allow_auto=True)
     validation.positive_int("epochs", epochs)
@@ -220,18 +223,25 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     state_of_fit.shuffle_seed.assign(seed)
     state_of_fit.epoch.assign(initial_epoch)
     callbacks.on_train_begin()
+    # After on_train_begin: the cache stays off when a callback turned gradient taps on.
+    cached = (start_cached_fit(model, state, {"train": train, "val": val, "test": test})
+              if cache_frozen else None)
     logs: dict = {}
     tested_epoch = None
     epoch = initial_epoch
     for epoch in range(initial_epoch, epochs):
         callbacks.on_epoch_begin(epoch)
-        logs = run_stage(model, state, "train", train, epoch, callbacks)
+        if cached is not None:
+            cached.refresh()  # a callback may have changed a frozen weight
+        train_state, train_feed = (state, train) if cached is None else cached.stage(
+            "train", state, train)
+        logs = run_stage(model, train_state, "train", train_feed, epoch, callbacks)
         if val is not None and (epoch + 1) % validation_freq == 0:
-            val_logs = _evaluate_stage(model, state, "val", val, epoch, callbacks)
+            val_logs = _evaluate_stage(model, state, "val", val, epoch, callbacks, cached)
             logs.update(_prefixed("val", val_logs))
         last = epoch == epochs - 1
         if test is not None and (last or (test_freq and (epoch + 1) % test_freq == 0)):
-            test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks)
+            test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks, cached)
             logs.update(_prefixed("test", test_logs))
             tested_epoch = epoch
         logs.update(_layer_counters(model))
@@ -241,7 +251,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
             break
     if test is not None and tested_epoch != epoch:
         # Training stopped early: the test numbers must describe the final weights.
-        test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks)
+        test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks, cached)
         logs.update(_prefixed("test", test_logs))
     callbacks.on_train_end(logs)
     return callbacks.history

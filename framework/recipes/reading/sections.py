@@ -126,6 +126,8 @@ _TRAINING = Section({
         lambda v, p, c: check_data_source(v, p, c, training=False), "a data source")), None,
         "a separate test source instead of test_split"),
     "check_finite": Field(Boolean(), True, "refuse NaN or infinite inputs before training"),
+    "cache_frozen": Field(Boolean(), False, "compute the frozen leading layers once and train "
+                                            "the rest on their outputs (fit's cache_frozen)"),
     "test_freq": Field(Nullable(Integer(min=1)), None, "evaluate the test split every N epochs "
                                                        "(null: every epoch), as fit's test_freq"),
 })
