@@ -1,0 +1,160 @@
+"""`GINConv`: the message-passing layer of Graph Isomorphism Networks (Xu et al., 2019)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from graphfit.core import validation
+from graphfit.core.layer import Layer
+from graphfit.core.registry import register_layer
+from graphfit.layers import arguments
+from graphfit.layers.dense import Dense
+
+__all__ = ["GINConv"]
+
+_INPUTS = "[node_features (N, F), senders (E,), receivers (E,)]"
+_INTEGER_HINT = ("Feed them as int32 arrays. A model built from shapes alone (GraphModel("
+                 "inputs={name: shape}), model.build) makes every input float: give the input "
+                 "names as a list instead, and it builds on the first batch.")
+
+
+@register_layer
+class GINConv(Layer):
+    """A GIN layer: `h_i' = MLP((1 + epsilon) * h_i + sum over edges j->i of h_j)`.
+
+    Called on `[node_features, senders, receivers]`: `node_features` (N, F) holds the nodes
+    of a batch of graphs, and edge k sends node `senders[k]`'s features to node
+    `receivers[k]` (integers indexing the batch's nodes; list both directions for an
+    undirected graph). Every edge counts, so a repeated edge sends its message twice, and a
+    node without incoming edges keeps `(1 + epsilon) * h_i`. The MLP is two `Dense` layers
+    of `units` with `activation`, named `<name>_mlp_1` and `<name>_mlp_2`. The output is
+    (N, units). Padding nodes and edges (edges between padding nodes only) never reach the
+    real nodes.
+
+    Args:
+        units: the size of both Dense layers of the MLP, so of the output; a positive int.
+        activation: the activation of both Dense layers (a Keras name or callable; None is
+            the identity).
+        epsilon: the weight of a node's own features, `1 + epsilon`; a finite number.
+        train_epsilon: whether epsilon is a trainable variable (initialized to `epsilon`,
+            named `epsilon`) rather than a constant.
+        kernel_initializer: initializer of both Dense kernels.
+        bias_initializer: initializer of both Dense biases.
+        name: the layer's name. dtype: its floating dtype (None inherits the model's).
+        trainable: False freezes the layer.
+
+    Raises:
+        ValueError: if an argument is invalid, or on call, if the inputs are not the three
+            tensors above: `node_features` of rank 2 and integer `senders` and
+            `receivers` of rank 1 and the same length.
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> from graphfit import layers
+        >>> gin = layers.GINConv(8)
+        >>> nodes = tf.ones((3, 4))  # a path 0 - 1 - 2, both directions listed
+        >>> senders, receivers = tf.constant([0, 1, 1, 2]), tf.constant([1, 0, 2, 1])
+        >>> gin([nodes, senders, receivers]).shape
+        TensorShape([3, 8])
+        >>> gin.aggregate([nodes, senders, receivers]).numpy()[:, 0]  # (1 + 0) * 1 + degree
+        array([2., 3., 2.], dtype=float32)
+    """
+
+    xla_friendly_on_cpu = True
+
+    def __init__(self, units: int, activation="relu", epsilon: float = 0.0,
+                 train_epsilon: bool = False, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", name: str | None = None, dtype=None,
+                 trainable: bool = True):
+        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        self.units = validation.positive_int("units", units)
+        self.activation = arguments.get_activation(activation)
+        self.epsilon = validation.finite_number("epsilon", epsilon)
+        if not isinstance(train_epsilon, bool):
+            raise validation.invalid("train_epsilon", train_epsilon, "True or False")
+        self.train_epsilon = train_epsilon
+        self.kernel_initializer = arguments.get_initializer(
+            kernel_initializer, "kernel_initializer")
+        self.bias_initializer = arguments.get_initializer(bias_initializer, "bias_initializer")
+        # From the configs, so each Dense gets its own initializer: a Keras initializer
+        # without a seed draws one when made and repeats its values for equal shapes.
+        self.mlp = [Dense(units, activation=self.activation, name=f"{self.name}_mlp_{i}",
+                          kernel_initializer=keras.initializers.serialize(
+                              self.kernel_initializer),
+                          bias_initializer=keras.initializers.serialize(self.bias_initializer))
+                    for i in (1, 2)]
+        self.epsilon_variable = None
+
+    def build(self, input_shape) -> None:
+        _check_shapes(self, input_shape)
+        if input_shape[0][-1] is None:
+            raise _error(self, f"node_features has shape {tuple(input_shape[0].as_list())}; "
+                               f"its feature size (last axis) must be known.")
+        if self.train_epsilon:
+            self.epsilon_variable = self.add_weight(
+                "epsilon", (), initializer=keras.initializers.Constant(self.epsilon))
+
+    def call(self, inputs, training: bool = False):
+        hidden = self.aggregate(inputs)
+        for dense in self.mlp:
+            hidden = dense(hidden, training=training)
+        return hidden
+
+    def aggregate(self, inputs) -> tf.Tensor:
+        """The MLP's input, `(1 + epsilon) * h_i + sum over edges j->i of h_j`, (N, F)."""
+        inputs = tf.nest.map_structure(self._convert_input, inputs)
+        nodes, senders, receivers = _check_inputs(self, inputs)
+        messages = tf.gather(nodes, senders)
+        incoming = tf.math.unsorted_segment_sum(messages, receivers, tf.shape(nodes)[0])
+        epsilon = self.epsilon if self.epsilon_variable is None else self.epsilon_variable
+        return (1.0 + tf.cast(epsilon, nodes.dtype)) * nodes + incoming
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            **self._base_config(),
+            "units": self.units,
+            "activation": keras.activations.serialize(self.activation),
+            "epsilon": self.epsilon,
+            "train_epsilon": self.train_epsilon,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }
+
+
+def _error(layer: Layer, message: str) -> ValueError:
+    return ValueError(f"GINConv {layer.name!r} takes {_INPUTS}; {message}")
+
+
+def _check_shapes(layer: Layer, shapes) -> None:
+    if not isinstance(shapes, (list, tuple)) or len(shapes) != 3:
+        got = (f"{len(shapes)} input(s)" if isinstance(shapes, (list, tuple))
+               else "one tensor, not a list")
+        raise _error(layer, f"received {got}. In a GraphModel, give the node inputs: "
+                            f"[h, senders, receivers].")
+    nodes, senders, receivers = (tf.TensorShape(s) for s in shapes)
+    for what, shape, rank in (("node_features", nodes, 2), ("senders", senders, 1),
+                              ("receivers", receivers, 1)):
+        if shape.rank is not None and shape.rank != rank:
+            raise _error(layer, f"{what} has shape {tuple(shape.as_list())}, rank "
+                                f"{shape.rank}, but must have rank {rank}.")
+    if not senders.is_compatible_with(receivers):
+        raise _error(layer, f"senders has {senders[0]} entries but receivers "
+                            f"{receivers[0]}; give one sender and one receiver per edge.")
+
+
+def _check_inputs(layer: Layer, inputs):
+    """The three inputs, checked; node features cast to the layer's dtype."""
+    _check_shapes(layer, [getattr(t, "shape", None) for t in inputs]
+                  if isinstance(inputs, (list, tuple)) else inputs)
+    nodes, senders, receivers = inputs
+    for what, tensor in (("senders", senders), ("receivers", receivers)):
+        if not tensor.dtype.is_integer:
+            raise _error(layer, f"{what} has dtype {tensor.dtype.name}, but must be integers "
+                                f"(int32). {_INTEGER_HINT}")
+    if not nodes.dtype.is_floating:
+        nodes = tf.cast(nodes, layer.dtype)
+    return nodes, senders, receivers
