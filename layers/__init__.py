@@ -6,17 +6,20 @@ Every layer here is registered by its class name, so recipes reach it as `type: 
 from graphfit.layers.activation import Activation
 from graphfit.layers.batch_normalization import BatchNormalization
 from graphfit.layers.black_box import BlackBox
+from graphfit.layers.class_means import ClassMeans
 from graphfit.layers.convolutional import Conv2D
 from graphfit.layers.dense import Dense
 from graphfit.layers.dropout import Dropout
 from graphfit.layers.embedding import Embedding
 from graphfit.layers.formula import Formula
+from graphfit.layers.gin_conv import GINConv
 from graphfit.layers.gradient_hook import GradientHook
 from graphfit.layers.keras_layer import KerasLayer
 from graphfit.layers.layer_normalization import LayerNormalization
 from graphfit.layers.merging import Add, Concatenate
 from graphfit.layers.pooling import AveragePooling2D, GlobalAveragePooling2D, MaxPooling2D
 from graphfit.layers.reshaping import Flatten, Reshape
+from graphfit.layers.segment_pooling import SegmentPooling
 
 __all__ = [
     "Activation",
@@ -24,6 +27,7 @@ __all__ = [
     "AveragePooling2D",
     "BatchNormalization",
     "BlackBox",
+    "ClassMeans",
     "Concatenate",
     "Conv2D",
     "Dense",
@@ -31,10 +35,12 @@ __all__ = [
     "Embedding",
     "Flatten",
     "Formula",
+    "GINConv",
     "GlobalAveragePooling2D",
     "GradientHook",
     "KerasLayer",
     "LayerNormalization",
     "MaxPooling2D",
     "Reshape",
+    "SegmentPooling",
 ]

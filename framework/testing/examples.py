@@ -192,6 +192,8 @@ LAYER_EXAMPLES: dict[str, tuple[LayerExample, ...]] = {
     "Dense": (LayerExample(
         {"units": 5, "activation": "tanh", "bias_initializer": "random_normal"}, _VECTORS,
         (4, 5), 2, 0, reference=lambda: keras.layers.Dense(5, activation="tanh")),),
+    "ClassMeans": (LayerExample({"num_classes": 3, "momentum": 0.5}, _VECTORS, (4, 3), 0, 3,
+                                expected_hooks=3, reference=lambda: _identity),),  # identity
     "Dropout": (LayerExample({"rate": 0.5, "seed": 3}, _normal(4, 6), (4, 6), 0, 0,
                              training_deterministic=False,
                              reference=lambda: _identity),),  # inference is the identity
@@ -227,7 +229,44 @@ LAYER_EXAMPLES: dict[str, tuple[LayerExample, ...]] = {
                                 expected_hooks=2, reference=_keras_sequential, atol=1e-5),),
     "GraphModel": (LayerExample(_graph_nodes, [_normal(5, 3), _normal(5, 2, seed=1)], (5, 1),
                                 4, 0, reference=_keras_graph, atol=1e-5),),
+    # Graphs 0 and 3 empty (first and last), a padding node (index 9 >= G = 4) last.
+    "SegmentPooling": tuple(
+        LayerExample({"reduce": reduce, "kernel_initializer": "random_normal"},
+                     [_normal(6, 3, seed=2), np.array([1, 1, 2, 2, 2, 9], "int32"),
+                      np.array([0, 2, 3, 0], "int32")], (4, 3), int(reduce == "attention"), 0,
+                     reference=lambda: _segment_pooling_values, atol=1e-5, label=reduce)
+        for reduce in ("max", "attention")),
+    # A triangle 0-1-2, the edge 3->0 twice, node 4 isolated.
+    "GINConv": (LayerExample(
+        {"units": 4, "epsilon": 0.3, "train_epsilon": True, "bias_initializer": "random_normal"},
+        [_normal(5, 3, seed=3), np.array([0, 1, 1, 2, 2, 0, 3, 3], "int32"),
+         np.array([1, 0, 2, 1, 0, 2, 0, 0], "int32")], (5, 4), 5, 0,
+        reference=lambda: _gin_values, atol=1e-5),),
 }
+
+
+def _segment_pooling_values(layer, inputs):
+    """NumPy SegmentPooling: a loop over graphs; empty graphs give zeros."""
+    values, graph_index, counts = inputs
+    out = np.zeros((len(counts), values.shape[1]), "float32")
+    for g in range(len(counts)):
+        rows = values[graph_index == g]
+        if len(rows) and layer.reduce == "attention":
+            scores = np.exp((rows @ layer.kernel.numpy())[:, 0])
+            out[g] = (scores / scores.sum()) @ rows
+        elif len(rows):
+            out[g] = {"sum": np.sum, "mean": np.mean, "max": np.max}[layer.reduce](rows, 0)
+    return out
+
+
+def _gin_values(layer, inputs):
+    """NumPy GIN: ((1 + eps) h_i + sum over edges j->i of h_j), then the two relu Denses."""
+    nodes, senders, receivers = inputs
+    hidden = (1 + layer.epsilon_variable.numpy()) * nodes
+    np.add.at(hidden, receivers, nodes[senders])
+    for dense in layer.mlp:
+        hidden = np.maximum(hidden @ dense.kernel.numpy() + dense.bias.numpy(), 0)
+    return hidden
 
 OPTIMIZER_EXAMPLES: dict[str, tuple[OptimizerExample, ...]] = {
     "SGD": (

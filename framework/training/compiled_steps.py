@@ -23,7 +23,7 @@ import warnings
 
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, host_errors, update_hooks
+from graphfit.core import autograph_scope, host_errors, step_context, update_hooks
 from graphfit.core.step_types import StepResult, unpack_data
 from graphfit.training import activation_taps, input_checks, node_taps, steps, xla_support
 
@@ -184,8 +184,10 @@ class CompiledSteps:
                     f"them, or return what you need from your train_step in StepResult.logs.")
             return steps.train_step(self.model, data, taps=self.node_taps,
                                     activation_taps=self.activation_taps)
-        # Update hooks that an overridden step did not collect itself run after it, once.
-        with update_hooks.collect_updates() as pending:
+        # Update hooks that an overridden step did not collect itself run after it, once;
+        # label-reading layers (ClassMeans) see the batch's labels in it too.
+        with update_hooks.collect_updates() as pending, \
+                step_context.training_step(unpack_data(data)[1]):
             result = autograph_scope.convert_user_code(self.model.train_step)(data)
         update_hooks.apply_updates(pending)
         return _check_result(result, "train_step")

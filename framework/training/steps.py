@@ -2,7 +2,8 @@
 
 One training step (traced once, optionally compiled by XLA):
 
-    forward pass (training=True), update hooks collected, not applied
+    forward pass (training=True), update hooks collected, not applied; the batch's labels
+        published to the layers that read them (`step_context`), whose added losses join
     loss; optimizer.minimize(loss_fn, variables, batch): gradients of the trainable variables,
         gradient transforms on the whole list, then the update (a second-order optimizer runs
         its own minimize on the `StepBatch`)
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, update_hooks
+from graphfit.core import autograph_scope, step_context, update_hooks
 from graphfit.core.step_types import ForwardPass, StepBatch, StepResult, unpack_data
 
 if TYPE_CHECKING:
@@ -69,19 +70,27 @@ def train_step(model, data, *, taps: NodeTaps | None = None,
         The `StepResult` with the loss and outputs before the update.
     """
     loss_set = loss_set or _compiled_loss(model, "fit")
+    loss_set.bind(model)
     optimizer = optimizer or model.optimizer
     x, y, sample_weight = unpack_data(data)
     batch = StepBatch(model, loss_set, x, y, sample_weight)
     first_pass = []
+    added_logs: dict = {}  # {name: loss} that layers added, from the first forward pass
 
     def loss_fn():
         if not first_pass:
             probe.mark("forward")
-        with update_hooks.collect_updates() as pending:
+        with update_hooks.collect_updates() as pending, \
+                step_context.training_step(y) as context:
             y_pred = model(x, training=True)
         if not first_pass:
             probe.mark("loss")
         loss, output_losses = loss_set(y, y_pred, sample_weight)
+        added = context.total_added_loss(loss.dtype)
+        if added is not None:  # losses layers add (a ClassMeans's center loss)
+            loss = loss + added
+            if not first_pass:  # logged from the first pass (LM's trials run in loops)
+                added_logs.update(context.added_losses)
         if not first_pass:  # a second-order optimizer calls it again: its trial passes
             first_pass.append(True)
             probe.mark("minimize")
@@ -104,12 +113,13 @@ def train_step(model, data, *, taps: NodeTaps | None = None,
     probe.mark("update_hooks")
     # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
     update_hooks.apply_updates(forward.updates)
-    return StepResult(loss, forward.y_pred, forward.output_losses)
+    return StepResult(loss, forward.y_pred, forward.output_losses, added_logs)
 
 
 def test_step(model, data) -> StepResult:
     """The default `Model.test_step`: the loss and outputs of `data`, in inference mode."""
     loss_set = _compiled_loss(model, "evaluate")
+    loss_set.bind(model)
     x, y, sample_weight = unpack_data(data)
     y_pred = model(x, training=False)
     loss, output_losses = loss_set(y, y_pred, sample_weight)

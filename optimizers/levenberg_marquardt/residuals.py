@@ -34,7 +34,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, update_hooks
+from graphfit.core import autograph_scope, step_context, update_hooks
 from graphfit.training.losses import FunctionLoss
 
 __all__ = ["ResidualLoss", "linearizable", "element_weights", "loss_rows", "batch_rows"]
@@ -249,11 +249,17 @@ def batch_rows(batch, y_pred0):
         for k in keys}
     labels = {str(k): pick(batch.y, k) for k in keys}
     data = {"x": batch.x, "y": labels, "w": weights}
+    if batch.y is not None:  # every output's labels, for layers that read them in training
+        data["labels"] = batch.y
     model = batch.model
 
     def rows_for(part):
-        with update_hooks.collect_updates():  # Jacobian passes never move moving averages
+        # Jacobian passes never move moving averages; layers that read labels get this
+        # slice's, and a loss a layer adds cannot be linearized.
+        with update_hooks.collect_updates(), \
+                step_context.training_step(part.get("labels")) as context:
             y_pred = model(part["x"], training=True)
+        _refuse_added_losses(context)
         rows, rhos = [], []
         for k in keys:
             r, rho = loss_rows(loss_set.losses[k], part["y"][str(k)], pick(y_pred, k),
@@ -271,6 +277,16 @@ def batch_rows(batch, y_pred0):
         per_example = None if per_example is None or not shape.is_fully_defined() \
             else per_example + int(np.prod(shape.as_list()))
     return data, rows_for, per_example
+
+
+def _refuse_added_losses(context) -> None:
+    if context.added_losses:
+        names = [name for name, _ in context.added_losses]
+        raise ValueError(
+            f"LevenbergMarquardt cannot linearize the losses that layers add to the training "
+            f"loss ({names}, e.g. ClassMeans's center_loss_weight): it only sees the compiled "
+            f"loss. Use a first-order optimizer (Adam, SGD), or put the loss on a model output "
+            f"(graphfit.training.losses.CenterLoss).")
 
 
 def _flat(rows):

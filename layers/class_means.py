@@ -1,0 +1,217 @@
+"""`ClassMeans`: per-class running means of features, kept by labels (center loss)."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.core import step_context, update_hooks, validation
+from graphfit.core.layer import InputSpec, Layer
+from graphfit.core.registry import register_layer
+
+__all__ = ["ClassMeans"]
+
+
+@register_layer
+class ClassMeans(Layer):
+    """Keeps a running mean of its input features for each class; passes the features on.
+
+    The output is the input, unchanged, in every mode. In training (`training=True`, the
+    layer not frozen) it reads the batch's labels, which the training step publishes
+    (`graphfit.core.step_context`): the labels are never a model input, so `predict` needs
+    none. With `f` the features of class `k` in the batch (`n_k` of them, duplicates counted
+    exactly through segment sums) and `m = mean(f)`:
+
+    - class `k` seen before: `means[k] <- momentum * means[k] + (1 - momentum) * m`;
+    - class `k` seen for the first time (`counts[k] == 0`): `means[k] <- m`, so a centre
+      starts at its class's features, not decayed from zero;
+    - class `k` absent from the batch: unchanged;
+    - `counts[k] <- counts[k] + n_k`: the training examples of class `k` seen so far (int64);
+    - `spread_total` grows by `sum_i ||f_i - c_{y_i}||^2`, the squared distances of the
+      batch's features to their class centre before this update (for a class seen for the
+      first time, to its new centre).
+
+    These are update hooks (`Layer.add_update`): inside `fit` they run once per training step,
+    after the optimizer's update; `evaluate`, `predict`, Levenberg–Marquardt trial passes,
+    Jacobians and per-example gradients never move them. At the end of every epoch the layer
+    reports `<name>_within_class_spread` (the mean of those squared distances over the epoch's
+    training examples) and `<name>_center_shift` (the mean distance the centres of the classes
+    already seen at the previous epoch's end moved during the epoch; 0 for the first epoch)
+    in the epoch's logs and TensorBoard's train run.
+
+    With `center_loss_weight > 0` the layer also adds the center loss (Wen et al., 2016)
+    `center_loss_weight * mean_i 0.5 * ||f_i - c_{y_i}||^2` to the training loss, reported
+    (weight included) as `<name>_center_loss`: its gradient reaches the features only; the
+    centres move by the update above. The same loss on a model output is
+    `graphfit.training.losses.CenterLoss`.
+
+    Args:
+        num_classes: the number of classes; labels must lie in `0..num_classes - 1`.
+        momentum: in [0, 1): the weight of the old mean (0 keeps the last batch's mean).
+        labels_of: the output whose labels the layer reads, for a model with several outputs;
+            None: the only output's.
+        center_loss_weight: >= 0; the weight of the center loss the layer adds in training
+            (0: none).
+        name, dtype, trainable: as for every layer.
+
+    Raises:
+        ValueError: for a bad argument; in training, for labels out of range (in the step)
+            or when no labels reach the layer (called with `training=True` outside `fit`
+            without `labels=`).
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> from graphfit import layers
+        >>> centers = layers.ClassMeans(num_classes=3, momentum=0.5)
+        >>> x = tf.constant([[1.0, 0.0], [3.0, 0.0], [0.0, 4.0]])
+        >>> y = centers(x, training=True, labels=tf.constant([0, 0, 2]))  # applied at once
+        >>> centers.means.numpy().tolist(), centers.counts.numpy().tolist()
+        ([[2.0, 0.0], [0.0, 0.0], [0.0, 4.0]], [2, 0, 1])
+        >>> _ = centers(tf.constant([[4.0, 2.0]]), training=True, labels=tf.constant([0]))
+        >>> centers.means.numpy()[0].tolist()  # 0.5 * [2, 0] + 0.5 * [4, 2]
+        [3.0, 1.0]
+    """
+
+    uses_labels = True  # reads the batch's labels in training (graphfit.core.step_context)
+    casts_integer_inputs = True
+
+    def __init__(self, num_classes: int, momentum: float = 0.9, labels_of: str | None = None,
+                 center_loss_weight: float = 0.0, name: str | None = None, dtype=None,
+                 trainable: bool = True):
+        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        self.num_classes = validation.positive_int("num_classes", num_classes)
+        if isinstance(momentum, bool) or not isinstance(momentum, (int, float, np.number)) \
+                or not 0.0 <= float(momentum) < 1.0:
+            raise ValueError(
+                f"ClassMeans: momentum must be a number in [0, 1) (the weight of the old mean; "
+                f"0.9 averages over about 10 batches). Received: momentum={momentum!r}")
+        self.momentum = float(momentum)
+        if labels_of is not None and (not isinstance(labels_of, str) or not labels_of):
+            raise ValueError(
+                f"ClassMeans: labels_of must be an output name or None. Received: "
+                f"labels_of={labels_of!r}")
+        self.labels_of = labels_of
+        if isinstance(center_loss_weight, bool) or not isinstance(
+                center_loss_weight, (int, float, np.number)) or not center_loss_weight >= 0:
+            raise ValueError(
+                f"ClassMeans: center_loss_weight must be a number >= 0 (0: no center loss). "
+                f"Received: center_loss_weight={center_loss_weight!r}")
+        self.center_loss_weight = float(center_loss_weight)
+        self.input_spec = InputSpec(ndim=2, hint="Give (batch, features).")
+        self._reported = None  # (means, counts, spread_total) at the last epoch's end
+
+    def build(self, input_shape) -> None:
+        features = tf.TensorShape(input_shape)[-1]
+        if features is None:
+            raise ValueError(f"ClassMeans {self.name!r} needs inputs (batch, features) with a "
+                             f"known number of features. Received: {input_shape}")
+        self.means = self.add_weight("means", (self.num_classes, int(features)),
+                                     initializer="zeros", trainable=False)
+        self.counts = self.add_weight("counts", (self.num_classes,), initializer="zeros",
+                                      trainable=False, dtype=tf.int64)
+        self.spread_total = self.add_weight("spread_total", (), initializer="zeros",
+                                            trainable=False, dtype=tf.float64)
+        self.input_spec = InputSpec(ndim=2, axes={-1: int(features)},
+                                    hint="Give (batch, features).")
+
+    def call(self, inputs, training: bool = False, labels=None):
+        if not training or not self.trainable:
+            return inputs
+        if labels is None:
+            labels = step_context.labels_for(self.name, self.labels_of)
+        if labels is None:
+            # Passes that only trace the model (model.update_ops, Jacobians) list the hooks
+            # and drop them; applying one (eagerly at once, or by a step) raises the error.
+            for variable in (self.means, self.counts, self.spread_total):
+                update_hooks.register_update(_MissingLabels(self, variable, "assign"), variable)
+            return inputs
+        labels = self._checked_labels(labels, inputs)
+        new_means, new_counts, centres = self._updated(inputs, labels)
+        distances = self.center_distances(inputs, labels, centres)
+        spread = self.spread_total + tf.reduce_sum(tf.cast(distances, tf.float64)) * 2.0
+        self._declare(new_means, new_counts, spread)
+        if self.center_loss_weight > 0.0:
+            step_context.add_loss(f"{self.name}_center_loss",
+                                  self.center_loss_weight * tf.reduce_mean(distances))
+        return inputs
+
+    def _declare(self, means, counts, spread) -> None:
+        self.add_update(self.means, means)
+        self.add_update(self.counts, counts)
+        self.add_update(self.spread_total, spread)
+
+    def _checked_labels(self, labels, inputs) -> tf.Tensor:
+        labels = tf.convert_to_tensor(labels)
+        if labels.shape.rank == 2 and labels.shape[-1] == 1:
+            labels = labels[:, 0]
+        if labels.shape.rank != 1:
+            raise ValueError(
+                f"ClassMeans {self.name!r} needs one class id per example (labels of shape "
+                f"(batch,) or (batch, 1)); received labels of shape {labels.shape}. One-hot "
+                f"labels: pass their argmax.")
+        labels = tf.cast(labels, tf.int32)
+        message = (f"ClassMeans {self.name!r}: labels must lie in 0..{self.num_classes - 1} "
+                   f"(num_classes={self.num_classes}); a batch holds a label outside. Fix the "
+                   f"labels or raise num_classes.")
+        checks = [tf.debugging.assert_non_negative(labels, message=message),
+                  tf.debugging.assert_less(labels, self.num_classes, message=message),
+                  tf.debugging.assert_equal(tf.shape(labels)[0], tf.shape(inputs)[0], message=(
+                      f"ClassMeans {self.name!r}: the labels and the features have different "
+                      f"batch sizes."))]
+        with tf.control_dependencies(checks):
+            return tf.identity(labels)
+
+    def _updated(self, features, labels):
+        """(new means, new counts, the centre each class is measured against)."""
+        sums = tf.math.unsorted_segment_sum(features, labels, self.num_classes)
+        seen = tf.math.unsorted_segment_sum(tf.ones_like(labels, tf.int64), labels,
+                                            self.num_classes)
+        present = (seen > 0)[:, None]
+        batch_means = sums / tf.maximum(tf.cast(seen, features.dtype), 1.0)[:, None]
+        first = present & (self.counts == 0)[:, None]
+        means = tf.convert_to_tensor(self.means)
+        moved = means * self.momentum + batch_means * (1.0 - self.momentum)
+        new_means = tf.where(first, batch_means, tf.where(present, moved, means))
+        centres = tf.where(first, batch_means, means)
+        return new_means, self.counts + seen, centres
+
+    def center_distances(self, features, labels, centres=None) -> tf.Tensor:
+        """`0.5 * ||f_i - c_{y_i}||^2` per example, the centres constant to the gradient.
+
+        Args:
+            features: (batch, features).
+            labels: (batch,) int class ids.
+            centres: (num_classes, features); default the running means.
+        """
+        centres = self.means if centres is None else centres
+        chosen = tf.stop_gradient(tf.gather(tf.cast(centres, features.dtype), labels))
+        return 0.5 * tf.reduce_sum(tf.square(features - chosen), axis=-1)
+
+    def epoch_counters(self) -> dict[str, float]:
+        """`<name>_within_class_spread` and `<name>_center_shift` of the epoch just ended."""
+        if not self.built:
+            return {}
+        means, counts = self.means.numpy(), self.counts.numpy()
+        total = float(self.spread_total.numpy())
+        last_means, last_counts, last_total = self._reported or (
+            np.zeros_like(means), np.zeros_like(counts), 0.0)
+        examples = int(counts.sum() - last_counts.sum())
+        spread = (total - last_total) / examples if examples > 0 else 0.0
+        known = last_counts > 0
+        shift = float(np.linalg.norm(means[known] - last_means[known], axis=-1).mean()) \
+            if known.any() else 0.0
+        self._reported = (means, counts, total)
+        return {f"{self.name}_within_class_spread": spread, f"{self.name}_center_shift": shift}
+
+
+class _MissingLabels(update_hooks.UpdateHook):
+    """The hook of a training pass that got no labels: listed like any hook, an error if
+    applied (the means cannot move without labels)."""
+
+    def new_value(self, value):
+        raise ValueError(
+            f"ClassMeans {self.layer.name!r} reads the batch's labels in training, and none "
+            f"reached it: train it with fit(x, y), call it as layer(x, training=True, "
+            f"labels=y), or open graphfit.core.step_context.training_step(y) around the "
+            f"forward pass (a custom train_step).")
