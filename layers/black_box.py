@@ -128,6 +128,7 @@ class BlackBox(Layer):
     xla_friendly_on_cpu = False
     stochastic_in_training = True  # F may be a measurement; caching it would skip calls
 
+    function_arguments = ("function",)  # a recipe names it as "module:name" user code
     def __init__(self, function, output_shape, output_dtype=None, estimator: str = "spsa",
                  num_samples: int = 4, sigma: float = 1e-2, seed: int | None = None,
                  vectorized: bool = True, surrogate_units: int = 64,

@@ -58,6 +58,7 @@ class GradientHook(Layer):
 
     xla_friendly_on_cpu = True
 
+    function_arguments = ("fn",)  # a recipe names it as "module:name" user code
     def __init__(
         self,
         fn=None,

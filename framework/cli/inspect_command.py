@@ -1,12 +1,14 @@
 """`graphfit inspect RECIPE`: what TensorFlow and XLA make of a recipe's compiled steps.
 
     graphfit inspect recipes/quickstart.yaml [--stage train|test|predict|all] [--set k=v ...]
+    graphfit inspect runs/quickstart/latest      # a finished run: the recipe it was trained from
 
 Builds and compiles the recipe's model on its data exactly as `graphfit validate` does, traces
 each step for the recipe's batch size (no step runs, nothing is trained or written), and prints
 per step: ops before and after Grappler with the top op types, what each Grappler pass folded
-or merged, whether XLA is on with its HLO counts and fusions, the FLOPs, and the model's
-trainable / non-trainable / update-hook counts.
+or merged, whether XLA is on with its HLO counts and fusions, the FLOPs (with notes on what
+they leave out, such as a BlackBox layer's Python function), and the model's trainable /
+non-trainable / update-hook counts.
 """
 
 from __future__ import annotations
@@ -41,13 +43,34 @@ def _batch_and_labels(prepared):
     return (samples if batch_size is None else min(batch_size, samples)), y
 
 
+def _recipe_file(path: str) -> str | None:
+    """The recipe to inspect: `path` itself, or the saved recipe of the run directory `path`
+    names (None, after saying why, for a directory that is not a finished run)."""
+    import os
+    import sys
+
+    from graphfit.recipes.running import run_directory
+
+    if not os.path.isdir(path):
+        return path  # load_recipe reports a missing or bad file at its place
+    try:
+        return run_directory.read_recipe(run_directory.find_run(path))
+    except ValueError as error:
+        print(f"graphfit: {error}; give a recipe's .yaml file or a finished run's directory",
+              file=sys.stderr)
+        return None
+
+
 def run(args) -> int:
     """Runs `graphfit inspect`; returns the exit code (RecipeError is reported by cli.main)."""
     from graphfit import inspect as gf_inspect
     from graphfit.recipes import load_recipe
     from graphfit.recipes.running import runner
 
-    recipe = load_recipe(args.recipe, args.overrides)
+    path = _recipe_file(args.recipe)
+    if path is None:
+        return 2
+    recipe = load_recipe(path, args.overrides)
     prepared = runner.prepare(recipe)
     model = prepared.model
     batch_size, y = _batch_and_labels(prepared)
@@ -59,6 +82,8 @@ def run(args) -> int:
     print(gf_inspect.ModelCounts.of(model).line())
     if flops is not None and flops.get("method"):
         print(f"FLOPs method: {flops['method']}")
+    for note in (flops or {}).get("notes", ()):  # once for the model: e.g. what is not counted
+        print(f"FLOPs note: {note}")
     for stage in stages:
         report = gf_inspect.step_graph(model, stage, batch_size, y=y, flops=False)
         report = dataclasses.replace(report, flops=flops, notes=report.notes + tuple(notes))

@@ -3,8 +3,9 @@
     graphfit train RECIPE [--set key=value ...] [--run-dir DIR]
     graphfit validate RECIPE [--set ...]        check everything, train nothing
     graphfit print-config RECIPE [--set ...]    the resolved recipe, every default shown
-    graphfit inspect RECIPE [--stage STAGE] [--set ...]   the traced steps: ops before/after
-                                                Grappler, XLA fusions, FLOPs; train nothing
+    graphfit inspect RECIPE|RUN_DIR [--stage STAGE] [--set ...]   the traced steps: ops
+                                                before/after Grappler, XLA fusions, FLOPs;
+                                                train nothing
     graphfit evaluate RUN_DIR                   re-evaluate a finished run
     graphfit predict RUN_DIR --input FILE --output FILE
     graphfit list layers|optimizers|losses|metrics|datasets|callbacks

@@ -81,6 +81,11 @@ class Layer(LayerTracking, tf.Module):
     Such a layer computes something else on a batch of one, so LevenbergMarquardt's
     per-example Jacobian avoids models holding one. Set it on a custom layer that does."""
 
+    function_arguments: tuple[str, ...] = ()
+    """The constructor arguments that take a function as a `'package.module:name'` reference
+    (BlackBox's `function`, GradientHook's `fn`). A recipe naming one lists it as user code:
+    the reference is checked like `data.function`, and safe mode never imports it."""
+
     stochastic_in_training: bool = False
     """Whether `call(training=True)` draws random numbers or calls out to something that may
     answer differently each time (Dropout, noise, a BlackBox). `fit(cache_frozen=True)`

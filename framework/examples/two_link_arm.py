@@ -38,8 +38,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-__all__ = ["ArmTask", "MethodResult", "arm", "inverse_mlp", "main", "run_all", "run_direct",
-           "run_distal"]
+__all__ = ["ArmTask", "MethodResult", "arm", "arm_targets", "forward_kinematics", "inverse_mlp",
+           "main", "run_all", "run_direct", "run_distal"]
 
 ESTIMATORS = ("central", "spsa", "antithetic", "surrogate")
 SURROGATE_EPOCHS = 20  # passes over the sampled angles that teach the surrogate F first
@@ -91,6 +91,50 @@ def arm(task: ArmTask):
     def two_link_arm(theta):
         return task.forward(np.asarray(theta, np.float64)).astype(np.float32)
     return two_link_arm
+
+
+def forward_kinematics(theta) -> np.ndarray:
+    """F of the default arm (l1 = 1, l2 = 0.8): angles (batch, 2) -> positions (batch, 2).
+
+    A module-level function, so a recipe can name it:
+    `{type: BlackBox, function: graphfit.examples.two_link_arm:forward_kinematics, ...}`.
+
+    Example:
+
+        >>> import numpy as np
+        >>> forward_kinematics(np.array([[0.0, np.pi / 2]])).round(4)
+        array([[1. , 0.8]], dtype=float32)
+    """
+    return arm(ArmTask())(theta)
+
+
+def arm_targets(n_samples: int = 2048, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Reachable targets of the default arm, as (x, y) = (targets, targets): the data of the
+    distal teacher, whose labels are the targets its end effector must reach.
+
+    The angles behind them are drawn as in the example (`ArmTask.sample_angles`), so both
+    elbows occur. A recipe names it as its data source:
+    `data: {source: function, function: graphfit.examples.two_link_arm:arm_targets}`.
+
+    Args:
+        n_samples: how many targets.
+        seed: the seed of the angles drawn.
+
+    Example:
+
+        >>> x, y = arm_targets(3, seed=0)
+        >>> x.shape, x.dtype, bool((x == y).all())
+        ((3, 2), dtype('float32'), True)
+    """
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) \
+            or n_samples < 1:
+        raise ValueError(f"arm_targets: n_samples must be a positive integer; received "
+                         f"n_samples={n_samples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"arm_targets: seed must be an integer; received seed={seed!r}")
+    task = ArmTask()
+    targets = task.forward(task.sample_angles(int(n_samples), int(seed))).astype(np.float32)
+    return targets, targets.copy()
 
 
 def _twin_layer(task: ArmTask):

@@ -174,7 +174,8 @@ def count_flops(model, batch_size: int = 1) -> dict:
         "batch_size": batch_size,
         "uncounted_ops": {"forward": dict(sorted(forward_stats.uncounted.items())),
                           "training_step": dict(sorted(train_stats.uncounted.items()))},
-        "notes": _notes(forward_stats, train_stats, compiled),
+        "notes": _notes(forward_stats, train_stats, compiled,
+                        _python_layers(owners, (forward_graph, train_graph))),
     }
 
 
@@ -338,8 +339,20 @@ def _phases(graph: tf.Graph, marks: dict) -> list[str]:
 _PYTHON_OPS = ("PyFunc", "PyFuncStateless", "EagerPyFunc")
 
 
+def _python_layers(owners: flops_graph.LayerOwners, graphs) -> list[str]:
+    """"'name' (Class)" of each layer whose ops call Python code, in the order met."""
+    found: dict[str, str] = {}
+    for graph in graphs:
+        for op in graph.get_operations():
+            if op.type in _PYTHON_OPS:
+                layer = owners.owner(graph, op.name, op.name.startswith("gradient_tape/"))
+                if layer is not None:
+                    found.setdefault(layer.name, type(layer).__name__)
+    return [f"{name!r} ({kind})" for name, kind in found.items()]
+
+
 def _notes(forward: flops_graph.GraphStats, train: flops_graph.GraphStats,
-           compiled: bool) -> list[str]:
+           compiled: bool, python_layers: list[str]) -> list[str]:
     notes = []
     if not compiled:
         notes.append("The model is not compiled (or has no loss or optimizer): backward is the "
@@ -361,11 +374,13 @@ def _notes(forward: flops_graph.GraphStats, train: flops_graph.GraphStats,
         notes.append(f"{forward.dead_ops + train.dead_ops} op(s) whose results nothing uses "
                      f"were left out ({dead_flops} FLOPs): tf.function prunes them before "
                      "running (gradient functions build some that are never needed).")
-    python_calls = sum(train.uncounted.get(op, 0) for op in _PYTHON_OPS)
+    python_calls = max(sum(stats.uncounted.get(op, 0) for op in _PYTHON_OPS)
+                       for stats in (forward, train))
     if python_calls:
+        where = f"; here in layer(s) {', '.join(python_layers)}" if python_layers else ""
         notes.append(f"{python_calls} call(s) of Python code (tf.numpy_function or "
-                     "tf.py_function, as in a BlackBox layer) not counted: what they compute "
-                     "is outside TensorFlow's graph.")
+                     f"tf.py_function, as in a BlackBox layer{where}) not counted: what they "
+                     "compute is outside TensorFlow's graph, so their FLOPs count 0.")
     missing = forward.missing_functions | train.missing_functions
     if missing:
         notes.append(f"Functions not found, counted 0: {sorted(missing)}.")

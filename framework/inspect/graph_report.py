@@ -364,12 +364,17 @@ def step_graph(model, stage: str = "train", batch_size: int | None = 32, *, x=No
     return _report(function, args, {}, f"{stage} step of model {model.name!r}", passes,
                    model=ModelCounts.of(model), flops=flop_counts, stage=stage,
                    batch_size=batch_size, notes=notes,
-                   xla_setting=_setting_text(setting, steps.jit_compile))
+                   xla_setting=_setting_text(setting, steps.jit_compile, model))
 
 
-def _setting_text(setting, jit: bool) -> str:
+def _setting_text(setting, jit: bool, model) -> str:
     if setting == "auto":
-        return f"jit_compile='auto' chose {'XLA' if jit else 'no XLA'}"
+        # Name the layers that kept XLA off (a BlackBox runs Python, which XLA cannot compile).
+        unsupported = [f"{layer.name!r} ({type(layer).__name__})"
+                       for layer in model.flatten_layers() if not layer.supports_jit]
+        reason = (f", as layer(s) {', '.join(unsupported)} cannot be XLA-compiled"
+                  if unsupported and not jit else "")
+        return f"jit_compile='auto' chose {'XLA' if jit else 'no XLA'}{reason}"
     if bool(setting) != jit:
         return f"jit_compile={setting}, but a layer does not support XLA"
     return f"jit_compile={setting}"

@@ -221,6 +221,8 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
             checker.report(path + (key,) + found[0], found[1])
     if len(checker.problems) > problems_before:
         return INVALID
+    if not _check_function_arguments(cls, arguments, path, checker):
+        return INVALID if len(checker.problems) > problems_before else dict(entry)
     try:
         with names_unchanged():
             cls(**arguments)
@@ -243,6 +245,25 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
             resolved[key] = parameter.default
     resolved.update({k: entry[k] for k in reserved if k in entry})
     return resolved
+
+
+def _check_function_arguments(cls, arguments: dict, path: tuple, checker: Checker) -> bool:
+    """Checks the user functions a layer's arguments name (`Layer.function_arguments`) as
+    `data.function` is checked; False when the layer must not be constructed: a problem was
+    reported, or safe mode, which imports no user code (the reference is listed)."""
+    safe = getattr(checker, "safe", False)
+    references = [(key, arguments[key]) for key in getattr(cls, "function_arguments", ())
+                  if isinstance(arguments.get(key), str)]
+    for key, reference in references:
+        try:
+            if safe:
+                user_code.check_not_standard_library(reference)
+            else:
+                user_code.check_runnable(import_attribute(reference, ":"), reference)
+        except ValueError as error:
+            checker.report(path + (key,), str(error))
+            return False
+    return not (safe and references)
 
 
 def _layers() -> dict:

@@ -1,7 +1,8 @@
 """The user's code a recipe names: importing it, calling it, and what it may name.
 
-A recipe reaches Python code in three ways: `imports:` (modules), `class_path:` (a class) and
-`data.function:` (a function). Whatever that code does while it is imported or called (raise,
+A recipe reaches Python code in four ways: `imports:` (modules), `class_path:` (a class),
+`data.function:` (a function) and a layer's function argument (`Layer.function_arguments`:
+BlackBox's `function`, GradientHook's `fn`). Whatever that code does while it is imported or called (raise,
 fail to compile, call `sys.exit`) becomes a `UserCodeError` whose message shows the user's own
 error and the user's own file and line, never graphfit's frames; the recipe checks report it at
 the entry that named the code.
@@ -190,6 +191,18 @@ class CodeReference:
         return f"{where}{dotted(self.path)}: {actions[self.kind]} {self.reference}"
 
 
+def _function_arguments(type_name) -> tuple[str, ...]:
+    """The function-reference arguments (`Layer.function_arguments`) of the built-in layer
+    `type_name`; none for anything else (a class graphfit has not registered is user code
+    already, listed by its `imports:` or `class_path`)."""
+    if not isinstance(type_name, str):
+        return ()
+    from graphfit.core.registry import LAYERS  # graphfit's own layers: imports no user code
+
+    cls = LAYERS.get(type_name) if type_name in LAYERS.names() else None
+    return tuple(getattr(cls, "function_arguments", ()))
+
+
 def code_references(data, position) -> list[CodeReference]:
     """Every module, class and function of the user's that the recipe `data` names, in
     reading order; `position(path)` gives where each was written. Imports nothing."""
@@ -203,6 +216,8 @@ def code_references(data, position) -> list[CodeReference]:
         if isinstance(value, dict):
             if value.get("source") == "function":
                 add(path + ("function",), "function", value.get("function"))
+            for argument in _function_arguments(value.get("type")):
+                add(path + (argument,), "function", value.get(argument))
             add(path + ("class_path",), "class", value.get("class_path"))
             for key, item in value.items():
                 walk(item, path + (key,))

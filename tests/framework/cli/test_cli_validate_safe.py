@@ -57,3 +57,40 @@ def test_validate_safe_on_a_recipe_without_code_checks_data_and_model(tmp_path, 
     """)
     assert cli.main(["validate", "--safe", recipe]) == 0
     assert "trainable parameters" in capsys.readouterr().out
+
+
+def test_layer_function_arguments_are_user_code(tmp_path, capsys, monkeypatch):
+    """BlackBox's `function` (and GradientHook's `fn`) name code: safe mode lists it and
+    imports nothing; the standard library is refused in both modes."""
+    marker = tmp_path / "imported.txt"
+    _write(tmp_path, "cli_safe_plant.py", f"""\
+        open({str(marker)!r}, "a").write("imported\\n")
+
+        def plant(u):
+            return u
+    """)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    body = """\
+        data: {{source: moons, n_samples: 40}}
+        model:
+          - {{type: Dense, units: 2}}
+          - {{type: BlackBox, function: "{function}", output_shape: [2]}}
+          - {{type: Dense, units: 1}}
+        loss: {{type: BinaryCrossentropy, from_logits: true}}
+    """
+    recipe = _write(tmp_path, "r.yaml", body.format(function="cli_safe_plant:plant"))
+    assert cli.main(["validate", "--safe", recipe]) == 0
+    out = capsys.readouterr().out
+    assert "r.yaml:4:22: model[1].function: imports and calls function cli_safe_plant:plant" in out
+    assert "data and model were not loaded" in out
+    assert not marker.exists()
+    assert cli.main(["validate", recipe]) == 0  # without --safe the code runs
+    assert marker.read_text() == "imported\n"
+    capsys.readouterr()
+
+    shell = _write(tmp_path, "shell.yaml", body.format(function="os:system"))
+    for safe in (["--safe"], []):
+        assert cli.main(["validate", *safe, shell]) == 2
+        err = capsys.readouterr().err
+        assert ":4:22: model.layers[1].function: os:system" in err, err
+        assert "may name only" in err
