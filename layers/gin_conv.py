@@ -64,7 +64,7 @@ class GINConv(Layer):
         array([2., 3., 2.], dtype=float32)
     """
 
-    xla_friendly_on_cpu = True
+    xla_friendly_on_cpu = False  # measured: on CPU XLA adds ~1.5 s of compiling, no faster steps
 
     def __init__(self, units: int, activation="relu", epsilon: float = 0.0,
                  train_epsilon: bool = False, kernel_initializer="glorot_uniform",

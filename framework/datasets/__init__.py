@@ -1,5 +1,6 @@
 """Data sets: the ones shipped with graphfit (digits, breast cancer), seeded synthetic
-generators, and CSV / .npz loaders.
+generators (points, curves, and graphs of eight structural classes as a `GraphSet`), and
+CSV / .npz loaders.
 
     >>> import graphfit as gf
     >>> x, y = gf.datasets.load_digits()
@@ -7,6 +8,9 @@ generators, and CSV / .npz loaders.
     ((1797, 64), (1797,))
 """
 
+from graphfit.datasets.graph_set import GraphSet as GraphSet
+from graphfit.datasets.graphs import GRAPH_CLASSES as GRAPH_CLASSES
+from graphfit.datasets.graphs import make_graph_classes as make_graph_classes
 from graphfit.datasets.loaders import *  # noqa: F401,F403  (the loaders' __all__)
 from graphfit.datasets.loaders import __all__ as _loaders_all
 from graphfit.datasets.synthetic import make_blobs as make_blobs
@@ -14,4 +18,5 @@ from graphfit.datasets.synthetic import make_moons as make_moons
 from graphfit.datasets.synthetic import make_sinc as make_sinc
 from graphfit.datasets.synthetic import make_spirals as make_spirals
 
-__all__ = sorted({*_loaders_all, "make_blobs", "make_moons", "make_sinc", "make_spirals"})
+__all__ = sorted({*_loaders_all, "make_blobs", "make_moons", "make_sinc", "make_spirals",
+                  "make_graph_classes", "GRAPH_CLASSES", "GraphSet"})

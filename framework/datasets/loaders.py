@@ -373,6 +373,7 @@ _DESCRIPTIONS = {
                "(make_spirals).",
     "blobs": "Synthetic: isotropic Gaussian blobs, one class per blob (make_blobs).",
     "sinc": "Synthetic regression: y = sin(x) / x plus noise, x in 1-D (make_sinc).",
+    "graph_classes": "Synthetic graphs: 8 structural classes, 10-30 nodes (make_graph_classes).",
 }
 
 
@@ -382,7 +383,7 @@ def names() -> list[str]:
     Example:
 
         >>> names()
-        ['digits', 'breast_cancer', 'moons', 'spirals', 'blobs', 'sinc']
+        ['digits', 'breast_cancer', 'moons', 'spirals', 'blobs', 'sinc', 'graph_classes']
     """
     return list(_DESCRIPTIONS)
 

@@ -16,7 +16,7 @@ from typing import Iterator
 import numpy as np
 import tensorflow as tf
 
-from graphfit.training import input_checks
+from graphfit.training import graph_feeds, input_checks
 
 __all__ = ["ArrayFeed", "DatasetFeed", "make_feed", "Chunk", "spec_of", "arrange_targets",
            "DEFAULT_BATCH_SIZE"]
@@ -267,10 +267,19 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
               steps_argument="steps_per_epoch"):
     """Validates user data and wraps it in an `ArrayFeed` or a `DatasetFeed`.
 
+    Graphs (a `graphfit.datasets.GraphSet`, or a dict of per-graph lists) become a
+    `DatasetFeed` of batches of `batch_size` graphs (`graph_feeds.graph_batches`).
+
     Raises:
         ValueError: for mismatched lengths, NaN/inf values, a bad batch size, or a dataset
             with labels where none are expected.
     """
+    graphs = graph_feeds.as_graph_set(x, names[0])
+    if graphs is not None:
+        dataset = graph_feeds.graph_batches(graphs, y, sample_weight, batch_size=batch_size,
+                                            shuffle=shuffle, seed=seed,
+                                            check_finite=check_finite, names=names)
+        return DatasetFeed(dataset, steps, names, steps_argument)
     if isinstance(x, tf.data.Dataset):
         if y is not None:
             raise ValueError(

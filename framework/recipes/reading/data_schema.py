@@ -12,6 +12,7 @@ import inspect
 import os
 
 from graphfit import datasets
+from graphfit.datasets.graphs import NODE_FEATURE_KINDS
 from graphfit.recipes.reading import user_code
 from graphfit.recipes.reading.problems import short_repr
 from graphfit.recipes.reading.schema import (
@@ -51,6 +52,16 @@ SOURCES: dict[str, dict[str, Field]] = {
              "noise": Field(Number(min=0.0), 0.05, "standard deviation of the noise on y"),
              "low": Field(Number(), -10.0, "smallest x"),
              "high": Field(Number(), 10.0, "largest x")},
+    "graph_classes": {
+        "n_graphs": Field(Integer(min=1), 800, "how many graphs to generate (one class per "
+                                               "structure: cycle, path, star, ...)"),
+        "min_nodes": Field(Integer(min=9), 10, "fewest nodes of a graph (at least 9)"),
+        "max_nodes": Field(Integer(min=9), 30, "most nodes of a graph"),
+        "features": Field(String(NODE_FEATURE_KINDS), "constant",
+                          "node features: constant (1 on every node), degree, or "
+                          "one_hot_degree (max_degree + 1 columns)"),
+        "max_degree": Field(Integer(min=1), 8, "with one_hot_degree: degrees from this one "
+                                               "up share the last column")},
     "csv": {"path": Field(String(), doc="the CSV file (with a header row)"),
             "target": Field(Either(String(), ListOf(String(), min_length=1)),
                             doc="the label column(s)"),
@@ -182,6 +193,12 @@ def check_data_source(value, path, checker: Checker, training: bool = True):
         _check_file(resolved, path, checker)
     if source == "function" and isinstance(resolved.get("function"), str):
         _check_function(resolved, path, checker)
+    if source == "graph_classes" and INVALID not in (resolved["min_nodes"],
+                                                     resolved["max_nodes"]) \
+            and resolved["max_nodes"] < resolved["min_nodes"]:
+        checker.report(path + ("max_nodes",), f"must be at least min_nodes "
+                                              f"({resolved['min_nodes']}), got "
+                                              f"{resolved['max_nodes']}")
     if source == "sinc" and resolved["low"] is not INVALID and resolved["high"] is not INVALID \
             and resolved["low"] >= resolved["high"]:
         checker.report(path + ("high",), f"must be greater than low ({resolved['low']}), got "

@@ -2,10 +2,10 @@
 
 A recipe reaches Python code in four ways: `imports:` (modules), `class_path:` (a class),
 `data.function:` (a function) and a layer's function argument (`Layer.function_arguments`:
-BlackBox's `function`, GradientHook's `fn`). Whatever that code does while it is imported or called (raise,
-fail to compile, call `sys.exit`) becomes a `UserCodeError` whose message shows the user's own
-error and the user's own file and line, never graphfit's frames; the recipe checks report it at
-the entry that named the code.
+BlackBox's `function`, GradientHook's `fn`). Whatever that code does while it is imported or
+called (raise, fail to compile, call `sys.exit`) becomes a `UserCodeError` whose message shows
+the user's own error and the user's own file and line, never graphfit's frames; the recipe
+checks report it at the entry that named the code.
 
 What a recipe may name (outside safe mode): a Python function or class (`def` or `class`
 source code), defined in a module that is not part of Python's standard library. That refuses

@@ -2,8 +2,10 @@
 
 The samples are shuffled with the recipe's seed, then the last `test_split` fraction becomes
 the test split and the `validation_split` fraction before it the validation split, so the same
-seed always gives the same split. Standardization statistics come from the training split only
-and are applied to every split (and saved in the run, for `predict`).
+seed always gives the same split. Standardization statistics come from the training split
+only and are applied to every split (and saved in the run, for `predict`). Graphs
+(`datasets.GraphSet`) are split by graph, never by node; their standardization scales the node
+features only, never the integer index inputs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from graphfit.recipes.reading import user_code
 __all__ = ["Splits", "load_splits", "load_source", "Standardizer", "DataError"]
 
 _GENERATORS = {"moons": datasets.make_moons, "spirals": datasets.make_spirals,
-               "blobs": datasets.make_blobs, "sinc": datasets.make_sinc}
+               "blobs": datasets.make_blobs, "sinc": datasets.make_sinc,
+               "graph_classes": datasets.make_graph_classes}
 
 
 class DataError(ValueError):
@@ -175,12 +178,25 @@ def load_splits(config: dict) -> Splits:
             stages[stage] = load_source(source, seed, key)
             if training["check_finite"] and isinstance(stages[stage], tuple):
                 _check_finite(stages[stage], key)
-    standardizer = Standardizer.fit(stages["train"][0]) if data["standardize"] else None
+    standardizer = Standardizer.fit(_float_features(stages["train"][0])) \
+        if data["standardize"] else None
     if standardizer is not None:
-        stages = {stage: (standardizer(pair[0]), pair[1]) if pair is not None else None
-                  for stage, pair in stages.items()}
+        stages = {stage: (_standardized(standardizer, pair[0]), pair[1])
+                  if pair is not None else None for stage, pair in stages.items()}
     names = data.get("features") if data["source"] == "csv" else None
     return Splits(stages["train"], stages["val"], stages["test"], standardizer, names)
+
+
+def _float_features(x):
+    """What standardization scales: the node features of graphs (per node, so the index
+    inputs graph_index / senders / receivers stay untouched integers), else the samples."""
+    return x.node_features if isinstance(x, datasets.GraphSet) else x
+
+
+def _standardized(standardizer: Standardizer, x):
+    if isinstance(x, datasets.GraphSet):
+        return x.with_node_features(standardizer(x.node_features))
+    return standardizer(x)
 
 
 def _check_split_sizes(count: int, training: dict, indices: dict) -> None:

@@ -4,9 +4,10 @@ Inputs are a CSV file (with a header row, or all numbers without one) or an `.np
 (array `x`). When the run was trained on named CSV columns, a header's columns are taken by
 name (in any order, extra columns ignored); otherwise every column is a feature, in order,
 and each row is reshaped to the model's input shape (64 columns become an 8x8x1 image for a
-conv net). The run's standardization is applied. The output CSV holds, per row, `class` and
-one `probability_<k>` column per class for a classifier (`probability` for a binary one), or
-`prediction` / `prediction_<k>` for a regression.
+conv net). The run's standardization is applied. A run on graphs reads an .npz file written
+by `graphfit.datasets.GraphSet.save_npz` and predicts one row per graph. The output CSV holds,
+per row, `class` and one `probability_<k>` column per class for a classifier (`probability`
+for a binary one), or `prediction` / `prediction_<k>` for a regression.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from graphfit.training.losses import loss_kind, resolve_loss
 __all__ = ["read_inputs", "check_output", "prediction_table", "write_csv"]
 
 
-def read_inputs(path: str, preprocessing: dict) -> np.ndarray:
+def read_inputs(path: str, preprocessing: dict):
     """The inputs in `path`, as the run's model expects them (shape and standardization).
 
     A CSV file whose first row is all numbers has no header (as `np.savetxt` writes it): every
@@ -37,6 +38,9 @@ def read_inputs(path: str, preprocessing: dict) -> np.ndarray:
             columns, a width that does not fit or a value that is not finite.
     """
     _check_input_file(path)
+    if isinstance(preprocessing["input_shape"], dict) and \
+            "graph_index" in preprocessing["input_shape"]:
+        return _read_graphs(path, preprocessing)
     if path.endswith(".npz"):
         x, _ = datasets.load_npz(path, x_key="x", y_key=None)
         names = None
@@ -59,6 +63,29 @@ def read_inputs(path: str, preprocessing: dict) -> np.ndarray:
     x = x.reshape((len(x), *shape)).astype(np.float32)
     record = preprocessing.get("standardize")
     return Standardizer.from_json(record)(x) if record else x
+
+
+def _read_graphs(path: str, preprocessing: dict) -> datasets.GraphSet:
+    """The graphs in an .npz file written by `GraphSet.save_npz`, standardized as in the run
+    (node features only); the predictions are then one row per graph."""
+    if not path.endswith(".npz"):
+        raise ValueError("this run's model reads batches of graphs (node_features, "
+                         "graph_index, senders, ...), which a CSV file cannot hold; give an "
+                         ".npz file written by graphfit.datasets.GraphSet.save_npz")
+    graphs = datasets.GraphSet.load_npz(path)
+    if len(graphs) == 0:
+        raise ValueError(f"{os.path.abspath(path)} holds no graphs: there is nothing to "
+                         f"predict")
+    width = preprocessing["input_shape"]["node_features"][-1]
+    if graphs.node_features.shape[1] != width:
+        raise ValueError(f"the graphs have {graphs.node_features.shape[1]} node features but "
+                         f"the model takes {width}")
+    _check_finite(graphs.node_features, None)
+    record = preprocessing.get("standardize")
+    if record:
+        graphs = graphs.with_node_features(
+            Standardizer.from_json(record)(graphs.node_features))
+    return graphs
 
 
 def _check_input_file(path: str) -> None:

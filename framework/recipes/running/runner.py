@@ -13,6 +13,7 @@ import dataclasses
 import os
 from typing import Any
 
+from graphfit.datasets.graph_set import GraphSet
 from graphfit.recipes.reading.components import clean_message
 from graphfit.recipes.reading.problems import Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
@@ -150,6 +151,9 @@ def _build_on(model, train) -> None:
     from graphfit.training.feeds import spec_of
 
     x = train.element_spec[0] if isinstance(train, tf.data.Dataset) else _pair(train)[0]
+    if isinstance(x, GraphSet):  # graphs: the spec of a batch, index inputs int32
+        model.build_for(x.input_spec(), "x")
+        return
     model.build_for(x if isinstance(train, tf.data.Dataset) else
                      tf.nest.map_structure(spec_of, x), "x")
 

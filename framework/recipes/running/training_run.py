@@ -187,7 +187,8 @@ def _fit_into(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
               validation_data=splits.val, test_data=splits.test, shuffle=training["shuffle"],
               # prepare() already ran every input check, the full-data NaN scan included.
               check_finite=False, initial_epoch=initial_epoch,
-              test_freq=training.get("test_freq"))
+              test_freq=training.get("test_freq"),
+              cache_frozen=training.get("cache_frozen", False))
     losses = recorder.history.get("loss") or [0.0]
     if (model.nonfinite_step is not None or stopper.epoch is not None
             or not math.isfinite(losses[-1])):

@@ -308,7 +308,8 @@ def test_npz_errors(tmp_path):
 
 
 def test_names_and_descriptions():
-    assert datasets.names() == ["digits", "breast_cancer", "moons", "spirals", "blobs", "sinc"]
+    assert datasets.names() == ["digits", "breast_cancer", "moons", "spirals", "blobs", "sinc",
+                                "graph_classes"]
     descriptions = datasets.describe()
     assert list(descriptions) == datasets.names()
     for text in descriptions.values():
