@@ -10,7 +10,7 @@ import tensorflow as tf
 from graphfit.core import validation
 from graphfit.core.layer import Layer
 from graphfit.core.registry import register_layer
-from graphfit.layers import arguments
+from graphfit.layers import arguments, graph_inputs
 from graphfit.layers.dense import Dense
 
 __all__ = ["GINConv"]
@@ -126,21 +126,12 @@ class GINConv(Layer):
 
 
 def _error(layer: Layer, message: str) -> ValueError:
-    return ValueError(f"GINConv {layer.name!r} takes {_INPUTS}; {message}")
+    return graph_inputs.input_error(layer, _INPUTS, message)
 
 
 def _check_shapes(layer: Layer, shapes) -> None:
-    if not isinstance(shapes, (list, tuple)) or len(shapes) != 3:
-        got = (f"{len(shapes)} input(s)" if isinstance(shapes, (list, tuple))
-               else "one tensor, not a list")
-        raise _error(layer, f"received {got}. In a GraphModel, give the node inputs: "
-                            f"[h, senders, receivers].")
-    nodes, senders, receivers = (tf.TensorShape(s) for s in shapes)
-    for what, shape, rank in (("node_features", nodes, 2), ("senders", senders, 1),
-                              ("receivers", receivers, 1)):
-        if shape.rank is not None and shape.rank != rank:
-            raise _error(layer, f"{what} has shape {tuple(shape.as_list())}, rank "
-                                f"{shape.rank}, but must have rank {rank}.")
+    _, senders, receivers = graph_inputs.checked_shapes(
+        layer, _INPUTS, shapes, {"node_features": 2, "senders": 1, "receivers": 1})
     if not senders.is_compatible_with(receivers):
         raise _error(layer, f"senders has {senders[0]} entries but receivers "
                             f"{receivers[0]}; give one sender and one receiver per edge.")

@@ -10,7 +10,7 @@ import tensorflow as tf
 from graphfit.core import validation
 from graphfit.core.layer import Layer
 from graphfit.core.registry import did_you_mean, register_layer
-from graphfit.layers import arguments
+from graphfit.layers import arguments, graph_inputs
 
 __all__ = ["SegmentPooling", "REDUCTIONS"]
 
@@ -150,21 +150,12 @@ def _segment_softmax(scores: tf.Tensor, segments: tf.Tensor, num_segments) -> tf
 
 
 def _error(layer: Layer, message: str) -> ValueError:
-    return ValueError(f"SegmentPooling {layer.name!r} takes {_INPUTS}; {message}")
+    return graph_inputs.input_error(layer, _INPUTS, message)
 
 
 def _check_shapes(layer: Layer, shapes) -> None:
-    if not isinstance(shapes, (list, tuple)) or len(shapes) != 3:
-        got = (f"{len(shapes)} input(s)" if isinstance(shapes, (list, tuple))
-               else "one tensor, not a list")
-        raise _error(layer, f"received {got}. In a GraphModel, give the node "
-                            f"inputs: [h, graph_index, node_counts].")
-    values, graph_index, node_counts = (tf.TensorShape(s) for s in shapes)
-    for what, shape, rank in (("values", values, 2), ("graph_index", graph_index, 1),
-                              ("node_counts", node_counts, 1)):
-        if shape.rank is not None and shape.rank != rank:
-            raise _error(layer, f"{what} has shape {tuple(shape.as_list())}, rank "
-                                f"{shape.rank}, but must have rank {rank}.")
+    values, graph_index, _ = graph_inputs.checked_shapes(
+        layer, _INPUTS, shapes, {"values": 2, "graph_index": 1, "node_counts": 1})
     if not values[:1].is_compatible_with(graph_index[:1]):
         raise _error(layer, f"values has {values[0]} rows but graph_index {graph_index[0]} "
                             f"entries; give one graph index per node.")
