@@ -15,8 +15,8 @@ Two tables:
    `--repeats` seeds, each over a batch of 32 points. Theory: central is exact up to
    O(sigma²) for 2d calls; spsa and antithetic cost 2n calls whatever d, with an error
    falling as 1/sqrt(n) and growing as sqrt(d). The surrogate rows teach it F first
-   (`fit_surrogate`, 1, 4 or 16 passes over 4096 inputs drawn like x; those calls are its
-   calls column) and then estimate with no call.
+   (`fit_surrogate`, 1, 4 or 16 passes over 4096 inputs drawn like x; F is called once per
+   input, in 32 batches: its calls column) and then estimate with no call.
 
 This is a benchmark, not a test: nothing here asserts.
 
@@ -69,8 +69,8 @@ def _gradient(function, x: tf.Tensor) -> np.ndarray:
 def estimate_error(d: int, estimator: str, samples: int, seed: int) -> tuple[float, int]:
     """(median over the batch of the relative gradient error, calls to F per estimate).
 
-    For "surrogate", `samples` is the teaching epochs over 4096 inputs drawn like x (32
-    calls each, counted as the estimate's calls); the estimate itself then costs none."""
+    For "surrogate", `samples` is the teaching epochs over 4096 inputs drawn like x (F called
+    once per input, in 32 calls, counted as the estimate's calls); the estimate costs none."""
     numpy_map, tf_map = smooth_map(d)
     x = tf.constant(np.random.default_rng(seed).normal(size=(BATCH, d)))
     box = layers.BlackBox(numpy_map, output_shape=(OUTPUTS,), estimator=estimator,

@@ -254,7 +254,7 @@ class BlackBox(Layer):
             outputs = tf.concat([outputs, self._evaluate(jittered[None])[0]], axis=0)
         self.surrogate.learn(inputs, outputs)
 
-    def fit_surrogate(self, inputs, epochs: int = 1, batch_size: int = 128,
+    def fit_surrogate(self, inputs, epochs: int = 20, batch_size: int = 128,
                       seed: int = 0) -> float:
         """Teaches the surrogate F on `inputs` before (or between) training runs.
 
@@ -262,12 +262,13 @@ class BlackBox(Layer):
         training that is a narrow, moving region where its gradient is still guesswork;
         a model trained through it can wander off. Calling F first on inputs that span the
         region training will visit (physics-aware training pre-trains its digital twin the
-        same way) makes its gradient right from the first step. Costs one call of F per
-        batch (counted in `function_calls`).
+        same way) makes its gradient right from the first step. F is called once per batch
+        of `inputs` (counted in `function_calls`); the later epochs reuse those pairs.
 
         Args:
             inputs: an array `(n, *input_shape)` of inputs for F.
-            epochs, batch_size: passes over `inputs`, and their batch size.
+            epochs: passes of the surrogate over the pairs (F is evaluated in the first).
+            batch_size: the batch size of F's calls and of the surrogate's training.
             seed: the seed of the shuffling.
 
         Returns:
@@ -279,12 +280,18 @@ class BlackBox(Layer):
         epochs = validation.positive_int("epochs", epochs)
         batch_size = validation.positive_int("batch_size", batch_size)
         inputs = np.asarray(inputs, dtype=self.dtype.as_numpy_dtype)
-        teach = tf.function(lambda batch: self(batch, training=True), reduce_retracing=True)
+        if not self.built:
+            self(tf.constant(inputs[:0]))  # builds; an empty batch calls nothing
+        evaluate = tf.function(lambda batch: self._evaluate(batch[None])[0])
+        outputs = np.concatenate([evaluate(tf.constant(inputs[i:i + batch_size])).numpy()
+                                  for i in range(0, len(inputs), batch_size)])
+        learn = tf.function(self.surrogate.learn, reduce_retracing=True)
         order = np.random.default_rng(seed)
         for _ in range(epochs):
-            shuffled = inputs[order.permutation(len(inputs))]
+            shuffle = order.permutation(len(inputs))
             for start in range(0, len(inputs), batch_size):
-                teach(tf.constant(shuffled[start:start + batch_size]))
+                rows = shuffle[start:start + batch_size]
+                learn(tf.constant(inputs[rows]), tf.constant(outputs[rows]))
         return self.surrogate.error
 
     def _evaluate(self, stacked: tf.Tensor) -> tf.Tensor:
