@@ -221,11 +221,12 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
             checker.report(path + (key,) + found[0], found[1])
     if len(checker.problems) > problems_before:
         return INVALID
-    if not _check_function_arguments(cls, arguments, path, checker):
-        return INVALID if len(checker.problems) > problems_before else dict(entry)
+    constructed = _with_checked_functions(cls, arguments, path, checker)
+    if constructed is None:
+        return INVALID
     try:
         with names_unchanged():
-            cls(**arguments)
+            cls(**constructed)
     except KeyboardInterrupt:
         raise
     except SystemExit as error:  # a user class must not end graphfit
@@ -247,23 +248,38 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
     return resolved
 
 
-def _check_function_arguments(cls, arguments: dict, path: tuple, checker: Checker) -> bool:
-    """Checks the user functions a layer's arguments name (`Layer.function_arguments`) as
-    `data.function` is checked; False when the layer must not be constructed: a problem was
-    reported, or safe mode, which imports no user code (the reference is listed)."""
+def _placeholder_function(*args, **kwargs):
+    """Stands in for a user function that safe mode does not import."""
+
+
+def _with_checked_functions(cls, arguments: dict, path: tuple, checker: Checker):
+    """The arguments to construct `cls` with, once the user functions they name
+    (`Layer.function_arguments`) are checked as `data.function` is; None after a problem.
+
+    Safe mode imports no user code: it checks the reference's form and that it is not the
+    standard library, and constructs the layer with a placeholder in its place, so that the
+    layer's other arguments are still checked (the reference itself is listed as user code).
+    """
     safe = getattr(checker, "safe", False)
-    references = [(key, arguments[key]) for key in getattr(cls, "function_arguments", ())
-                  if isinstance(arguments.get(key), str)]
-    for key, reference in references:
+    constructed = dict(arguments)
+    for key in getattr(cls, "function_arguments", ()):
+        reference = arguments.get(key)
+        if not isinstance(reference, str):
+            continue
         try:
             if safe:
+                module, _, name = reference.strip().rpartition(":")
+                if not module or not name:
+                    raise user_code.UserCodeError(
+                        f"must look like 'package.module:function', got {reference!r}")
                 user_code.check_not_standard_library(reference)
+                constructed[key] = _placeholder_function
             else:
                 user_code.check_runnable(import_attribute(reference, ":"), reference)
         except ValueError as error:
             checker.report(path + (key,), str(error))
-            return False
-    return not (safe and references)
+            return None
+    return constructed
 
 
 def _layers() -> dict:

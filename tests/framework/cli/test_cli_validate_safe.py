@@ -94,3 +94,20 @@ def test_layer_function_arguments_are_user_code(tmp_path, capsys, monkeypatch):
         err = capsys.readouterr().err
         assert ":4:22: model.layers[1].function: os:system" in err, err
         assert "may name only" in err
+
+
+def test_safe_mode_checks_a_black_box_without_its_function(tmp_path, capsys):
+    recipe = _write(tmp_path, "r.yaml", """\
+        data: {source: moons, n_samples: 40}
+        model:
+          - {type: Dense, units: 2}
+          - {type: BlackBox, function: "nowhere_plant.plant", estimator: surogate,
+             output_shape: [2]}
+        loss: {type: BinaryCrossentropy, from_logits: true}
+    """)
+    assert cli.main(["validate", "--safe", recipe]) == 2
+    err = capsys.readouterr().err
+    assert "model.layers[1].function: must look like 'package.module:function'" in err
+    fixed = _write(tmp_path, "r2.yaml", open(recipe).read().replace(".plant", ":plant"))
+    assert cli.main(["validate", "--safe", fixed]) == 2
+    assert "model.layers[1].estimator: BlackBox: estimator must be" in capsys.readouterr().err
