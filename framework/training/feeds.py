@@ -197,6 +197,7 @@ class DatasetFeed:
     """
 
     is_dataset = True
+    from_graphs = False  # batches built from a GraphSet (shuffled and padded per epoch)
 
     def __init__(self, dataset: tf.data.Dataset, steps: int | None, names=("x", "y"),
                  steps_argument: str = "steps_per_epoch"):
@@ -279,7 +280,9 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
         dataset = graph_feeds.graph_batches(graphs, y, sample_weight, batch_size=batch_size,
                                             shuffle=shuffle, seed=seed,
                                             check_finite=check_finite, names=names)
-        return DatasetFeed(dataset, steps, names, steps_argument)
+        feed = DatasetFeed(dataset, steps, names, steps_argument)
+        feed.from_graphs = True
+        return feed
     if isinstance(x, tf.data.Dataset):
         if y is not None:
             raise ValueError(

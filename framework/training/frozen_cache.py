@@ -160,6 +160,9 @@ def _refusal(model, state, train_feed) -> str | None:
         if overrides_step(model, step):
             return (f"{type(model).__name__} overrides {step}, which receives the raw inputs, "
                     f"not the frozen part's outputs")
+    if getattr(train_feed, "from_graphs", False):
+        return ("graph batches are not cached yet (each epoch shuffles the graphs into new "
+                "padded batches)")
     if train_feed.is_dataset:
         return ("x is a tf.data.Dataset: its batches may change every epoch (augmentation, a "
                 "generator), and only in-memory arrays can be cached")

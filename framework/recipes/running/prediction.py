@@ -144,8 +144,8 @@ def _numeric_rows(path: str) -> np.ndarray:
 
 def _check_finite(x: np.ndarray, names: list[str] | None) -> None:
     """Refuses NaN or infinite inputs (the predictions would be NaN), naming the first."""
-    if not np.issubdtype(x.dtype, np.floating):
-        return
+    if not np.issubdtype(x.dtype, np.floating) or x.size == 0:
+        return  # integers cannot be NaN; no values (all graphs empty), nothing to check
     flat = x.reshape(len(x), -1)
     bad = np.argwhere(~np.isfinite(flat))
     if len(bad):

@@ -206,3 +206,18 @@ def test_recipe_key_trains_with_the_cache(tmp_path):
     info = cache_info(result.model)
     assert info["frozen_layers"] == ["frozen_base"] and info["builds"] == 3
     assert os.path.exists(tmp_path / "run" / "metrics.json")
+
+
+def test_graph_batches_say_why_they_are_not_cached():
+    graphs, labels = gf.datasets.make_graph_classes(16, seed=0, features="one_hot_degree")
+    model = gf.GraphModel(
+        inputs=["node_features", "senders", "receivers", "graph_index", "node_counts"],
+        nodes=[gf.Node(layers.GINConv(8, name="gin", trainable=False),
+                       ["node_features", "senders", "receivers"]),
+               gf.Node(layers.SegmentPooling("sum", name="pool"),
+                       ["gin", "graph_index", "node_counts"]),
+               gf.Node(layers.Dense(8, name="label"), "pool")],
+        outputs="label")
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", jit_compile=False)
+    with pytest.warns(UserWarning, match="cache_frozen: graph batches are not cached yet"):
+        model.fit(graphs, labels, batch_size=8, epochs=1, verbose=0, cache_frozen=True)
