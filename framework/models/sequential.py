@@ -89,6 +89,11 @@ class Sequential(Model):
     def call(self, inputs, training: bool = False):
         if not self._stack:
             raise ValueError(f"Sequential {self.name!r} has no layers; add some first.")
+        if isinstance(inputs, dict):  # several named inputs (a batch of graphs, say)
+            raise ValueError(
+                f"Sequential {self.name!r} takes one input, but the data has several named "
+                f"inputs ({', '.join(sorted(inputs))}). Wire them with a GraphModel (in a "
+                f"recipe: model with inputs, nodes and outputs).")
         outputs = inputs
         for layer in self._stack:
             outputs = layer(outputs, training=training)
