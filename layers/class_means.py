@@ -141,6 +141,22 @@ class ClassMeans(Layer):
         self.add_update(self.counts, counts)
         self.add_update(self.spread_total, spread)
 
+    def check_labels(self, labels) -> None:
+        """Checks, before training, every label `fit` will give the layer (in-memory data):
+        XLA drops the checks inside the step, and an out-of-range id would silently miss
+        its class there. `labels` is fit's `y` (an array, or a dict by output name)."""
+        with step_context.training_step(labels):
+            chosen = step_context.labels_for(self.name, self.labels_of)
+        ids = np.asarray(chosen)
+        if ids.size == 0 or not np.issubdtype(ids.dtype, np.number):
+            return
+        bad = (ids < 0) | (ids >= self.num_classes)
+        if bad.any():
+            raise ValueError(
+                f"ClassMeans {self.name!r}: labels must lie in 0..{self.num_classes - 1} "
+                f"(num_classes={self.num_classes}); {int(bad.sum())} label(s) lie outside, "
+                f"such as {ids[bad].ravel()[0].item()!r}. Fix the labels or raise num_classes.")
+
     def _checked_labels(self, labels, inputs) -> tf.Tensor:
         labels = tf.convert_to_tensor(labels)
         if labels.shape.rank == 2 and labels.shape[-1] == 1:

@@ -62,6 +62,10 @@ def _prepare(model, state, feed, stage: str) -> None:
     """`prepare_for_feed`, then the labels checked against the outputs; before any step."""
     prepare_for_feed(model, state, feed)
     state.check_labels(model, feed, stage)
+    if stage == "train" and not feed.is_dataset and feed.element_spec[1] is not None:
+        for layer in model.flatten_layers(include_self=False):  # layers reading labels
+            if getattr(layer, "uses_labels", False) and hasattr(layer, "check_labels"):
+                layer.check_labels(feed.y)
 
 
 def _require_loss(model, state, stage: str) -> bool:

@@ -87,6 +87,18 @@ def test_bad_labels_and_missing_labels_give_clear_errors():
     assert not layer.counts.numpy().any()
 
 
+def test_out_of_range_labels_stop_fit_before_training_even_under_xla():
+    """XLA drops the step's asserts, so fit checks in-memory labels on the host first."""
+    model = gf.Sequential([layers.Dense(4), layers.ClassMeans(3, name="centers"),
+                           layers.Dense(5)])
+    model.compile(optimizer="sgd", loss=SCCE, jit_compile=True)
+    x = np.ones((8, 2), "float32")
+    with pytest.raises(ValueError, match=r"ClassMeans 'centers': labels must lie in 0\.\.2.*"
+                                         r"2 label\(s\) lie outside, such as 4"):
+        model.fit(x, np.array([0, 1, 2, 4, 0, 1, 4, 2]), verbose=0)
+    assert not model.layers[1].counts.numpy().any()  # nothing trained
+
+
 def _two_output_model(lm=False):
     nodes = [gf.Node(layers.Dense(2, name="embedding"), "x"),
              gf.Node(layers.ClassMeans(3, momentum=0.5, labels_of="logits", name="centers"),
