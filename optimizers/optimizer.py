@@ -42,6 +42,7 @@ from graphfit.core.step_types import StepBatch
 from graphfit.core.variables import as_tf_variable
 from graphfit.optimizers import per_example_clipping, schedules, transforms
 from graphfit.optimizers.gradient_record import record_gradients
+from graphfit.training import distribution
 
 __all__ = ["Optimizer", "cast_hyperparameter"]
 
@@ -49,6 +50,11 @@ __all__ = ["Optimizer", "cast_hyperparameter"]
 # their defaults, which `from_config` then ignores.
 _KERAS_ONLY_DEFAULTS = {"use_ema": False, "ema_momentum": 0.99, "ema_overwrite_frequency": None,
                         "loss_scale_factor": None, "gradient_accumulation_steps": None}
+
+
+# Under a tf.distribute strategy every replica computes the same update from all-reduced
+# gradients: the first replica's value is assigned, once, to every copy.
+_FIRST = tf.VariableAggregation.ONLY_FIRST_REPLICA
 
 
 def cast_hyperparameter(value, dtype: tf.DType) -> tf.Tensor:
@@ -139,7 +145,7 @@ class Optimizer(tf.Module):
         self.weight_decay = None if weight_decay is None else float(weight_decay)
         self._index = _SlotIndex()
         self._schedule = learning_rate if not isinstance(learning_rate, float) else None
-        first = tf.VariableAggregation.ONLY_FIRST_REPLICA
+        first = _FIRST
         with tf.init_scope(), self.name_scope:
             self._iterations = tf.Variable(0, dtype=tf.int64, trainable=False,
                                            name="iterations", aggregation=first)
@@ -219,7 +225,8 @@ class Optimizer(tf.Module):
             for variable in new:
                 base = variable.name.split(":")[0].replace("/", "_")
                 slots = {slot: tf.Variable(self.slot_initial_value(slot, variable),
-                                           trainable=False, name=f"{base}_{slot}")
+                                           trainable=False, name=f"{base}_{slot}",
+                                           aggregation=_FIRST)
                          for slot in self.slot_names}
                 self._index.position[variable.ref()] = len(self._slots)
                 # Appended inside init_scope: a checkpoint restore deferred until now runs
@@ -234,7 +241,8 @@ class Optimizer(tf.Module):
     def add_variable(self, name: str, initial_value, dtype=None) -> tf.Variable:
         """Creates optimizer-level state that is not per variable (call it from `build`)."""
         with tf.init_scope(), self.name_scope:
-            variable = tf.Variable(initial_value, dtype=dtype, trainable=False, name=name)
+            variable = tf.Variable(initial_value, dtype=dtype, trainable=False, name=name,
+                                   aggregation=_FIRST)
             self._extra_variables.append(variable)
         return variable
 
@@ -314,6 +322,10 @@ class Optimizer(tf.Module):
         """
         variables = [as_tf_variable(v) for v in variables]
         clipping = per_example_clipping.find(self._user_transforms)
+        if clipping is not None and distribution.replica_share(tf.float64) is not None:
+            raise ValueError(
+                "PerExampleClipping is not supported under a tf.distribute strategy: remove it "
+                "from gradient_transforms, or train on one device.")
         if clipping is not None:  # DP-SGD: needs the per-example gradients, not the sum
             return per_example_clipping.minimize(self, clipping, loss_fn, variables, batch)
         with tf.GradientTape(watch_accessed_variables=False) as tape:
@@ -326,6 +338,8 @@ class Optimizer(tf.Module):
             )
         loss, aux = result
         gradients = tape.gradient(loss, variables)
+        # Under a tf.distribute strategy: the global batch's gradient, before any transform.
+        gradients = distribution.sum_gradients(gradients)
         record_gradients(gradients, variables)  # for gradient histograms; see collect_gradients
         autograph_scope.convert_user_code(self.apply_gradients)(zip(gradients, variables))
         return loss, aux

@@ -278,7 +278,10 @@ class Layer(LayerTracking, tf.Module):
         shape = tuple(int(d) for d in tf.TensorShape(shape).as_list())
         with tf.init_scope(), tf.name_scope(self._scope_name):
             initial = tf.cast(init(shape, dtype=dtype), dtype)
-            variable = tf.Variable(initial, name=name, trainable=trainable, dtype=dtype)
+            # Under a tf.distribute strategy every replica computes the same update (the
+            # gradients are all-reduced first): the first replica's value is assigned once.
+            variable = tf.Variable(initial, name=name, trainable=trainable, dtype=dtype,
+                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         (self._trainable_weights if trainable else self._non_trainable_weights).append(variable)
         return variable
 

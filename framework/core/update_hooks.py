@@ -105,10 +105,27 @@ def collect_updates() -> Iterator[list[PendingUpdate]]:
         yield collector.pending
 
 
-def apply_updates(pending: list[PendingUpdate]) -> None:
-    """Assigns every collected update, in the order the forward pass declared them."""
-    for update in pending:
-        update.hook.variable.assign(update.hook.new_value(update.value))
+def apply_updates(pending: list[PendingUpdate], share=None) -> None:
+    """Assigns every collected update, in the order the forward pass declared them.
+
+    Args:
+        pending: what `collect_updates` collected.
+        share: inside a step run on several replicas of a `tf.distribute` strategy, this
+            replica's rows / the global batch's rows (a scalar tensor). Each value is then
+            replaced by the share-weighted sum over the replicas (one all-reduce): the mean
+            over the global batch for a batch mean, and the same on every replica, which
+            then assigns it once (the variables are mirrored). None: applied as computed.
+    """
+    values = [update.value for update in pending]
+    context = tf.distribute.get_replica_context()
+    if share is not None and pending and context is not None \
+            and context.num_replicas_in_sync > 1:
+        weighted = [tf.math.multiply_no_nan(tf.cast(v, u.hook.variable.dtype),
+                                            tf.cast(share, u.hook.variable.dtype))
+                    for u, v in zip(pending, values)]  # a replica with no rows adds 0
+        values = context.all_reduce(tf.distribute.ReduceOp.SUM, weighted)
+    for update, value in zip(pending, values):
+        update.hook.variable.assign(update.hook.new_value(value))
 
 
 def register_update(hook: UpdateHook, value) -> None:

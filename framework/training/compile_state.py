@@ -12,7 +12,7 @@ import weakref
 
 import tensorflow as tf
 
-from graphfit.training import input_checks
+from graphfit.training import distribution, input_checks
 from graphfit.training.compiled_steps import CompiledSteps
 from graphfit.training.execution_sizer import ExecutionSizer
 from graphfit.training.losses import LossSet
@@ -76,6 +76,37 @@ def _check_metrics(metrics, argument: str):
     return metrics
 
 
+def _check_distributed_optimizer(strategy, optimizer) -> None:
+    """Refuses what the distributed steps cannot run, before any step."""
+    from graphfit.optimizers.optimizer import Optimizer  # the optimizers package imports graphfit
+
+    if type(optimizer).minimize is not Optimizer.minimize:
+        raise ValueError(
+            f"{type(optimizer).__name__} runs its own minimize (a second-order step), which is "
+            f"not supported under a tf.distribute strategy yet: use a first-order optimizer "
+            f"(SGD, Adam, ...) there, or train on one device.")
+    distribution.check_created_in_scope(strategy, optimizer.variables,
+                                        f"Optimizer {optimizer.name!r}'s")
+
+
+def _check_distributed_model(strategy, model) -> None:
+    from graphfit.layers import BlackBox  # layers import graphfit
+    from graphfit.training.compiled_steps import overrides_step
+
+    for step in ("train_step", "test_step", "predict_step"):
+        if overrides_step(model, step):
+            raise ValueError(
+                f"{type(model).__name__} overrides {step}, which is not supported under a "
+                f"tf.distribute strategy: the distributed engine runs the default steps. Use "
+                f"the default {step}, or train on one device.")
+    for layer in model.flatten_layers():
+        if isinstance(layer, BlackBox):
+            raise ValueError(
+                f"Layer {layer.name!r} is a BlackBox (Python code run from the graph), which is "
+                f"not supported under a tf.distribute strategy: train on one device.")
+    distribution.check_created_in_scope(strategy, model.variables, f"Model {model.name!r}'s")
+
+
 class CompileState:
     """The result of `compile`: validated settings, built lazily against the data."""
 
@@ -94,7 +125,17 @@ class CompileState:
             )
         from graphfit import optimizers  # the optimizers package imports graphfit
 
+        # Compiled inside `strategy.scope()`: the steps run on every replica of it.
+        self.strategy = distribution.current_strategy()
+        if self.strategy is not None:
+            distribution.check_strategy(self.strategy)
+            if jit_compile is True:
+                raise ValueError(
+                    "jit_compile=True is not supported under a tf.distribute strategy: compile "
+                    "with jit_compile='auto' or False (the distributed steps run without XLA).")
         self.optimizer = None if optimizer is None else optimizers.get(optimizer)
+        if self.strategy is not None and self.optimizer is not None:
+            _check_distributed_optimizer(self.strategy, self.optimizer)
         self.loss_set = LossSet(loss, loss_weights) if loss is not None else None
         self.metrics_spec = _check_metrics(metrics, "metrics")
         self.weighted_metrics_spec = _check_metrics(weighted_metrics, "weighted_metrics")
@@ -147,16 +188,22 @@ class CompileState:
                 metrics.build(y_spec, model.output_spec)
             self.stage_metrics = stage_metrics  # only once every stage built
         variables = model.trainable_variables
+        if self.strategy is not None:
+            _check_distributed_model(self.strategy, model)
+            if self.loss_set is not None:
+                distribution.check_losses(self.loss_set)
         # Freezing or unfreezing changes the variables trained and the update hooks run.
         key = ([id(v) for v in variables], [(id(l), l.trainable) for l in model.flatten_layers()])
         if self.steps is None or key != self._steps_key:
             if self.optimizer is not None:
-                self.optimizer.build(variables)
-            self.jit_compile = resolve_jit_compile(self.jit_compile_setting, model,
-                                                   self.optimizer)
+                with distribution.strategy_scope(self.strategy):  # mirrored slots
+                    self.optimizer.build(variables)
+            self.jit_compile = self.strategy is None and resolve_jit_compile(
+                self.jit_compile_setting, model, self.optimizer)
             self.steps = CompiledSteps(model, self.loss_set, self.optimizer, self.stage_metrics,
                                        self.jit_compile, self.run_eagerly,
-                                       jit_required=self.jit_compile_setting is True)
+                                       jit_required=self.jit_compile_setting is True,
+                                       strategy=self.strategy)
             self._steps_key = key
         self.steps.stage_metrics = self.stage_metrics
 

@@ -17,6 +17,8 @@ chunk, not once per batch. Keras metrics stay outside the XLA cluster, which kee
 metric usable with `jit_compile`.
 """
 
+# Over 400 lines for now: one class owns the traced steps and every loop that runs them
+# (arrays, datasets, predict, taps, strategy); splitting the loops out is the next step.
 from __future__ import annotations
 
 import warnings
@@ -25,7 +27,14 @@ import tensorflow as tf
 
 from graphfit.core import autograph_scope, host_errors, step_context, update_hooks
 from graphfit.core.step_types import StepResult, unpack_data
-from graphfit.training import activation_taps, input_checks, node_taps, steps, xla_support
+from graphfit.training import (
+    activation_taps,
+    distribution,
+    input_checks,
+    node_taps,
+    steps,
+    xla_support,
+)
 
 __all__ = ["CompiledSteps", "overrides_step"]
 
@@ -80,10 +89,16 @@ class CompiledSteps:
         jit_required: XLA was asked for explicitly (jit_compile=True): a step XLA cannot
             compile is an error. Otherwise ("auto") such a step, or a step fed more than
             `xla_support.MAX_XLA_SHAPES` input shapes, warns and runs without XLA.
+        strategy: the `tf.distribute` strategy the model was compiled under, or None. Each
+            step then runs on every replica on its slice of the batch, without XLA, and the
+            loop combines the replicas' results (`graphfit.training.distribution`).
     """
 
     def __init__(self, model, loss_set, optimizer, stage_metrics, jit_compile: bool,
-                 run_eagerly: bool = False, jit_required: bool = False):
+                 run_eagerly: bool = False, jit_required: bool = False, strategy=None):
+        if strategy is None:
+            distribution.check_not_distributed(model)
+        self.strategy = strategy
         self.model = model
         self.loss_set = loss_set
         self.optimizer = optimizer
@@ -111,7 +126,9 @@ class CompiledSteps:
 
     # ------------------------------------------------------------------ the single steps
     def _compile_step(self, fn):
-        if self.run_eagerly:
+        # Under a strategy the loop is the one tf.function: a nested one may not synchronize
+        # replicas (all-reduce, mirrored assignments).
+        if self.run_eagerly or self.strategy is not None:
             return fn
         if not self.jit_compile:
             return tf.function(fn, jit_compile=False, reduce_retracing=True)
@@ -189,7 +206,7 @@ class CompiledSteps:
         with update_hooks.collect_updates() as pending, \
                 step_context.training_step(unpack_data(data)[1]):
             result = autograph_scope.convert_user_code(self.model.train_step)(data)
-        update_hooks.apply_updates(pending)
+        update_hooks.apply_updates(pending, distribution.replica_share(tf.float64))
         return _check_result(result, "train_step")
 
     def _train_step_with_taps(self, data):
@@ -213,6 +230,10 @@ class CompiledSteps:
         return autograph_scope.convert_user_code(self.model.predict_step)(data)
 
     # ------------------------------------------------------------------ loops over chunks
+    def _in_scope(self, run):
+        with distribution.strategy_scope(self.strategy):
+            return self._guarded(run)
+
     def _run_and_record(self, stage: str, batch, check_labels: bool = False) -> None:
         data = _as_data(batch)
         x, y, sample_weight = unpack_data(data)
@@ -222,7 +243,7 @@ class CompiledSteps:
         if check_labels:
             checks = input_checks.label_assertions(y, self.label_checks.get(stage, {}))
         with tf.control_dependencies(checks):  # a bad batch stops the loop before its step
-            result = step(data)
+            result = distribution.on_replicas(self.strategy, step, data)
         self.stage_metrics[stage].update(y, sample_weight, result,
                                          steps.batch_size_of(result, data))
 
@@ -230,23 +251,23 @@ class CompiledSteps:
         """Runs one step per row of `index_batches` (sample indices into `data`)."""
         indices = tf.convert_to_tensor(index_batches, tf.int32)
         self._prepare_shape_log(stage, data)
-        return int(self._guarded(lambda: self._array_loop(stage, data)(data, indices)))
+        return int(self._in_scope(lambda: self._array_loop(stage, data)(data, indices)))
 
     def run_dataset(self, stage: str, iterator, num_steps: int) -> int:
         """Runs up to `num_steps` steps from `iterator`; returns how many ran."""
         steps_wanted = tf.constant(num_steps, tf.int32)
         self._prepare_shape_log(stage, _as_tuple(iterator.element_spec))
-        return int(self._guarded(lambda: self._dataset_loop(stage)(iterator, steps_wanted)))
+        return int(self._in_scope(lambda: self._dataset_loop(stage)(iterator, steps_wanted)))
 
     def predict_arrays(self, x, index_batches):
         indices = tf.convert_to_tensor(index_batches, tf.int32)
         self._prepare_shape_log("predict", (x,))
-        return self._guarded(lambda: self._array_loop("predict", (x,))((x,), indices))
+        return self._in_scope(lambda: self._array_loop("predict", (x,))((x,), indices))
 
     def predict_dataset(self, iterator, num_steps: int):
         steps_wanted = tf.constant(num_steps, tf.int32)
         self._prepare_shape_log("predict", _as_tuple(iterator.element_spec))
-        return self._guarded(lambda: self._dataset_loop("predict")(iterator, steps_wanted))
+        return self._in_scope(lambda: self._dataset_loop("predict")(iterator, steps_wanted))
 
     def _array_loop(self, stage: str, data: tuple):
         signature = _loop_signature(data)
@@ -297,7 +318,8 @@ class CompiledSteps:
         for i in tf.range(steps):
             batch = _gather(data, index_batches[i])
             self._record_shape("predict", batch)
-            outputs = tf.nest.flatten(self.predict_step(batch))
+            outputs = tf.nest.flatten(
+                distribution.on_replicas(self.strategy, self.predict_step, batch))
             arrays = [a.write(i, o) for a, o in zip(arrays, outputs)]
         return [a.concat() for a in arrays]
 
@@ -310,7 +332,8 @@ class CompiledSteps:
                 break
             batch = _as_tuple(element.get_value())
             self._record_shape("predict", batch)
-            outputs = tf.nest.flatten(self.predict_step(batch))
+            outputs = tf.nest.flatten(
+                distribution.on_replicas(self.strategy, self.predict_step, batch))
             arrays = [a.write(done, o) for a, o in zip(arrays, outputs)]
             done += 1
         return [a.concat() for a in arrays]
@@ -328,6 +351,7 @@ class CompiledSteps:
         """
         if self.gradient_taps is not None:
             return
+        self._refuse_under_strategy("gradient histograms (gradient taps)")
         with tf.init_scope():
             self.gradient_taps = [
                 tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
@@ -335,6 +359,12 @@ class CompiledSteps:
                 for v in self.variables
             ]
         self._retrace_training()
+
+    def _refuse_under_strategy(self, what: str) -> None:
+        if self.strategy is not None:
+            raise ValueError(
+                f"TensorBoard's {what} are not supported under a tf.distribute strategy "
+                f"({type(self.strategy).__name__}): turn them off, or train on one device.")
 
     def _retrace_training(self) -> None:
         traced = self._train_step if self.gradient_taps is None else self._train_step_with_taps
@@ -351,6 +381,7 @@ class CompiledSteps:
         `capacity`: the recordings kept between two reads. Raises ValueError for an unknown
         layer name (listing the model's layers) or a bad argument.
         """
+        self._refuse_under_strategy("gradient_taps")
         if self.node_taps is None or not self.node_taps.matches(names, every_n_steps, capacity):
             self.node_taps = node_taps.NodeTaps(self.model, self.variables, names,
                                                 every_n_steps, capacity)
@@ -359,6 +390,7 @@ class CompiledSteps:
     def enable_activation_taps(self, names, every_n_steps: int = 1, capacity: int = 1) -> None:
         """As `enable_node_taps`, for d(loss)/d(each named layer's output) from the step's
         own backward pass (`graphfit.training.activation_taps`; `activation_taps.read`)."""
+        self._refuse_under_strategy("activation_gradient_taps")
         taps = self.activation_taps
         if taps is None or not taps.matches(names, every_n_steps, capacity):
             self.activation_taps = activation_taps.ActivationTaps(self.model, names,
@@ -377,6 +409,8 @@ class CompiledSteps:
         hooks; the graph XLA compiles under `jit_compile`), or None before the first
         training step and when running eagerly."""
         if self.run_eagerly or self.train_data_spec is None:
+            return None
+        if self.strategy is not None:  # the step is traced inside the loop, per replica
             return None
         return self.train_step.get_concrete_function(self.train_data_spec).graph
 

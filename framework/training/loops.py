@@ -15,6 +15,7 @@ import tensorflow as tf
 from graphfit.callbacks import CallbackList
 from graphfit.core import validation
 from graphfit.saving import checkpoints
+from graphfit.training import distribution
 from graphfit.training.compiled_steps import overrides_step
 from graphfit.training.feeds import make_feed
 from graphfit.training.frozen_cache import check_cache_frozen, start_cached_fit
@@ -187,6 +188,9 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
         validation_freq, test_freq, check_finite, cache_frozen=False):
     state = model.compiled_for("fit")
     cache_frozen = check_cache_frozen(cache_frozen)
+    if cache_frozen and state.strategy is not None:
+        raise ValueError("fit(cache_frozen=True) is not supported under a tf.distribute "
+                         "strategy yet; leave cache_frozen off to train under the strategy.")
     default_step = _require_loss(model, state, "train")
     verbose = validation.verbosity(verbose, allow_auto=True)
     validation.positive_int("epochs", epochs)
@@ -288,7 +292,8 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
     else:
         feed = make_feed(model, x, batch_size=batch_size, check_finite=False)
     state = model.state_for_predict()
-    model.build_for(feed.element_spec[0], feed.names[0])
+    with distribution.strategy_scope(getattr(state, "strategy", None)):  # mirrored weights
+        model.build_for(feed.element_spec[0], feed.names[0])
     state.prepare(model, feed)
     verbose = validation.verbosity(verbose, allow_auto=True)
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,

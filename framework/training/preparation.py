@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from graphfit.training import distribution
 from graphfit.training.feeds import arrange_targets
 
 __all__ = ["prepare_for_feed", "SpecFeed"]
@@ -29,7 +30,9 @@ def prepare_for_feed(model, state, feed) -> None:
         ValueError: when the inputs do not fit the built model, or the labels do not fit
             its outputs.
     """
-    model.build_for(feed.element_spec[0], feed.names[0])
+    # Under a tf.distribute strategy the weights are created mirrored, one copy per replica.
+    with distribution.strategy_scope(getattr(state, "strategy", None)):
+        model.build_for(feed.element_spec[0], feed.names[0])
     names = model.output_names
     feed.arrange_targets(names, state.outputs_needing_labels(names))
     state.prepare(model, feed)

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from graphfit.core import autograph_scope, step_context, update_hooks
 from graphfit.core.step_types import ForwardPass, StepBatch, StepResult, unpack_data
+from graphfit.training import distribution
 
 if TYPE_CHECKING:
     from graphfit.training.activation_taps import ActivationTaps
@@ -85,7 +86,8 @@ def train_step(model, data, *, taps: NodeTaps | None = None,
             y_pred = model(x, training=True)
         if not first_pass:
             probe.mark("loss")
-        loss, output_losses = loss_set(y, y_pred, sample_weight)
+        loss, output_losses = distribution.undo_keras_scaling(
+            *loss_set(y, y_pred, sample_weight))
         added = context.total_added_loss(loss.dtype)
         if added is not None:  # losses layers add (a ClassMeans's center loss)
             loss = loss + added
@@ -112,7 +114,8 @@ def train_step(model, data, *, taps: NodeTaps | None = None,
         tapped.record(step)
     probe.mark("update_hooks")
     # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
-    update_hooks.apply_updates(forward.updates)
+    # Under a tf.distribute strategy: the replicas' share-weighted mean (one all-reduce).
+    update_hooks.apply_updates(forward.updates, distribution.replica_share(tf.float64))
     return StepResult(loss, forward.y_pred, forward.output_losses, added_logs)
 
 
@@ -122,7 +125,7 @@ def test_step(model, data) -> StepResult:
     loss_set.bind(model)
     x, y, sample_weight = unpack_data(data)
     y_pred = model(x, training=False)
-    loss, output_losses = loss_set(y, y_pred, sample_weight)
+    loss, output_losses = distribution.undo_keras_scaling(*loss_set(y, y_pred, sample_weight))
     return StepResult(loss, y_pred, output_losses)
 
 

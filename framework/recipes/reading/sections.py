@@ -20,6 +20,7 @@ from graphfit.recipes.reading.components import (
     optimizer_family,
 )
 from graphfit.recipes.reading.data_schema import DATA_DOC, check_data_source
+from graphfit.recipes.reading.distribute_schema import DISTRIBUTE_DOC, check_distribute
 from graphfit.recipes.reading.model_schema import MODEL_DOC, check_model
 from graphfit.recipes.reading.schema import (
     INVALID,
@@ -151,6 +152,8 @@ RECIPE = Section({
                        "global_clipnorm, clipvalue, weight_decay}"),
     "training": Field(_TRAINING, {}, "epochs, batch size, compilation, dtype, splits"),
     "callbacks": Field(_component_list(CALLBACK), [], "{type: Name, ...} entries"),
+    "distribute": Field(Nullable(Custom(check_distribute, "a distribution strategy")), None,
+                        DISTRIBUTE_DOC),
     "run_dir": Field(Nullable(String()), None, "where the run is written (default "
                                                "runs/<name>/<timestamp>); never overwritten"),
 })

@@ -9,6 +9,7 @@ Training into a run directory is `graphfit.recipes.running.training_run`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Any
@@ -17,7 +18,7 @@ from graphfit.datasets.graph_set import GraphSet
 from graphfit.recipes.reading.components import clean_message
 from graphfit.recipes.reading.problems import Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
-from graphfit.recipes.running import run_directory
+from graphfit.recipes.running import distribution, run_directory
 from graphfit.recipes.running.builder import build_model, compile_arguments
 from graphfit.recipes.running.data_loading import DataError, Splits, load_splits
 from graphfit.training.input_checks import NonFiniteData
@@ -33,14 +34,20 @@ class Prepared:
     recipe: Recipe
     model: Any
     splits: Splits
+    strategy: Any = None  # the tf.distribute strategy the model was built in (or None)
 
 
 def _error(recipe: Recipe, path: tuple, error: Exception) -> RecipeError:
     return RecipeError([Problem(path, clean_message(error), recipe.position(path))])
 
 
-def prepare(recipe: Recipe) -> Prepared:
+def prepare(recipe: Recipe, distribute: bool = True) -> Prepared:
     """Loads the data, builds and compiles the model and checks them against each other.
+
+    Args:
+        recipe: the checked recipe.
+        distribute: build the model inside the strategy of the recipe's `distribute:`
+            section (False: on one device, as a finished run is evaluated).
 
     Raises:
         RecipeError: naming the recipe key to fix (data, model, loss, ...).
@@ -49,6 +56,9 @@ def prepare(recipe: Recipe) -> Prepared:
     from graphfit.training.loops import check_inputs
 
     config = recipe.config
+    if distribute:  # before TensorFlow creates any strategy or starts a collective
+        distribution.check_environment(recipe)
+    strategy = distribution.strategy_for(config.get("distribute") if distribute else None)
     _check_base_split(recipe)
     gf.set_seed(config["seed"])
     try:
@@ -57,19 +67,10 @@ def prepare(recipe: Recipe) -> Prepared:
         raise _error(recipe, error.path, error) from None
     except (ValueError, OSError) as error:
         raise _error(recipe, ("data",), error) from None
-    try:
-        model = build_model(config)
-    except (ValueError, TypeError, OSError) as error:
-        raise _error(recipe, ("model",), error) from None
-    try:
-        model.compile(**compile_arguments(config))
-    except (ValueError, TypeError) as error:
-        raise _error(recipe, ("optimizer",), error) from None
+    # Variables are made when the model is built and compiled: inside the strategy's scope.
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        model = _build_and_compile(recipe, splits)
     training = config["training"]
-    try:
-        _build_on(model, splits.train)
-    except ValueError as error:
-        raise _error(recipe, _model_key(config), error) from None
     for stage, pair in (("train", splits.train), ("val", splits.val), ("test", splits.test)):
         if pair is None:
             continue
@@ -80,7 +81,24 @@ def prepare(recipe: Recipe) -> Prepared:
         except ValueError as error:
             raise _error(recipe, _stage_key(config, stage, error), error) from None
     _check_tap_names(recipe, model)
-    return Prepared(recipe, model, splits)
+    return Prepared(recipe, model, splits, strategy)
+
+
+def _build_and_compile(recipe: Recipe, splits: Splits):
+    config = recipe.config
+    try:
+        model = build_model(config)
+    except (ValueError, TypeError, OSError) as error:
+        raise _error(recipe, ("model",), error) from None
+    try:
+        model.compile(**compile_arguments(config))
+    except (ValueError, TypeError) as error:
+        raise _error(recipe, ("optimizer",), error) from None
+    try:
+        _build_on(model, splits.train)
+    except ValueError as error:
+        raise _error(recipe, _model_key(config), error) from None
+    return model
 
 
 # What decides which rows land in which split (see data_loading): the data must be split
@@ -196,7 +214,7 @@ def load_run(run: str) -> tuple[Prepared, dict]:
     """
     run = run_directory.find_run(run)  # also puts the run's user modules back on sys.path
     recipe = load_recipe(run_directory.read_recipe(run))
-    prepared = prepare(recipe)
+    prepared = prepare(recipe, distribute=False)  # a finished run is evaluated on one device
     _load_final_weights(prepared, run)
     preprocessing = run_directory.read_json(os.path.join(run, "preprocessing.json"))
     return prepared, preprocessing

@@ -117,7 +117,7 @@ def hyperparameters(config: dict) -> dict[str, Any]:
                 isinstance(value, float) and not math.isfinite(value)):
             flat[prefix] = value
 
-    for section in ("seed", "data", "optimizer", "training", "loss"):
+    for section in ("seed", "data", "optimizer", "training", "loss", "distribute"):
         walk(config.get(section), section)
     flat.pop("data.path", None)
     flat["model.layers"] = len(config["model"].get("layers") or config["model"].get("nodes"))

@@ -1,0 +1,64 @@
+"""fit, evaluate and predict under tf.distribute.MirroredStrategy on 2 logical CPUs give the
+same numbers as one device (float64, same global batches).
+
+Logical devices must be set before TensorFlow initializes its devices, so every case runs in
+one subprocess (`mirrored_equivalence_script.py`), which prints the differences as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = pathlib.Path(__file__).with_name("mirrored_equivalence_script.py")
+TOLERANCE = 1e-6
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
+                          timeout=240, env=env)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_sgd_momentum_matches_one_device(results):
+    case = results["sgd_momentum"]
+    assert case["trained"] > 0.1  # the weights moved: the comparison is not vacuous
+    assert case["weights"] < TOLERANCE and case["slots"] < TOLERANCE
+    # loss and accuracy of training and validation, every epoch
+    assert case["keys"] == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    assert case["logs"] < TOLERANCE
+
+
+def test_adam_global_clipnorm_auc_evaluate_predict_checkpoint(results):
+    case = results["adam_clipnorm"]
+    assert case["weights"] < TOLERANCE and case["slots"] < TOLERANCE
+    assert "val_auc" in case["keys"] and case["logs"] < TOLERANCE
+    assert case["evaluate"] < TOLERANCE  # batches of 13 rows: 6 and 7 per replica
+    assert case["predict_rows"] == 96 and case["predict"] < TOLERANCE
+    assert case["predict_dataset"] < TOLERANCE and case["evaluate_dataset"] < TOLERANCE
+    assert case["checkpoint"] < TOLERANCE  # written under the strategy, read on one device
+
+
+def test_batch_norm_moving_statistics(results):
+    case = results["batch_norm"]
+    assert case["moving_mean"] < 1e-12  # updated once, from the replicas' weighted mean
+    assert case["variance_single"] < 1e-12
+    assert case["variance_halves"] < 1e-12  # the mean of the replicas' variances
+    assert case["variance_gap"] > 1e-3  # which is not the full batch's variance
+
+
+def test_unsupported_setups_are_refused(results):
+    messages = results["refusals"]
+    assert "LevenbergMarquardt" in messages["levenberg_marquardt"]
+    assert "jit_compile=True" in messages["jit_compile"]
+    assert "created outside the scope" in messages["optimizer_outside"]
+    assert "strategy.scope()" in messages["optimizer_outside"]
