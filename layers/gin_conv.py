@@ -15,6 +15,7 @@ from graphfit.layers.dense import Dense
 
 __all__ = ["GINConv"]
 
+_NAMES = ("node_features", "senders", "receivers")
 _INPUTS = "[node_features (N, F), senders (E,), receivers (E,)]"
 _INTEGER_HINT = ("Feed them as int32 arrays. A model built from shapes alone (GraphModel("
                  "inputs={name: shape}), model.build) makes every input float: give the input "
@@ -139,13 +140,5 @@ def _check_shapes(layer: Layer, shapes) -> None:
 
 def _check_inputs(layer: Layer, inputs):
     """The three inputs, checked; node features cast to the layer's dtype."""
-    _check_shapes(layer, [getattr(t, "shape", None) for t in inputs]
-                  if isinstance(inputs, (list, tuple)) else inputs)
-    nodes, senders, receivers = inputs
-    for what, tensor in (("senders", senders), ("receivers", receivers)):
-        if not tensor.dtype.is_integer:
-            raise _error(layer, f"{what} has dtype {tensor.dtype.name}, but must be integers "
-                                f"(int32). {_INTEGER_HINT}")
-    if not nodes.dtype.is_floating:
-        nodes = tf.cast(nodes, layer.dtype)
-    return nodes, senders, receivers
+    return graph_inputs.checked_inputs(layer, _INPUTS, inputs, _check_shapes, _NAMES,
+                                       _INTEGER_HINT)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-__all__ = ["input_error", "checked_shapes"]
+__all__ = ["input_error", "checked_shapes", "checked_dtypes", "checked_inputs"]
 
 
 def input_error(layer, expected: str, message: str) -> ValueError:
@@ -33,3 +33,25 @@ def checked_shapes(layer, expected: str, shapes, ranks: dict[str, int]) -> list:
                                                f"rank {shape.rank}, but must have rank "
                                                f"{ranks[name]}.")
     return shapes
+
+
+def checked_dtypes(layer, expected: str, inputs, names: tuple[str, str, str], hint: str):
+    """`inputs` with the first (the node values) cast to the layer's floating dtype, once the
+    other two (index inputs, `names[1:]`) are checked to be integers."""
+    values, *indices = inputs
+    for name, tensor in zip(names[1:], indices):
+        if not tensor.dtype.is_integer:
+            raise input_error(layer, expected, f"{name} has dtype {tensor.dtype.name}, but "
+                                               f"must be integers (int32). {hint}")
+    if not values.dtype.is_floating:
+        values = tf.cast(values, layer.dtype)
+    return (values, *indices)
+
+
+def checked_inputs(layer, expected: str, inputs, check_shapes, names: tuple[str, str, str],
+                   hint: str):
+    """`check_shapes(layer, shapes)` (the layer's own shape checks) on the list `inputs`,
+    then `checked_dtypes`: the inputs, ready for the layer's `call`."""
+    check_shapes(layer, [getattr(t, "shape", None) for t in inputs]
+                 if isinstance(inputs, (list, tuple)) else inputs)
+    return checked_dtypes(layer, expected, inputs, names, hint)

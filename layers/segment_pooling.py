@@ -17,6 +17,7 @@ __all__ = ["SegmentPooling", "REDUCTIONS"]
 REDUCTIONS = ("sum", "mean", "max", "attention")
 """The `reduce` values `SegmentPooling` accepts."""
 
+_NAMES = ("values", "graph_index", "node_counts")
 _INPUTS = "[values (N, F), graph_index (N,), node_counts (G,)]"
 _INTEGER_HINT = ("Feed them as int32 arrays. A model built from shapes alone (GraphModel("
                  "inputs={name: shape}), model.build) makes every input float: give the input "
@@ -163,13 +164,5 @@ def _check_shapes(layer: Layer, shapes) -> None:
 
 def _check_inputs(layer: Layer, inputs):
     """The three inputs, checked; values cast to the layer's dtype."""
-    _check_shapes(layer, [getattr(t, "shape", None) for t in inputs]
-                  if isinstance(inputs, (list, tuple)) else inputs)
-    values, graph_index, node_counts = inputs
-    for what, tensor in (("graph_index", graph_index), ("node_counts", node_counts)):
-        if not tensor.dtype.is_integer:
-            raise _error(layer, f"{what} has dtype {tensor.dtype.name}, but must be integers "
-                                f"(int32). {_INTEGER_HINT}")
-    if not values.dtype.is_floating:
-        values = tf.cast(values, layer.dtype)
-    return values, graph_index, node_counts
+    return graph_inputs.checked_inputs(layer, _INPUTS, inputs, _check_shapes, _NAMES,
+                                       _INTEGER_HINT)
