@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import validation
-from graphfit.core.layer import InputSpec, Layer
+from graphfit.core.layer import InputSpec, Layer, floating_dtype
 from graphfit.core.registry import register_layer
 from graphfit.layers import gradient_estimators, user_functions
 from graphfit.layers.black_box_calls import CheckedFunction
@@ -37,15 +37,10 @@ def _output_dtype(value, owner: str) -> tf.DType | None:
     if value is None:
         return None
     try:
-        dtype = tf.as_dtype(value)
-    except TypeError:
-        dtype = None
-    if dtype is None or not dtype.is_floating:
-        raise ValueError(
-            f"{owner}: output_dtype must be a floating dtype such as 'float32' (gradients "
-            f"flow through floats only), or None for the layer's dtype. Received: "
-            f"output_dtype={value!r}")
-    return dtype
+        return floating_dtype(value, "output_dtype", " (gradients flow through floats only), "
+                                                     "or None for the layer's dtype")
+    except ValueError as error:
+        raise ValueError(f"{owner}: {error}") from None
 
 
 @register_layer

@@ -23,17 +23,19 @@ from graphfit.core.layer_tracking import LayerTracking
 from graphfit.core.naming import snake_case, unique_name
 from graphfit.core.shapes import shape_text
 
-__all__ = ["Layer", "InputSpec"]
+__all__ = ["Layer", "InputSpec", "floating_dtype"]
 
-def _floating_dtype(dtype, argument: str = "dtype") -> tf.DType:
+def floating_dtype(value, argument: str = "dtype", detail: str = "") -> tf.DType:
+    """`value` as a floating `tf.DType`, else a ValueError naming `argument` (`detail`: why
+    it must be floating, or what else is accepted, inserted before "Received")."""
     try:
-        resolved = tf.as_dtype(dtype)
+        resolved = tf.as_dtype(value)
     except TypeError:
         resolved = None
     if resolved is None or not resolved.is_floating:
         raise ValueError(
-            f"{argument} must be a floating dtype such as 'float32' or 'float64'. "
-            f"Received: {argument}={dtype!r}"
+            f"{argument} must be a floating dtype such as 'float32' or 'float64'{detail}. "
+            f"Received: {argument}={value!r}"
         )
     return resolved
 
@@ -118,7 +120,7 @@ class Layer(LayerTracking, tf.Module):
         super().__init__(name=scope_name)
         self._layer_name = layer_name
         self._scope_name = scope_name
-        self._explicit_dtype = None if dtype is None else _floating_dtype(dtype)
+        self._explicit_dtype = None if dtype is None else floating_dtype(dtype)
         self._inherited_dtype = None
         self._trainable = bool(trainable)
         self._trainable_weights: list[tf.Variable] = []
