@@ -63,6 +63,18 @@ class BatchNormalization(Layer):
       dmax=0 is plain batch norm) and relax it (rmax=3, rmin=1/3, dmax=5, as in the paper) once
       the averages have settled.
 
+    **synchronized (several devices).** Under a `tf.distribute` strategy each replica runs the
+    forward pass on its slice of the global batch. With `synchronized=False` (the default,
+    cheapest) it normalizes with its slice's statistics; the moving mean becomes the global
+    batch mean, the moving variance the mean of the slices' variances (the spread between
+    their means left out). With `synchronized=True` the batch mean and variance are those of
+    the *global* batch (two all-reduces per layer and step, the gradient flowing through
+    them), so outputs, moving statistics and weights equal one device's on the same global
+    batches. Use it when each replica's slice is small (a few examples per GPU, as in
+    detection or segmentation): per-slice statistics are then noisy and training degrades.
+    Without a strategy it changes nothing. Levenberg–Marquardt cannot run it under a
+    strategy (its loops cannot hold an all-reduce): see `synchronizes_replicas`.
+
     **Freezing.** With `trainable=False` the layer runs in inference mode even when called
     with `training=True` and registers no hooks (Keras 3 behaviour), so fine-tuning a frozen
     base keeps its statistics.
@@ -80,6 +92,8 @@ class BatchNormalization(Layer):
             bounding the corrections (missing: inf, 0, inf).
         renorm_momentum: momentum of the renorm averages used in training, in [0, 1].
         name: the layer's name. dtype: its floating dtype (None inherits the model's).
+        synchronized: under a `tf.distribute` strategy, compute the training batch
+            statistics over all replicas (the global batch) instead of each replica's slice.
         trainable: False freezes the layer (inference mode, no hooks).
 
     Raises:
@@ -116,6 +130,7 @@ class BatchNormalization(Layer):
         renorm: bool = False,
         renorm_clipping: dict | None = None,
         renorm_momentum: float = 0.99,
+        synchronized: bool = False,
         name: str | None = None,
         dtype=None,
         trainable: bool = True,
@@ -139,6 +154,7 @@ class BatchNormalization(Layer):
         self.renorm = _boolean(renorm, "renorm")
         self.renorm_clipping = _renorm_clipping(renorm_clipping, self.renorm)
         self.renorm_momentum = _unit_interval(renorm_momentum, "renorm_momentum")
+        self.synchronized = _boolean(synchronized, "synchronized")
         self.input_spec = InputSpec(
             min_ndim=2,
             hint="BatchNormalization needs a batch axis and a features axis: add "
@@ -191,18 +207,29 @@ class BatchNormalization(Layer):
         """Batch statistics in training; a frozen layer uses its moving ones."""
         return self.trainable
 
+    @property
+    def synchronizes_replicas(self) -> bool:
+        """Whether a training forward pass under a strategy all-reduces across replicas
+        (`synchronized=True` and not frozen): such a pass must run at the top level of a
+        replica's function, not inside a `tf.cond` or loop body."""
+        return self.synchronized and self.trainable
+
     def call(self, inputs, training: bool = False):
         gamma, beta = self.gamma, self.beta
         # Keras 3: a frozen layer normalizes with its moving statistics even in training.
         if training and self.trainable:
-            mean, variance = tf.nn.moments(inputs, axes=self._reduction_axes)
+            synced = self.synchronized and _replicas_in_sync() > 1
+            if synced:
+                mean, variance = _global_moments(inputs, self._reduction_axes)
+            else:
+                mean, variance = tf.nn.moments(inputs, axes=self._reduction_axes)
             if self.renorm:
                 r, d = self._renorm_corrections(mean, variance)
                 gamma, beta = _compose(r, d, gamma, beta)
-                self._update_renorm_statistics(mean, variance)
+                self._update_renorm_statistics(mean, variance, synced)
             else:
-                self.add_moving_average(self.moving_mean, mean, self.momentum)
-                self.add_moving_average(self.moving_variance, variance, self.momentum)
+                self._average(self.moving_mean, mean, self.momentum, synced)
+                self._average(self.moving_variance, variance, self.momentum, synced)
         else:
             mean, variance = self.moving_mean, self.moving_variance
         return self._normalize(inputs, mean, variance, beta, gamma)
@@ -236,19 +263,28 @@ class BatchNormalization(Layer):
             d = tf.clip_by_value(d, -clipping["dmax"], clipping["dmax"])
         return r, d
 
-    def _update_renorm_statistics(self, mean, variance) -> None:
+    def _average(self, variable, value, momentum, synced: bool) -> None:
+        """A moving-average hook; synced, its value is already the global batch's."""
+        if synced:
+            self.add_update_over_replicas(variable, value, momentum=momentum)
+        else:
+            self.add_moving_average(variable, value, momentum)
+
+    def _update_renorm_statistics(self, mean, variance, synced: bool) -> None:
         stddev = tf.sqrt(variance + self.epsilon)
-        self.add_moving_average(self.renorm_mean, mean, self.renorm_momentum)
-        self.add_moving_average(self.renorm_stddev, stddev, self.renorm_momentum)
-        self.add_moving_average(self.moving_mean, mean, self.momentum)
+        self._average(self.renorm_mean, mean, self.renorm_momentum, synced)
+        self._average(self.renorm_stddev, stddev, self.renorm_momentum, synced)
+        self._average(self.moving_mean, mean, self.momentum, synced)
         # Read moving_stddev before its hook may run: moving_variance derives from the new
         # value with Keras's exact expression.
         new_moving_stddev = self.moving_stddev * self.momentum + stddev * (1.0 - self.momentum)
-        self.add_moving_average(self.moving_stddev, stddev, self.momentum)
+        self._average(self.moving_stddev, stddev, self.momentum, synced)
         # ReLU guards against rounding making the variance negative.
-        self.add_update(
-            self.moving_variance, tf.nn.relu(new_moving_stddev * new_moving_stddev - self.epsilon)
-        )
+        variance = tf.nn.relu(new_moving_stddev * new_moving_stddev - self.epsilon)
+        if synced:
+            self.add_update_over_replicas(self.moving_variance, variance)
+        else:
+            self.add_update(self.moving_variance, variance)
 
     def get_config(self) -> dict[str, Any]:
         serialize = keras.initializers.serialize
@@ -266,7 +302,47 @@ class BatchNormalization(Layer):
             "renorm": self.renorm,
             "renorm_clipping": None if self.renorm_clipping is None else dict(self.renorm_clipping),
             "renorm_momentum": self.renorm_momentum,
+            "synchronized": self.synchronized,
         }
+
+
+def _replicas_in_sync() -> int:
+    """The replicas running this forward pass together (1 on one device)."""
+    context = tf.distribute.get_replica_context()
+    return 1 if context is None else context.num_replicas_in_sync
+
+
+def _global_moments(inputs, axes):
+    """Mean and variance of the global batch, in a replica's function: an all-reduce of the
+    sums, then of the squared deviations from the global mean (no cancellation)."""
+    context = tf.distribute.get_replica_context()
+    dtype = tf.float32 if inputs.dtype in (tf.float16, tf.bfloat16) else inputs.dtype
+    values = tf.cast(inputs, dtype)
+    count = tf.cast(tf.reduce_prod(tf.gather(tf.shape(values), axes)), dtype)
+    total = context.all_reduce(tf.distribute.ReduceOp.SUM, count)
+    share = tf.math.divide_no_nan(count, total)
+    mean = _replica_sum(tf.reduce_sum(values, axes, keepdims=True), share, context) / total
+    deviations = tf.math.squared_difference(values, tf.stop_gradient(mean))
+    variance = _replica_sum(tf.reduce_sum(deviations, axes, keepdims=True), share,
+                            context) / total
+    squeeze = lambda t: tf.cast(tf.squeeze(t, axes), inputs.dtype)  # noqa: E731
+    return squeeze(mean), squeeze(variance)
+
+
+def _replica_sum(local, share, context):
+    """The sum of `local` over the replicas, differentiable for graphfit's distributed step:
+    it weighs replica r's gradients by its share s_r of the rows (its loss a mean over its
+    rows), so d(global loss)/d(sum) = sum_q s_q dL_q/d(sum), divided here by the s_r that
+    multiplies replica r's gradient afterwards."""
+    @tf.custom_gradient
+    def summed(value):
+        def gradient(upstream):
+            weighted = context.all_reduce(tf.distribute.ReduceOp.SUM, upstream * share)
+            return tf.math.divide_no_nan(weighted, share)  # a replica with no rows: 0
+
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, value), gradient
+
+    return summed(local)
 
 
 def _compose(r, d, gamma, beta):
@@ -304,15 +380,11 @@ def _renorm_clipping(clipping, renorm: bool) -> dict | None:
     if clipping is None:
         return None
     if not renorm:
-        raise ValueError(
-            "renorm_clipping only applies with renorm=True; pass renorm=True or drop it. "
-            f"Received: renorm_clipping={clipping!r}"
-        )
+        raise ValueError("renorm_clipping only applies with renorm=True; pass renorm=True or "
+                         f"drop it. Received: renorm_clipping={clipping!r}")
     if not isinstance(clipping, dict) or set(clipping) - set(_CLIPPING_KEYS):
-        raise ValueError(
-            f"renorm_clipping must be a dict with keys among {list(_CLIPPING_KEYS)}. "
-            f"Received: renorm_clipping={clipping!r}"
-        )
+        raise ValueError(f"renorm_clipping must be a dict with keys among {list(_CLIPPING_KEYS)}. "
+                         f"Received: renorm_clipping={clipping!r}")
     for key, value in clipping.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ValueError(
@@ -320,9 +392,7 @@ def _renorm_clipping(clipping, renorm: bool) -> dict | None:
             )
     rmax, rmin, dmax = (clipping.get(k) for k in _CLIPPING_KEYS)
     if rmax is not None and rmin is not None and rmax < rmin:
-        raise ValueError(
-            f"renorm_clipping needs rmax >= rmin. Received: rmax={rmax}, rmin={rmin}"
-        )
+        raise ValueError(f"renorm_clipping needs rmax >= rmin. Received: rmax={rmax}, rmin={rmin}")
     if dmax is not None and dmax < 0:
         raise ValueError(f"renorm_clipping needs dmax >= 0. Received: dmax={dmax}")
     return {k: (None if v is None else float(v)) for k, v in clipping.items()}

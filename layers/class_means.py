@@ -39,6 +39,15 @@ class ClassMeans(Layer):
     already seen at the previous epoch's end moved during the epoch; 0 for the first epoch)
     in the epoch's logs and TensorBoard's train run.
 
+    **Under a `tf.distribute` strategy** each replica sees a slice of the global batch. The
+    layer declares its hooks with per-class sums (feature sums, examples seen, squared
+    distances to the old centres; `Layer.add_update_over_replicas`): the replicas' sums are
+    added up (all-reduced as sums, not averaged) and the new means, counts and
+    `spread_total` computed from the global sums, so they equal one device's on the same
+    global batches, a class seen by one replica only included. One difference remains: the
+    center loss (below) of a class seen for the very first time measures each replica's
+    examples against that replica's own mean of the class, not the global batch's.
+
     With `center_loss_weight > 0` the layer also adds the center loss (Wen et al., 2016)
     `center_loss_weight * mean_i 0.5 * ||f_i - c_{y_i}||^2` to the training loss, reported
     (weight included) as `<name>_center_loss`: its gradient reaches the features only; the
@@ -127,19 +136,53 @@ class ClassMeans(Layer):
                 update_hooks.register_update(_MissingLabels(self, variable, "assign"), variable)
             return inputs
         labels = self._checked_labels(labels, inputs)
-        new_means, new_counts, centres = self._updated(inputs, labels)
+        old = (tf.convert_to_tensor(self.means), tf.convert_to_tensor(self.counts),
+               tf.convert_to_tensor(self.spread_total))  # read before any hook assigns
+        sums = self._batch_sums(inputs, labels, old[0])
+        new_means, centres = self._moved(sums["features"], sums["seen"], old[0], old[1])
         distances = self.center_distances(inputs, labels, centres)
-        spread = self.spread_total + tf.reduce_sum(tf.cast(distances, tf.float64)) * 2.0
-        self._declare(new_means, new_counts, spread)
+        spread = old[2] + tf.reduce_sum(tf.cast(distances, tf.float64)) * 2.0
+        self._declare((new_means, old[1] + sums["seen"], spread), sums, old)
         if self.center_loss_weight > 0.0:
             step_context.add_loss(f"{self.name}_center_loss",
                                   self.center_loss_weight * tf.reduce_mean(distances))
         return inputs
 
-    def _declare(self, means, counts, spread) -> None:
-        self.add_update(self.means, means)
-        self.add_update(self.counts, counts)
-        self.add_update(self.spread_total, spread)
+    def _declare(self, values, sums, old) -> None:
+        """The three hooks: on one device the values as computed; over replicas, from the
+        replicas' summed per-class sums (`update_hooks`), so counts add up and a class seen
+        by one replica only keeps its own mean."""
+        means, counts, spread = old
+        finishers = (lambda s: self._moved(s["features"], s["seen"], means, counts)[0],
+                     lambda s: counts + s["seen"],
+                     lambda s: self._spread_from_sums(s, means, counts, spread))
+        for variable, value, finish in zip((self.means, self.counts, self.spread_total),
+                                           values, finishers):
+            self.add_update_over_replicas(variable, value, sums=sums, finish=finish)
+
+    def _batch_sums(self, features, labels, means) -> dict:
+        """Per class: the feature sums, the examples seen, and the squared distances to the
+        old centre `sum_i 0.5 * ||f_i - means[y_i]||^2` (float64): sums over the rows."""
+        return {
+            "features": tf.math.unsorted_segment_sum(features, labels, self.num_classes),
+            "seen": tf.math.unsorted_segment_sum(tf.ones_like(labels, tf.int64), labels,
+                                                 self.num_classes),
+            "squares": tf.math.unsorted_segment_sum(
+                tf.cast(self.center_distances(features, labels, means), tf.float64), labels,
+                self.num_classes),
+        }
+
+    def _spread_from_sums(self, sums, means, counts, spread):
+        """`spread_total` after the update, from (global) per-class sums: for a class seen for
+        the first time its centre is its batch mean m, and
+        sum_i ||f_i - m||^2 = sum_i ||f_i - c||^2 - n * ||m - c||^2 for the old centre c."""
+        seen = sums["seen"]
+        batch_means = sums["features"] / tf.maximum(tf.cast(seen, means.dtype), 1.0)[:, None]
+        shift = tf.reduce_sum(tf.square(tf.cast(batch_means, tf.float64)
+                                        - tf.cast(means, tf.float64)), axis=-1)
+        first = (seen > 0) & (counts == 0)
+        correction = tf.where(first, 0.5 * tf.cast(seen, tf.float64) * shift, 0.0)
+        return spread + (tf.reduce_sum(sums["squares"]) - tf.reduce_sum(correction)) * 2.0
 
     def check_labels(self, labels) -> None:
         """Checks, before training, every label `fit` will give the layer (in-memory data):
@@ -178,19 +221,16 @@ class ClassMeans(Layer):
         with tf.control_dependencies(checks):
             return tf.identity(labels)
 
-    def _updated(self, features, labels):
-        """(new means, new counts, the centre each class is measured against)."""
-        sums = tf.math.unsorted_segment_sum(features, labels, self.num_classes)
-        seen = tf.math.unsorted_segment_sum(tf.ones_like(labels, tf.int64), labels,
-                                            self.num_classes)
+    def _moved(self, sums, seen, means, counts):
+        """(new means, the centre each class is measured against) from the per-class feature
+        sums and counts of the batch and the old means and counts."""
         present = (seen > 0)[:, None]
-        batch_means = sums / tf.maximum(tf.cast(seen, features.dtype), 1.0)[:, None]
-        first = present & (self.counts == 0)[:, None]
-        means = tf.convert_to_tensor(self.means)
+        batch_means = sums / tf.maximum(tf.cast(seen, sums.dtype), 1.0)[:, None]
+        first = present & (counts == 0)[:, None]
         moved = means * self.momentum + batch_means * (1.0 - self.momentum)
         new_means = tf.where(first, batch_means, tf.where(present, moved, means))
         centres = tf.where(first, batch_means, means)
-        return new_means, self.counts + seen, centres
+        return new_means, centres
 
     def center_distances(self, features, labels, centres=None) -> tf.Tensor:
         """`0.5 * ||f_i - c_{y_i}||^2` per example, the centres constant to the gradient.

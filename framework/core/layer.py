@@ -302,12 +302,24 @@ class Layer(LayerTracking, tf.Module):
 
         Same timing as `add_update`: once per training step, after the optimizer's update.
         """
-        momentum = float(momentum)
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"momentum must be in [0, 1]. Received: momentum={momentum}")
-        self._register(variable, value, update_hooks.MOVING_AVERAGE, momentum)
+        self._register(variable, value, update_hooks.MOVING_AVERAGE, _momentum(momentum))
 
-    def _register(self, variable, value, kind, momentum) -> None:
+    def add_update_over_replicas(self, variable: tf.Variable, value, *, momentum=None,
+                                 sums=None, finish=None) -> None:
+        """`add_update` (or `add_moving_average` with `momentum`), saying how `value`
+        combines over the replicas of a `tf.distribute` strategy (one device: as computed):
+        with `sums` (tensors summed over this replica's rows) and `finish` (global sums ->
+        value, using tensors of the forward pass, not re-reading variables) the sums are
+        added up over the replicas first; with neither, `value` is already equal on every
+        replica (from statistics all-reduced in the forward pass). See `update_hooks`."""
+        if (sums is None) != (finish is None):
+            raise ValueError(f"Layer {self.name!r}: add_update_over_replicas needs both sums "
+                             f"and finish, or neither (a value equal on every replica).")
+        kind = update_hooks.ASSIGN if momentum is None else update_hooks.MOVING_AVERAGE
+        self._register(variable, value, kind, None if momentum is None else _momentum(momentum),
+                       sums=sums, finish=finish, replicated=sums is None)
+
+    def _register(self, variable, value, kind, momentum, **replicas) -> None:
         if not isinstance(variable, tf.Variable):
             raise TypeError(
                 f"Layer {self.name!r}: update hooks change a tf.Variable created with "
@@ -321,7 +333,7 @@ class Layer(LayerTracking, tf.Module):
             )
         if not self._trainable:
             return  # a frozen layer keeps its state
-        hook = update_hooks.UpdateHook(self, variable, kind, momentum)
+        hook = update_hooks.UpdateHook(self, variable, kind, momentum, **replicas)
         update_hooks.register_update(hook, value)
 
     # ------------------------------------------------------------------------ counters
@@ -427,3 +439,10 @@ def _unbatched_shape(shape_or_tensor) -> tuple:
     shape = getattr(shape_or_tensor, "shape", shape_or_tensor)
     dims = tf.TensorShape(shape).as_list() if tf.TensorShape(shape).rank is not None else []
     return tuple([None] + dims[1:]) if dims else ()
+
+
+def _momentum(momentum) -> float:
+    momentum = float(momentum)
+    if not 0.0 <= momentum <= 1.0:
+        raise ValueError(f"momentum must be in [0, 1]. Received: momentum={momentum}")
+    return momentum
