@@ -285,6 +285,11 @@ class Optimizer(tf.Module):
     #: False when the update is known to run slower under XLA on a CPU (its step compiles
     #: for long, as Levenberg–Marquardt's); `compile(jit_compile="auto")` reads it.
     xla_friendly_on_cpu: bool = True
+    #: True when `minimize` runs once per step in cross-replica context under a
+    #: tf.distribute strategy and splits the batch over the replicas itself (its
+    #: `StepBatch.replicas`, see `graphfit.training.cross_replica`), as Levenberg–Marquardt
+    #: does; False: the whole step runs on every replica.
+    steps_across_replicas: bool = False
 
     def stop_reason(self) -> str | None:
         """Why the optimizer asks `fit` to stop (e.g. it converged), or None to go on.

@@ -32,6 +32,10 @@ class StepBatch:
         x: the inputs (a tensor, or a structure of tensors).
         y: the labels, or None.
         sample_weight: per-sample weights, or None.
+        replicas: None on one device. Under a `tf.distribute` strategy, for an optimizer
+            whose step runs in cross-replica context (`steps_across_replicas`), the
+            `graphfit.training.cross_replica.Replicas` that runs work on each replica's
+            slice of this (global) batch.
     """
 
     model: Any
@@ -39,6 +43,7 @@ class StepBatch:
     x: Any
     y: Any = None
     sample_weight: Any = None
+    replicas: Any = None
 
     @property
     def num_examples(self):

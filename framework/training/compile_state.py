@@ -80,7 +80,8 @@ def _check_distributed_optimizer(strategy, optimizer) -> None:
     """Refuses what the distributed steps cannot run, before any step."""
     from graphfit.optimizers.optimizer import Optimizer  # the optimizers package imports graphfit
 
-    if type(optimizer).minimize is not Optimizer.minimize:
+    if type(optimizer).minimize is not Optimizer.minimize \
+            and not optimizer.steps_across_replicas:
         raise ValueError(
             f"{type(optimizer).__name__} runs its own minimize (a second-order step), which is "
             f"not supported under a tf.distribute strategy yet: use a first-order optimizer "

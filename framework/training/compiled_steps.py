@@ -243,7 +243,8 @@ class CompiledSteps:
         if check_labels:
             checks = input_checks.label_assertions(y, self.label_checks.get(stage, {}))
         with tf.control_dependencies(checks):  # a bad batch stops the loop before its step
-            result = distribution.on_replicas(self.strategy, step, data)
+            across = stage == "train" and self.optimizer.steps_across_replicas
+            result = distribution.on_replicas(self.strategy, step, data, across)
         self.stage_metrics[stage].update(y, sample_weight, result,
                                          steps.batch_size_of(result, data))
 

@@ -18,10 +18,15 @@ context; each step
         once, in cross-replica context, from the whole batch: accuracy and AUC equal those of
         one device.
 
-Update hooks (batch-norm moving statistics) take the share-weighted mean of the replicas'
-values (`update_hooks.apply_updates(pending, share)`): for a moving mean that is the global
-batch mean exactly; a moving variance becomes the mean of the replicas' variances (the
-variance within replicas; the spread between replica means is not included).
+Update hooks are combined over the replicas by what their values are
+(`update_hooks.reduce_over_replicas`): a batch mean (batch-norm moving statistics) by the
+share-weighted mean of the replicas' values, exact for a moving mean, while a moving variance
+becomes the mean of the replicas' variances unless the layer is synchronized
+(`BatchNormalization(synchronized=True)` all-reduces its statistics in the forward pass);
+sums over the rows (`ClassMeans`'s per-class sums and counts) by adding them up.
+
+An optimizer that decides for all replicas at once (Levenberg–Marquardt) runs its step in
+cross-replica context instead: see `graphfit.training.cross_replica`.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from graphfit.core.step_types import StepResult
 __all__ = ["on_replicas", "check_not_distributed", "current_strategy", "strategy_scope",
            "SUPPORTED_STRATEGIES", "check_strategy",
            "check_created_in_scope", "split_batch", "run_step", "replica_share",
-           "sum_gradients", "combine", "gather_outputs", "check_losses", "undo_keras_scaling"]
+           "sum_gradients", "combine", "gather_outputs", "check_losses", "undo_keras_scaling",
+           "replica_rows", "weighted"]
 
 # One process, several replicas with synchronous all-reduce: what this engine implements.
 SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy,
@@ -107,7 +113,8 @@ def replica_share(dtype):
 
 
 @contextlib.contextmanager
-def _replica_rows(local_rows, global_rows):
+def replica_rows(local_rows, global_rows):
+    """Inside a replica's function: sets `replica_share` to local rows / global rows."""
     previous = getattr(_local, "share", None)
     _local.share = tf.cast(local_rows, tf.float64) / tf.cast(global_rows, tf.float64)
     try:
@@ -116,7 +123,7 @@ def _replica_rows(local_rows, global_rows):
         _local.share = previous
 
 
-def _weighted(value, share):
+def weighted(value, share):
     """`value * share`, and 0 for a replica with no rows (whose mean is NaN)."""
     value = tf.convert_to_tensor(value)
     return tf.math.multiply_no_nan(value, tf.cast(share, value.dtype))
@@ -134,13 +141,13 @@ def run_step(strategy, step, data):
     def replica_fn(values):
         local_data, rows = values
         local_rows = tf.shape(tf.nest.flatten(local_data)[0])[0]
-        with _replica_rows(local_rows, rows):
+        with replica_rows(local_rows, rows):
             result = step(local_data)
             results.append(isinstance(result, StepResult))
             if not results[-1]:  # predict: the outputs
                 return result
             share = replica_share(tf.float64)
-            weigh = lambda v: _weighted(v, share)  # noqa: E731
+            weigh = lambda v: weighted(v, share)  # noqa: E731
             return {"loss": weigh(result.loss), "y_pred": result.y_pred,
                     "output_losses": {k: weigh(v) for k, v in (result.output_losses or {}).items()},
                     "logs": {k: weigh(v) for k, v in (result.logs or {}).items()}}
@@ -149,10 +156,15 @@ def run_step(strategy, step, data):
     return per_replica, all(results)
 
 
-def on_replicas(strategy, step, data):
+def on_replicas(strategy, step, data, across_replicas: bool = False):
     """`step(data)`; under a strategy, run on every replica and combined for the whole batch
-    (a `StepResult` as `combine` makes it, or the gathered outputs of a predict step)."""
-    if strategy is None:
+    (a `StepResult` as `combine` makes it, or the gathered outputs of a predict step).
+
+    `across_replicas`: the step runs once, in cross-replica context, and splits the batch
+    over the replicas itself (an optimizer with `steps_across_replicas`, see
+    `graphfit.training.cross_replica`).
+    """
+    if strategy is None or across_replicas:
         return step(data)
     per_replica, is_result = run_step(strategy, step, data)
     if is_result:
@@ -202,7 +214,7 @@ def sum_gradients(gradients: list) -> list:
     if share is None or context is None or context.num_replicas_in_sync == 1:
         return gradients
     present = [i for i, g in enumerate(gradients) if g is not None]
-    dense = [_weighted(tf.convert_to_tensor(gradients[i]), share) for i in present]
+    dense = [weighted(tf.convert_to_tensor(gradients[i]), share) for i in present]
     reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, dense)
     gradients = list(gradients)
     for i, gradient in zip(present, reduced):

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from graphfit.core import autograph_scope, step_context, update_hooks
 from graphfit.core.step_types import ForwardPass, StepBatch, StepResult, unpack_data
-from graphfit.training import distribution
+from graphfit.training import cross_replica, distribution
 
 if TYPE_CHECKING:
     from graphfit.training.activation_taps import ActivationTaps
@@ -74,29 +74,44 @@ def train_step(model, data, *, taps: NodeTaps | None = None,
     loss_set.bind(model)
     optimizer = optimizer or model.optimizer
     x, y, sample_weight = unpack_data(data)
-    batch = StepBatch(model, loss_set, x, y, sample_weight)
     first_pass = []
     added_logs: dict = {}  # {name: loss} that layers added, from the first forward pass
 
-    def loss_fn():
-        if not first_pass:
-            probe.mark("forward")
-        with update_hooks.collect_updates() as pending, \
-                step_context.training_step(y) as context:
-            y_pred = model(x, training=True)
-        if not first_pass:
-            probe.mark("loss")
-        loss, output_losses = distribution.undo_keras_scaling(
-            *loss_set(y, y_pred, sample_weight))
-        added = context.total_added_loss(loss.dtype)
-        if added is not None:  # losses layers add (a ClassMeans's center loss)
-            loss = loss + added
-            if not first_pass:  # logged from the first pass (LM's trials run in loops)
-                added_logs.update(context.added_losses)
-        if not first_pass:  # a second-order optimizer calls it again: its trial passes
-            first_pass.append(True)
-            probe.mark("minimize")
-        return loss, ForwardPass(y_pred, output_losses, pending)
+    def loss_fn_for(x, y, sample_weight):
+        def loss_fn():
+            if not first_pass:
+                probe.mark("forward")
+            with update_hooks.collect_updates() as pending, \
+                    step_context.training_step(y) as context:
+                y_pred = model(x, training=True)
+            if not first_pass:
+                probe.mark("loss")
+            loss, output_losses = distribution.undo_keras_scaling(
+                *loss_set(y, y_pred, sample_weight))
+            added = context.total_added_loss(loss.dtype)
+            if added is not None:  # losses layers add (a ClassMeans's center loss)
+                loss = loss + added
+                if not first_pass:  # logged from the first pass (LM's trials run in loops)
+                    added_logs.update(context.added_losses)
+            if not first_pass:  # a second-order optimizer calls it again: its trial passes
+                first_pass.append(True)
+                probe.mark("minimize")
+            return loss, ForwardPass(y_pred, output_losses, pending)
+
+        return loss_fn
+
+    strategy = cross_replica.cross_replica_strategy()
+    if strategy is None:
+        batch = StepBatch(model, loss_set, x, y, sample_weight)
+        loss_fn = loss_fn_for(x, y, sample_weight)
+    else:  # an optimizer that runs its step for all replicas at once (LevenbergMarquardt)
+        def local_step(local_data):
+            local = unpack_data(local_data)
+            return StepBatch(model, loss_set, *local), loss_fn_for(*local)
+
+        replicas = cross_replica.Replicas(strategy, data, local_step)
+        batch = StepBatch(model, loss_set, x, y, sample_weight, replicas=replicas)
+        loss_fn = replicas.combined_loss
 
     node_tapped = tapped = None
     if taps is not None or activation_taps is not None:

@@ -177,7 +177,8 @@ def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variab
 
 
 def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
-                     variables: Sequence[tf.Variable], mode: str, solve_dtype: tf.DType):
+                     variables: Sequence[tf.Variable], mode: str, solve_dtype: tf.DType,
+                     allow_under: bool = True):
     """The linearized least-squares problem of a batch, accumulated over chunks of examples.
 
     Args:
@@ -191,6 +192,8 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
         variables: the trained variables.
         mode: "forward", "reverse" or "per_example".
         solve_dtype: the dtype of the results.
+        allow_under: False: always the overdetermined form (`M = CᵀC`), as for a slice of
+            a batch split over replicas.
 
     Returns:
         `(M, g, diag, rho, under)`, all in `solve_dtype` but `under` (a bool tensor):
@@ -240,6 +243,6 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
     zeros = tf.zeros([n, n], solve_dtype)
     start = (0, zeros, tf.zeros([n], solve_dtype), zeros, tf.zeros([n], solve_dtype), 0)
     _, a, g, c_n, rho_n, rows = tf.while_loop(lambda i, *_: i < num_chunks, body, start)
-    under = (num_chunks == 1) & (rows < n)
+    under = (num_chunks == 1) & (rows < n) & allow_under
     matrix = tf.where(under, c_n, a)
     return matrix, g, tf.linalg.diag_part(a), tf.where(under, rho_n, tf.zeros_like(rho_n)), under

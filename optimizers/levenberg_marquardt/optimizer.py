@@ -28,6 +28,7 @@ from graphfit.optimizers.levenberg_marquardt.convergence import (
     XTOL,
 )
 from graphfit.optimizers.optimizer import Optimizer
+from graphfit.training import distribution
 
 __all__ = ["LevenbergMarquardt"]
 
@@ -83,6 +84,9 @@ class LevenbergMarquardt(Optimizer):
     """
 
     slot_names = ()
+    # Under a tf.distribute strategy the trial loop runs once, for all replicas, on global
+    # sums: each replica linearizes its slice, JᵀJ, Jᵀr and the losses are all-reduced.
+    steps_across_replicas = True
     # jit_compile="auto" leaves XLA off on a CPU-only machine for LM: the trial loop and the
     # linear solves compile for seconds, and measured on 2 cores the digits recipe trained in
     # 8.6 s without XLA against 17.7 s with it (GPUs still get XLA).
@@ -192,34 +196,38 @@ class LevenbergMarquardt(Optimizer):
                     + " as a sum of squares. Use mean squared error, a cross-entropy, or a "
                     "loss with a residuals(y_true, y_pred) method (optimizers.ResidualLoss)."
                 )
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(variables)
-            loss0, aux0 = loss_fn()
-        gradients = tape.gradient(loss0, variables,
-                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        linear = None  # linearized in the step below; under a strategy, by every replica
+        if batch.replicas is None:
+            with tf.GradientTape(watch_accessed_variables=False) as tape:
+                tape.watch(variables)
+                loss0, aux0 = loss_fn()
+            gradients = tape.gradient(loss0, variables,
+                                      unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        else:
+            loss0, aux0, gradients, linear = self._first_pass_on_replicas(batch, variables, n)
         record_gradients(gradients, variables)
         flat0, rebuild = _split_aux(aux0)
         if not isinstance(aux0, ForwardPass):
             raise TypeError(
                 "LevenbergMarquardt linearizes the model's outputs, so loss_fn must return "
                 f"(loss, ForwardPass(y_pred, output_losses, updates)). Received aux={aux0!r}")
-        y_pred0 = aux0.y_pred
 
         def skip():
             return [loss0, *flat0]
 
         def step():
-            return self._step(loss_fn, batch, variables, n, loss0, flat0, gradients, y_pred0)
+            system = linear if linear is not None else self._linearize(
+                batch, variables, n, gradients, aux0.y_pred)
+            return self._trials(loss_fn, variables, n, loss0, flat0, system)
 
         out = tf.cond(self._converged, skip, step)
         self._iterations.assign_add(1)
         return out[0], rebuild(out[1:])
 
-    def _step(self, loss_fn, batch, variables, n, loss0, flat0, gradients, y_pred0):
-        """Linearizes, then tries up to `attempts_per_step` damped steps (`trial.trial_loop`).
-        Returns `[loss, *aux tensors]` of the point the step ends on."""
-        eps = float(np.finfo(np.float32 if any(v.dtype == tf.float32 for v in variables)
-                             else np.float64).eps)
+    def _linearize(self, batch, variables, n, gradients, y_pred0, whole_batch: bool = True):
+        """The `update.Linearization` of `batch` at the variables' values. `whole_batch`
+        False: a replica's slice, always through JᵀJ (the m < n system of one chunk does not
+        add up over replicas)."""
         data, rows_for, per_example = lm_residuals.batch_rows(batch, y_pred0)
         independent = examples_independent(batch.model, batch.loss_set)
         mode = lm_jacobian.choose_mode(self.jacobian_mode, n, per_example, independent)
@@ -228,10 +236,58 @@ class LevenbergMarquardt(Optimizer):
                 "jacobian_mode='per_example' differentiates each example on a batch of its "
                 "own, but a layer or the loss of this model mixes the examples of a batch "
                 "(mixes_examples=True), so the Jacobian is not exact. Use 'auto' or 'reverse'.",
-                stacklevel=2)
+                stacklevel=3)
         chunk = lm_jacobian.chunk_examples(n, per_example, mode, self.jacobian_chunk_size)
-        linear = lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
-                                     gradients)
+        return lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
+                                   gradients, allow_under=whole_batch)
+
+    def _first_pass_on_replicas(self, batch, variables, n):
+        """Under a tf.distribute strategy (`batch.replicas`): every replica runs the first
+        forward pass, its gradient and the linearization of its slice; the share-weighted
+        sums (the loss, Jᵀr, JᵀJ and its diagonal) are the global batch's, the same on every
+        replica. Returns `(loss, ForwardPass, gradients, Linearization)`."""
+        for layer in batch.model.flatten_layers():
+            if getattr(layer, "synchronizes_replicas", False):
+                raise ValueError(
+                    f"Layer {layer.name!r} synchronizes its batch statistics across replicas, "
+                    f"which LevenbergMarquardt cannot linearize under a tf.distribute strategy "
+                    f"(its Jacobian runs the model inside loops, where no all-reduce can run): "
+                    f"use synchronized=False, or train on one device.")
+
+        def on_replica(local_batch, local_loss_fn):
+            with tf.GradientTape(watch_accessed_variables=False) as tape:
+                tape.watch(variables)
+                loss, forward = local_loss_fn()
+            gradients = tape.gradient(loss, variables,
+                                      unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+            def linearize():
+                linear = self._linearize(local_batch, variables, n, gradients, forward.y_pred,
+                                         whole_batch=False)
+                return linear.matrix, linear.diag
+
+            def converged():  # the step is skipped: nothing to linearize
+                return tf.zeros([n, n], tf.float64), tf.zeros([n], tf.float64)
+
+            matrix, diag = tf.cond(self._converged, converged, linearize)
+            share = distribution.replica_share(tf.float64)
+            parts = {"gradients": gradients, "matrix": matrix, "diag": diag}
+            return loss, forward, tf.nest.map_structure(
+                lambda v: distribution.weighted(v, share), parts)
+
+        loss0, aux0, parts = batch.replicas.forward(on_replica)
+        parts = batch.replicas.sum(parts)
+        gradients = parts["gradients"]
+        grad = tf.concat([tf.reshape(tf.cast(g, tf.float64), [-1]) for g in gradients], 0)
+        linear = lm_update.Linearization(parts["matrix"], 0.5 * grad, tf.zeros([n], tf.float64),
+                                         parts["diag"], tf.constant(False))
+        return loss0, aux0, gradients, linear
+
+    def _trials(self, loss_fn, variables, n, loss0, flat0, linear):
+        """Tries up to `attempts_per_step` damped steps on the linearization `linear`
+        (`trial.trial_loop`). Returns `[loss, *aux tensors]` of the point the step ends on."""
+        eps = float(np.finfo(np.float32 if any(v.dtype == tf.float32 for v in variables)
+                             else np.float64).eps)
         d = lm_damping.scaling(linear.diag, self.damping, eps)
         system = lm_damping.ScaledSystem(linear.matrix, linear.b, linear.rho, d, linear.under)
         limits = lm_update.damping_range(linear.diag, d, n)

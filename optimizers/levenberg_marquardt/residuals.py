@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import autograph_scope, step_context, update_hooks
+from graphfit.training import distribution
 from graphfit.training.losses import FunctionLoss
 
 __all__ = ["ResidualLoss", "linearizable", "element_weights", "loss_rows", "batch_rows"]
@@ -173,6 +174,8 @@ def element_weights(loss, y_true, y_pred, sample_weight) -> tf.Tensor:
     with tf.GradientTape() as tape:
         tape.watch(values)
         reduced = probe(values, values, sample_weight=sample_weight)
+        # Keras divides a mean by the replicas; the replica's own mean is wanted (see there).
+        reduced, _ = distribution.undo_keras_scaling(reduced, {})
     # The reduction is linear in the values, so this gradient is the exact weight.
     weights = tape.gradient(reduced, values)
     if averaged:

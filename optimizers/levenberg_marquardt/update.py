@@ -62,7 +62,7 @@ class Linearization(NamedTuple):
 
 def linearize(rows_for: Callable, data, num_examples, chunk: int,
               variables: Sequence[tf.Variable], mode: str,
-              gradients: Sequence[tf.Tensor]) -> Linearization:
+              gradients: Sequence[tf.Tensor], allow_under: bool = True) -> Linearization:
     """The `Linearization` of a batch at the variables' current values.
 
     Args:
@@ -73,13 +73,14 @@ def linearize(rows_for: Callable, data, num_examples, chunk: int,
         variables: the trained variables.
         mode: the Jacobian mode, "per_example", "reverse" or "forward".
         gradients: the loss gradient, one tensor per variable (from the step's tape).
+        allow_under: False keeps the overdetermined form (JᵀJ) even when m < n.
 
     Returns:
         The `Linearization`, in float64.
     """
     f64 = tf.float64
     matrix, g_lin, diag, rho, under = lm_jacobian.normal_equations(
-        rows_for, data, num_examples, chunk, variables, mode, f64)
+        rows_for, data, num_examples, chunk, variables, mode, f64, allow_under)
     # b = ½∇f: the true gradient overdetermined; Cᵀρ in the m × m system, which solves
     # exactly that system.
     grad = tf.concat([tf.reshape(tf.cast(g, f64), [-1]) for g in gradients], 0)

@@ -62,6 +62,13 @@ def _max_diff(a, b) -> float:
                for u, v in zip(a, b))
 
 
+def _relative_diff(a, b) -> float:
+    """The largest difference of the arrays relative to each array's largest entry (LM drives
+    some weights of saturated units to 1e5, where float64 rounding alone is 1e-11)."""
+    return max(float(np.max(np.abs(np.asarray(u) - np.asarray(v))
+                            / max(1.0, float(np.max(np.abs(u)))))) for u, v in zip(a, b))
+
+
 def _fit_both(single, mirrored, y, **kwargs):
     logs = []
     for model in (single, mirrored):
@@ -138,19 +145,74 @@ def batch_norm() -> dict:
     }
 
 
-def refusals() -> dict:
-    from graphfit.optimizers import LevenbergMarquardt
+class _DampingLog(gf.callbacks.Callback):
+    """λ and ν after every step (steps_per_execution=1)."""
 
+    def __init__(self):
+        super().__init__()
+        self.steps = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        optimizer = self.model.optimizer
+        self.steps.append((float(optimizer.damping_value.numpy()),
+                           float(optimizer._growth.numpy()), float(logs["loss"])))
+
+
+def levenberg_marquardt() -> dict:
+    """LM on a smooth 1-D fit, batches of 25 rows (12 and 13 per replica, the last 10 and
+    11): the same weights, and after every step the same λ, ν and loss (so the same trials
+    were accepted and rejected)."""
+    x = np.random.default_rng(1).uniform(-1.5, 1.5, size=(96, 1))
+    y = np.sin(2 * x) + 0.3 * x**2 + 0.01 * RNG.normal(size=x.shape)
+    runs = []
+    # One device and the strategy step by step (a log after every step), then the strategy
+    # with 4 steps per call: the loop's chunks do not change LM's steps.
+    for scope, per_call in ((None, 1), (STRATEGY, 1), (STRATEGY, 4)):
+        keras.utils.set_random_seed(5)
+        with scope.scope() if scope else tempfile.TemporaryDirectory():
+            model = gf.Sequential([layers.Dense(8, activation="tanh"), layers.Dense(1)],
+                                  dtype="float64")
+            model.build_for(tf.TensorSpec([None, 1], tf.float64), "x")
+            model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse",
+                          metrics=["mae"], steps_per_execution=per_call)
+        log = _DampingLog()
+        before = model.evaluate(x, y, verbose=0, return_dict=True)["loss"]
+        history = model.fit(x, y, batch_size=25, epochs=2, shuffle=False, verbose=0,
+                            callbacks=[log])
+        history.history["drop"] = before / model.evaluate(x, y, verbose=0,
+                                                          return_dict=True)["loss"]
+        runs.append((model, log.steps, history.history))
+    chunked = runs.pop()[0]
+    (single, steps_1, hist_1), (mirrored, steps_2, hist_2) = runs
+    return {
+        "weights": _relative_diff(single.get_weights(), mirrored.get_weights()),
+        "damping": _max_diff([np.log([s[0] for s in steps_1])],
+                             [np.log([s[0] for s in steps_2])]),
+        "growth": _max_diff([[s[1] for s in steps_1]], [[s[1] for s in steps_2]]),
+        "losses": _max_diff([[s[2] for s in steps_1]], [[s[2] for s in steps_2]]),
+        "mae": _max_diff([hist_1["mae"]], [hist_2["mae"]]),
+        "steps": len(steps_2),
+        "damping_rises": sum(b[0] > a[0] for a, b in zip(steps_1, steps_1[1:])),
+        "loss_drop": hist_1["drop"],
+        "chunked_weights": _relative_diff(single.get_weights(), chunked.get_weights()),
+    }
+
+
+def refusals() -> dict:
     messages = {}
     with STRATEGY.scope():
-        try:
-            gf.Sequential([layers.Dense(1)]).compile(optimizer=LevenbergMarquardt(), loss="mse")
-        except ValueError as error:
-            messages["levenberg_marquardt"] = str(error)
         try:
             gf.Sequential([layers.Dense(1)]).compile(loss="mse", jit_compile=True)
         except ValueError as error:
             messages["jit_compile"] = str(error)
+    with STRATEGY.scope():
+        synced = gf.Sequential([layers.Dense(4), layers.BatchNormalization(synchronized=True),
+                                layers.Dense(1)], dtype="float64")
+        synced.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    try:
+        synced.fit(X[:16], Y_BIN[:16], batch_size=16, epochs=1, verbose=0)
+    except ValueError as error:
+        messages["lm_synchronized"] = str(error)
     outside = optimizers.SGD(0.1)
     with STRATEGY.scope():
         try:
@@ -161,5 +223,6 @@ def refusals() -> dict:
 
 
 if __name__ == "__main__":
-    cases = sys.argv[1:] or ["sgd_momentum", "adam_clipnorm", "batch_norm", "refusals"]
+    cases = sys.argv[1:] or ["sgd_momentum", "adam_clipnorm", "batch_norm",
+                             "levenberg_marquardt", "refusals"]
     print("RESULT " + json.dumps({name: globals()[name]() for name in cases}))

@@ -56,9 +56,21 @@ def test_batch_norm_moving_statistics(results):
     assert case["variance_gap"] > 1e-3  # which is not the full batch's variance
 
 
+def test_levenberg_marquardt_takes_the_same_steps(results):
+    case = results["levenberg_marquardt"]
+    assert case["steps"] == 8 and case["loss_drop"] > 2  # it trained
+    assert case["damping_rises"] >= 1  # λ went up as well as down: trials were judged
+    # JᵀJ, Jᵀr and the losses summed over the replicas: the same λ, ν and loss after every
+    # step (λ compared as its logarithm), and the same weights (relative to their size).
+    assert case["damping"] < TOLERANCE and case["growth"] == 0.0
+    assert case["losses"] < TOLERANCE and case["mae"] < TOLERANCE
+    assert case["weights"] < TOLERANCE
+    assert case["chunked_weights"] < TOLERANCE  # with steps_per_execution=4 as well
+
+
 def test_unsupported_setups_are_refused(results):
     messages = results["refusals"]
-    assert "LevenbergMarquardt" in messages["levenberg_marquardt"]
     assert "jit_compile=True" in messages["jit_compile"]
+    assert "synchronized=False" in messages["lm_synchronized"]
     assert "created outside the scope" in messages["optimizer_outside"]
     assert "strategy.scope()" in messages["optimizer_outside"]
