@@ -408,6 +408,16 @@ class Model(Layer):
         self.require_built("load_weights()")
         weights_io.load(self, filepath)
 
+    def export(self, filepath: str, *, classify: bool | None = None, layers=(),
+               preprocessing=None) -> str:
+        """Writes a TensorFlow SavedModel that serves without graphfit (see
+        `graphfit.export.export_model`): `serving_default` and `predict`, `classify` for a
+        classifier, one signature per name in `layers`; returns its path."""
+        from graphfit.export import export_model  # export imports the training package
+
+        return export_model(self, filepath, preprocessing=preprocessing, classify=classify,
+                            layers=layers)
+
     def summary(self, print_fn: Callable[[str], Any] | None = None, line_length: int = 88) -> None:
         """Prints the layers with output shapes and trainable / non-trainable counts."""
         self.require_built("summary()")

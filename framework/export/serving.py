@@ -1,0 +1,126 @@
+"""TensorFlow Serving's REST request bodies, run on a SavedModel loaded with plain TensorFlow.
+
+TensorFlow Serving's predict API (`POST /v1/models/NAME:predict`) takes a JSON body in one of
+two shapes:
+
+- row format, `{"instances": [...]}`: one entry per example; with one input each entry is
+  that input's value, with several a dict `{input name: value}`;
+- columnar format, `{"inputs": ...}`: the batch of the one input, or `{input name: batch}`;
+
+and an optional `"signature_name"` (default `serving_default`). `serving_call` decodes such a
+body into a call of the signature, so a test or a client checks what a server would answer
+without one. For an export of a run trained on named columns, row entries may also be dicts
+keyed by column name (`{"age": 61, "income": 4.2}`): they are put in the model's column order
+(the SavedModel's `feature_names`). The helper needs only TensorFlow and NumPy.
+
+Example:
+
+    >>> import json
+    >>> request = json.loads('{"instances": [[1.0, 2.0], [3.0, 4.0]]}')
+    >>> sorted(request)
+    ['instances']
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["decode_request", "serving_call"]
+
+
+def _as_batch(values, spec: tf.TensorSpec, where: str) -> tf.Tensor:
+    try:
+        array = np.asarray(values, dtype=spec.dtype.as_numpy_dtype)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: cannot read the values as {spec.dtype.name}: {error}") \
+            from None
+    if not spec.shape[1:].is_compatible_with(array.shape[1:]):
+        raise ValueError(f"{where}: each example has shape {array.shape[1:]}, the signature "
+                         f"takes {tuple(spec.shape[1:])}")
+    return tf.constant(array)
+
+
+def _ordered_rows(instances: list, names: list[str]) -> list:
+    """Dict rows keyed by column name, as rows in the model's column order."""
+    missing = [n for n in names if n not in instances[0]]
+    if missing:
+        raise ValueError(f"the request lacks the column(s) {', '.join(missing)}; the model "
+                         f"reads {', '.join(names)}")
+    return [[row[n] for n in names] for row in instances]
+
+
+def _columns(columns, specs: dict, feature_names: list[str]) -> dict[str, tf.Tensor]:
+    """The columnar format: the one input's batch, {input name: batch}, or (one input read
+    by named columns) {column name: values}."""
+    names = list(specs)
+    if len(names) == 1 and not (isinstance(columns, dict) and names[0] in columns):
+        if isinstance(columns, dict) and feature_names:
+            rows = _ordered_rows([columns], feature_names)[0]
+            columns = np.stack([np.asarray(column) for column in rows], axis=-1)
+        columns = {names[0]: columns}
+    if not isinstance(columns, dict) or set(columns) != set(names):
+        raise ValueError(f'"inputs" must give the inputs {", ".join(names)} by name')
+    return {n: _as_batch(columns[n], specs[n], f'inputs["{n}"]') for n in names}
+
+
+def decode_request(body, signature, feature_names=()) -> dict[str, tf.Tensor]:
+    """The keyword tensors for `signature` from a REST request body (a dict or JSON text).
+
+    Args:
+        body: `{"instances": [...]}` or `{"inputs": ...}` (see the module docstring).
+        signature: a concrete function of a loaded SavedModel (`loaded.signatures[name]`).
+        feature_names: the export's column names (`loaded.feature_names`), for rows given
+            as dicts keyed by column name.
+
+    Raises:
+        ValueError: a body with neither or both keys, a missing input, values of the wrong
+            shape or type.
+    """
+    body = json.loads(body) if isinstance(body, (str, bytes)) else body
+    specs = signature.structured_input_signature[1]
+    names = list(specs)
+    if not isinstance(body, dict) or ("instances" in body) == ("inputs" in body):
+        raise ValueError('a request body holds exactly one of "instances" (row format) or '
+                         '"inputs" (columnar format)')
+    feature_names = [n.decode() if isinstance(n, bytes) else str(n) for n in feature_names]
+    if "inputs" in body:
+        return _columns(body["inputs"], specs, feature_names)
+    rows = body["instances"]
+    if not isinstance(rows, list) or not rows:
+        raise ValueError('"instances" must be a non-empty list, one entry per example')
+    if len(names) == 1:
+        if isinstance(rows[0], dict) and feature_names and names[0] not in rows[0]:
+            rows = _ordered_rows(rows, feature_names)
+        elif isinstance(rows[0], dict):
+            rows = [row[names[0]] for row in rows]
+        return {names[0]: _as_batch(rows, specs[names[0]], "instances")}
+    if not all(isinstance(row, dict) for row in rows):
+        raise ValueError(f"with several inputs ({', '.join(names)}) each instance is a dict "
+                         f"{{input name: value}}")
+    return {n: _as_batch([row[n] for row in rows], specs[n], f'instances[...]["{n}"]')
+            for n in names}
+
+
+def serving_call(loaded, body) -> dict[str, np.ndarray]:
+    """Runs a REST request body on a SavedModel loaded with `tf.saved_model.load`.
+
+    Args:
+        loaded: the loaded SavedModel.
+        body: the request (dict or JSON text); its `signature_name` picks the signature.
+
+    Returns:
+        {output name: NumPy array}, as the signature returns them.
+    """
+    body = json.loads(body) if isinstance(body, (str, bytes)) else dict(body)
+    name = body.get("signature_name", "serving_default")
+    if name not in loaded.signatures:
+        raise ValueError(f"the SavedModel has no signature {name!r} (it has "
+                         f"{', '.join(sorted(loaded.signatures))})")
+    signature = loaded.signatures[name]
+    names = getattr(loaded, "feature_names", None)
+    names = [] if names is None else names.numpy().tolist()
+    outputs = signature(**decode_request(body, signature, names))
+    return {key: value.numpy() for key, value in outputs.items()}
