@@ -16,10 +16,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, layer_outputs, update_hooks
+from graphfit.core import autograph_scope, layer_outputs
 from graphfit.core import config as constructor_config
 from graphfit.core.input_spec import InputSpec
 from graphfit.core.layer_tracking import LayerTracking
+from graphfit.core.layer_updates import LayerUpdates
 from graphfit.core.naming import snake_case, unique_name
 from graphfit.core.shapes import shape_text
 
@@ -40,7 +41,7 @@ def floating_dtype(value, argument: str = "dtype", detail: str = "") -> tf.DType
     return resolved
 
 
-class Layer(LayerTracking, tf.Module):
+class Layer(LayerTracking, LayerUpdates, tf.Module):
     """Base class of graphfit layers and models.
 
     Subclasses set hyperparameters in `__init__`, create variables in `build` with
@@ -287,55 +288,6 @@ class Layer(LayerTracking, tf.Module):
         (self._trainable_weights if trainable else self._non_trainable_weights).append(variable)
         return variable
 
-    # ---------------------------------------------------------------------- update hooks
-    def add_update(self, variable: tf.Variable, value) -> None:
-        """Declares `variable <- value`, applied once per training step after the optimizer.
-
-        Inside `fit` the update is collected and applied after the optimizer's update, in the
-        same compiled step. Called with no training step around it (eagerly, or in your own
-        `tf.function`), it is applied immediately. A frozen layer registers nothing.
-        """
-        self._register(variable, value, update_hooks.ASSIGN, None)
-
-    def add_moving_average(self, variable: tf.Variable, value, momentum: float) -> None:
-        """Declares `variable <- variable * momentum + value * (1 - momentum)`.
-
-        Same timing as `add_update`: once per training step, after the optimizer's update.
-        """
-        self._register(variable, value, update_hooks.MOVING_AVERAGE, _momentum(momentum))
-
-    def add_update_over_replicas(self, variable: tf.Variable, value, *, momentum=None,
-                                 sums=None, finish=None) -> None:
-        """`add_update` (or `add_moving_average` with `momentum`), saying how `value`
-        combines over the replicas of a `tf.distribute` strategy (one device: as computed):
-        with `sums` (tensors summed over this replica's rows) and `finish` (global sums ->
-        value, using tensors of the forward pass, not re-reading variables) the sums are
-        added up over the replicas first; with neither, `value` is already equal on every
-        replica (from statistics all-reduced in the forward pass). See `update_hooks`."""
-        if (sums is None) != (finish is None):
-            raise ValueError(f"Layer {self.name!r}: add_update_over_replicas needs both sums "
-                             f"and finish, or neither (a value equal on every replica).")
-        kind = update_hooks.ASSIGN if momentum is None else update_hooks.MOVING_AVERAGE
-        self._register(variable, value, kind, None if momentum is None else _momentum(momentum),
-                       sums=sums, finish=finish, replicated=sums is None)
-
-    def _register(self, variable, value, kind, momentum, **replicas) -> None:
-        if not isinstance(variable, tf.Variable):
-            raise TypeError(
-                f"Layer {self.name!r}: update hooks change a tf.Variable created with "
-                f"add_weight(..., trainable=False). Received: {type(variable).__name__}"
-            )
-        if variable.trainable:
-            raise ValueError(
-                f"Layer {self.name!r}: variable {variable.name!r} is trainable, so the "
-                f"optimizer owns it. Create it with add_weight(..., trainable=False) to "
-                f"change it through an update hook."
-            )
-        if not self._trainable:
-            return  # a frozen layer keeps its state
-        hook = update_hooks.UpdateHook(self, variable, kind, momentum, **replicas)
-        update_hooks.register_update(hook, value)
-
     # ------------------------------------------------------------------------ counters
     def epoch_counters(self) -> dict[str, int]:
         """Running totals to show at the end of every epoch of `fit` (progress bar, History,
@@ -440,9 +392,3 @@ def _unbatched_shape(shape_or_tensor) -> tuple:
     dims = tf.TensorShape(shape).as_list() if tf.TensorShape(shape).rank is not None else []
     return tuple([None] + dims[1:]) if dims else ()
 
-
-def _momentum(momentum) -> float:
-    momentum = float(momentum)
-    if not 0.0 <= momentum <= 1.0:
-        raise ValueError(f"momentum must be in [0, 1]. Received: momentum={momentum}")
-    return momentum
