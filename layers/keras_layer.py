@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import Any
 
@@ -40,10 +41,15 @@ class KerasLayer(Layer):
 
     The Keras layer is built in `build()` from the input shape (`keras_layer.build(shape)`);
     a layer whose `build` needs something else should be built before it is wrapped.
+    A Keras layer whose `call` takes several tensors (`MultiHeadAttention(query, value)`)
+    gets the items of a list input in that order, or one input tensor in each place
+    (self-attention).
     Keras regularization losses (`add_loss`, activity regularizers) are not collected.
 
     Args:
-        layer: the Keras 3 layer to wrap (built or not).
+        layer: the Keras 3 layer to wrap (built or not), or Keras's serialized form of one
+            (`{"class_name": "LSTM", "config": {"units": 32}}`, as `keras.layers.serialize`
+            gives; made with `keras.layers.deserialize`, in Keras's safe mode).
         name: the adapter's name (default: 'keras_layer', 'keras_layer_1', ...).
         dtype: the adapter's floating dtype (None inherits the model's). When the Keras
             layer computes in another dtype, floating inputs are cast to its compute dtype
@@ -80,15 +86,19 @@ class KerasLayer(Layer):
         trainable: bool = True,
     ):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
+        if isinstance(layer, dict):
+            layer = keras.layers.deserialize(_with_layer_modules(copy.deepcopy(layer)))
         if not isinstance(layer, keras.layers.Layer):
             raise ValueError(
-                "layer must be a Keras 3 layer (an instance of keras.layers.Layer). "
+                "layer must be a Keras 3 layer (an instance of keras.layers.Layer) or its "
+                "serialized form {'class_name': ..., 'config': {...}}. "
                 f"Received: layer={layer!r}"
             )
         self.keras_layer = layer
         if not trainable:
             layer.trainable = False
         self._passes_training = "training" in inspect.signature(layer.call).parameters
+        self._tensor_count = _required_positional(layer.call)
         self.xla_friendly_on_cpu = not _holds_conv_or_pooling(layer)
 
     # --------------------------------------------------------------------- trainability
@@ -135,17 +145,36 @@ class KerasLayer(Layer):
     # ---------------------------------------------------------------------------- contract
     def build(self, input_shape) -> None:
         if not self.keras_layer.built:
+            if self._tensor_count > 1:  # build(query_shape, value_shape) and the like
+                self.keras_layer.build(*[tuple(tf.TensorShape(s).as_list())
+                                         for s in self._spread(input_shape, is_shape=True)])
+                return
             shapes = tf.nest.map_structure(
                 lambda s: tuple(tf.TensorShape(s).as_list()), input_shape
             )
             self.keras_layer.build(shapes)
 
+    def _spread(self, inputs, is_shape: bool = False) -> list:
+        """The positional tensors of a Keras call taking several (query, value): a list's
+        items, or one tensor repeated (self-attention)."""
+        single = not isinstance(inputs, (list, tuple)) or (
+            is_shape and all(d is None or isinstance(d, int) for d in inputs))
+        if single:
+            return [inputs] * self._tensor_count
+        if len(inputs) < self._tensor_count:
+            raise ValueError(
+                f"{type(self.keras_layer).__name__} takes {self._tensor_count} input tensors; "
+                f"give it a list of {self._tensor_count} (or one, used for each). "
+                f"Received: {len(inputs)} inputs")
+        return list(inputs)
+
     def call(self, inputs, training: bool = False):
         compute_dtype = tf.as_dtype(self.keras_layer.compute_dtype)
         inputs = tf.nest.map_structure(lambda t: _cast_floating(t, compute_dtype), inputs)
         kwargs = {"training": training} if self._passes_training else {}
+        arguments = self._spread(inputs) if self._tensor_count > 1 else [inputs]
         with keras.StatelessScope() as scope:
-            outputs = self.keras_layer(inputs, **kwargs)
+            outputs = self.keras_layer(*arguments, **kwargs)
         for variable in self.keras_layer.variables:
             new_value = scope.get_current_value(variable)
             if new_value is not None:
@@ -161,6 +190,30 @@ class KerasLayer(Layer):
         config = dict(config)
         config["layer"] = keras.layers.deserialize(config["layer"])
         return cls(**config)
+
+
+def _with_layer_modules(config):
+    """Keras's serialized form with `module: keras.layers` filled in where a layer's
+    `class_name` (nested ones too: a Bidirectional's `layer`) comes without one; Keras
+    finds many layer classes only through it."""
+    if isinstance(config, dict):
+        name = config.get("class_name")
+        if (isinstance(name, str) and "module" not in config and "config" in config
+                and isinstance(getattr(keras.layers, name, None), type)):
+            config["module"] = "keras.layers"
+        return {key: _with_layer_modules(value) for key, value in config.items()}
+    if isinstance(config, list):
+        return [_with_layer_modules(item) for item in config]
+    return config
+
+
+def _required_positional(call) -> int:
+    """How many tensors a Keras `call` takes positionally: 2 for `call(query, value, ...)`,
+    1 for a layer taking one input (or one list of inputs, as Concatenate does)."""
+    parameters = inspect.signature(call).parameters.values()
+    required = [p for p in parameters if p.default is p.empty
+                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return max(len(required), 1)
 
 
 def _tf_variable(variable) -> tf.Variable:

@@ -1,6 +1,6 @@
 """Data sets: the ones shipped with graphfit (digits, breast cancer), seeded synthetic
-generators (points, curves, and graphs of eight structural classes as a `GraphSet`), and
-CSV / .npz loaders.
+generators (points, curves, noisy-sine forecasting windows, and graphs of eight structural
+classes as a `GraphSet`), and CSV / .npz loaders.
 
     >>> import graphfit as gf
     >>> x, y = gf.datasets.load_digits()
@@ -16,7 +16,8 @@ from graphfit.datasets.loaders import __all__ as _loaders_all
 from graphfit.datasets.synthetic import make_blobs as make_blobs
 from graphfit.datasets.synthetic import make_moons as make_moons
 from graphfit.datasets.synthetic import make_sinc as make_sinc
+from graphfit.datasets.synthetic import make_sine_sequences as make_sine_sequences
 from graphfit.datasets.synthetic import make_spirals as make_spirals
 
-__all__ = sorted({*_loaders_all, "make_blobs", "make_moons", "make_sinc", "make_spirals",
-                  "make_graph_classes", "GRAPH_CLASSES", "GraphSet"})
+__all__ = sorted({*_loaders_all, "make_blobs", "make_moons", "make_sinc", "make_sine_sequences",
+                  "make_spirals", "make_graph_classes", "GRAPH_CLASSES", "GraphSet"})

@@ -1,9 +1,11 @@
-"""Synthetic data sets: small 2-D classification toys and a 1-D regression curve.
+"""Synthetic data sets: small 2-D classification toys, a 1-D regression curve and noisy-sine
+forecasting windows (sequences).
 
 Every generator is a pure function of its arguments: the same `seed` gives the same arrays, and
 all randomness comes from one `np.random.default_rng(seed)`. Classification generators return
 x as float32 of shape (n, features) and y as int32 labels of shape (n,); regression generators
-return float32 x and float32 y of shape (n, 1). `graphfit.datasets` re-exports them.
+return float32 x and float32 y of shape (n, 1); the sequence generator's x has shape
+(n, steps, 1). `graphfit.datasets` re-exports them.
 
 Example:
 
@@ -19,7 +21,7 @@ import numpy as np
 
 from graphfit.core import validation
 
-__all__ = ["make_moons", "make_spirals", "make_blobs", "make_sinc"]
+__all__ = ["make_moons", "make_spirals", "make_blobs", "make_sinc", "make_sine_sequences"]
 
 
 def _check_range(low_name: str, low, high_name: str, high) -> tuple[float, float]:
@@ -212,4 +214,58 @@ def make_sinc(n_samples: int = 500, noise: float = 0.05, low: float = -10.0, hig
     y = np.sinc(x / np.pi)  # numpy's sinc is the normalized sin(pi x) / (pi x)
     if noise > 0:
         y = y + rng.normal(scale=noise, size=y.shape)
+    return x.astype(np.float32), y.astype(np.float32)
+
+
+def make_sine_sequences(n_samples: int = 1000, steps: int = 20, noise: float = 0.05,
+                        min_frequency: float = 0.025, max_frequency: float = 0.1,
+                        seed: int | None = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Forecasting windows of noisy sines: `steps` observations in, the next one out.
+
+    Each sample is its own sine, sin(2 pi f t + phase) with a frequency f drawn uniformly in
+    [min_frequency, max_frequency] cycles per step and a phase drawn uniformly in
+    [0, 2 pi), observed at t = 0, 1, ..., steps with Gaussian noise. x holds the first `steps`
+    observations, y the observation at t = steps (noise included: what one would forecast).
+    Repeating the last observation ("naive" forecast, `x[:, -1]`) is the baseline to beat.
+
+    Args:
+        n_samples: number of windows.
+        steps: observations per window (the sequence length).
+        noise: standard deviation of the Gaussian observation noise (0 for none).
+        min_frequency: lowest frequency, in cycles per step, greater than 0.
+        max_frequency: highest frequency, at least `min_frequency` and at most 0.5 (Nyquist).
+        seed: seed of `np.random.default_rng` (None: fresh randomness).
+
+    Returns:
+        (x, y): x float32 of shape (n_samples, steps, 1), y float32 of shape (n_samples, 1).
+
+    Raises:
+        ValueError: on a non-positive `n_samples` or `steps`, a negative `noise`, or
+            frequencies outside 0 < min_frequency <= max_frequency <= 0.5.
+
+    Example:
+
+        >>> x, y = make_sine_sequences(n_samples=3, steps=5, noise=0.0, seed=1)
+        >>> x.shape, y.shape, x.dtype
+        ((3, 5, 1), (3, 1), dtype('float32'))
+    """
+    n_samples = validation.positive_int("n_samples", n_samples)
+    steps = validation.positive_int("steps", steps)
+    noise = validation.finite_number("noise", noise, minimum=0)
+    low = validation.finite_number("min_frequency", min_frequency)
+    high = validation.finite_number("max_frequency", max_frequency)
+    if not 0 < low <= high <= 0.5:
+        raise ValueError(
+            "frequencies must satisfy 0 < min_frequency <= max_frequency <= 0.5 (cycles per "
+            f"step; 0.5 is the Nyquist limit). Received: min_frequency={min_frequency!r}, "
+            f"max_frequency={max_frequency!r}")
+    rng = np.random.default_rng(seed)
+    frequency = rng.uniform(low, high, size=(n_samples, 1))
+    phase = rng.uniform(0.0, 2 * np.pi, size=(n_samples, 1))
+    t = np.arange(steps + 1)[None, :]
+    series = np.sin(2 * np.pi * frequency * t + phase)
+    if noise > 0:
+        series = series + rng.normal(scale=noise, size=series.shape)
+    x = series[:, :steps, None]
+    y = series[:, steps:]
     return x.astype(np.float32), y.astype(np.float32)

@@ -157,6 +157,9 @@ def declared_kinds(cls, name: str, parameter: inspect.Parameter) -> set[str] | N
             kinds = {"number", "int", "collection"}
     if kinds is not None and default is None:
         kinds = kinds | {"null"}
+    elif kinds is not None and default is not inspect.Parameter.empty:
+        # The default's own kind is always valid ("use_cudnn: Whether ...", default "auto").
+        kinds = kinds | _value_kinds(default)
     return kinds
 
 

@@ -15,6 +15,19 @@ _OWN_DATA = {
 }
 
 
+# Generated data sets that `datasets.names()` (the loaders' list) does not hold.
+_MORE_DATA = {
+    "sine_sequences": "Synthetic sequences: windows of noisy sines (random frequency and "
+                      "phase), forecast the next value (make_sine_sequences).",
+}
+
+# Any Keras layer is named by its class, not registered: one entry says how.
+_KERAS_LAYERS = {
+    "keras.NAME": "Any built-in Keras 3 layer by class name, e.g. {type: keras.LSTM, units: 32}"
+                  " (checked like these; Lambda and other code-running layers are refused).",
+}
+
+
 def _summary(obj) -> str:
     doc = inspect.getdoc(obj) or ""
     return doc.strip().splitlines()[0] if doc.strip() else ""
@@ -34,7 +47,7 @@ def entries(kind: str) -> list[tuple[str, str]]:
     from graphfit.recipes.reading import components
 
     if kind == "datasets":
-        return sorted(dict(datasets.describe(), **_OWN_DATA).items())
+        return sorted(dict(datasets.describe(), **_MORE_DATA, **_OWN_DATA).items())
     families = {"layers": components.LAYER, "optimizers": components.optimizer_family(),
                 "losses": components.LOSS, "metrics": components.METRIC,
                 "callbacks": components.CALLBACK}
@@ -42,4 +55,7 @@ def entries(kind: str) -> list[tuple[str, str]]:
         raise ValueError(f"kind must be one of {', '.join(['datasets', *families])}. "
                          f"Received: kind={kind!r}")
     found = families[kind].names()
-    return sorted((name, _summary(cls)) for name, cls in found.items())
+    listed = [(name, _summary(cls)) for name, cls in found.items()]
+    if kind == "layers":
+        listed += list(_KERAS_LAYERS.items())
+    return sorted(listed)

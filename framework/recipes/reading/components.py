@@ -26,8 +26,8 @@ from graphfit.recipes.reading.schema import INVALID, Checker, shown
 from graphfit.training import losses as losses_module
 
 __all__ = ["ComponentFamily", "NOT_IMPORTED", "check_component", "clean_message",
-           "import_attribute", "signature_arguments", "optimizer_family", "LAYER", "LOSS",
-           "METRIC", "CALLBACK", "SCHEDULE"]
+           "import_attribute", "received_at", "signature_arguments", "optimizer_family",
+           "LAYER", "LOSS", "METRIC", "CALLBACK", "SCHEDULE"]
 
 _PLAIN = (type(None), bool, int, float, str)
 NOT_IMPORTED = object()  # a class named by a recipe read in safe mode: not imported, unchecked
@@ -42,21 +42,27 @@ class ComponentFamily:
         names: a function giving {recipe name: class} of the known classes.
         base: the class every entry must derive from.
         allow_class_path: whether `class_path: package.module.Class` may name user classes.
+        fallback: a function giving the factory for a name `names` lacks (`keras.LSTM`), or
+            None for a name it does not know either.
     """
 
     def __init__(self, kind: str, names: Callable[[], dict], base: type,
-                 allow_class_path: bool = False):
+                 allow_class_path: bool = False, fallback: Callable | None = None):
         self.kind = kind
         self.names = names
         self.base = base
         self.allow_class_path = allow_class_path
+        self.fallback = fallback
 
     def lookup(self, name: str):
         known = self.names()
         if name in known:
             return known[name]
         folded = {key.lower().replace("_", ""): cls for key, cls in known.items()}
-        return folded.get(name.lower().replace("_", ""))
+        found = folded.get(name.lower().replace("_", ""))
+        if found is None and self.fallback is not None:
+            found = self.fallback(name)
+        return found
 
 
 def import_attribute(reference: str, separator: str):
@@ -161,7 +167,7 @@ _RECEIVED = re.compile(r"Received:?\s+(\w+)((?:\[(?:\d+|'[^'\]]*')\])*)=")
 _INDEX = re.compile(r"\[(\d+|'[^'\]]*')\]")
 
 
-def _received_at(error: Exception, path: tuple, arguments: dict) -> tuple:
+def received_at(error: Exception, path: tuple, arguments: dict) -> tuple:
     """The key path a constructor's "Received: name[index]=..." names, as deep as it exists
     in the entry's arguments; else the entry itself."""
     named = _RECEIVED.search(str(error))
@@ -189,6 +195,9 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
         reserved: keys that belong to the recipe around the entry (a graph node's `inputs`),
             not to the constructor.
     """
+    if family is LAYER and _names_keras_layer(entry):
+        from graphfit.recipes.reading import keras_layers
+        return keras_layers.check_keras_entry(entry, path, checker, reserved)
     if isinstance(entry, str):
         entry = {"type": entry}
     if not isinstance(entry, dict):
@@ -234,7 +243,7 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
         return INVALID
     except Exception as error:  # the constructor's own message is the most precise one
         message = clean_message(error)
-        at = _received_at(error, path, arguments)
+        at = received_at(error, path, arguments)
         prefix = "" if message.startswith(f"{cls.__name__}:") else f"{cls.__name__}: "
         checker.report(at, prefix + message)
         return INVALID
@@ -282,6 +291,23 @@ def _with_checked_functions(cls, arguments: dict, path: tuple, checker: Checker)
     return constructed
 
 
+def _names_keras_layer(entry) -> bool:
+    """`keras.NAME` or `{type: KerasLayer, ...}`: a Keras layer, checked by keras_layers."""
+    name = entry if isinstance(entry, str) else (
+        entry.get("type") if isinstance(entry, dict) else None)
+    return isinstance(name, str) and (name.startswith("keras.") or name == "KerasLayer")
+
+
+def _keras_layer_factory(name: str):
+    """What builds `keras.NAME` (a `KerasLayer` around it); None for another name."""
+    if not name.startswith("keras."):
+        return None
+    import functools
+
+    from graphfit.recipes.reading import keras_layers
+    return functools.partial(keras_layers.build_keras_layer, name)
+
+
 def _layers() -> dict:
     from graphfit.core.registry import LAYERS
     return {name: LAYERS.get(name) for name in LAYERS.names()}
@@ -313,7 +339,8 @@ def _schedules() -> dict:
     return {name: getattr(schedules, name) for name in schedules.BUILT_IN}
 
 
-LAYER = ComponentFamily("layer", _layers, Layer, allow_class_path=True)
+LAYER = ComponentFamily("layer", _layers, Layer, allow_class_path=True,
+                        fallback=_keras_layer_factory)
 LOSS = ComponentFamily("loss", _losses, keras.losses.Loss)
 METRIC = ComponentFamily("metric", _metrics, keras.metrics.Metric)
 CALLBACK = ComponentFamily("callback", _callbacks, object)

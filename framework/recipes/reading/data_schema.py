@@ -52,6 +52,14 @@ SOURCES: dict[str, dict[str, Field]] = {
              "noise": Field(Number(min=0.0), 0.05, "standard deviation of the noise on y"),
              "low": Field(Number(), -10.0, "smallest x"),
              "high": Field(Number(), 10.0, "largest x")},
+    "sine_sequences": {
+        "n_samples": Field(Integer(min=1), 1000, "how many windows to generate"),
+        "steps": Field(Integer(min=1), 20, "observations per window (the sequence length)"),
+        "noise": Field(Number(min=0.0), 0.05, "standard deviation of the observation noise"),
+        "min_frequency": Field(Number(min=0.0, min_open=True, max=0.5), 0.025,
+                               "lowest sine frequency, in cycles per step"),
+        "max_frequency": Field(Number(min=0.0, min_open=True, max=0.5), 0.1,
+                               "highest sine frequency, in cycles per step (at most 0.5)")},
     "graph_classes": {
         "n_graphs": Field(Integer(min=1), 800, "how many graphs to generate (one class per "
                                                "structure: cycle, path, star, ...)"),
@@ -199,6 +207,12 @@ def check_data_source(value, path, checker: Checker, training: bool = True):
         checker.report(path + ("max_nodes",), f"must be at least min_nodes "
                                               f"({resolved['min_nodes']}), got "
                                               f"{resolved['max_nodes']}")
+    if source == "sine_sequences" and INVALID not in (resolved["min_frequency"],
+                                                      resolved["max_frequency"]) \
+            and resolved["max_frequency"] < resolved["min_frequency"]:
+        checker.report(path + ("max_frequency",), f"must be at least min_frequency "
+                                                  f"({resolved['min_frequency']}), got "
+                                                  f"{resolved['max_frequency']}")
     if source == "sinc" and resolved["low"] is not INVALID and resolved["high"] is not INVALID \
             and resolved["low"] >= resolved["high"]:
         checker.report(path + ("high",), f"must be greater than low ({resolved['low']}), got "

@@ -22,7 +22,8 @@ __all__ = ["Splits", "load_splits", "load_source", "Standardizer", "DataError"]
 
 _GENERATORS = {"moons": datasets.make_moons, "spirals": datasets.make_spirals,
                "blobs": datasets.make_blobs, "sinc": datasets.make_sinc,
-               "graph_classes": datasets.make_graph_classes}
+               "graph_classes": datasets.make_graph_classes,
+               "sine_sequences": datasets.make_sine_sequences}
 
 
 class DataError(ValueError):
