@@ -2,8 +2,8 @@
 imports graphfit, answers as `model.predict` does on the same raw rows.
 
 One module fixture trains and exports five models (two recipe runs, one with
-standardization; a graph model run; a model with two outputs; an LSTM) and one subprocess
-loads all of them (`load_exports_script.py`).
+standardization; a graph model run; a model with two outputs; the LSTM recipe's run) and one
+subprocess loads all of them (`load_exports_script.py`).
 """
 
 from __future__ import annotations
@@ -64,13 +64,11 @@ def _two_heads(folder):
 
 
 def _lstm(folder):
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(32, 10, 1)).astype("float32")
-    model = gf.Sequential([layers.KerasLayer(keras.layers.LSTM(8), name="lstm"),
-                           layers.Dense(1)])
-    model.compile(optimizer=optimizers.Adam(0.01), loss="mse")
-    model.fit(x, x[:, -1], epochs=1, verbose=0)
-    return model.export(str(folder / "lstm")), {"x": x[:5]}, model
+    """The shipped LSTM recipe (a Keras LSTM in a recipe), trained small."""
+    run = _recipe_run(folder, "sine_lstm.yaml", ["training.epochs=1", "data.n_samples=200"])
+    x, _ = datasets.make_sine_sequences(n_samples=5, steps=20, noise=0.05, seed=3)
+    return export_run(run, str(folder / "lstm")), {"x": x.astype("float32")}, \
+        runner.load_run(run)[0].model
 
 
 @pytest.fixture(scope="module")
