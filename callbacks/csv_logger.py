@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from graphfit.callbacks.callback import Callback
+from graphfit.callbacks.chief import is_chief
 from graphfit.core.registry import CALLBACKS
 
 __all__ = ["CSVLogger"]
@@ -91,6 +92,8 @@ class CSVLogger(Callback):
 
     def on_train_begin(self, logs=None):
         self.close()
+        if self.model is not None and not is_chief(self.model):
+            return  # another worker: the chief writes the file
         folder = os.path.dirname(os.path.abspath(self.filename))
         os.makedirs(folder, exist_ok=True)
         self.keys, self._earlier_rows, self._rows = None, [], []
@@ -104,6 +107,8 @@ class CSVLogger(Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
+        if self.model is not None and not is_chief(self.model):
+            return
         if self.csv_file is None:  # used without on_train_begin
             self.on_train_begin()
         row = {"epoch": epoch, **{key: _cell(value) for key, value in logs.items()}}

@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from graphfit.callbacks.callback import Callback
+from graphfit.callbacks.chief import is_chief
 from graphfit.core import validation
 from graphfit.core.registry import CALLBACKS
 from graphfit.saving.checkpoints import Checkpointer, fit_state
@@ -180,14 +181,17 @@ class ModelCheckpoint(Callback):
             self.best is None
             or (value < self.best if self.direction == "min" else value > self.best)
         )
+        writes = is_chief(self.model)  # under several workers, the chief writes
         if improved:
             previous, self.best = self.best, value
+            if not writes:
+                return
             path = self.checkpointer.save_best(epoch + 1, value)
             if self.verbose:
                 print(f"\nEpoch {epoch + 1}: {self.monitor} improved from "
                       f"{'-' if previous is None else f'{previous:.5f}'} to {value:.5f}, "
                       f"saved {path}")
-        if not self.save_best_only:
+        if not self.save_best_only and writes:
             path = self.checkpointer.save_latest(epoch + 1)
             if self.verbose:
                 print(f"\nEpoch {epoch + 1}: saved {path}")

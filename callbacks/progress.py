@@ -6,12 +6,14 @@ Written by hand rather than wrapping `keras.utils.Progbar`, which always prints 
 
 from __future__ import annotations
 
+import io
 import math
 import sys
 import time
 from typing import Any, Callable, TextIO
 
 from graphfit.callbacks.callback import Callback
+from graphfit.callbacks.chief import is_chief
 from graphfit.core import validation
 from graphfit.core.registry import CALLBACKS
 
@@ -135,6 +137,14 @@ class _Run:
         self.stream.flush()
 
 
+
+class _Nowhere(io.StringIO):
+    def write(self, text: str) -> int:
+        return len(text)  # dropped: nothing accumulates
+
+
+_NOWHERE = _Nowhere()
+
 @CALLBACKS.register
 class ProgressBar(Callback):
     """Prints training progress like Keras: a bar per epoch, or one line per epoch.
@@ -205,7 +215,10 @@ class ProgressBar(Callback):
 
     @property
     def stream(self) -> TextIO:
-        """The stream written to."""
+        """The stream written to (nowhere on a worker other than the chief, which prints
+        for the whole cluster)."""
+        if self.model is not None and not is_chief(self.model):
+            return _NOWHERE
         return self._stream if self._stream is not None else sys.stdout
 
     @property

@@ -39,11 +39,14 @@ Example:
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import warnings
 
 import tensorflow as tf
 
 from graphfit.callbacks.callback import Callback
+from graphfit.callbacks.chief import is_chief
 from graphfit.callbacks.tensorboard import taps as tensorboard_taps
 from graphfit.callbacks.tensorboard import writers as tbw
 from graphfit.core import validation
@@ -218,6 +221,7 @@ class TensorBoard(Callback):
     # ------------------------------------------------------------------ whole runs
     def on_train_begin(self, logs=None):
         self._training = True
+        self._write_here_if_chief()
         self._first_step = self._last_batch_step = self._global_step()
         self._graph_pending = self.write_graph
         self._profile_done = False
@@ -245,6 +249,7 @@ class TensorBoard(Callback):
             with self._runs.writer(tbw.ROOT).as_default():
                 tbw.write_session_end()
         self._runs.close()
+        self._drop_scratch()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -273,9 +278,27 @@ class TensorBoard(Callback):
         if stage == "val" and self._training:
             return  # fit's validation results arrive prefixed in on_epoch_end
         step = self._epoch if self._training else self._evaluation_step()
+        if not self._training:
+            self._write_here_if_chief()
         self._runs.scalars(stage, logs or {}, step)
         if not self._training:
             self._runs.flush(stage)  # evaluate() has no on_train_end
+            self._drop_scratch()
+
+    # ------------------------------------------------------------------ several workers
+    def _write_here_if_chief(self) -> None:
+        """A worker other than the chief writes the same summaries into a scratch folder,
+        deleted at the end: only the chief's reach log_dir."""
+        if is_chief(self.model) or self._runs.log_dir != self.log_dir:
+            return
+        self._runs.close()
+        self._runs = tbw.RunWriters(tempfile.mkdtemp(prefix="graphfit-worker-logs-"))
+
+    def _drop_scratch(self) -> None:
+        if self._runs.log_dir != self.log_dir:
+            self._runs.close()
+            shutil.rmtree(self._runs.log_dir, ignore_errors=True)
+            self._runs = tbw.RunWriters(self.log_dir)
 
     # ------------------------------------------------------------------ batches
     def implements_train_batch_hooks(self) -> bool:
@@ -354,6 +377,9 @@ class TensorBoard(Callback):
                 tf.summary.graph(graph)
 
     def _start_profiler(self) -> None:
+        if not is_chief(self.model):  # the chief profiles
+            self._profile_done = True
+            return
         try:
             tf.profiler.experimental.start(os.path.join(self.log_dir, "train"))
         except Exception as error:  # another profiler running: not worth stopping training

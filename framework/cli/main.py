@@ -135,18 +135,24 @@ def _resume(args):
     if args.recipe or args.run_dir:
         raise _BadInput("--resume continues a run from its own recipe and directory; give no "
                         "recipe file and no --run-dir")
-    epochs = None
+    epochs, distribute = None, []
     for text in args.overrides:
         key, _, value = text.partition("=")
         try:
-            if parse_key(key.strip()) != ("training", "epochs"):
+            path = parse_key(key.strip())
+            if path[:1] == ("distribute",):  # where it runs, not what it computes
+                distribute.append(text)
+                continue
+            if path != ("training", "epochs"):
                 raise ValueError
             epochs = int(value)
         except ValueError:
             raise _BadInput(f"--set {text}: a resumed run keeps its recipe; only "
-                            f"training.epochs=N (an integer) may be set") from None
+                            f"training.epochs=N (an integer) and distribute=... (e.g. "
+                            f"distribute=null to continue on one device) may be set") from None
     try:
-        return training_run.resume(args.resume, epochs=epochs, verbose=args.verbose)
+        return training_run.resume(args.resume, epochs=epochs, verbose=args.verbose,
+                                   distribute=distribute)
     except ValueError as error:
         if type(error) is not ValueError and not isinstance(error, run_directory.RunBusy):
             raise  # a RecipeError keeps its own report
@@ -155,7 +161,7 @@ def _resume(args):
 
 def _train(args) -> int:
     from graphfit.recipes import load_recipe
-    from graphfit.recipes.running import run_directory, training_run
+    from graphfit.recipes.running import distribution, run_directory, training_run
 
     if args.resume:
         result = _resume(args)
@@ -163,11 +169,16 @@ def _train(args) -> int:
         raise _BadInput("train needs a recipe file, or --resume RUN_DIR")
     else:
         _check_run_dir_argument(args.run_dir)
+        distribution.start_early(args.recipe, args.overrides)  # before any TensorFlow op
         recipe = load_recipe(args.recipe, args.overrides)
         try:
             result = training_run.train(recipe, run_dir=args.run_dir, verbose=args.verbose)
         except run_directory.RunBusy as error:
             raise _BadInput(error) from None
+    from graphfit.callbacks.chief import is_chief
+
+    if not is_chief(result.model):
+        return EXIT_OK  # another worker than the chief: the chief reports the run
     print(f"run directory: {result.run_dir}")
     for stage, values in result.metrics.items():
         print(f"{stage}: " + ", ".join(f"{k}={v:.4f}" for k, v in values.items()))
@@ -188,7 +199,7 @@ def _check_run_dir_argument(run_dir: str | None) -> None:
 def _validate(args) -> int:
     from graphfit.core.variables import count_parameters
     from graphfit.recipes import load_recipe
-    from graphfit.recipes.running import runner
+    from graphfit.recipes.running import distribution, runner
 
     recipe = load_recipe(args.recipe, args.overrides, safe=args.safe)
     base = recipe.config["model"].get("base") if isinstance(recipe.config["model"], dict) \
@@ -205,7 +216,12 @@ def _validate(args) -> int:
             print(f"  model.base: loads the run {base.get('run')!r}, and any code its "
                   f"recipe names")
         return EXIT_OK
-    prepared = runner.prepare(recipe)
+    distribute = recipe.config.get("distribute") or {}
+    if distribute.get("strategy") == "multi_worker":
+        # TF_CONFIG is checked; the model is built on one device: validating starts no
+        # cluster (the other workers are not waiting for it).
+        distribution.check_environment(recipe)
+    prepared = runner.prepare(recipe, distribute=distribute.get("strategy") != "multi_worker")
     splits, model = prepared.splits, prepared.model
     sizes = ", ".join(f"{stage} {_count(data)}" for stage, data in
                       (("train", splits.train), ("val", splits.val), ("test", splits.test))

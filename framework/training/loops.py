@@ -7,6 +7,7 @@ tells the callbacks.
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -23,7 +24,7 @@ from graphfit.training.input_checks import LABEL_CHECK_MARK
 from graphfit.training.preparation import prepare_for_feed
 from graphfit.training.stage_metrics import stage_prefix
 
-__all__ = ["fit", "evaluate", "predict"]
+__all__ = ["fit", "evaluate", "predict", "is_multi_worker", "agreed_seed", "MULTI_WORKER_CHUNK"]
 
 
 def _split(data, argument: str):
@@ -126,7 +127,10 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
     wants_batches = (
         callbacks.needs_train_batch_hooks if training else callbacks.needs_test_batch_hooks
     )
-    sizes = sizer.sizes(one_at_a_time=training and callbacks.wants_every_train_batch)
+    sizes = _chunk_sizes(state, sizer, training and callbacks.wants_every_train_batch)
+    # Reading the metrics of several workers is a collective: every worker reads them after
+    # every chunk, whether its own callbacks want them or not (the chief's progress bar does).
+    read_each_chunk = wants_batches or is_multi_worker(getattr(state, "strategy", None))
     iterator = feed.epoch_iterator() if feed.is_dataset else None
     total = 0
     for chunk in feed.chunks(epoch, sizes):
@@ -143,8 +147,10 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
         if feed.is_dataset or chunk.index_batches.shape[1] == feed.batch_size:
             sizer.record(ran, time.perf_counter() - started)
         total += ran
-        if ran and wants_batches:
-            _batch_hook(callbacks, stage, "end", chunk.first_batch + ran - 1, metrics.results())
+        if ran and read_each_chunk:
+            results = metrics.results()
+            if wants_batches:
+                _batch_hook(callbacks, stage, "end", chunk.first_batch + ran - 1, results)
         if training and ran:
             _ask_optimizer_to_stop(model, state.optimizer)
         if ran < chunk.num_batches or (training and model.stop_training):
@@ -154,6 +160,42 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
     if feed.is_dataset and feed.steps is None:
         feed.steps = total  # learned on the first pass: the progress bar can show a total
     return metrics.results()
+
+
+def is_multi_worker(strategy) -> bool:
+    """Whether `strategy` runs replicas in several processes (MultiWorkerMirroredStrategy)."""
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+# Steps per loop call under MultiWorkerMirroredStrategy with steps_per_execution="auto".
+MULTI_WORKER_CHUNK = 16
+
+
+def _chunk_sizes(state, sizer, one_at_a_time: bool):
+    """The sizer's chunk sizes; under several workers, the same sizes on every worker.
+
+    "auto" sizes chunks from each process's own timings, but every worker must call the
+    compiled loop the same number of times with the same steps (each call's collectives
+    meet those of the same call on the other workers, or the workers wait for each other
+    forever): a fixed size is used instead.
+    """
+    if not is_multi_worker(getattr(state, "strategy", None)):
+        return sizer.sizes(one_at_a_time=one_at_a_time)
+    size = MULTI_WORKER_CHUNK if sizer.setting == "auto" else int(sizer.setting)
+    return itertools.repeat(size)
+
+
+def agreed_seed(strategy, seed: int) -> int:
+    """`seed` as the chief has it, on every worker (each worker must shuffle the same way:
+    each takes its slice of the same global batches). Unchanged without several workers."""
+    if not is_multi_worker(strategy):
+        return seed
+
+    def chief_only(context):
+        return tf.constant(seed if context.replica_id_in_sync_group == 0 else 0, tf.int64)
+
+    values = strategy.experimental_distribute_values_from_function(chief_only)
+    return int(strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None))
 
 
 def _ask_optimizer_to_stop(model, optimizer) -> None:
@@ -213,6 +255,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
         # A resumed fit (initial_epoch > 0) keeps the saved seed, so its epochs shuffle
         # exactly as those of an uninterrupted fit.
         seed = int(np.random.randint(0, 2**31 - 1))
+    seed = agreed_seed(state.strategy, seed)
     train = make_feed(model, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
                       steps=steps_per_epoch, check_finite=check_finite, seed=seed)
     val = _eval_feed(model, validation_data, "validation_data", batch_size, validation_steps,
@@ -308,7 +351,7 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
     else:
         x_tensors = feed.tensors()[0]
         sizer = state.sizers["predict"]
-        for chunk in feed.chunks(0, sizer.sizes()):
+        for chunk in feed.chunks(0, _chunk_sizes(state, sizer, False)):
             callbacks.on_predict_batch_begin(chunk.first_batch)
             started = time.perf_counter()
             outputs = state.steps.predict_arrays(x_tensors, chunk.index_batches)

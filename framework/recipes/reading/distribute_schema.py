@@ -3,6 +3,7 @@
     distribute: {strategy: mirrored}                          # every GPU of this machine
     distribute: {strategy: mirrored, devices: [GPU:0, GPU:1]}
     distribute: {strategy: multi_worker}                      # the cluster from TF_CONFIG
+    distribute: {strategy: multi_worker, timeout: 120}        # stop if a step waits > 120 s
 
 Absent (or null) trains without a strategy. The section itself is checked with the rest of the
 recipe; what depends on the environment (TF_CONFIG for `multi_worker`) is checked by
@@ -25,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 
@@ -32,13 +34,19 @@ from graphfit.core.registry import did_you_mean
 from graphfit.recipes.reading.problems import short_repr
 from graphfit.recipes.reading.schema import INVALID, Checker, shown
 
-__all__ = ["STRATEGIES", "DISTRIBUTE_DOC", "check_distribute", "environment_problems",
-           "read_tf_config", "cluster_role"]
+__all__ = ["STRATEGIES", "DISTRIBUTE_DOC", "DEFAULT_TIMEOUT", "MIN_TIMEOUT", "check_distribute",
+           "environment_problems", "read_tf_config", "cluster_role"]
 
 STRATEGIES = ("mirrored", "multi_worker")
+# Seconds a worker waits in one collective (an all-reduce of a step) before it gives up: a
+# safety net for a peer that is alive but stuck. A peer that dies or stops answering is
+# noticed sooner, by TensorFlow's heartbeats (about 10 seconds).
+DEFAULT_TIMEOUT = 600.0
+MIN_TIMEOUT = 5.0
 DISTRIBUTE_DOC = ("{strategy: mirrored, devices: [GPU:0, ...] (default: all)} or "
-                  "{strategy: multi_worker} (cluster from TF_CONFIG); null: one device")
-_KEYS = {"mirrored": ("strategy", "devices"), "multi_worker": ("strategy",)}
+                  "{strategy: multi_worker, timeout: seconds (default 600)} (cluster from "
+                  "TF_CONFIG); null: one device")
+_KEYS = {"mirrored": ("strategy", "devices"), "multi_worker": ("strategy", "timeout")}
 # What MultiWorkerMirroredStrategy trains with: a chief (optional) and workers.
 _JOBS = ("chief", "worker")
 _DEVICE = re.compile(r"(/job:[\w-]+)?(/replica:\d+)?(/task:\d+)?(/?device:|/)?(cpu|gpu|tpu):\d+",
@@ -70,7 +78,23 @@ def check_distribute(value, path, checker: Checker):
             checker.report(path + (key,), _unknown_key_message(key, strategy))
     if strategy == "mirrored":
         resolved["devices"] = _check_devices(value.get("devices"), path + ("devices",), checker)
+    else:
+        resolved["timeout"] = _check_timeout(value.get("timeout", DEFAULT_TIMEOUT),
+                                             path + ("timeout",), checker)
     return resolved
+
+
+def _check_timeout(timeout, path, checker: Checker):
+    if timeout is None:
+        return None  # wait as long as it takes (a dead worker is still noticed)
+    if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+            or not math.isfinite(timeout) or timeout < MIN_TIMEOUT):
+        checker.report(path, f"must be a number of seconds >= {MIN_TIMEOUT:g} (how long a "
+                             f"worker waits for the others in one step before it stops; "
+                             f"default {DEFAULT_TIMEOUT:g}), or null for no limit, got "
+                             f"{shown(timeout)}")
+        return INVALID
+    return float(timeout)
 
 
 def _unknown_key_message(key, strategy: str) -> str:
@@ -78,6 +102,9 @@ def _unknown_key_message(key, strategy: str) -> str:
         return ("multi_worker uses every device of each worker; 'devices' is for strategy: "
                 "mirrored only (remove it, or limit a worker's GPUs with "
                 "CUDA_VISIBLE_DEVICES)")
+    if key == "timeout":
+        return ("timeout is for strategy: multi_worker only (the replicas of one machine do "
+                "not wait on a network); remove it")
     valid = _KEYS[strategy]
     hint = did_you_mean(str(key), valid, "; did you mean {!r}?", otherwise=".")
     return f"unknown key {short_repr(key)}{hint} Valid keys for {strategy}: {', '.join(valid)}"

@@ -3,8 +3,10 @@
 `check_environment` runs first, before TensorFlow creates any strategy or starts a collective:
 a bad TF_CONFIG or a device this machine lacks is a recipe problem at its key (exit code 2),
 not a hang or a TensorFlow error later. `strategy_for` creates the strategy once per process
-(MultiWorkerMirroredStrategy must be created once, at program start-up, before other ops), and
-the model is then built and compiled inside its `scope()`.
+(MultiWorkerMirroredStrategy must be created once, at program start-up, before other ops:
+`start_early` does so from the `distribute:` section alone, before the recipe's full check
+runs any op), and the model is then built and compiled inside its `scope()`. `is_chief` says
+whether this process writes the run's files (see `graphfit.recipes.running.workers`).
 
 Example:
 
@@ -14,16 +16,15 @@ Example:
 
 from __future__ import annotations
 
-from graphfit.recipes.reading.distribute_schema import environment_problems
+from graphfit.recipes.reading.distribute_schema import check_distribute, environment_problems
+from graphfit.recipes.reading.overrides import apply_overrides
 from graphfit.recipes.reading.problems import Problem, RecipeError
+from graphfit.recipes.reading.schema import INVALID, Checker
+from graphfit.recipes.reading.yaml_source import MAX_BYTES, parse_yaml
 
-__all__ = ["check_environment", "strategy_for", "MULTI_WORKER_READY"]
+__all__ = ["check_environment", "strategy_for", "start_early", "is_chief", "describe_worker"]
 
-# The training engine does not run MultiWorkerMirroredStrategy yet: refusing is better than a
-# run that hangs in its first all-reduce.
-MULTI_WORKER_READY = False
-
-_CREATED: dict = {}  # (strategy, devices) -> the strategy made for it in this process
+_CREATED: dict = {}  # (strategy, devices, timeout) -> the strategy made for it in this process
 
 
 def check_environment(recipe) -> None:
@@ -36,12 +37,6 @@ def check_environment(recipe) -> None:
                 for path, message in environment_problems(distribute)]
     if not problems and distribute["strategy"] == "mirrored" and distribute.get("devices"):
         problems = _missing_devices(recipe, distribute["devices"])
-    if not problems and distribute["strategy"] == "multi_worker" and not MULTI_WORKER_READY:
-        path = ("distribute", "strategy")
-        problems = [Problem(path, "multi_worker is not supported yet in this version (the "
-                                  "training engine does not run MultiWorkerMirroredStrategy); "
-                                  "use strategy: mirrored to train on the devices of one "
-                                  "machine", recipe.position(path))]
     if problems:
         raise RecipeError(problems)
 
@@ -70,10 +65,69 @@ def strategy_for(distribute):
     import tensorflow as tf
 
     devices = distribute.get("devices")
-    key = (distribute["strategy"], tuple(devices) if devices else None)
+    key = (distribute["strategy"], tuple(devices) if devices else None,
+           distribute.get("timeout"))
     if key not in _CREATED:
         if distribute["strategy"] == "mirrored":
             _CREATED[key] = tf.distribute.MirroredStrategy(devices)
         else:
-            _CREATED[key] = tf.distribute.MultiWorkerMirroredStrategy()
+            options = tf.distribute.experimental.CommunicationOptions(
+                timeout_seconds=distribute.get("timeout"))
+            _CREATED[key] = tf.distribute.MultiWorkerMirroredStrategy(
+                communication_options=options)
     return _CREATED[key]
+
+
+def is_chief(strategy) -> bool:
+    """Whether this process writes the run's files: True without a strategy or with one
+    process; under several workers, the chief only (task type "chief", or worker 0 when the
+    cluster has none), as TensorFlow's own `should_checkpoint` says."""
+    return strategy is None or bool(strategy.extended.should_checkpoint)
+
+
+def describe_worker(strategy) -> str:
+    """'worker 1 of 2' (or 'the chief'): this process's place in the cluster."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return "this process"
+    if resolver.task_type == "chief":
+        return "the chief"
+    count = len(resolver.cluster_spec().as_dict().get(resolver.task_type, []))
+    return f"{resolver.task_type} {resolver.task_id} of {count}"
+
+
+def start_early(path: str, overrides=()):
+    """Creates a recipe's MultiWorkerMirroredStrategy before anything runs a TensorFlow op.
+
+    Checking the whole recipe constructs its optimizer (variables: eager ops), after which
+    TensorFlow refuses to configure collectives ("Collective ops must be configured at
+    program startup"). So the command line reads only the `distribute:` section first (with
+    the overrides) and creates the strategy from it; a section with problems is left to the
+    full check, which reports it with its position.
+
+    Args:
+        path: the recipe file.
+        overrides: the `key=value` overrides given with `--set`.
+
+    Returns:
+        The strategy, or None when the recipe asks for no multi-worker training (or its
+        `distribute:` section or TF_CONFIG has problems the full check will report).
+    """
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            return None  # the full read refuses it
+        document = parse_yaml(raw.decode("utf-8-sig"), path, keep_going=True)
+        apply_overrides(document, list(overrides))
+    except (OSError, UnicodeDecodeError, RecipeError):
+        return None
+    value = document.data.get("distribute") if isinstance(document.data, dict) else None
+    if value is None:
+        return None
+    checker = Checker(document)
+    resolved = check_distribute(value, ("distribute",), checker)
+    if (checker.problems or resolved is INVALID or resolved["strategy"] != "multi_worker"
+            or environment_problems(resolved)):
+        return None
+    return strategy_for(resolved)

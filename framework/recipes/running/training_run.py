@@ -33,14 +33,18 @@ from typing import Any
 from graphfit.callbacks.callback import Callback
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
-from graphfit.recipes.running import run_directory
-from graphfit.recipes.running.builder import build_callbacks
+from graphfit.recipes.running import distribution, run_directory, workers
+from graphfit.recipes.running.run_callbacks import (
+    CHECKPOINTS,
+    hyperparameters,
+    run_callbacks,
+    trial_id,
+)
 from graphfit.recipes.running.runner import Prepared, prepare, sample_shape
 
 __all__ = ["RunResult", "train", "resume", "hyperparameters", "trial_id",
            "checkpoint_folder"]
 
-CHECKPOINTS = "checkpoints"
 
 
 @dataclasses.dataclass
@@ -61,10 +65,11 @@ class _HistoryFile(Callback):
     cannot shift the epochs.
     """
 
-    def __init__(self, path: str, earlier: list[dict]):
+    def __init__(self, path: str, earlier: list[dict], writes: bool = True):
         super().__init__()
         self.path = path
         self.records = [dict(entry) for entry in earlier]
+        self.writes = writes  # False on a worker other than the chief
 
     @property
     def history(self) -> dict[str, list]:
@@ -75,6 +80,8 @@ class _HistoryFile(Callback):
         self.write()
 
     def write(self) -> None:
+        if not self.writes:
+            return
         run_directory.write_json(self.path, {
             key: [v if v is not None and math.isfinite(v) else None for v in values]
             for key, values in self.history.items()})
@@ -105,84 +112,43 @@ def _history_of(records: list[dict]) -> dict[str, list]:
     return history
 
 
-def hyperparameters(config: dict) -> dict[str, Any]:
-    """The recipe's scalar settings, flattened ("optimizer.learning_rate": 0.05), for HParams."""
-    flat: dict[str, Any] = {}
-
-    def walk(value, prefix):
-        if isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, f"{prefix}.{key}" if prefix else key)
-        elif isinstance(value, (bool, int, float, str)) and not (
-                isinstance(value, float) and not math.isfinite(value)):
-            flat[prefix] = value
-
-    for section in ("seed", "data", "optimizer", "training", "loss", "distribute"):
-        walk(config.get(section), section)
-    flat.pop("data.path", None)
-    flat["model.layers"] = len(config["model"].get("layers") or config["model"].get("nodes"))
-    return flat
-
-
-def trial_id(config: dict, run: str) -> str:
-    """The HParams session name of a run: `<recipe name>/<run folder>`, as in `runs/`."""
-    folder = os.path.basename(os.path.abspath(run))
-    return folder if folder == config["name"] else f"{config['name']}/{folder}"
-
-
-def _run_callbacks(recipe: Recipe, run: str, monitor: str, resumed_epoch: int = 0) -> list:
-    from graphfit import callbacks
-
-    own = build_callbacks(recipe.config, run)
-    kinds = {type(callback).__name__ for callback in own}
-    for callback in own:
-        if isinstance(callback, callbacks.TensorBoard):
-            callback.recipe_text = callback.recipe_text or recipe.to_yaml()
-            callback.hparams = callback.hparams or hyperparameters(recipe.config)
-            callback.trial_id = callback.trial_id or trial_id(recipe.config, run)
-        if isinstance(callback, callbacks.CSVLogger) and resumed_epoch:
-            _keep_csv_rows_before(callback, resumed_epoch)
-    extra = []
-    if "TensorBoard" not in kinds:
-        extra.append(callbacks.TensorBoard(os.path.join(run, run_directory.LOGS),
-                                           recipe_text=recipe.to_yaml(),
-                                           hparams=hyperparameters(recipe.config),
-                                           trial_id=trial_id(recipe.config, run)))
-    if "ModelCheckpoint" not in kinds:
-        extra.append(callbacks.ModelCheckpoint(os.path.join(run, CHECKPOINTS), monitor=monitor))
-    return own + extra
-
-
-def _keep_csv_rows_before(logger, epoch: int) -> None:
-    """A resumed run appends to its CSV log, after dropping rows of epochs it will redo."""
-    import csv
-
-    logger.append = True
-    if not os.path.isfile(logger.filename):
-        return
-    with open(logger.filename, newline="", encoding="utf-8") as handle:
-        rows = list(csv.reader(handle, delimiter=logger.sep))
-    kept = rows[:1] + [row for row in rows[1:] if row and int(row[0]) < epoch]
-    with open(logger.filename, "w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle, delimiter=logger.sep).writerows(kept)
-
-
 class TrainingFailed(RuntimeError):
     """Training went non-finite: no final weights were saved (exit code 1)."""
 
 
 def _fit_into(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
               earlier: list[dict]) -> RunResult:
+    """Trains and finishes the run; under several workers, a failed worker's error becomes
+    a `WorkerLost` saying how to resume."""
+    try:
+        return _fit_and_finish(run, prepared, initial_epoch, verbose, earlier)
+    except workers.COLLECTIVE_ERRORS as error:
+        strategy = prepared.strategy
+        if workers.own_role(strategy) is None:
+            raise
+        chief = distribution.is_chief(strategy)
+        folder = checkpoint_folder(prepared.recipe.config, run)
+        from graphfit.saving import checkpoints
+
+        saved = (checkpoints.resume_point(folder) or 0) if os.path.isdir(run) else None
+        shown = run if chief or os.path.isdir(run) else workers.shown_run(None)
+        raise workers.WorkerLost(workers.lost_worker_message(
+            error, strategy, shown, shown, saved)) from None
+
+
+def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
+                    earlier: list[dict]) -> RunResult:
     config, model, splits = prepared.recipe.config, prepared.model, prepared.splits
     training = config["training"]
     x, y = splits.train if isinstance(splits.train, tuple) else (splits.train, None)
     monitor = "val_loss" if splits.val is not None else "loss"
-    recorder = _HistoryFile(os.path.join(run, "history.json"), earlier)
+    writes = distribution.is_chief(prepared.strategy)
+    recorder = _HistoryFile(os.path.join(run, "history.json"), earlier, writes)
     stopper = _StopWhenNotFinite()
     model.nonfinite_step = None
     model.fit(x, y, batch_size=training["batch_size"], epochs=training["epochs"],
               verbose=verbose,
-              callbacks=_run_callbacks(prepared.recipe, run, monitor, initial_epoch)
+              callbacks=run_callbacks(prepared.recipe, run, monitor, initial_epoch, writes)
               + [recorder, stopper],
               validation_data=splits.val, test_data=splits.test, shuffle=training["shuffle"],
               # prepare() already ran every input check, the full-data NaN scan included.
@@ -231,6 +197,8 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile) -> RunResult:
             sx, sy = data if isinstance(data, tuple) else (data, None)
             metrics[stage] = model.evaluate(sx, sy, batch_size=batch_size, stage=stage,
                                             verbose=0, return_dict=True)
+    if not recorder.writes:  # a worker other than the chief: the chief writes the files
+        return RunResult(run, metrics, recorder.history, model)
     run_directory.write_json(os.path.join(run, "metrics.json"), _finite_or_null(metrics))
     model.save_weights(os.path.join(run, run_directory.CHECKPOINT))
     if os.path.basename(os.path.dirname(run)) == prepared.recipe.config["name"]:
@@ -259,6 +227,8 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
     """
     prepared = prepare(recipe)
     config, splits = recipe.config, prepared.splits
+    if not distribution.is_chief(prepared.strategy):
+        return _train_as_worker(prepared, run_dir or config["run_dir"])
     try:
         lock = run_directory.claim_new_run(config["name"], run_dir or config["run_dir"],
                                            runs_root)
@@ -281,7 +251,17 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
         return _fit_into(run, prepared, 0, verbose, [])
 
 
-def resume(run: str, epochs: int | None = None, verbose: int = 2) -> RunResult:
+def _train_as_worker(prepared: Prepared, run_dir: str | None) -> RunResult:
+    """A worker other than the chief: the same training, silent, writing no file."""
+    import sys
+
+    print(workers.notice(prepared.strategy, run_dir), file=sys.stderr)
+    run = workers.shown_run(run_dir)
+    return _fit_into(run, prepared, 0, 0, [])
+
+
+def resume(run: str, epochs: int | None = None, verbose: int = 2,
+           distribute=()) -> RunResult:
     """Continues an interrupted run from its latest intact checkpoint, or finishes a run
     killed after its last epoch but before its final files.
 
@@ -291,6 +271,8 @@ def resume(run: str, epochs: int | None = None, verbose: int = 2) -> RunResult:
     Args:
         run: the run directory.
         epochs: train up to this many epochs in all (default: the recipe's).
+        distribute: `distribute...=value` overrides (["distribute=null"]: continue on one
+            device); a checkpoint loads under any strategy. Not recorded in the run.
 
     Raises:
         ValueError: if `run` has no checkpoint to resume from, or is already complete.
@@ -300,17 +282,23 @@ def resume(run: str, epochs: int | None = None, verbose: int = 2) -> RunResult:
     recipe_file = run_directory.read_recipe(run)
     if not os.path.isfile(recipe_file):
         raise ValueError(f"{run} is not a graphfit run directory (it has no recipe.yaml)")
+    overrides = [f"training.epochs={epochs}"] if epochs is not None else []
+    where = list(distribute)
+    if not distribution.is_chief(distribution.start_early(recipe_file, overrides + where)):
+        # Another worker than the chief: it reads the run (the chief locks and writes it).
+        run_directory.use_recorded_modules(run)
+        return _resume_locked(run, recipe_file, epochs, verbose, where)
     with run_directory.lock_run(run):
         run_directory.use_recorded_modules(run)
-        return _resume_locked(run, recipe_file, epochs, verbose)
+        return _resume_locked(run, recipe_file, epochs, verbose, where)
 
 
 def _resume_locked(run: str, recipe_file: str, epochs: int | None,
-                   verbose: int) -> RunResult:
+                   verbose: int, where: list) -> RunResult:
     from graphfit.saving import checkpoints
 
     overrides = [f"training.epochs={epochs}"] if epochs is not None else []
-    recipe = load_recipe(recipe_file, overrides)
+    recipe = load_recipe(recipe_file, overrides + where)
     folder = checkpoint_folder(recipe.config, run)
     prepared = prepare(recipe)
     state = checkpoints.restore_latest(prepared.model, folder)
@@ -327,10 +315,17 @@ def _resume_locked(run: str, recipe_file: str, epochs: int | None,
     earlier = _earlier_records(run, state)
     if state["epoch"] >= total:
         # Killed after its last checkpoint, before its final files: finish it.
-        return _finish(run, prepared, _HistoryFile(os.path.join(run, "history.json"), earlier))
+        return _finish(run, prepared, _HistoryFile(os.path.join(run, "history.json"), earlier,
+                                                   distribution.is_chief(prepared.strategy)))
     _warn_stateful_callbacks(recipe.config)
-    if epochs is not None:
-        run_directory.write_yaml(recipe_file, recipe.config)
+    if not distribution.is_chief(prepared.strategy):
+        import sys
+
+        print(workers.notice(prepared.strategy, run), file=sys.stderr)
+        verbose = 0
+    elif epochs is not None:  # recorded with the strategy the run was written for
+        recorded_where = run_directory.read_yaml(recipe_file).get("distribute")
+        run_directory.write_yaml(recipe_file, {**recipe.config, "distribute": recorded_where})
         overrides_file = os.path.join(run, "overrides.yaml")
         recorded = (run_directory.read_yaml(overrides_file)
                     if os.path.isfile(overrides_file) else []) or []

@@ -1,0 +1,95 @@
+"""The callbacks of a recipe run, and what TensorBoard shows of the recipe.
+
+A run's callbacks are the recipe's own, plus a `TensorBoard` writing `logs/` (with the resolved
+recipe as text and its hyperparameters) and a `ModelCheckpoint` writing `checkpoints/`, unless
+the recipe lists its own.
+
+Example:
+
+    >>> hyperparameters({"seed": 0, "optimizer": {"type": "SGD", "learning_rate": 0.1},
+    ...                  "model": {"layers": [{}, {}]}})["optimizer.learning_rate"]
+    0.1
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from graphfit.recipes.reading.recipe import Recipe
+from graphfit.recipes.running import run_directory
+from graphfit.recipes.running.builder import build_callbacks
+
+__all__ = ["hyperparameters", "trial_id", "run_callbacks", "CHECKPOINTS"]
+
+CHECKPOINTS = "checkpoints"
+
+
+def hyperparameters(config: dict) -> dict[str, Any]:
+    """The recipe's scalar settings, flattened ("optimizer.learning_rate": 0.05), for HParams."""
+    flat: dict[str, Any] = {}
+
+    def walk(value, prefix):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{prefix}.{key}" if prefix else key)
+        elif isinstance(value, (bool, int, float, str)) and not (
+                isinstance(value, float) and not math.isfinite(value)):
+            flat[prefix] = value
+
+    for section in ("seed", "data", "optimizer", "training", "loss", "distribute"):
+        walk(config.get(section), section)
+    flat.pop("data.path", None)
+    flat["model.layers"] = len(config["model"].get("layers") or config["model"].get("nodes"))
+    return flat
+
+
+def trial_id(config: dict, run: str) -> str:
+    """The HParams session name of a run: `<recipe name>/<run folder>`, as in `runs/`."""
+    folder = os.path.basename(os.path.abspath(run))
+    return folder if folder == config["name"] else f"{config['name']}/{folder}"
+
+
+def run_callbacks(recipe: Recipe, run: str, monitor: str, resumed_epoch: int = 0,
+                  writes: bool = True) -> list:
+    """The run's callbacks: the recipe's, then TensorBoard and ModelCheckpoint if it has none.
+
+    Args:
+        resumed_epoch: the epoch a resumed run starts at (its CSV log keeps earlier rows).
+        writes: False on a worker other than the chief (its CSV log is left alone).
+    """
+    from graphfit import callbacks
+
+    own = build_callbacks(recipe.config, run)
+    kinds = {type(callback).__name__ for callback in own}
+    for callback in own:
+        if isinstance(callback, callbacks.TensorBoard):
+            callback.recipe_text = callback.recipe_text or recipe.to_yaml()
+            callback.hparams = callback.hparams or hyperparameters(recipe.config)
+            callback.trial_id = callback.trial_id or trial_id(recipe.config, run)
+        if isinstance(callback, callbacks.CSVLogger) and resumed_epoch and writes:
+            _keep_csv_rows_before(callback, resumed_epoch)
+    extra = []
+    if "TensorBoard" not in kinds:
+        extra.append(callbacks.TensorBoard(os.path.join(run, run_directory.LOGS),
+                                           recipe_text=recipe.to_yaml(),
+                                           hparams=hyperparameters(recipe.config),
+                                           trial_id=trial_id(recipe.config, run)))
+    if "ModelCheckpoint" not in kinds:
+        extra.append(callbacks.ModelCheckpoint(os.path.join(run, CHECKPOINTS), monitor=monitor))
+    return own + extra
+
+
+def _keep_csv_rows_before(logger, epoch: int) -> None:
+    """A resumed run appends to its CSV log, after dropping rows of epochs it will redo."""
+    import csv
+
+    logger.append = True
+    if not os.path.isfile(logger.filename):
+        return
+    with open(logger.filename, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle, delimiter=logger.sep))
+    kept = rows[:1] + [row for row in rows[1:] if row and int(row[0]) < epoch]
+    with open(logger.filename, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, delimiter=logger.sep).writerows(kept)

@@ -1,0 +1,193 @@
+"""`distribute: {strategy: multi_worker}`: two `graphfit train` worker processes on 127.0.0.1
+(TF_CONFIG each, free ports) train the shipped quickstart recipe (float64, without batch
+normalization and dropout, which are per-replica) to the numbers of one process; only the
+chief writes the run directory. A worker killed mid-run makes the chief stop with a clear
+error, and `graphfit train --resume` continues from the chief's checkpoint, on one device and
+then on two workers again, to the numbers of an uninterrupted run.
+
+Every process has a timeout and is killed in a `finally`; the TensorFlow servers end with
+their processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+GRAPHFIT = [str(pathlib.Path(sys.executable).with_name("graphfit"))]
+RECIPE = str(ROOT / "recipes" / "quickstart.yaml")
+SETS = ["training.epochs=4", "training.dtype=float64", "model.layers.1={type: Dropout, rate: 0}",
+        "model.layers.2.rate=0"]
+TOLERANCE = 1e-6  # float64; the runs agree to ~1e-16 (sums in another order)
+TIMEOUT = 120  # seconds for any one process (they take a few)
+DIE_HOOK = '''
+import json, os
+import graphfit as gf
+from graphfit.core.registry import CALLBACKS
+
+
+@CALLBACKS.register
+class DieAt(gf.callbacks.Callback):
+    """Ends this process abruptly at the end of an epoch, when GRAPHFIT_TEST_DIE names it."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        job, index, at = (os.environ.get("GRAPHFIT_TEST_DIE") or "::").split(":")
+        task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+        if job and task.get("type") == job and task.get("index") == int(index) \\
+                and epoch == int(at):
+            os._exit(17)
+'''
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _sets(extra=()) -> list[str]:
+    return [arg for item in [*SETS, *extra] for arg in ("--set", item)]
+
+
+def _env(tmp_path, tf_config=None, **extra) -> dict:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(tmp_path), **extra}
+    env.pop("TF_CONFIG", None)
+    if tf_config is not None:
+        env["TF_CONFIG"] = json.dumps(tf_config)
+    return env
+
+
+def _run(argv, env, cwd) -> subprocess.CompletedProcess:
+    return _run_all([argv], [env], cwd)[0]
+
+
+def _run_all(argvs, envs, cwd) -> list[subprocess.CompletedProcess]:
+    """Runs the processes side by side; each is killed if it outlives TIMEOUT."""
+    processes = []
+    try:
+        for argv, env in zip(argvs, envs):
+            processes.append(subprocess.Popen([*GRAPHFIT, *argv], env=env, cwd=cwd, text=True,
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              start_new_session=True))
+        deadline = time.monotonic() + TIMEOUT
+        done = []
+        for process in processes:
+            out, err = process.communicate(timeout=max(deadline - time.monotonic(), 1))
+            done.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+        return done
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def _workers(tmp_path, argv_of, extra_env=None):
+    """Two workers (worker 0 is the chief); argv_of(index) gives each one's arguments."""
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    envs = [_env(tmp_path, {"cluster": cluster, "task": {"type": "worker", "index": i}},
+                 **(extra_env or {})) for i in range(2)]
+    return _run_all([argv_of(0), argv_of(1)], envs, tmp_path)
+
+
+def _distributed_sets(extra=()) -> list[str]:
+    return _sets(["distribute={strategy: multi_worker, timeout: 60}", *extra])
+
+
+def _close(a: dict, b: dict) -> float:
+    return max(abs(x - y) for key in a for x, y in zip(a[key], b[key]))
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory) -> dict:
+    """The uninterrupted run in one process, without a strategy."""
+    folder = tmp_path_factory.mktemp("single")
+    done = _run(["train", RECIPE, *_sets(), "--run-dir", "run", "--verbose", "0"],
+                _env(folder), folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {name: json.loads((folder / "run" / name).read_text())
+            for name in ("history.json", "metrics.json")}
+
+
+def test_two_workers_match_one_process_and_only_the_chief_writes(single, tmp_path):
+    chief, other = _workers(tmp_path, lambda i: ["train", RECIPE, *_distributed_sets(),
+                                                 "--run-dir", f"run{i}"])
+    assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-3000:] + other.stderr
+    history = json.loads((tmp_path / "run0" / "history.json").read_text())
+    metrics = json.loads((tmp_path / "run0" / "metrics.json").read_text())
+    assert len(history["loss"]) == 4 and history["loss"][-1] < history["loss"][0]
+    assert _close(single["history.json"], history) < TOLERANCE
+    for stage in ("train", "val", "test"):
+        for key, value in single["metrics.json"][stage].items():
+            assert abs(metrics[stage][key] - value) < TOLERANCE, (stage, key)
+    # The chief writes everything; the other worker writes nothing and prints one notice.
+    written = {p.name for p in (tmp_path / "run0").iterdir()}
+    assert {"recipe.yaml", "history.json", "metrics.json", "checkpoints", "logs"} <= written
+    assert any((tmp_path / "run0" / "logs").rglob("events.out.tfevents.*"))
+    assert not (tmp_path / "run1").exists()
+    assert "Epoch 4/4" in chief.stdout and "test: loss=" in chief.stdout
+    assert other.stdout == ""
+    assert other.stderr.strip().splitlines() == [
+        f"graphfit: worker 1 of 2: training with the cluster; the chief prints progress and "
+        f"writes the run directory ({'run1'})"], other.stderr
+
+
+def test_a_killed_worker_stops_the_chief_and_the_run_resumes(single, tmp_path):
+    from graphfit.saving import checkpoints
+
+    (tmp_path / "die_hook.py").write_text(DIE_HOOK)
+    hook = ["imports=[die_hook]", "callbacks=[{type: DieAt}]"]
+    started = time.monotonic()
+    chief, other = _workers(tmp_path, lambda i: ["train", RECIPE, *_distributed_sets(hook),
+                                                 "--run-dir", "run", "--verbose", "0"],
+                            {"GRAPHFIT_TEST_DIE": "worker:1:1"})  # after its 2nd epoch
+    assert time.monotonic() - started < 90
+    assert other.returncode == 17
+    run = tmp_path / "run"
+    assert chief.returncode == 1, chief.stderr[-3000:]
+    message = chief.stderr.strip().splitlines()[-2]
+    assert message.startswith("graphfit: train failed: WorkerLost: training stopped on "
+                              "worker 0 of 2: worker 1 likely failed"), message
+    assert "The checkpoints are intact up to epoch 2." in message, message
+    assert message.endswith(f"graphfit train --resume {run}"), message
+    assert "Traceback" not in chief.stderr
+    assert checkpoints.resume_point(str(run / "checkpoints")) == 2
+    assert not (run / "metrics.json").exists()
+
+    # Written under two workers, read on one device: epoch 3 as the uninterrupted run.
+    done = _run(["train", "--resume", str(run), "--set", "distribute=null", "--set",
+                 "training.epochs=3", "--verbose", "0"], _env(tmp_path), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    history = json.loads((run / "history.json").read_text())
+    assert len(history["loss"]) == 3
+    reference = {key: values[:3] for key, values in single["history.json"].items()
+                 if not key.startswith("test_")}
+    assert _close(reference, history) < TOLERANCE
+
+    # Written on one device, read under two workers: epoch 4 and the final numbers.
+    chief, other = _workers(tmp_path, lambda i: ["train", "--resume", str(run), "--set",
+                                                 "training.epochs=4"])
+    assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-3000:] + other.stderr
+    assert "Epoch 4/4" in chief.stdout and "Epoch 3/4" not in chief.stdout
+    history = json.loads((run / "history.json").read_text())
+    metrics = json.loads((run / "metrics.json").read_text())
+    train_keys = {k: v for k, v in single["history.json"].items() if not k.startswith("test_")}
+    assert _close(train_keys, history) < TOLERANCE
+    for stage in ("train", "val", "test"):
+        for key, value in single["metrics.json"][stage].items():
+            assert abs(metrics[stage][key] - value) < TOLERANCE, (stage, key)
