@@ -3,6 +3,9 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Recipe runs draw their PNGs at the end; the suite trains dozens of runs, so only the tests
+# that check the plots turn them on (tests/framework/cli/test_export_and_plot_commands.py).
+os.environ.setdefault("GRAPHFIT_PLOTS", "0")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402

@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", help="where to write the run (must not hold files yet)")
     train.add_argument("--resume", metavar="RUN_DIR",
                        help="continue an interrupted run from its latest checkpoint (only "
-                            "--set training.epochs=N may change it)")
+                            "--set training.epochs=N and --set distribute=... may change it)")
     train.add_argument("--verbose", type=int, choices=(0, 1, 2), default=2,
                        help="0 silent, 1 progress bar, 2 one line per epoch (default)")
     validate = recipe_command("validate", "check a recipe, its data and its model; train nothing")
@@ -76,6 +76,27 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument("--output", required=True, help="the CSV file to write")
     predict.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show Python tracebacks")
+    plot = commands.add_parser(
+        "plot", help="draw a run's learning curves, or compare several runs",
+        description="one run: learning_curves.png in the run directory (or --output); several "
+                    "runs: comparison_<metric>.png per metric in --output (default: here). "
+                    "Needs matplotlib: pip install graphfit[plots]")
+    plot.add_argument("runs", nargs="+", metavar="RUN",
+                      help="run directories (or runs/<name>/latest)")
+    plot.add_argument("--output", default=None, metavar="DIR", help="folder for the PNG files")
+    plot.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                      help="show Python tracebacks")
+    export = commands.add_parser(
+        "export", help="write a finished run as a TensorFlow SavedModel for serving",
+        description="a SavedModel with serving_default, predict, classify (classifiers) and "
+                    "one signature per --layer; the run's standardization runs inside it")
+    export.add_argument("run", help="the run directory (or runs/<name>/latest)")
+    export.add_argument("--output", default=None, metavar="DIR",
+                        help="a new folder for the SavedModel (default: RUN/saved_model)")
+    export.add_argument("--layer", dest="layers", action="append", default=[], metavar="NAME",
+                        help="also export this layer's output as a signature (repeatable)")
+    export.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show Python tracebacks")
     listing_command = commands.add_parser("list", help="list what recipes can name")
     listing_command.add_argument("kind", choices=listing.KINDS)
     return parser
@@ -292,6 +313,34 @@ def _predict(args) -> int:
     return EXIT_OK
 
 
+def _plot(args) -> int:
+    from graphfit import plots
+
+    runs = [_find(run) for run in args.runs]
+    try:
+        written = plots.plot_command(runs, args.output)
+    except plots.PlotsUnavailable as error:
+        print(f"graphfit: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except ValueError as error:  # no history.json, --output a file
+        raise _BadInput(error) from None
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _export(args) -> int:
+    from graphfit.export import export_run
+
+    run = _find(args.run)
+    try:
+        path = export_run(run, args.output, layers=args.layers)
+    except ValueError as error:  # an existing --output, an unknown layer, a BlackBox layer
+        raise _BadInput(error) from None
+    print(f"exported {run} to {path}")
+    return EXIT_OK
+
+
 def _inspect(args) -> int:
     from graphfit.cli import inspect_command as cli_inspect
 
@@ -305,7 +354,8 @@ def _list(args) -> int:
 
 
 _COMMANDS = {"train": _train, "validate": _validate, "print-config": _print_config,
-             "evaluate": _evaluate, "predict": _predict, "list": _list, "inspect": _inspect}
+             "evaluate": _evaluate, "predict": _predict, "list": _list, "inspect": _inspect,
+             "plot": _plot, "export": _export}
 
 
 if __name__ == "__main__":

@@ -203,6 +203,11 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile) -> RunResult:
     model.save_weights(os.path.join(run, run_directory.CHECKPOINT))
     if os.path.basename(os.path.dirname(run)) == prepared.recipe.config["name"]:
         run_directory.update_latest(run)  # runs/<name>/latest -> this run
+    # Last, once the run is complete: learning_curves.png, and confusion_matrix.png of the
+    # test split for a classifier (a warning, not a failure, without matplotlib).
+    from graphfit import plots  # matplotlib loads only here
+
+    plots.plot_finished_run(run, model, splits.test)
     return RunResult(run, metrics, recorder.history, model)
 
 
