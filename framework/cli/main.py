@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument("run", help="the run directory (or runs/<name>/latest)")
     predict.add_argument("--input", required=True, help="a CSV (with header) or .npz file")
     predict.add_argument("--output", required=True, help="the CSV file to write")
+    predict.add_argument("--id-column", default=None, metavar="NAME",
+                         help="copy this input column (or .npz array) to the output's first "
+                              "column; it is not a feature")
     predict.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show Python tracebacks")
     plot = commands.add_parser(
@@ -297,14 +300,16 @@ def _predict(args) -> int:
     except (ValueError, OSError) as error:
         raise _BadInput(f"--output {args.output}: {error}") from None
     prepared, preprocessing = runner.load_run(run)
+    form = prediction.InputFormat.of_run(prepared.recipe.config["data"], args.id_column)
     try:
-        x = prediction.read_inputs(args.input, preprocessing)
+        x = prediction.read_inputs(args.input, preprocessing, form)
+        ids = None if form.id_column is None else prediction.read_ids(args.input, form, len(x))
     except (ValueError, OSError) as error:
         raise _BadInput(f"--input {args.input}: {error}") from None
     outputs = prepared.model.predict(x, verbose=0)
     names, rows = prediction.prediction_table(outputs, loss_of(prepared.recipe.config))
     try:
-        prediction.write_csv(args.output, names, rows)
+        prediction.write_csv(args.output, names, rows, ids, form.id_column)
     except (ValueError, OSError) as error:
         raise _BadInput(f"--output {args.output}: {error}") from None
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")

@@ -8,11 +8,17 @@ conv net). The run's standardization is applied. A run on graphs reads an .npz f
 by `graphfit.datasets.GraphSet.save_npz` and predicts one row per graph. The output CSV holds,
 per row, `class` and one `probability_<k>` column per class for a classifier (`probability`
 for a binary one), or `prediction` / `prediction_<k>` for a regression.
+
+Inputs are read in the formats the run trained from: a run trained on a CSV file reads its
+delimiter, one trained on an .npz file its `x_key`. `--id-column NAME` copies a column of
+the input (a CSV column, or a 1-D array of the .npz file) unchanged to the first column of the
+output, and never feeds it to the model.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import os
 import stat
@@ -24,10 +30,34 @@ from graphfit.core.shapes import num_elements
 from graphfit.recipes.running.data_loading import Standardizer
 from graphfit.training.losses import loss_kind, resolve_loss
 
-__all__ = ["read_inputs", "check_output", "prediction_table", "write_csv"]
+__all__ = ["InputFormat", "read_inputs", "read_ids", "check_output", "prediction_table",
+           "write_csv"]
 
 
-def read_inputs(path: str, preprocessing: dict):
+@dataclasses.dataclass(frozen=True)
+class InputFormat:
+    """How `graphfit predict` reads its input file: as the run's training data was read.
+
+    Attributes:
+        delimiter: the CSV delimiter.
+        x_key: the features array of an .npz file.
+        id_column: a column (CSV) or array (.npz) to keep beside the predictions, not a
+            feature; None for none.
+    """
+
+    delimiter: str = ","
+    x_key: str = "x"
+    id_column: str | None = None
+
+    @classmethod
+    def of_run(cls, data: dict, id_column: str | None = None) -> "InputFormat":
+        """The format of a run whose resolved recipe `data` section is `data`."""
+        delimiter = data.get("delimiter") if data.get("source") == "csv" else None
+        x_key = data.get("x_key") if data.get("source") == "npz" else None
+        return cls(delimiter or ",", x_key or "x", id_column)
+
+
+def read_inputs(path: str, preprocessing: dict, form: InputFormat = InputFormat()):
     """The inputs in `path`, as the run's model expects them (shape and standardization).
 
     A CSV file whose first row is all numbers has no header (as `np.savetxt` writes it): every
@@ -42,10 +72,10 @@ def read_inputs(path: str, preprocessing: dict):
             "graph_index" in preprocessing["input_shape"]:
         return _read_graphs(path, preprocessing)
     if path.endswith(".npz"):
-        x, _ = datasets.load_npz(path, x_key="x", y_key=None)
+        x, _ = datasets.load_npz(path, x_key=form.x_key, y_key=None)
         names = None
     else:
-        x, names = _read_csv(path, preprocessing.get("feature_names"))
+        x, names = _read_csv(path, preprocessing.get("feature_names"), form)
     if len(x) == 0:
         raise ValueError(f"{os.path.abspath(path)} has no rows (only a header or nothing): "
                          f"there is nothing to predict")
@@ -109,25 +139,65 @@ def _is_number(cell: str) -> bool:
     return True
 
 
-def _read_csv(path: str, names: list[str] | None) -> tuple[np.ndarray, list[str] | None]:
+def _read_csv(path: str, names: list[str] | None,
+              form: InputFormat) -> tuple[np.ndarray, list[str] | None]:
     """(x, column names or None): by name with a header row, in order without one."""
-    first = datasets.csv_columns(path)
+    first = datasets.csv_columns(path, form.delimiter)
     if not all(_is_number(cell) for cell in first):
-        names = names if names is not None else first
-        return datasets.load_csv(path, features=names, target=None)[0], names
+        if names is None:  # every column is a feature, but the id column
+            names = [name for name in first if name != form.id_column]
+        x = datasets.load_csv(path, features=names, target=None, delimiter=form.delimiter)[0]
+        return x, names
+    if form.id_column is not None:
+        raise ValueError(f"--id-column {form.id_column}: the file has no header row (its first "
+                         f"row is numbers), so no column is called {form.id_column!r}; add a "
+                         f"header row naming the columns")
     if names is not None and len(first) != len(names):
         raise ValueError(f"the file has no header row (its first row is numbers) and "
                          f"{len(first)} columns, but the run was trained on {len(names)} "
                          f"named columns ({', '.join(names)}); add a header row naming them")
-    return _numeric_rows(path), names
+    return _numeric_rows(path, form.delimiter), names
 
 
-def _numeric_rows(path: str) -> np.ndarray:
+def read_ids(path: str, form: InputFormat, rows: int) -> list[str]:
+    """The values of `form.id_column`, one per input row, as text.
+
+    Raises:
+        ValueError: no such column (CSV) or array (.npz, listing what it has), or a count of
+            values that is not `rows`.
+    """
+    name = form.id_column
+    if path.endswith(".npz"):
+        with np.load(path) as archive:
+            if name not in archive.files:
+                raise ValueError(f"--id-column {name}: the .npz file has no array {name!r} "
+                                 f"(it has {', '.join(archive.files)})")
+            ids = [str(v) for v in np.asarray(archive[name]).reshape(-1)]
+    else:
+        header = datasets.csv_columns(path, form.delimiter)
+        if name not in header:
+            raise ValueError(f"--id-column {name}: the file has no column {name!r} (its "
+                             f"columns: {', '.join(header)})")
+        ids = _column_text(path, header.index(name), form.delimiter)
+    if len(ids) != rows:
+        raise ValueError(f"--id-column {name}: {len(ids)} values for {rows} input rows")
+    return ids
+
+
+def _column_text(path: str, index: int, delimiter: str) -> list[str]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as text:
+        rows = [row for row in csv.reader(text, delimiter=delimiter)
+                if any(cell.strip() for cell in row)]
+    return [row[index].strip() if index < len(row) else "" for row in rows[1:]]
+
+
+def _numeric_rows(path: str, delimiter: str = ",") -> np.ndarray:
     """Every non-blank row of a headerless CSV file, as numbers."""
     opener = gzip.open if path.endswith(".gz") else open
     rows = []
     with opener(path, "rt", encoding="utf-8-sig", newline="") as text:
-        for line, row in enumerate(csv.reader(text), start=1):
+        for line, row in enumerate(csv.reader(text, delimiter=delimiter), start=1):
             if not any(cell.strip() for cell in row):
                 continue
             if rows and len(row) != len(rows[0]):
@@ -192,8 +262,10 @@ def prediction_table(outputs: np.ndarray, loss) -> tuple[list[str], np.ndarray]:
     return [f"prediction_{k}" for k in range(outputs.shape[1])], outputs
 
 
-def write_csv(path: str, names: list[str], rows: np.ndarray) -> None:
-    """Writes the table; the class column as integers, the rest with full float precision.
+def write_csv(path: str, names: list[str], rows: np.ndarray, ids=None,
+              id_column: str | None = None) -> None:
+    """Writes the table; the class column as integers, the rest with full float precision;
+    with `ids`, first a column `id_column` holding them as they were read.
 
     Raises:
         ValueError: when `path` cannot be written (see `check_output`; a permission error...).
@@ -203,10 +275,11 @@ def write_csv(path: str, names: list[str], rows: np.ndarray) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
-            writer.writerow(names)
-            for row in rows:
-                writer.writerow([int(v) if name == "class" else repr(float(v))
-                                 for name, v in zip(names, row)])
+            writer.writerow(([id_column] if ids is not None else []) + list(names))
+            for index, row in enumerate(rows):
+                cells = [int(v) if name == "class" else repr(float(v))
+                         for name, v in zip(names, row)]
+                writer.writerow(([ids[index]] if ids is not None else []) + cells)
     except OSError as error:
         raise ValueError(f"cannot write {os.path.abspath(path)}: "
                          f"{error.strerror or error}") from None
