@@ -3,7 +3,8 @@
 normalization and dropout, which are per-replica) to the numbers of one process; only the
 chief writes the run directory. A worker killed mid-run makes the chief stop with a clear
 error, and `graphfit train --resume` continues from the chief's checkpoint, on one device and
-then on two workers again, to the numbers of an uninterrupted run.
+then on two workers again, to the numbers of an uninterrupted run. Levenberg–Marquardt on two
+workers takes the steps of one process.
 
 Every process has a timeout and is killed in a `finally`; the TensorFlow servers end with
 their processes.
@@ -160,7 +161,9 @@ def test_a_killed_worker_stops_the_chief_and_the_run_resumes(single, tmp_path):
     assert other.returncode == 17
     run = tmp_path / "run"
     assert chief.returncode == 1, chief.stderr[-3000:]
-    message = chief.stderr.strip().splitlines()[-2]
+    lost = [line for line in chief.stderr.splitlines() if "WorkerLost" in line]
+    assert len(lost) == 1, chief.stderr[-3000:]  # one line, whatever TensorFlow logs around it
+    message = lost[0]
     assert message.startswith("graphfit: train failed: WorkerLost: training stopped on "
                               "worker 0 of 2: worker 1 likely failed"), message
     assert "The checkpoints are intact up to epoch 2." in message, message
@@ -191,3 +194,27 @@ def test_a_killed_worker_stops_the_chief_and_the_run_resumes(single, tmp_path):
     for stage in ("train", "val", "test"):
         for key, value in single["metrics.json"][stage].items():
             assert abs(metrics[stage][key] - value) < TOLERANCE, (stage, key)
+
+
+LM_SETS = ["training.epochs=2", "training.dtype=float64", "data.n_samples=200",
+           "model.layers.0.units=8", "model.layers.1.units=8", "training.batch_size=50",
+           "optimizer={type: LevenbergMarquardt}"]
+
+
+def test_levenberg_marquardt_on_two_workers_matches_one_process(tmp_path):
+    """LM's trial loop runs once for all replicas of both workers, on all-reduced JᵀJ, Jᵀr
+    and losses: the same steps as one process (the reference is trained in this process)."""
+    from graphfit.recipes import load_recipe
+    from graphfit.recipes.running import training_run
+
+    sinc = str(ROOT / "recipes" / "regression_sinc.yaml")
+    reference = training_run.train(load_recipe(sinc, LM_SETS), run_dir=str(tmp_path / "one"),
+                                   verbose=0).history
+    distributed = [*LM_SETS, "distribute={strategy: multi_worker, timeout: 60}"]
+    chief, other = _workers(tmp_path, lambda i: [
+        "train", sinc, *[arg for item in distributed for arg in ("--set", item)],
+        "--run-dir", "two", "--verbose", "0"])
+    assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-3000:] + other.stderr
+    history = json.loads((tmp_path / "two" / "history.json").read_text())
+    assert history["loss"][-1] < history["loss"][0] / 2  # it trained
+    assert _close(reference, history) < TOLERANCE
