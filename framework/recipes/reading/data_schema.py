@@ -201,21 +201,20 @@ def check_data_source(value, path, checker: Checker, training: bool = True):
         _check_file(resolved, path, checker)
     if source == "function" and isinstance(resolved.get("function"), str):
         _check_function(resolved, path, checker)
-    if source == "graph_classes" and INVALID not in (resolved["min_nodes"],
-                                                     resolved["max_nodes"]) \
-            and resolved["max_nodes"] < resolved["min_nodes"]:
-        checker.report(path + ("max_nodes",), f"must be at least min_nodes "
-                                              f"({resolved['min_nodes']}), got "
-                                              f"{resolved['max_nodes']}")
-    if source == "sine_sequences" and INVALID not in (resolved["min_frequency"],
-                                                      resolved["max_frequency"]) \
-            and resolved["max_frequency"] < resolved["min_frequency"]:
-        checker.report(path + ("max_frequency",), f"must be at least min_frequency "
-                                                  f"({resolved['min_frequency']}), got "
-                                                  f"{resolved['max_frequency']}")
+    ranges = {"graph_classes": ("min_nodes", "max_nodes"),
+              "sine_sequences": ("min_frequency", "max_frequency")}
+    if source in ranges:
+        _check_range(resolved, path, checker, *ranges[source])
     if source == "sinc" and resolved["low"] is not INVALID and resolved["high"] is not INVALID \
             and resolved["low"] >= resolved["high"]:
         checker.report(path + ("high",), f"must be greater than low ({resolved['low']}), got "
                                          f"{resolved['high']}")
     return resolved
+
+
+def _check_range(resolved: dict, path: tuple, checker, low: str, high: str) -> None:
+    """Reports `high` when it is below `low` (both valid)."""
+    if INVALID not in (resolved[low], resolved[high]) and resolved[high] < resolved[low]:
+        checker.report(path + (high,), f"must be at least {low} ({resolved[low]}), got "
+                                       f"{resolved[high]}")
 

@@ -8,25 +8,18 @@ one subprocess (`sync_statistics_script.py`), which prints the differences as JS
 
 from __future__ import annotations
 
-import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
+
+from .script_results import script_results
 
 SCRIPT = pathlib.Path(__file__).with_name("sync_statistics_script.py")
 
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
-                          timeout=240, env=env)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-4000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return script_results(SCRIPT)
 
 
 def test_synchronized_batch_norm_matches_one_device(results):
