@@ -20,6 +20,7 @@ from graphfit.plots.curves import LEARNING_CURVES, PlotResult, learning_curves
 from graphfit.plots.history import HistoryError, history_panels, read_history
 from graphfit.plots.run_plots import (
     classifier_labels,
+    labels_of_split,
     plot_command,
     plot_finished_run,
     plot_run,
@@ -29,5 +30,5 @@ from graphfit.plots.run_plots import (
 __all__ = ["CONFUSION_MATRIX", "HistoryError", "LEARNING_CURVES", "PlotResult",
            "PlotsUnavailable", "TENSORBOARD_PALETTE", "classifier_labels", "compare_runs",
            "comparison_file", "confusion_counts", "confusion_matrix", "history_panels",
-           "learning_curves", "plot_command", "plot_finished_run", "plot_run", "plots_enabled",
-           "read_history", "stage_colors", "tensorboard_run_order"]
+           "labels_of_split", "learning_curves", "plot_command", "plot_finished_run",
+           "plot_run", "plots_enabled", "read_history", "stage_colors", "tensorboard_run_order"]

@@ -20,7 +20,7 @@ from graphfit.plots.comparison import compare_runs
 from graphfit.plots.confusion import CONFUSION_MATRIX, confusion_matrix
 from graphfit.plots.curves import learning_curves
 
-__all__ = ["classifier_labels", "plot_run", "plot_finished_run", "plot_command",
+__all__ = ["classifier_labels", "labels_of_split", "plot_run", "plot_finished_run", "plot_command",
            "plots_enabled", "ENVIRONMENT_SWITCH"]
 
 ENVIRONMENT_SWITCH = "GRAPHFIT_PLOTS"
@@ -68,34 +68,46 @@ def classifier_labels(model, x, y, batch_size: int | None = 256):
     return np.rint(true).astype(int), predicted
 
 
-def plot_run(run_dir: str, model=None, test_data=None, class_names=None) -> list[str]:
+def plot_run(run_dir: str, model=None, test_data=None, class_names=None,
+             labels=None) -> list[str]:
     """Writes a run's plots into its directory and returns their paths: the learning curves,
     and the test split's confusion matrix when `model` is a classifier and `test_data` an
-    (x, y) pair.
+    (x, y) pair, or when `labels` gives (true, predicted) class ids already.
 
     Raises:
         HistoryError: when the run has no readable history.json.
         PlotsUnavailable: when matplotlib is not installed.
     """
     paths = learning_curves(run_dir).paths
-    if model is not None and isinstance(test_data, tuple) and len(test_data) == 2:
+    if labels is None and model is not None and isinstance(test_data, tuple) \
+            and len(test_data) == 2:
         labels = classifier_labels(model, *test_data)
-        if labels is not None:
-            classes = model.compile_state.loss_set.kind().labels
-            names = class_names or (["0", "1"] if classes == "binary" else None)
-            paths += confusion_matrix(*labels, os.path.join(run_dir, CONFUSION_MATRIX),
-                                      class_names=names).paths
+    if labels is not None:
+        binary = model is not None and model.compile_state.loss_set.kind().labels == "binary"
+        names = class_names or (["0", "1"] if binary else None)
+        paths += confusion_matrix(*labels, os.path.join(run_dir, CONFUSION_MATRIX),
+                                  class_names=names).paths
     return paths
 
 
-def plot_finished_run(run_dir: str, model=None, test_data=None, class_names=None) -> list[str]:
+def labels_of_split(model, test_data):
+    """`classifier_labels` of a run's test split, or None (no (x, y) test split, not a
+    classifier, or plots turned off). Under several workers every worker must call it: the
+    prediction is a collective."""
+    if not plots_enabled() or not (isinstance(test_data, tuple) and len(test_data) == 2):
+        return None
+    return classifier_labels(model, *test_data)
+
+
+def plot_finished_run(run_dir: str, model=None, test_data=None, class_names=None,
+                      labels=None) -> list[str]:
     """`plot_run` for the end of a training run: without matplotlib it warns (how to install
     it) and returns [] instead of failing a run that trained well; with `GRAPHFIT_PLOTS=0` it
     draws nothing and returns []."""
     if not plots_enabled():
         return []
     try:
-        return plot_run(run_dir, model, test_data, class_names)
+        return plot_run(run_dir, model, test_data, class_names, labels)
     except PlotsUnavailable as error:
         warnings.warn(f"no plots were drawn for {run_dir}: {error}", stacklevel=2)
         return []

@@ -197,6 +197,11 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile) -> RunResult:
             sx, sy = data if isinstance(data, tuple) else (data, None)
             metrics[stage] = model.evaluate(sx, sy, batch_size=batch_size, stage=stage,
                                             verbose=0, return_dict=True)
+    from graphfit import plots  # matplotlib loads only when drawing
+
+    # The test split's predicted classes, for the confusion matrix: under several workers
+    # predicting is a collective, so every worker takes part; the chief draws.
+    labels = plots.labels_of_split(model, splits.test)
     if not recorder.writes:  # a worker other than the chief: the chief writes the files
         return RunResult(run, metrics, recorder.history, model)
     run_directory.write_json(os.path.join(run, "metrics.json"), _finite_or_null(metrics))
@@ -205,9 +210,7 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile) -> RunResult:
         run_directory.update_latest(run)  # runs/<name>/latest -> this run
     # Last, once the run is complete: learning_curves.png, and confusion_matrix.png of the
     # test split for a classifier (a warning, not a failure, without matplotlib).
-    from graphfit import plots  # matplotlib loads only here
-
-    plots.plot_finished_run(run, model, splits.test)
+    plots.plot_finished_run(run, model, labels=labels)
     return RunResult(run, metrics, recorder.history, model)
 
 

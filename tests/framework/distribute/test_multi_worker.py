@@ -126,8 +126,10 @@ def single(tmp_path_factory) -> dict:
 
 
 def test_two_workers_match_one_process_and_only_the_chief_writes(single, tmp_path):
+    # With the end-of-run plots on: the confusion matrix's predict is a collective too.
     chief, other = _workers(tmp_path, lambda i: ["train", RECIPE, *_distributed_sets(),
-                                                 "--run-dir", f"run{i}"])
+                                                 "--run-dir", f"run{i}"],
+                            {"GRAPHFIT_PLOTS": "1"})
     assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-3000:] + other.stderr
     history = json.loads((tmp_path / "run0" / "history.json").read_text())
     metrics = json.loads((tmp_path / "run0" / "metrics.json").read_text())
@@ -138,7 +140,8 @@ def test_two_workers_match_one_process_and_only_the_chief_writes(single, tmp_pat
             assert abs(metrics[stage][key] - value) < TOLERANCE, (stage, key)
     # The chief writes everything; the other worker writes nothing and prints one notice.
     written = {p.name for p in (tmp_path / "run0").iterdir()}
-    assert {"recipe.yaml", "history.json", "metrics.json", "checkpoints", "logs"} <= written
+    assert {"recipe.yaml", "history.json", "metrics.json", "checkpoints", "logs",
+            "learning_curves.png", "confusion_matrix.png"} <= written
     assert any((tmp_path / "run0" / "logs").rglob("events.out.tfevents.*"))
     assert not (tmp_path / "run1").exists()
     assert "Epoch 4/4" in chief.stdout and "test: loss=" in chief.stdout
