@@ -179,6 +179,14 @@ def _check_cluster(cluster: dict) -> None:
             _check_address(address, f"cluster.{job}[{index}]")
     if len(cluster.get("chief", [])) > 1:
         raise ValueError("TF_CONFIG: cluster.chief must list one address (there is one chief)")
+    seen: dict = {}
+    for job, addresses in cluster.items():
+        for index, address in enumerate(addresses):
+            where = f"cluster.{job}[{index}]"
+            if address in seen:  # two tasks cannot serve on one port: the start would hang
+                raise ValueError(f"TF_CONFIG: {where} and {seen[address]} are both "
+                                 f"{address}; each task needs its own host:port")
+            seen[address] = where
 
 
 def _check_address(address, where: str) -> None:

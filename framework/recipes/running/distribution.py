@@ -16,7 +16,15 @@ Example:
 
 from __future__ import annotations
 
-from graphfit.recipes.reading.distribute_schema import check_distribute, environment_problems
+import os
+import subprocess
+import sys
+
+from graphfit.recipes.reading.distribute_schema import (
+    check_distribute,
+    environment_problems,
+    read_tf_config,
+)
 from graphfit.recipes.reading.overrides import apply_overrides
 from graphfit.recipes.reading.problems import Problem, RecipeError
 from graphfit.recipes.reading.schema import INVALID, Checker
@@ -71,11 +79,60 @@ def strategy_for(distribute):
         if distribute["strategy"] == "mirrored":
             _CREATED[key] = tf.distribute.MirroredStrategy(devices)
         else:
-            options = tf.distribute.experimental.CommunicationOptions(
-                timeout_seconds=distribute.get("timeout"))
-            _CREATED[key] = tf.distribute.MultiWorkerMirroredStrategy(
-                communication_options=options)
+            _CREATED[key] = _multi_worker(tf, distribute.get("timeout"))
     return _CREATED[key]
+
+
+# Seconds of waiting for the other workers before saying so (they may start a little later).
+_WAIT_NOTICE = 10.0
+
+# The watchdog process: stdin closes when the strategy exists (or this process ends).
+_WATCHDOG = """
+import os, select, signal, sys
+parent, notice, timeout, waiting, failed = sys.argv[1:6]
+def done_within(seconds):
+    return bool(select.select([sys.stdin], [], [], seconds)[0])
+if not done_within(float(notice)):
+    print(waiting, file=sys.stderr, flush=True)
+    if timeout and not done_within(max(float(timeout) - float(notice), 0.0)):
+        print(failed, file=sys.stderr, flush=True)
+        os.kill(int(parent), signal.SIGKILL)
+"""
+
+
+def _multi_worker(tf, timeout):
+    """MultiWorkerMirroredStrategy, whose creation waits for every task of TF_CONFIG.
+
+    TensorFlow waits for absent workers without limit, inside a call that holds Python's GIL
+    and where neither Ctrl-C nor SIGTERM ends the process: a small watchdog process says whom
+    it waits for after a few seconds and ends this one once `timeout` passes (nothing is
+    written before this point).
+    """
+    others = ", ".join(_other_addresses())
+    waiting = f"graphfit: waiting for the other workers of TF_CONFIG to start ({others})"
+    failed = (f"graphfit: train failed: the cluster did not start within distribute.timeout="
+              f"{timeout or 0:g} s: not every worker of TF_CONFIG answered ({others}). Start "
+              f"graphfit on every worker, each with its own TF_CONFIG task, and check the "
+              f"addresses and ports.")
+    watchdog = subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(min(_WAIT_NOTICE, timeout or
+                                                                    _WAIT_NOTICE)),
+         "" if timeout is None else str(timeout), waiting, failed], stdin=subprocess.PIPE)
+    try:
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    finally:
+        watchdog.stdin.close()
+        watchdog.wait()
+
+
+def _other_addresses() -> list[str]:
+    """The addresses in TF_CONFIG of the tasks other than this one."""
+    config = read_tf_config()
+    task = config["task"]
+    mine = config["cluster"][task["type"]][task["index"]]
+    return [address for addresses in config["cluster"].values() for address in addresses
+            if address != mine]
 
 
 def is_chief(strategy) -> bool:

@@ -221,3 +221,21 @@ def test_levenberg_marquardt_on_two_workers_matches_one_process(tmp_path):
     history = json.loads((tmp_path / "two" / "history.json").read_text())
     assert history["loss"][-1] < history["loss"][0] / 2  # it trained
     assert _close(reference, history) < TOLERANCE
+
+
+def test_a_worker_whose_peers_never_start_gives_up_after_the_timeout(tmp_path):
+    """TensorFlow waits for absent workers without limit (and ignores SIGTERM meanwhile):
+    graphfit's watchdog says whom it waits for and ends the process after the timeout."""
+    absent = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in absent]}
+    started = time.monotonic()
+    done = _run(["train", RECIPE, *_sets(["distribute={strategy: multi_worker, timeout: 5}"]),
+                 "--run-dir", "run"],
+                _env(tmp_path, {"cluster": cluster, "task": {"type": "worker", "index": 0}}),
+                tmp_path)
+    assert time.monotonic() - started < 60
+    assert done.returncode == -signal.SIGKILL
+    assert "graphfit: waiting for the other workers of TF_CONFIG to start " \
+           f"(127.0.0.1:{absent[1]})" in done.stderr
+    assert "the cluster did not start within distribute.timeout=5 s" in done.stderr
+    assert not (tmp_path / "run").exists()

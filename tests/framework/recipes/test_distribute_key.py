@@ -72,6 +72,10 @@ BAD_TF_CONFIG = {
                           "cluster job 'ps' is not one multi_worker trains with"),
     "two_chiefs": (_tf_config({"chief": ["a:1", "b:2"]}, {"type": "chief", "index": 0}),
                    "cluster.chief must list one address"),
+    "one_address_twice": (_tf_config({"chief": ["a:1"], "worker": ["a:1"]},
+                                     {"type": "worker", "index": 0}),
+                          "cluster.worker[0] and cluster.chief[0] are both a:1; each task "
+                          "needs its own host:port"),
 }
 
 
