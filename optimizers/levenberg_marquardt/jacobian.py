@@ -209,7 +209,8 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
     if chunk <= 0:
         raise ValueError(f"chunk must be positive. Received: chunk={chunk}")
     # Under XLA the batch size is static, so `size` and the chunk count are constants there.
-    size = tf.minimum(num_examples, chunk)
+    # At least 1: a replica's slice of a small global batch may hold no examples (no chunks).
+    size = tf.maximum(tf.minimum(num_examples, chunk), 1)
     num_chunks = (num_examples + size - 1) // size
     padding = num_chunks * size - num_examples
     padded = tf.nest.map_structure(

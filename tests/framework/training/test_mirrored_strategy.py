@@ -7,6 +7,7 @@ one subprocess (`mirrored_equivalence_script.py`), which prints the differences 
 
 from __future__ import annotations
 
+import math
 import pathlib
 
 import pytest
@@ -59,6 +60,7 @@ def test_levenberg_marquardt_takes_the_same_steps(results):
     assert case["losses"] < TOLERANCE and case["mae"] < TOLERANCE
     assert case["weights"] < TOLERANCE
     assert case["chunked_weights"] < TOLERANCE  # with steps_per_execution=4 as well
+    assert math.isfinite(case["empty_slice_loss"])  # a replica without rows adds nothing
 
 
 def test_unsupported_setups_are_refused(results):
