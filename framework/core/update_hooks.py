@@ -181,7 +181,9 @@ def _contributions(pending: list[PendingUpdate], share) -> tuple[list, list]:
     outgoing, plans, slots = [], [], {}
     for update in pending:
         hook = update.hook
-        if hook.replicated:
+        if hook.replicated or (hook.sums is None and not hook.variable.dtype.is_floating):
+            # Integer state (a Keras seed generator's counter) moves the same way on every
+            # replica: not a mean to weigh.
             plans.append(None)
         elif hook.sums is None:
             dtype = hook.variable.dtype

@@ -202,6 +202,18 @@ def levenberg_marquardt() -> dict:
     }
 
 
+def keras_seed_state() -> dict:
+    """A Keras Dropout's seed generator (an int64 [seed, counter] state) under the strategy:
+    the counter moves once per step, as on one device."""
+    with STRATEGY.scope():
+        model = gf.Sequential([layers.Dense(4), layers.KerasLayer(
+            keras.layers.Dropout(0.3, seed=3), name="drop"), layers.Dense(1)])
+        model.compile(optimizer=optimizers.SGD(0.05), loss="mse")
+    history = model.fit(X[:40], Y_BIN[:40], batch_size=20, epochs=2, verbose=0)
+    state = [v.numpy().tolist() for v in model.get_layer("drop").non_trainable_variables]
+    return {"state": state, "loss": history.history["loss"][-1]}
+
+
 def refusals() -> dict:
     messages = {}
     with STRATEGY.scope():
@@ -228,5 +240,5 @@ def refusals() -> dict:
 
 if __name__ == "__main__":
     cases = sys.argv[1:] or ["sgd_momentum", "adam_clipnorm", "batch_norm",
-                             "levenberg_marquardt", "refusals"]
+                             "levenberg_marquardt", "keras_seed_state", "refusals"]
     print("RESULT " + json.dumps({name: globals()[name]() for name in cases}))

@@ -63,6 +63,12 @@ def test_levenberg_marquardt_takes_the_same_steps(results):
     assert math.isfinite(case["empty_slice_loss"])  # a replica without rows adds nothing
 
 
+def test_a_keras_seed_generator_moves_once_per_step(results):
+    case = results["keras_seed_state"]
+    assert case["state"] == [[3, 4]]  # [seed, counter]: 2 epochs of 2 steps
+    assert math.isfinite(case["loss"])
+
+
 def test_unsupported_setups_are_refused(results):
     messages = results["refusals"]
     assert "jit_compile=True" in messages["jit_compile"]
