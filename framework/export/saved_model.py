@@ -53,16 +53,21 @@ def _check_no_python(model, concrete) -> None:
 
 def _check_target(path: str) -> str:
     path = os.path.abspath(path)
-    if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
-        raise ValueError(
-            f"{path} already exists{'' if os.path.isdir(path) else ' (a file)'} and is not "
-            f"empty; export to a new folder (or remove it first): an export never overwrites")
+    if os.path.isfile(path):
+        raise ValueError(f"{path} is a file; export to a new folder")
+    if os.path.isdir(path) and os.listdir(path):
+        raise ValueError(f"{path} already exists and is not empty; export to a new folder (or "
+                         f"remove it first): an export never overwrites")
+    return path
+
+
+def _make_parent(path: str) -> None:
+    """Creates the folders above `path`, once the export is known to succeed."""
     parent = os.path.dirname(path)
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as error:
         raise ValueError(f"cannot create {parent}: {error.strerror or error}") from None
-    return path
 
 
 def export_model(model, path: str, *, preprocessing: Preprocessing | None = None,
@@ -94,6 +99,7 @@ def export_model(model, path: str, *, preprocessing: Preprocessing | None = None
         _check_no_python(model, function)
     signatures = {"serving_default": concrete["predict"], **concrete}
     root = _Export(model, functions, preprocessing.feature_names)
+    _make_parent(path)
     staging = tempfile.mkdtemp(prefix=".export-", dir=os.path.dirname(path))
     try:
         tf.saved_model.save(root, staging, signatures=signatures)

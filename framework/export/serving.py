@@ -37,6 +37,8 @@ def _as_batch(values, spec: tf.TensorSpec, where: str) -> tf.Tensor:
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: cannot read the values as {spec.dtype.name}: {error}") \
             from None
+    if array.ndim == 0 or array.shape[0] == 0:
+        raise ValueError(f"{where}: no examples (give a list with one entry per example)")
     if not spec.shape[1:].is_compatible_with(array.shape[1:]):
         raise ValueError(f"{where}: each example has shape {array.shape[1:]}, the signature "
                          f"takes {tuple(spec.shape[1:])}")
@@ -45,11 +47,36 @@ def _as_batch(values, spec: tf.TensorSpec, where: str) -> tf.Tensor:
 
 def _ordered_rows(instances: list, names: list[str]) -> list:
     """Dict rows keyed by column name, as rows in the model's column order."""
-    missing = [n for n in names if n not in instances[0]]
-    if missing:
-        raise ValueError(f"the request lacks the column(s) {', '.join(missing)}; the model "
-                         f"reads {', '.join(names)}")
+    for index, row in enumerate(instances):
+        missing = [n for n in names if n not in row]
+        if missing:
+            where = "the request" if len(instances) == 1 else f"instances[{index}]"
+            raise ValueError(f"{where} lacks the column(s) {', '.join(missing)}; the model "
+                             f"reads {', '.join(names)}")
     return [[row[n] for n in names] for row in instances]
+
+
+def _body(body) -> dict:
+    """The request body as a dict (JSON text parsed), or a ValueError."""
+    if isinstance(body, (str, bytes)):
+        try:
+            body = json.loads(body)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"the request body is not valid JSON ({error})") from None
+    if not isinstance(body, dict):
+        raise ValueError(f'a request body is a JSON object with "instances" or "inputs", got '
+                         f"a {type(body).__name__}")
+    return body
+
+
+def _named_rows(rows: list, names: list[str]) -> list:
+    """Each row's value of each input, for rows given as dicts {input name: value}."""
+    for index, row in enumerate(rows):
+        missing = [n for n in names if n not in row]
+        if missing:
+            raise ValueError(f"instances[{index}] lacks the input(s) {', '.join(missing)}; the "
+                             f"signature takes {', '.join(names)}")
+    return rows
 
 
 def _columns(columns, specs: dict, feature_names: list[str]) -> dict[str, tf.Tensor]:
@@ -57,7 +84,10 @@ def _columns(columns, specs: dict, feature_names: list[str]) -> dict[str, tf.Ten
     by named columns) {column name: values}."""
     names = list(specs)
     if len(names) == 1 and not (isinstance(columns, dict) and names[0] in columns):
-        if isinstance(columns, dict) and feature_names:
+        if isinstance(columns, dict) and not feature_names:
+            raise ValueError(f'"inputs" must give the input {names[0]} by name (got '
+                             f'{", ".join(map(str, columns))})')
+        if isinstance(columns, dict):
             rows = _ordered_rows([columns], feature_names)[0]
             columns = np.stack([np.asarray(column) for column in rows], axis=-1)
         columns = {names[0]: columns}
@@ -79,10 +109,10 @@ def decode_request(body, signature, feature_names=()) -> dict[str, tf.Tensor]:
         ValueError: a body with neither or both keys, a missing input, values of the wrong
             shape or type.
     """
-    body = json.loads(body) if isinstance(body, (str, bytes)) else body
+    body = _body(body)
     specs = signature.structured_input_signature[1]
     names = list(specs)
-    if not isinstance(body, dict) or ("instances" in body) == ("inputs" in body):
+    if ("instances" in body) == ("inputs" in body):
         raise ValueError('a request body holds exactly one of "instances" (row format) or '
                          '"inputs" (columnar format)')
     feature_names = [n.decode() if isinstance(n, bytes) else str(n) for n in feature_names]
@@ -91,15 +121,19 @@ def decode_request(body, signature, feature_names=()) -> dict[str, tf.Tensor]:
     rows = body["instances"]
     if not isinstance(rows, list) or not rows:
         raise ValueError('"instances" must be a non-empty list, one entry per example')
-    if len(names) == 1:
-        if isinstance(rows[0], dict) and feature_names and names[0] not in rows[0]:
-            rows = _ordered_rows(rows, feature_names)
-        elif isinstance(rows[0], dict):
-            rows = [row[names[0]] for row in rows]
+    dicts = [isinstance(row, dict) for row in rows]
+    if any(dicts) and not all(dicts):
+        raise ValueError("instances mix dicts and plain values: give every instance the same "
+                         "way")
+    if len(names) == 1 and not all(dicts):
         return {names[0]: _as_batch(rows, specs[names[0]], "instances")}
-    if not all(isinstance(row, dict) for row in rows):
+    if len(names) == 1 and feature_names and names[0] not in rows[0]:
+        return {names[0]: _as_batch(_ordered_rows(rows, feature_names), specs[names[0]],
+                                    "instances")}
+    if not all(dicts):
         raise ValueError(f"with several inputs ({', '.join(names)}) each instance is a dict "
                          f"{{input name: value}}")
+    rows = _named_rows(rows, names)
     return {n: _as_batch([row[n] for row in rows], specs[n], f'instances[...]["{n}"]')
             for n in names}
 
@@ -114,7 +148,7 @@ def serving_call(loaded, body) -> dict[str, np.ndarray]:
     Returns:
         {output name: NumPy array}, as the signature returns them.
     """
-    body = json.loads(body) if isinstance(body, (str, bytes)) else dict(body)
+    body = _body(body)
     name = body.get("signature_name", "serving_default")
     if name not in loaded.signatures:
         raise ValueError(f"the SavedModel has no signature {name!r} (it has "

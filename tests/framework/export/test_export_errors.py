@@ -47,7 +47,7 @@ def test_bad_requests_are_refused(regression, tmp_path):
     with pytest.raises(ValueError, match="cannot be called 'predict'"):
         regression.export(str(tmp_path / "b"), layers=["predict"])
     with pytest.raises(ValueError, match="no layer named 'hiden'"):
-        regression.export(str(tmp_path / "c"), layers=["hiden"])
+        regression.export(str(tmp_path / "c" / "deep" / "m"), layers=["hiden"])
     unbuilt = gf.Sequential([layers.Dense(1)])
     with pytest.raises(ValueError, match="export"):
         unbuilt.export(str(tmp_path / "d"))

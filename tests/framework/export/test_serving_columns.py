@@ -1,8 +1,10 @@
-"""Rows given by column name are put in the order the model reads them."""
+"""TF Serving REST bodies: rows given by column name are put in the order the model reads
+them; malformed bodies are ValueErrors saying what is wrong."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import graphfit as gf
@@ -25,3 +27,28 @@ def test_named_columns_in_any_order(tmp_path):
     np.testing.assert_allclose(serving_call(loaded, {"instances": rows})["outputs"], expected)
     columns = {"weight": [4.0, 0.0], "age": [1.0, 2.0], "height": [3.0, 1.0]}
     np.testing.assert_allclose(serving_call(loaded, {"inputs": columns})["outputs"], expected)
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    model = gf.Sequential([layers.Dense(1)])
+    model.build((None, 3))
+    path = model.export(str(tmp_path_factory.mktemp("bodies") / "m"))
+    return tf.saved_model.load(path)
+
+
+@pytest.mark.parametrize("body,message", [
+    ([1, 2], "a request body is a JSON object"),
+    ("[1, 2]", "a request body is a JSON object"),
+    ("{oops", "not valid JSON"),
+    ({"rows": []}, "exactly one of"),
+    ({"instances": [{"foo": 1.0}]}, "instances\\[0\\] lacks the input\\(s\\) x"),
+    ({"instances": [{"x": [1, 2, 3]}, [1, 2, 3]]}, "mix dicts and plain values"),
+    ({"inputs": {"y": [[1, 2, 3]]}}, "must give the input x by name"),
+    ({"inputs": []}, "no examples"),
+    ({"instances": [[1.0, 2.0]]}, "takes \\(3,\\)"),
+    ({"instances": [[1, 2, 3]], "signature_name": "classify"}, "no signature 'classify'"),
+])
+def test_malformed_bodies_are_value_errors(loaded, body, message):
+    with pytest.raises(ValueError, match=message):
+        serving_call(loaded, body)
