@@ -121,7 +121,11 @@ def plot_command(run_dirs: list[str], output: str | None = None) -> list[str]:
     Raises:
         HistoryError: for a run without a readable history.json.
         PlotsUnavailable: when matplotlib is not installed.
+        ValueError: when `output` is a file.
     """
+    if output is not None and os.path.exists(output) and not os.path.isdir(output):
+        raise ValueError(f"--output {output} is a file, not a folder; give a folder for the "
+                         f"PNG files")
     if len(run_dirs) == 1:
         target = None if output is None else os.path.join(output, "learning_curves.png")
         return learning_curves(run_dirs[0], target).paths

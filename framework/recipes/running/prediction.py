@@ -143,6 +143,12 @@ def _read_csv(path: str, names: list[str] | None,
               form: InputFormat) -> tuple[np.ndarray, list[str] | None]:
     """(x, column names or None): by name with a header row, in order without one."""
     first = datasets.csv_columns(path, form.delimiter)
+    others = [d for d in ",;\t|" if d != form.delimiter and len(first) == 1 and d in first[0]]
+    if others:
+        raise ValueError(f"its first line is one field, {first[0][:60]!r}: the run reads fields "
+                         f"separated by {form.delimiter!r} (its training data's delimiter), "
+                         f"and this file seems to use {others[0]!r}; write it with "
+                         f"{form.delimiter!r}")
     if not all(_is_number(cell) for cell in first):
         if names is None:  # every column is a feature, but the id column
             names = [name for name in first if name != form.id_column]
@@ -172,7 +178,13 @@ def read_ids(path: str, form: InputFormat, rows: int) -> list[str]:
             if name not in archive.files:
                 raise ValueError(f"--id-column {name}: the .npz file has no array {name!r} "
                                  f"(it has {', '.join(archive.files)})")
-            ids = [str(v) for v in np.asarray(archive[name]).reshape(-1)]
+            values = np.asarray(archive[name])
+            if values.ndim == 2 and values.shape[1] == 1:
+                values = values[:, 0]
+            if values.ndim != 1:
+                raise ValueError(f"--id-column {name}: the array has shape {values.shape}; ids "
+                                 f"are one value per row (a 1-D array)")
+            ids = [str(v) for v in values]
     else:
         header = datasets.csv_columns(path, form.delimiter)
         if name not in header:

@@ -85,3 +85,16 @@ def test_a_missing_id_column_is_named(runs, tmp_path, capsys):
                      "--output", str(tmp_path / "o.csv"), "--id-column", "patient"])
     assert code == 2 and "no header row" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "o.csv")
+
+
+def test_another_delimiter_and_ids_that_are_not_one_per_row(runs, tmp_path, capsys):
+    made, points = runs
+    np.savetxt(tmp_path / "commas.csv", points[:3], delimiter=",", header="a,b", comments="")
+    code = cli.main(["predict", made["csv"].run_dir, "--input", str(tmp_path / "commas.csv"),
+                     "--output", str(tmp_path / "o.csv")])
+    assert code == 2
+    assert "separated by ';'" in capsys.readouterr().err
+    np.savez(tmp_path / "grid.npz", pts=points[:4], ids=np.arange(4).reshape(2, 2))
+    code = cli.main(["predict", made["npz"].run_dir, "--input", str(tmp_path / "grid.npz"),
+                     "--output", str(tmp_path / "o.csv"), "--id-column", "ids"])
+    assert code == 2 and "has shape (2, 2)" in capsys.readouterr().err
