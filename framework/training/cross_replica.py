@@ -52,7 +52,7 @@ class Replicas:
 
     def __init__(self, strategy, data, local_step: Callable):
         self.strategy = strategy
-        self._parts = distribution.split_batch(strategy, data)
+        self._slices = distribution.split_batch(strategy, data)  # once for every trial
         self._local_step = local_step
 
     def run(self, fn: Callable):
@@ -61,13 +61,8 @@ class Replicas:
         Inside `fn`, `distribution.replica_share` is the replica's share of the rows. `fn` may
         all-reduce at its top level, but not inside a `tf.cond` or loop body.
         """
-        def on_replica(values):
-            local_data, rows = values
-            local_rows = tf.shape(tf.nest.flatten(local_data)[0])[0]
-            with distribution.replica_rows(local_rows, rows):
-                return fn(*self._local_step(local_data))
-
-        return self.strategy.run(on_replica, args=(self._parts,))
+        return distribution.run_on_slices(
+            self.strategy, self._slices, lambda local_data: fn(*self._local_step(local_data)))
 
     def sum(self, per_replica):
         """The sum over the replicas of each tensor in `per_replica`."""

@@ -42,7 +42,7 @@ __all__ = ["on_replicas", "check_not_distributed", "current_strategy", "strategy
            "SUPPORTED_STRATEGIES", "check_strategy",
            "check_created_in_scope", "split_batch", "run_step", "replica_share",
            "sum_gradients", "combine", "gather_outputs", "check_losses", "undo_keras_scaling",
-           "replica_rows", "weighted"]
+           "replica_rows", "weighted", "run_on_slices"]
 
 # One process, several replicas with synchronous all-reduce: what this engine implements.
 SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy,
@@ -129,6 +129,18 @@ def weighted(value, share):
     return tf.math.multiply_no_nan(value, tf.cast(share, value.dtype))
 
 
+def run_on_slices(strategy, slices, fn):
+    """`fn(local_data)` on every replica, on its slice of a global batch (`slices`, as
+    `split_batch` gives them), with `replica_share` set; returns the per-replica values."""
+    def replica_fn(values):
+        local_data, rows = values
+        local_rows = tf.shape(tf.nest.flatten(local_data)[0])[0]
+        with replica_rows(local_rows, rows):
+            return fn(local_data)
+
+    return strategy.run(replica_fn, args=(slices,))
+
+
 def run_step(strategy, step, data):
     """Runs `step(local_data) -> StepResult` (or outputs, for predict) on every replica.
 
@@ -138,21 +150,18 @@ def run_step(strategy, step, data):
     """
     results = []  # set while tracing: what kind of value the step returned
 
-    def replica_fn(values):
-        local_data, rows = values
-        local_rows = tf.shape(tf.nest.flatten(local_data)[0])[0]
-        with replica_rows(local_rows, rows):
-            result = step(local_data)
-            results.append(isinstance(result, StepResult))
-            if not results[-1]:  # predict: the outputs
-                return result
-            share = replica_share(tf.float64)
-            weigh = lambda v: weighted(v, share)  # noqa: E731
-            return {"loss": weigh(result.loss), "y_pred": result.y_pred,
-                    "output_losses": {k: weigh(v) for k, v in (result.output_losses or {}).items()},
-                    "logs": {k: weigh(v) for k, v in (result.logs or {}).items()}}
+    def local_step(local_data):
+        result = step(local_data)
+        results.append(isinstance(result, StepResult))
+        if not results[-1]:  # predict: the outputs
+            return result
+        share = replica_share(tf.float64)
+        weigh = lambda v: weighted(v, share)  # noqa: E731
+        return {"loss": weigh(result.loss), "y_pred": result.y_pred,
+                "output_losses": {k: weigh(v) for k, v in (result.output_losses or {}).items()},
+                "logs": {k: weigh(v) for k, v in (result.logs or {}).items()}}
 
-    per_replica = strategy.run(replica_fn, args=(split_batch(strategy, data),))
+    per_replica = run_on_slices(strategy, split_batch(strategy, data), local_step)
     return per_replica, all(results)
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 from typing import Any
 
 from graphfit.callbacks.callback import Callback
@@ -261,8 +262,6 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
 
 def _train_as_worker(prepared: Prepared, run_dir: str | None) -> RunResult:
     """A worker other than the chief: the same training, silent, writing no file."""
-    import sys
-
     print(workers.notice(prepared.strategy, run_dir), file=sys.stderr)
     run = workers.shown_run(run_dir)
     return _fit_into(run, prepared, 0, 0, [])
@@ -327,8 +326,6 @@ def _resume_locked(run: str, recipe_file: str, epochs: int | None,
                                                    distribution.is_chief(prepared.strategy)))
     _warn_stateful_callbacks(recipe.config)
     if not distribution.is_chief(prepared.strategy):
-        import sys
-
         print(workers.notice(prepared.strategy, run), file=sys.stderr)
         verbose = 0
     elif epochs is not None:  # recorded with the strategy the run was written for
