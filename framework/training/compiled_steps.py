@@ -130,8 +130,11 @@ class CompiledSteps:
         # replicas (all-reduce, mirrored assignments).
         if self.run_eagerly or self.strategy is not None:
             return fn
+        # autograph=False: the step is graphfit's own code, whose control flow is explicit;
+        # the user's code it calls (`train_step` overrides, layers' `call`) still converts
+        # (`autograph_scope.convert_user_code`).
         if not self.jit_compile:
-            return tf.function(fn, jit_compile=False, reduce_retracing=True)
+            return tf.function(fn, jit_compile=False, reduce_retracing=True, autograph=False)
 
         def checked(data):
             result = fn(data)  # then, at trace time, name what XLA cannot compile
@@ -142,7 +145,7 @@ class CompiledSteps:
                 raise problem
             return result
 
-        return tf.function(checked, jit_compile=True, reduce_retracing=True)
+        return tf.function(checked, jit_compile=True, reduce_retracing=True, autograph=False)
 
     def _guarded(self, run):
         """`run()`, then XLA dropped (with a warning) when the traced step holds an op XLA

@@ -65,9 +65,9 @@ class ScaledSystem:
             scaled_c = matrix * inv_sqrt[None, :]
             return tf.matmul(scaled_c, scaled_c, transpose_b=True), -rho
 
-        # P is Ã (over) or C D⁻¹ Cᵀ (under, zero-padded); rhs its right-hand side.
+        # P is Ã (over) or C D⁻¹ Cᵀ (under, zero-padded); rhs its right-hand side. Cholesky
+        # and eigh read only its lower triangle, so rounding asymmetry does not matter.
         self.p, self.rhs = tf.cond(under, wide, over)
-        self.p = 0.5 * (self.p + tf.transpose(self.p))  # exactly symmetric for Cholesky
 
     def solve(self, damping) -> tuple[tf.Tensor, tf.Tensor]:
         """δ for the damping λ (absolute, same dtype), and whether Cholesky was used."""
@@ -86,24 +86,16 @@ class ScaledSystem:
                                                                         transpose_a=True))
 
         v = tf.cond(ok, cholesky, eigen)
-
-        def over():
-            return self.inv_sqrt_d * v
-
-        def wide():
-            return tf.linalg.matvec(self.matrix, v, transpose_a=True) / self.d
-
-        return tf.cond(self.under, wide, over), ok
+        # Both back-transformations cost O(n²), far below the solve: selecting one is cheaper
+        # per trial than a tf.cond, which the trial loop would run and trace every time.
+        wide = tf.linalg.matvec(self.matrix, v, transpose_a=True) / self.d
+        return tf.where(self.under, wide, self.inv_sqrt_d * v), ok
 
     def curvature(self, delta) -> tf.Tensor:
-        """`δᵀ A δ` = ‖C δ‖²."""
-        def over():
-            return tf.reduce_sum(delta * tf.linalg.matvec(self.matrix, delta))
-
-        def wide():
-            return tf.reduce_sum(tf.square(tf.linalg.matvec(self.matrix, delta)))
-
-        return tf.cond(self.under, wide, over)
+        """`δᵀ A δ` = ‖C δ‖² (A = JᵀJ overdetermined, C padded underdetermined)."""
+        product = tf.linalg.matvec(self.matrix, delta)
+        return tf.where(self.under, tf.reduce_sum(tf.square(product)),
+                        tf.reduce_sum(delta * product))
 
     def predicted_reduction(self, delta, damping) -> tf.Tensor:
         """`f − q(δ)` for the quadratic model `q` of `f = ‖r‖²`: `δᵀAδ + 2λ δᵀDδ` (≥ 0)."""

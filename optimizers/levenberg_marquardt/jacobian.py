@@ -229,16 +229,17 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
         rho = tf.reshape(rho, [-1])
         cc = tf.cast(tf.matmul(c, c, transpose_a=True), solve_dtype)
         crho = tf.cast(tf.linalg.matvec(c, rho, transpose_a=True), solve_dtype)
-        c, rho = tf.cast(c, solve_dtype), tf.cast(rho, solve_dtype)
         rows = tf.shape(c)[0]
         # Keeps C itself when the batch is one chunk with fewer rows than parameters; the
         # max() keeps the padding valid in the branch XLA compiles but does not take.
         fill = tf.maximum(n - rows, 0)
-        c_n, rho_n = tf.cond(
-            (num_chunks == 1) & (rows < n),
-            lambda: (tf.ensure_shape(tf.pad(c, [[0, fill], [0, 0]])[:n], [n, n]),
-                     tf.ensure_shape(tf.pad(rho, [[0, fill]])[:n], [n])),
-            lambda: (c_n, rho_n))
+
+        def keep_c():
+            padded_c = tf.pad(tf.cast(c, solve_dtype), [[0, fill], [0, 0]])[:n]
+            padded_rho = tf.pad(tf.cast(rho, solve_dtype), [[0, fill]])[:n]
+            return tf.ensure_shape(padded_c, [n, n]), tf.ensure_shape(padded_rho, [n])
+
+        c_n, rho_n = tf.cond((num_chunks == 1) & (rows < n), keep_c, lambda: (c_n, rho_n))
         return i + 1, a + cc, g + crho, c_n, rho_n, rows
 
     zeros = tf.zeros([n, n], solve_dtype)

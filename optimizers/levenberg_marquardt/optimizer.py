@@ -304,17 +304,12 @@ class LevenbergMarquardt(Optimizer):
         problem = lm_trial.TrialProblem(system, steps.assign, evaluate, steps.restore, f0,
                                         limits, tests)
 
-        def run_attempts():
-            result = lm_trial.trial_loop(problem, lam, self._growth.read_value(),
-                                         [loss0, *flat0], self.attempts_per_step)
-            return [result.damping, result.growth, result.code, *result.values]
-
-        def gradient_zero():
-            return [lam, self._growth.read_value(), tf.constant(GTOL), loss0, *flat0]
-
-        new_lam, new_nu, code, *values = tf.cond(gradient_met, gradient_zero, run_attempts)
-        self._damping.assign(new_lam)
-        self._growth.assign(new_nu)
+        result = lm_trial.trial_loop(problem, lam, self._growth.read_value(),
+                                     [loss0, *flat0], self.attempts_per_step,
+                                     converged_before=gradient_met)
+        self._damping.assign(result.damping)
+        self._growth.assign(result.growth)
+        code, values = result.code, result.values
         converged = code != NOT_CONVERGED
         self._reason.assign(tf.where(converged, code, self._reason))
         self._converged.assign(converged | self._converged)

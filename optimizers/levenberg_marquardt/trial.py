@@ -40,7 +40,8 @@ class VariableSteps(NamedTuple):
     Attributes:
         x0: the variables at the start, flattened and concatenated, in float64.
         assign: `assign(δ)` sets the variables to the start plus δ (a flat float64 vector).
-        restore: `restore()` sets them back to the start, bit for bit.
+        restore: `restore(keep)` sets them back to the start, bit for bit, unless `keep` (a
+            bool tensor) is true.
     """
 
     x0: tf.Tensor
@@ -59,9 +60,10 @@ def variable_steps(variables: Sequence[tf.Variable]) -> VariableSteps:
         for var, base, piece in zip(variables, saved, pieces):
             var.assign(base + tf.cast(tf.reshape(piece, var.shape), var.dtype))
 
-    def restore():
+    def restore(keep):
+        # A select, not a tf.cond: it runs once per trial and costs O(n).
         for var, base in zip(variables, saved):
-            var.assign(base)
+            var.assign(tf.where(keep, var.read_value(), base))
 
     return VariableSteps(x0, assign, restore)
 
@@ -74,7 +76,8 @@ class TrialProblem(NamedTuple):
             `predicted_reduction(δ, λ)`.
         assign: `assign(δ)` moves the variables to the start plus δ.
         evaluate: `evaluate() -> [loss, *aux tensors]` at the variables' current values.
-        restore: `restore()` moves the variables back to the start exactly.
+        restore: `restore(keep)` moves the variables back to the start exactly unless
+            `keep`.
         f0: the loss at the start (float64).
         limits: the step's `update.DampingRange`.
         tests: the step's `convergence.ConvergenceTests`.
@@ -104,32 +107,25 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
             values: Sequence[tf.Tensor]) -> Attempt:
     """One trial with damping λ and growth ν, from the point whose `[loss, *aux]` is `values`.
 
-    A non-finite δ is not tried (the variables stay where they are). A rejected trial calls
-    `problem.restore` once its loss has been evaluated.
+    A non-finite δ is tried as δ = 0 and never accepted. A rejected trial calls
+    `problem.restore` once its loss has been evaluated. The trial runs without `tf.cond`
+    (selects instead): the loop runs it up to `attempts` times per step, and a cond costs
+    more to trace and run than the selects it would save.
     """
     delta, _ = problem.system.solve(damping)
     finite = tf.reduce_all(tf.math.is_finite(delta))
     delta = tf.where(finite, delta, tf.zeros_like(delta))
     loss = values[0]
-
-    def trial():
-        problem.assign(delta)
-        loss_new, *aux_new = problem.evaluate()
-        return [tf.cast(loss_new, loss.dtype), *aux_new]
-
-    out = tf.cond(finite, trial, lambda: list(values))
+    problem.assign(delta)
+    loss_new, *aux_new = problem.evaluate()
+    out = [tf.cast(loss_new, loss.dtype), *aux_new]
     f_new = tf.cast(out[0], tf.float64)
     actual = problem.f0 - f_new
     predicted = problem.system.predicted_reduction(delta, damping)
     gain = lm_update.gain_ratio(actual, predicted)
     accepted = lm_update.step_accepted(finite, f_new, actual, gain)
-
-    def undo():
-        problem.restore()
-        return tf.constant(False)
-
     with tf.control_dependencies(out):
-        tf.cond(accepted, lambda: tf.constant(True), undo)
+        problem.restore(accepted)
     new_damping, new_growth = lm_update.next_damping(damping, growth, gain, accepted,
                                                      problem.limits)
     stalled = tf.logical_not(accepted) & (damping >= problem.limits.top)
@@ -150,7 +146,8 @@ class TrialResult(NamedTuple):
 
 
 def trial_loop(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
-               values: Sequence[tf.Tensor], attempts: int) -> TrialResult:
+               values: Sequence[tf.Tensor], attempts: int,
+               converged_before: tf.Tensor | None = None) -> TrialResult:
     """Up to `attempts` trials (a `tf.while_loop`), until one is accepted or converges.
 
     Args:
@@ -159,6 +156,8 @@ def trial_loop(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
         growth: ν, the factor λ grows by after a rejected trial.
         values: `[loss, *aux]` at the start.
         attempts: the most trials (a Python int).
+        converged_before: a bool tensor: the gradient test was met before any trial, so the
+            loop runs none and returns GTOL with the starting `(λ, ν)` and values.
 
     Returns:
         The `TrialResult`; when every trial was rejected the variables are back at the start
@@ -170,8 +169,9 @@ def trial_loop(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
         done = result.accepted | (result.code != lm_convergence.NOT_CONVERGED)
         return (i + 1, result.damping, result.growth, done, result.code, *result.values)
 
-    start = (0, damping, growth, tf.constant(False),
-             tf.constant(lm_convergence.NOT_CONVERGED), *values)
+    skip = tf.constant(False) if converged_before is None else converged_before
+    code = tf.where(skip, lm_convergence.GTOL, lm_convergence.NOT_CONVERGED)
+    start = (0, damping, growth, skip, code, *values)
     out = tf.while_loop(lambda i, lam, nu, done, *rest: (i < attempts) & tf.logical_not(done),
                         body, start, maximum_iterations=attempts)
     return TrialResult(out[1], out[2], out[4], list(out[5:]))

@@ -1,0 +1,60 @@
+"""The size of the traced Levenberg–Marquardt step, so that a regression in trace or step
+cost shows as a failing count.
+
+Each `tf.cond` or `tf.while_loop` in the step adds two functions to the graph's library
+(traced, instantiated and lowered on the first call) and runs its own executor on every
+step; each op costs its trace and a few microseconds per run on this scale of problem (the
+sinc benchmark: 61 parameters, batches of 1000). The budgets below are today's counts with
+a small margin; raise them only for a feature that needs the ops, and say so.
+"""
+
+import collections
+
+import numpy as np
+import pytest
+
+import graphfit as gf
+from graphfit import layers, optimizers
+
+# The traced step of the 1-20-1 tanh MLP with mean squared error (benchmarks/lm.py's sinc).
+MAX_FUNCTIONS = 12  # the library: conds' branches and loops' bodies
+MAX_CONTROL_FLOW = 6  # If / StatelessIf / While ops, nested ones included
+MAX_NODES = 1150  # all nodes, the library's included
+
+
+@pytest.fixture(scope="module")
+def traced():
+    gf.set_seed(0)
+    x = np.linspace(-1, 1, 200, dtype=np.float32)[:, None]
+    y = np.sinc(10 * x).astype(np.float32)
+    model = gf.Sequential([layers.Dense(20, activation="tanh"), layers.Dense(1)],
+                          input_shape=(1,))
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    history = model.fit(x, y, batch_size=100, epochs=2, verbose=0)
+    steps = model.compile_state.steps
+    return steps, steps.train_step_graph().as_graph_def(), history
+
+
+def _ops(graph_def):
+    counts = collections.Counter(node.op for node in graph_def.node)
+    for function in graph_def.library.function:
+        counts.update(node.op for node in function.node_def)
+    return counts
+
+
+def test_the_step_trains_and_is_traced_once(traced):
+    steps, _, history = traced
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert steps.tracing_counts()["train_step"] == 1
+
+
+def test_the_traced_step_stays_within_its_op_budget(traced):
+    _, graph_def, _ = traced
+    ops = _ops(graph_def)
+    control_flow = sum(count for op, count in ops.items() if op.endswith(("If", "While")))
+    assert len(graph_def.library.function) <= MAX_FUNCTIONS, len(graph_def.library.function)
+    assert control_flow <= MAX_CONTROL_FLOW, control_flow
+    assert sum(ops.values()) <= MAX_NODES, sum(ops.values())
+    # One factorization per trial, traced once (the loop's body); no symmetrizing transpose
+    # of JᵀJ (Cholesky and eigh read its lower triangle).
+    assert ops["Cholesky"] == 1 and ops["Transpose"] == 0, ops
