@@ -282,12 +282,17 @@ class CompiledSteps:
             else:
                 def fn(data, index_batches, stage=stage):
                     steps = tf.shape(index_batches)[0]
-                    for i in tf.range(steps):
+
+                    def step(i):
                         self._run_and_record(stage, _gather(data, index_batches[i]))
+                        return (i + 1,)
+
+                    tf.while_loop(lambda i: i < steps, step, (tf.constant(0),))
                     return steps
-            self._array_loops[key] = (
-                fn if self.run_eagerly else tf.function(fn, input_signature=signature)
-            )
+            # Explicit control flow, no AutoGraph: converting the loop's source cost a
+            # tenth of a second on every model's first call.
+            self._array_loops[key] = fn if self.run_eagerly else tf.function(
+                fn, input_signature=signature, autograph=stage == "predict")
         return self._array_loops[key]
 
     def _dataset_loop(self, stage: str):
