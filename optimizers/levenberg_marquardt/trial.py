@@ -107,25 +107,27 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
             values: Sequence[tf.Tensor]) -> Attempt:
     """One trial with damping λ and growth ν, from the point whose `[loss, *aux]` is `values`.
 
-    A non-finite δ is tried as δ = 0 and never accepted. A rejected trial calls
-    `problem.restore` once its loss has been evaluated. The trial runs without `tf.cond`
-    (selects instead): the loop runs it up to `attempts` times per step, and a cond costs
-    more to trace and run than the selects it would save.
+    A non-finite δ is tried as δ = 0 and never accepted. A rejected trial leaves the
+    variables at its point: the next trial assigns from the start, and `trial_loop` restores
+    the start once after its last trial. The trial runs without `tf.cond` (selects instead):
+    the loop runs it up to `attempts` times per step, and a cond costs more to trace and run
+    than the selects it would save.
     """
     delta, _ = problem.system.solve(damping)
     finite = tf.reduce_all(tf.math.is_finite(delta))
     delta = tf.where(finite, delta, tf.zeros_like(delta))
     loss = values[0]
-    problem.assign(delta)
+    # Predicted at the start, before the variables move (a matrix-free system linearizes
+    # there).
+    predicted = problem.system.predicted_reduction(delta, damping)
+    with tf.control_dependencies([predicted]):
+        problem.assign(delta)
     loss_new, *aux_new = problem.evaluate()
     out = [tf.cast(loss_new, loss.dtype), *aux_new]
     f_new = tf.cast(out[0], tf.float64)
     actual = problem.f0 - f_new
-    predicted = problem.system.predicted_reduction(delta, damping)
     gain = lm_update.gain_ratio(actual, predicted)
     accepted = lm_update.step_accepted(finite, f_new, actual, gain)
-    with tf.control_dependencies(out):
-        problem.restore(accepted)
     new_damping, new_growth = lm_update.next_damping(damping, growth, gain, accepted,
                                                      problem.limits)
     stalled = tf.logical_not(accepted) & (damping >= problem.limits.top)
@@ -163,15 +165,19 @@ def trial_loop(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
         The `TrialResult`; when every trial was rejected the variables are back at the start
         and `values` are the starting ones.
     """
-    def body(i, lam, nu, done, code, *kept):
-        del done, code  # loop state read only by the loop's condition and after it
+    def body(i, lam, nu, done, code, accepted, *kept):
+        del done, code, accepted  # loop state read only by the condition and after the loop
         result = attempt(problem, lam, nu, kept)
         done = result.accepted | (result.code != lm_convergence.NOT_CONVERGED)
-        return (i + 1, result.damping, result.growth, done, result.code, *result.values)
+        return (i + 1, result.damping, result.growth, done, result.code, result.accepted,
+                *result.values)
 
     skip = tf.constant(False) if converged_before is None else converged_before
     code = tf.where(skip, lm_convergence.GTOL, lm_convergence.NOT_CONVERGED)
-    start = (0, damping, growth, skip, code, *values)
+    start = (0, damping, growth, skip, code, tf.constant(True), *values)
     out = tf.while_loop(lambda i, lam, nu, done, *rest: (i < attempts) & tf.logical_not(done),
                         body, start, maximum_iterations=attempts)
-    return TrialResult(out[1], out[2], out[4], list(out[5:]))
+    # The last trial was rejected (or none ran): back to the start, bit for bit.
+    with tf.control_dependencies(out):
+        problem.restore(out[5])
+    return TrialResult(out[1], out[2], out[4], list(out[6:]))

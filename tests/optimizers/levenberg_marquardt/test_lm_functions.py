@@ -207,9 +207,13 @@ def test_a_rejected_trial_restores_the_variables_bit_for_bit():
     one = lm_trial.attempt(problem, _c(1e-6), _c(2.0), [_c(f0)])
     assert not bool(one.accepted) and len(seen) == 1
     assert not np.array_equal(seen[0], x0)  # the trial did move the variables
-    np.testing.assert_array_equal(x.numpy(), x0)
     assert float(one.values[0]) == f0  # the starting loss is kept
     assert (float(one.damping), float(one.growth)) == (2e-6, 4.0)
+    # The loop puts them back after its last trial, rejected here.
+    rejected = lm_trial.trial_loop(problem, _c(1e-6), _c(2.0), [_c(f0)], 1)
+    assert len(seen) == 2 and float(rejected.values[0]) == f0
+    np.testing.assert_array_equal(x.numpy(), x0)
+    seen.clear()
     # The loop grows λ until a trial is short enough for the penalty, and keeps that one.
     result = lm_trial.trial_loop(problem, _c(1e-6), _c(2.0), [_c(f0)], 40)
     assert 2 < len(seen) < 40 and float(result.values[0]) < f0
