@@ -28,7 +28,7 @@ import tensorflow as tf
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 
-__all__ = ["Products", "MatrixFreeLinearization", "linearize"]
+__all__ = ["Products", "MatrixFreeLinearization", "exact_diagonal", "linearize"]
 
 _ZERO = tf.UnconnectedGradients.ZERO
 
