@@ -1,6 +1,6 @@
 """Levenberg–Marquardt benchmark: graphfit's LM against Adam, torch-levenberg-marquardt and SciPy.
 
-    python benchmarks/lm.py [--budget 120] [--seeds 1] [--skip-sinc] [--skip-nist]
+    python benchmarks/lm.py [--budget 120] [--seeds 1] [--skip-sinc] [--skip-nist] [--skip-wall]
 
 1. sinc: y = sinc(10x) (numpy/torch's normalized sinc) on 20 000 points, x uniform in [-1, 1],
    a 1-20-1 tanh MLP, batch 1000, float32. For each contender (and seed): seconds per epoch,
@@ -238,6 +238,7 @@ def main() -> None:
                         help="sinc runs per contender, seeds 0..N-1 (weights and shuffling)")
     parser.add_argument("--skip-sinc", action="store_true")
     parser.add_argument("--skip-nist", action="store_true")
+    parser.add_argument("--skip-wall", action="store_true")
     args = parser.parse_args()
     import keras
     import tensorflow as tf
@@ -250,6 +251,9 @@ def main() -> None:
         nist_table()
     if not args.skip_sinc:
         sinc_table(args.budget, args.seeds)
+    if not args.skip_wall:
+        from benchmarks.lm_wall import wall_table  # section 3, in its own module
+        wall_table(max(args.seeds, 1))
 
 
 if __name__ == "__main__":

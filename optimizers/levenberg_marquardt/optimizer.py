@@ -71,13 +71,18 @@ class LevenbergMarquardt(Optimizer):
         solver: "direct" (JᵀJ and Cholesky: n² memory, n ≤ max_parameters), "cg" (conjugate
             gradients on Jacobian-vector products: O(n) memory, each CG iteration one JVP and
             one VJP pass over the batch) or "auto" (direct while n ≤ max_parameters, cg above;
-            the default). Limits measured on 2 cores / 24 GiB: see "Past the n² wall" in
-            docs/levenberg_marquardt.md.
-        cg_iterations: the most CG iterations per trial (solver "cg"). Defaults to 50.
+            the default). Limits on 2 cores and 24 GiB: direct fits n ≈ 24 000 (about five
+            n × n float64 arrays per step) and a float64 Cholesky of n = 8000 takes 23 s;
+            cg costs per trial at most cg_iterations + 1 JVP-and-VJP products, one more
+            JVP and the trial's forward pass (docs/levenberg_marquardt.md, "Past the n²
+            wall", has the measured seconds per step).
+        cg_iterations: the most CG iterations per trial (solver "cg"). Defaults to 20.
         cg_tolerance: CG's relative residual tolerance, in [0, 1). Defaults to 1e-4.
-        cg_diagonal_probes: None (default) for the exact diag(JᵀJ), from each chunk's
-            Jacobian rows squared; or a number of Rademacher probes that estimate it, one VJP
-            pass each (cheaper for many residual rows per example).
+        cg_diagonal_probes: the Rademacher probes that estimate diag(JᵀJ) for solver "cg"
+            (D, the preconditioner and the convergence scale), one VJP pass each; defaults
+            to 4. None: the exact diagonal, each chunk's Jacobian rows squared (the direct
+            solver's steps exactly, but k VJPs per example for k residual rows: 12 times
+            slower per step on the digits conv net).
         name: the optimizer's name.
 
     Raises:
@@ -116,9 +121,9 @@ class LevenbergMarquardt(Optimizer):
         jacobian_chunk_size: int | None = None,
         max_parameters: int = 5000,
         solver: str = "auto",
-        cg_iterations: int = 50,
+        cg_iterations: int = 20,
         cg_tolerance: float = 1e-4,
-        cg_diagonal_probes: int | None = None,
+        cg_diagonal_probes: int | None = 4,
         name: str | None = None,
     ):
         self.solver, self.cg_iterations, self.cg_tolerance, self.cg_diagonal_probes = \
@@ -209,8 +214,9 @@ class LevenbergMarquardt(Optimizer):
         if solver == "direct":
             lm_jacobian.check_parameter_count(n, self.max_parameters)
         elif batch.replicas is not None:
-            raise ValueError("LevenbergMarquardt(solver='cg') does not run under a "
-                             "tf.distribute strategy yet: use solver='direct', or one device.")
+            raise ValueError(f"LevenbergMarquardt(solver={self.solver!r}) chose the cg solver "
+                             f"(n={n}), which does not run under a tf.distribute strategy yet: "
+                             f"use solver='direct' (n ≤ max_parameters), or one device.")
         elif self._cg_start is None or self._cg_start.shape[0] != n:
             self._cg_start = self.add_variable("cg_start", np.zeros([n]), tf.float64)
         losses = batch.loss_set.losses
