@@ -1,6 +1,6 @@
 """Levenberg–Marquardt benchmark: graphfit's LM against torch-levenberg-marquardt and SciPy.
 
-    python benchmarks/lm.py [--budget 30] [--seeds 3] [--skip-sinc] [--skip-nist]
+    python benchmarks/lm.py [--budget 30] [--seeds 3] [--skip-sinc] [--skip-nist] [--skip-wall]
 
 1. The sinc race: y = sinc(10x) (numpy/torch's normalized sinc) on 20 000 points, x uniform
    in [-1, 1], a 1-20-1 tanh MLP, batch 1000, float32; graphfit's LevenbergMarquardt with its
@@ -16,6 +16,9 @@
    `scipy.optimize.least_squares(method="lm")` with default tolerances (when SciPy is
    installed): the certified digits reached (smallest LRE over the parameters) and the work
    (graphfit: LM steps; SciPy: function evaluations).
+3. Past the n² wall (benchmarks/lm_wall.py): a convolutional digits classifier with more than
+   10⁵ parameters, LevenbergMarquardt(solver="cg") against Adam: time to 97 % validation
+   accuracy and peak memory, and the memory the direct solver's JᵀJ would need.
 Not a test: numbers depend on the machine; the script prints them, and the targets next to them.
 """
 
@@ -271,6 +274,7 @@ def main() -> None:
                         help="sinc races per contender, seeds 0..N-1 (weights and shuffling)")
     parser.add_argument("--skip-sinc", action="store_true")
     parser.add_argument("--skip-nist", action="store_true")
+    parser.add_argument("--skip-wall", action="store_true")
     parser.add_argument("--race", choices=sorted(_CONTENDERS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -288,6 +292,9 @@ def main() -> None:
         nist_table()
     if not args.skip_sinc:
         sinc_table(args.budget, args.seeds)
+    if not args.skip_wall:
+        from benchmarks.lm_wall import wall_table  # section 3, in its own module
+        wall_table(max(args.seeds, 1))
 
 
 if __name__ == "__main__":

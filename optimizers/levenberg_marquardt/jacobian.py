@@ -51,8 +51,9 @@ def check_parameter_count(n: int, max_parameters: int) -> None:
             f"LevenbergMarquardt solves an n × n linear system each step, and this model has "
             f"n={n} trainable parameters, more than max_parameters={max_parameters}: JᵀJ alone "
             f"would take n²·8 = {size} bytes ({size / 2**30:.2f} GiB) in float64, and the "
-            f"Cholesky factorization O(n³) work. Freeze layers (trainable=False) to train "
-            f"fewer parameters, or pass a larger max_parameters."
+            f"Cholesky factorization O(n³) work. Use solver='cg' (or 'auto'): conjugate "
+            f"gradients on Jacobian-vector products, O(n) memory; or freeze layers "
+            f"(trainable=False) to train fewer parameters, or pass a larger max_parameters."
         )
 
 

@@ -13,9 +13,11 @@ from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch
 from graphfit.core.variables import as_tf_variable
 from graphfit.optimizers.gradient_record import record_gradients
+from graphfit.optimizers.levenberg_marquardt import conjugate_gradient as lm_cg
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
+from graphfit.optimizers.levenberg_marquardt import matrix_free as lm_matrix_free
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 from graphfit.optimizers.levenberg_marquardt import trial as lm_trial
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
@@ -64,8 +66,23 @@ class LevenbergMarquardt(Optimizer):
         jacobian_mode: "auto", "per_example", "reverse" or "forward" (see the docs).
         jacobian_chunk_size: examples per chunk of the Jacobian, or None to choose
             automatically.
-        max_parameters: the largest n accepted; above it a clear ValueError names n and the
-            memory JᵀJ would need. Defaults to 5000.
+        max_parameters: the largest n of the direct solver; above it a clear ValueError
+            names n and the memory JᵀJ would need. Defaults to 5000.
+        solver: "direct" (JᵀJ and Cholesky: n² memory, n ≤ max_parameters), "cg" (conjugate
+            gradients on Jacobian-vector products: O(n) memory, each CG iteration one JVP and
+            one VJP pass over the batch) or "auto" (direct while n ≤ max_parameters, cg above;
+            the default). Limits on 2 cores and 24 GiB: direct fits n ≈ 24 000 (about five
+            n × n float64 arrays per step) and a float64 Cholesky of n = 8000 takes 23 s;
+            cg costs per trial at most cg_iterations + 1 JVP-and-VJP products, one more
+            JVP and the trial's forward pass (docs/levenberg_marquardt.md, "Past the n²
+            wall", has the measured seconds per step).
+        cg_iterations: the most CG iterations per trial (solver "cg"). Defaults to 20.
+        cg_tolerance: CG's relative residual tolerance, in [0, 1). Defaults to 1e-4.
+        cg_diagonal_probes: the Rademacher probes that estimate diag(JᵀJ) for solver "cg"
+            (D, the preconditioner and the convergence scale), one VJP pass each; defaults
+            to 4. None: the exact diagonal, each chunk's Jacobian rows squared (the direct
+            solver's steps exactly, but k VJPs per example for k residual rows: 12 times
+            slower per step on the digits conv net).
         name: the optimizer's name.
 
     Raises:
@@ -103,8 +120,15 @@ class LevenbergMarquardt(Optimizer):
         jacobian_mode: str = "auto",
         jacobian_chunk_size: int | None = None,
         max_parameters: int = 5000,
+        solver: str = "auto",
+        cg_iterations: int = 20,
+        cg_tolerance: float = 1e-4,
+        cg_diagonal_probes: int | None = 4,
         name: str | None = None,
     ):
+        self.solver, self.cg_iterations, self.cg_tolerance, self.cg_diagonal_probes = \
+            lm_cg.validate_cg_arguments(solver, cg_iterations, cg_tolerance, cg_diagonal_probes)
+        self._cg_start = None  # the warm start of CG, an n-vector created at the first step
         validation.one_of("damping", damping, ("marquardt", "identity"))
         initial_damping = validation.positive_float("initial_damping", initial_damping)
         validation.one_of("jacobian_mode", jacobian_mode, lm_jacobian.MODES)
@@ -186,7 +210,15 @@ class LevenbergMarquardt(Optimizer):
                 "training step passes the batch: optimizer.minimize(loss_fn, variables, batch)."
             )
         n = sum(int(np.prod(v.shape.as_list())) for v in variables)
-        lm_jacobian.check_parameter_count(n, self.max_parameters)
+        solver = lm_cg.resolve_solver(self.solver, n, self.max_parameters)
+        if solver == "direct":
+            lm_jacobian.check_parameter_count(n, self.max_parameters)
+        elif batch.replicas is not None:
+            raise ValueError(f"LevenbergMarquardt(solver={self.solver!r}) chose the cg solver "
+                             f"(n={n}), which does not run under a tf.distribute strategy yet: "
+                             f"use solver='direct' (n ≤ max_parameters), or one device.")
+        elif self._cg_start is None or self._cg_start.shape[0] != n:
+            self._cg_start = self.add_variable("cg_start", np.zeros([n]), tf.float64)
         losses = batch.loss_set.losses
         for output, loss in losses.items():
             if not lm_residuals.linearizable(loss):
@@ -216,6 +248,11 @@ class LevenbergMarquardt(Optimizer):
             return [loss0, *flat0]
 
         def step():
+            if solver == "cg":
+                return self._trials(loss_fn, variables, n, loss0, flat0, lm_matrix_free.linearize(
+                    batch, variables, gradients, aux0.y_pred, self.jacobian_mode,
+                    examples_independent(batch.model, batch.loss_set),
+                    self.jacobian_chunk_size, self.cg_diagonal_probes, self._iterations))
             system = linear if linear is not None else self._linearize(
                 batch, variables, n, gradients, aux0.y_pred)
             return self._trials(loss_fn, variables, n, loss0, flat0, system)
@@ -289,7 +326,12 @@ class LevenbergMarquardt(Optimizer):
         eps = float(np.finfo(np.float32 if any(v.dtype == tf.float32 for v in variables)
                              else np.float64).eps)
         d = lm_damping.scaling(linear.diag, self.damping, eps)
-        system = lm_damping.ScaledSystem(linear.matrix, linear.b, linear.rho, d, linear.under)
+        if isinstance(linear, lm_matrix_free.MatrixFreeLinearization):
+            system = lm_cg.MatrixFreeSystem(linear, d, self.cg_iterations, self.cg_tolerance,
+                                            self._cg_start)
+        else:
+            system = lm_damping.ScaledSystem(linear.matrix, linear.b, linear.rho, d,
+                                             linear.under)
         limits = lm_update.damping_range(linear.diag, d, n)
         f0 = tf.cast(loss0, tf.float64)
         steps = lm_trial.variable_steps(variables)
@@ -329,6 +371,10 @@ class LevenbergMarquardt(Optimizer):
             "jacobian_mode": self.jacobian_mode,
             "jacobian_chunk_size": self.jacobian_chunk_size,
             "max_parameters": self.max_parameters,
+            "solver": self.solver,
+            "cg_iterations": self.cg_iterations,
+            "cg_tolerance": self.cg_tolerance,
+            "cg_diagonal_probes": self.cg_diagonal_probes,
         }
 
 
