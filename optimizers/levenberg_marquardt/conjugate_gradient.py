@@ -130,6 +130,10 @@ class MatrixFreeSystem:
             None for a cold start every time.
     """
 
+    # Its products linearize at the variables' current values: the trial loop puts them
+    # back at the step's start after every rejected trial (`trial.attempt`).
+    solves_at_start_point = True
+
     def __init__(self, linear, d, iterations: int, tolerance: float, start=None):
         self.products, self.b, self.d = linear.products, linear.b, d
         # The preconditioner diag(JᵀJ) + λD is positive: D is, and λ ≥ its floor > 0.

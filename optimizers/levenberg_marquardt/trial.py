@@ -109,9 +109,10 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
 
     A non-finite δ is tried as δ = 0 and never accepted. A rejected trial leaves the
     variables at its point: the next trial assigns from the start, and `trial_loop` restores
-    the start once after its last trial. The trial runs without `tf.cond` (selects instead):
-    the loop runs it up to `attempts` times per step, and a cond costs more to trace and run
-    than the selects it would save.
+    the start once after its last trial; only a system whose solve reads the variables
+    (`solves_at_start_point`, the matrix-free one) has them restored after each trial.
+    The trial runs without `tf.cond` (selects instead): the loop runs it up to `attempts`
+    times per step, and a cond costs more to trace and run than the selects it would save.
     """
     delta, _ = problem.system.solve(damping)
     finite = tf.reduce_all(tf.math.is_finite(delta))
@@ -128,6 +129,9 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
     actual = problem.f0 - f_new
     gain = lm_update.gain_ratio(actual, predicted)
     accepted = lm_update.step_accepted(finite, f_new, actual, gain)
+    if getattr(problem.system, "solves_at_start_point", False):  # matrix-free products
+        with tf.control_dependencies(out):
+            problem.restore(accepted)
     new_damping, new_growth = lm_update.next_damping(damping, growth, gain, accepted,
                                                      problem.limits)
     stalled = tf.logical_not(accepted) & (damping >= problem.limits.top)
