@@ -121,7 +121,8 @@ class Model(Layer):
         def forward(x):
             return self(x, training=False)
 
-        concrete = tf.function(forward).get_concrete_function(input_spec)
+        # autograph=False: `forward` is graphfit's; the layers convert the user's code.
+        concrete = tf.function(forward, autograph=False).get_concrete_function(input_spec)
         self._signature.outputs = spec_of(concrete.structured_outputs)
 
     def arrange_inputs(self, x):
