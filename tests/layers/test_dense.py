@@ -72,3 +72,19 @@ def test_dense_rejects_bad_arguments(kwargs, argument):
 def test_dense_rank1_input_says_how_to_fix_it():
     with pytest.raises(ValueError, match=r"rank 2 or more.*Reshape\(\(1,\)\)"):
         layers.Dense(2)(tf.ones((4,)))
+
+
+def test_a_single_example_through_a_small_kernel_matches_matmul_and_its_gradients():
+    # One example and a kernel of at most 64 entries take the broadcast product (the
+    # per-example Jacobian's path); values and gradients are matmul's.
+    layer = layers.Dense(5, activation="tanh", dtype="float64")
+    x = tf.constant(np.random.default_rng(1).normal(size=(1, 3)))
+    layer(x)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        out = layer(x)
+        ref = tf.tanh(tf.matmul(x, layer.kernel) + layer.bias)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-15)
+    for target in (layer.kernel, x):
+        np.testing.assert_allclose(tape.gradient(out, target).numpy(),
+                                   tape.gradient(ref, target).numpy(), rtol=1e-14)
