@@ -57,8 +57,8 @@ class LevenbergMarquardt(Optimizer):
         initial_damping: λ at the first step, relative to the largest diagonal entry of
             `D^-½ JᵀJ D^-½` (Nielsen's τ). Defaults to 1e-3.
         attempts_per_step: trial steps per training step. Defaults to 10.
-        ftol: relative-reduction tolerance. Defaults to 1e-10 (tighter than MINPACK's
-            √ε ≈ 1.49e-8, see the docs).
+        ftol: relative-reduction tolerance. Defaults to 1e-15: the loss's own resolution in
+            float64, so the parameters' digits come from xtol (see the docs).
         xtol: relative step tolerance. Defaults to 1e-10.
         gtol: gradient (cosine) tolerance. Defaults to 0.0 (MINPACK's).
         jacobian_mode: "auto", "per_example", "reverse" or "forward" (see the docs).
@@ -97,7 +97,7 @@ class LevenbergMarquardt(Optimizer):
         damping: str = "marquardt",
         initial_damping: float = 1e-3,
         attempts_per_step: int = 10,
-        ftol: float = 1e-10,
+        ftol: float = 1e-15,
         xtol: float = 1e-10,
         gtol: float = 0.0,
         jacobian_mode: str = "auto",
@@ -125,6 +125,7 @@ class LevenbergMarquardt(Optimizer):
         self._growth = self.add_variable("damping_growth", 2.0, tf.float64)
         self._converged = self.add_variable("converged", False, tf.bool)
         self._reason = self.add_variable("convergence_reason", NOT_CONVERGED, tf.int32)
+        self._scale = None  # the running maximum of diag(JᵀJ), see _running_scale
 
     # ---------------------------------------------------------------------------- state
 
@@ -288,12 +289,15 @@ class LevenbergMarquardt(Optimizer):
         (`trial.trial_loop`). Returns `[loss, *aux tensors]` of the point the step ends on."""
         eps = float(np.finfo(np.float32 if any(v.dtype == tf.float32 for v in variables)
                              else np.float64).eps)
-        d = lm_damping.scaling(linear.diag, self.damping, eps)
+        running = self._running_scale(n)
+        scale = lm_damping.running_scale(running.read_value(), linear.diag)
+        running.assign(scale)
+        d = lm_damping.scaling(scale, self.damping, eps)
         system = lm_damping.ScaledSystem(linear.matrix, linear.b, linear.rho, d, linear.under)
         limits = lm_update.damping_range(linear.diag, d, n)
         f0 = tf.cast(loss0, tf.float64)
         steps = lm_trial.variable_steps(variables)
-        tests = lm_convergence.convergence_tests(linear.diag, steps.x0, self.ftol, self.xtol, eps)
+        tests = lm_convergence.convergence_tests(scale, steps.x0, self.ftol, self.xtol, eps)
         gradient_met = lm_convergence.gradient_converged(linear.b, linear.diag, f0, self.gtol)
         lam = lm_update.starting_damping(self._damping.read_value(), self.initial_damping, limits)
 
@@ -319,6 +323,15 @@ class LevenbergMarquardt(Optimizer):
         self._reason.assign(tf.where(converged, code, self._reason))
         self._converged.assign(converged | self._converged)
         return values
+
+    def _running_scale(self, n: int) -> tf.Variable:
+        """The variable holding the running maximum of diag(JᵀJ) (MINPACK's scale, float64,
+        flat over the n trained parameters), created at the first step's trace; a new one,
+        from zeros, when n changes (layers frozen or unfrozen)."""
+        if self._scale is None or self._scale.shape[0] != n:
+            # Tracked state is append-only (checkpoints): a replaced vector stays, unused.
+            self._scale = self.add_variable("damping_scale", np.zeros(n), tf.float64)
+        return self._scale
 
     # ---------------------------------------------------------------------------- config
 

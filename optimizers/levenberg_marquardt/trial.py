@@ -2,7 +2,8 @@
 
 `trial_loop` runs up to `attempts` trials in a `tf.while_loop`, each one an `attempt`: solve
 the damped system for δ, move the variables to `x₀ + δ` and evaluate the loss there, keep the
-point when the gain ratio is good enough (`update.step_accepted`), otherwise put the variables
+point when the gain ratio is good enough and the step not too long (`update.step_accepted`,
+`update.step_within_bound`), otherwise put the variables
 back exactly; then update `(λ, ν)` and run the convergence tests. It stops at the first
 accepted trial or the first convergence test met.
 
@@ -104,7 +105,8 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
             values: Sequence[tf.Tensor]) -> Attempt:
     """One trial with damping λ and growth ν, from the point whose `[loss, *aux]` is `values`.
 
-    A non-finite δ is not tried (the variables stay where they are). A rejected trial calls
+    A non-finite δ, or one past `update.step_within_bound`, is not tried (the variables stay
+    where they are). A rejected trial calls
     `problem.restore` once its loss has been evaluated.
     """
     delta, _ = problem.system.solve(damping)
@@ -117,12 +119,15 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
         loss_new, *aux_new = problem.evaluate()
         return [tf.cast(loss_new, loss.dtype), *aux_new]
 
-    out = tf.cond(finite, trial, lambda: list(values))
+    within = lm_update.step_within_bound(
+        tf.norm(problem.tests.column_norms * delta), problem.tests.x_norm)
+    # A step past its bound is rejected unseen: its loss is not evaluated.
+    out = tf.cond(finite & within, trial, lambda: list(values))
     f_new = tf.cast(out[0], tf.float64)
     actual = problem.f0 - f_new
     predicted = problem.system.predicted_reduction(delta, damping)
     gain = lm_update.gain_ratio(actual, predicted)
-    accepted = lm_update.step_accepted(finite, f_new, actual, gain)
+    accepted = lm_update.step_accepted(finite, f_new, actual, gain, within)
 
     def undo():
         problem.restore()

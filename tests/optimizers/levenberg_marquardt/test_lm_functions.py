@@ -64,6 +64,30 @@ def test_step_accepted(finite, f_new, actual, gain, expected):
     assert bool(accepted) is expected
 
 
+def test_step_accepted_needs_the_step_within_its_bound():
+    args = (tf.constant(True), _c(1.0), _c(0.5), _c(0.9))
+    assert bool(lm_update.step_accepted(*args, tf.constant(True)))
+    assert not bool(lm_update.step_accepted(*args, tf.constant(False)))
+
+
+def test_step_within_bound_is_relative_to_the_scaled_point():
+    bound = lm_update.MAX_RELATIVE_STEP
+    within = lm_update.step_within_bound
+    assert bool(within(_c(bound * 2.0), _c(2.0)))  # exactly at the bound: kept
+    assert not bool(within(_c(bound * 2.0 * (1 + 1e-12)), _c(2.0)))
+    assert bool(within(_c(1e30), _c(0.0)))  # at x = 0 there is no scale to bound by
+
+
+def test_running_scale_keeps_the_largest_diagonal_seen():
+    scale = tf.zeros(3, tf.float64)
+    for diag in ([4.0, 1.0, 0.0], [2.0, 3.0, 0.0], [1e-9, 1e-9, 5.0]):
+        scale = lm_damping.running_scale(scale, _c(diag))
+    assert scale.numpy().tolist() == [4.0, 3.0, 5.0]
+    # A column that collapsed (1e-9 against 4) keeps its damping: D is the running max.
+    d = lm_damping.scaling(scale, "marquardt", EPS)
+    assert d.numpy().tolist() == [4.0, 3.0, 5.0]
+
+
 def test_damping_range_and_starting_damping():
     diag = _c([4.0, 1.0])
     marquardt = lm_update.damping_range(diag, lm_damping.scaling(diag, "marquardt", EPS), 2)
@@ -227,6 +251,22 @@ def test_trial_loop_stops_on_xtol_at_the_minimum_and_stalls_at_the_top():
     result = lm_trial.trial_loop(problem, _c(1e4), _c(2.0), [_c(f0)], 10)
     assert int(result.code) == STALLED and len(seen) == 1
     np.testing.assert_array_equal(x.numpy(), [0.0, 0.0])
+
+
+def test_a_step_past_the_bound_is_rejected_without_evaluating_it():
+    # At x0 = (1e-3, 0) the least-squares step is about 1000 ‖S x0‖ long: far past the bound.
+    x0 = [1e-3, 0.0]
+    problem, x, seen, f0 = _trial_problem(x0)
+    one = lm_trial.attempt(problem, _c(1e-9), _c(2.0), [_c(f0)])
+    assert not bool(one.accepted) and seen == []  # not tried: no evaluation
+    np.testing.assert_array_equal(x.numpy(), x0)
+    assert (float(one.damping), float(one.growth)) == (2e-9, 4.0)
+    # The loop grows λ until the step is within MAX_RELATIVE_STEP · ‖S x0‖, and keeps it.
+    result = lm_trial.trial_loop(problem, _c(1e-9), _c(2.0), [_c(f0)], 40)
+    s = problem.tests.column_norms.numpy()
+    step = np.linalg.norm(s * (x.numpy() - x0))
+    assert 0 < step <= lm_update.MAX_RELATIVE_STEP * np.linalg.norm(s * x0)
+    assert len(seen) == 1 and float(result.values[0]) < f0
 
 
 def test_trial_loop_in_a_tf_function_matches_eager():
