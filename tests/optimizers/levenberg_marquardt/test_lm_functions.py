@@ -279,3 +279,25 @@ def test_trial_loop_in_a_tf_function_matches_eager():
     np.testing.assert_array_equal(x.numpy(), x_eager)
     for a, b in zip(eager[:3], graph[:3]):
         assert float(a) == float(b)
+
+
+# ------------------------------------------------------------------------ optimizer state
+
+
+def test_the_optimizer_keeps_the_running_scale_and_checkpoints_it(tmp_path):
+    import graphfit as gf
+    from graphfit import layers, optimizers
+
+    # y = a·x + b under MSE: the rows are (ŷ − y)/√m, so diag(JᵀJ) = [mean(x²), 1] at every
+    # point, and the running maximum is that.
+    x = np.linspace(-1, 1, 20)[:, None]
+    model = gf.Sequential([layers.Dense(1)], input_shape=(1,), dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False)
+    model.fit(x, 2 * x + 1 + 0.1 * np.sin(7 * x), batch_size=None, epochs=2, verbose=0)
+    scale = model.optimizer._running_scale(2)
+    np.testing.assert_allclose(scale.numpy(), [np.mean(x ** 2), 1.0], rtol=1e-12)
+    path = tf.train.Checkpoint(optimizer=model.optimizer).save(str(tmp_path / "ckpt"))
+    fresh = optimizers.LevenbergMarquardt()
+    tf.train.Checkpoint(optimizer=fresh).restore(path).assert_existing_objects_matched()
+    # Created at the first step, the variable takes the saved value then (deferred restore).
+    np.testing.assert_array_equal(fresh._running_scale(2).numpy(), scale.numpy())
