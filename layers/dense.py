@@ -7,7 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, validation
+from graphfit.core import autograph_scope, per_example, validation
 from graphfit.core.layer import InputSpec, Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
@@ -94,10 +94,10 @@ class Dense(Layer):
 
     def call(self, inputs, training: bool = False):
         if _one_example_small_kernel(inputs, self.kernel):
-            # A batch of one: LevenbergMarquardt's per-example Jacobian, vectorized over the
-            # examples by pfor, which turns matmul's gradient into a batched matmul of tiny
-            # matrices whose per-matrix overhead dominates (twice the time on the 1-20-1
-            # sinc MLP); the broadcast product vectorizes into plain elementwise ops.
+            # One example, vectorized by pfor (LevenbergMarquardt's per-example Jacobian):
+            # pfor turns matmul's gradient into a batched matmul of tiny matrices whose
+            # per-matrix overhead dominates (twice the time on the 1-20-1 sinc MLP); the
+            # broadcast product vectorizes into plain elementwise ops.
             outputs = tf.reduce_sum(inputs[:, :, None] * self.kernel, axis=1)
         elif inputs.shape.rank == 2:
             outputs = tf.matmul(inputs, self.kernel)
@@ -126,5 +126,5 @@ _BROADCAST_KERNEL_LIMIT = 64
 
 
 def _one_example_small_kernel(inputs, kernel) -> bool:
-    return (inputs.shape.rank == 2 and inputs.shape[0] == 1
+    return (per_example.active() and inputs.shape.rank == 2 and inputs.shape[0] == 1
             and kernel.shape.num_elements() <= _BROADCAST_KERNEL_LIMIT)

@@ -5,7 +5,10 @@ With `A = CᵀC` (n × n), `b = ½∇f` and the damping matrix `D` (diagonal), t
     (A + λ D) δ = −b.
 
 It is solved in the scaled variables `u = D^½ δ`, `(Ã + λ I) u = −D^-½ b` with
-`Ã = D^-½ A D^-½` (unit diagonal under Marquardt's scaling `D = diag(A)`), by Cholesky; when
+`Ã = D^-½ A D^-½`, by Cholesky. Marquardt's scaling is MINPACK's: `D` is the running maximum
+of `diag(A)` over the steps so far (`running_scale`), so a parameter whose column of J has
+collapsed (a saturated exponential, a term that has faded) keeps the damping its past effect
+earned instead of being free to jump to infinity. When
 rounding makes the matrix indefinite (Cholesky yields NaN, which TensorFlow reports instead of
 raising), an eigendecomposition with the negative eigenvalues clipped to zero solves it.
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-__all__ = ["scaling", "ScaledSystem", "nielsen_update", "MAX_DAMPING"]
+__all__ = ["scaling", "running_scale", "ScaledSystem", "nielsen_update", "MAX_DAMPING"]
 
 # λ never grows past this (relative to the largest scaled diagonal): a larger one means that
 # no step reduces the loss, which the optimizer reports as convergence.
@@ -39,6 +42,25 @@ def scaling(diag: tf.Tensor, damping: str, eps: float) -> tf.Tensor:
         return tf.ones_like(diag)
     floor = tf.maximum(tf.reduce_max(diag) * eps, tf.constant(1e-300, diag.dtype))
     return tf.maximum(diag, floor)
+
+
+def running_scale(previous: tf.Tensor, diag: tf.Tensor) -> tf.Tensor:
+    """MINPACK's scale (`lmder`'s `diag`, squared): the running maximum of `diag(JᵀJ)`.
+
+    Args:
+        previous: the running maximum so far (zeros before the first step).
+        diag: `diag(JᵀJ)` of this step.
+
+    Returns:
+        `max(previous, diag)`, elementwise; `scaling` floors it as it floors `diag`.
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> running_scale(tf.constant([4.0, 1.0]), tf.constant([2.0, 3.0])).numpy().tolist()
+        [4.0, 3.0]
+    """
+    return tf.maximum(previous, diag)
 
 
 class ScaledSystem:

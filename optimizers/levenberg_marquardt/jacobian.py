@@ -27,6 +27,8 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from graphfit.core import per_example
+
 __all__ = ["MODES", "choose_mode", "chunk_examples", "jacobian", "per_example_jacobian",
            "normal_equations", "check_parameter_count", "CHUNK_BUDGET"]
 
@@ -173,7 +175,8 @@ def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variab
         k = tf.size(rows)
         return _as_matrix(parts, sizes, k, rows.dtype), rho
 
-    c, rho = tf.vectorized_map(one_example, data)
+    with per_example.single_examples():  # layers may pick a form pfor vectorizes well
+        c, rho = tf.vectorized_map(one_example, data)
     return tf.reshape(c, [-1, sum(sizes)]), tf.reshape(rho, [-1])
 
 

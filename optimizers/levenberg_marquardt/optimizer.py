@@ -59,8 +59,8 @@ class LevenbergMarquardt(Optimizer):
         initial_damping: λ at the first step, relative to the largest diagonal entry of
             `D^-½ JᵀJ D^-½` (Nielsen's τ). Defaults to 1e-3.
         attempts_per_step: trial steps per training step. Defaults to 10.
-        ftol: relative-reduction tolerance. Defaults to 1e-10 (tighter than MINPACK's
-            √ε ≈ 1.49e-8, see the docs).
+        ftol: relative-reduction tolerance. Defaults to 1e-15: the loss's own resolution in
+            float64, so the parameters' digits come from xtol (see the docs).
         xtol: relative step tolerance. Defaults to 1e-10.
         gtol: gradient (cosine) tolerance. Defaults to 0.0 (MINPACK's).
         jacobian_mode: "auto", "per_example", "reverse" or "forward" (see the docs).
@@ -114,7 +114,7 @@ class LevenbergMarquardt(Optimizer):
         damping: str = "marquardt",
         initial_damping: float = 1e-3,
         attempts_per_step: int = 10,
-        ftol: float = 1e-10,
+        ftol: float = 1e-15,
         xtol: float = 1e-10,
         gtol: float = 0.0,
         jacobian_mode: str = "auto",
@@ -149,6 +149,7 @@ class LevenbergMarquardt(Optimizer):
         self._growth = self.add_variable("damping_growth", 2.0, tf.float64)
         self._converged = self.add_variable("converged", False, tf.bool)
         self._reason = self.add_variable("convergence_reason", NOT_CONVERGED, tf.int32)
+        self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
 
     # ---------------------------------------------------------------------------- state
 
@@ -166,6 +167,24 @@ class LevenbergMarquardt(Optimizer):
     def damping_value(self) -> tf.Variable:
         """λ of the next step (float64 variable; negative before the first step)."""
         return self._damping
+
+    @property
+    def damping_scale(self) -> tf.Variable | None:
+        """MINPACK's scale: the running maximum of diag(JᵀJ) over the steps, per parameter
+        (float64 variable; None before `build`). D is this vector under "marquardt"."""
+        return self._scale
+
+    def reset_state(self) -> None:
+        """Forgets what earlier steps learned, as a new optimizer would: λ (set again by
+        the next step), ν, the running scale, the cg warm start and the convergence flag.
+        Use it to fit the same model again from a new starting point."""
+        self._damping.assign(-1.0)
+        self._growth.assign(2.0)
+        self._converged.assign(False)
+        self._reason.assign(NOT_CONVERGED)
+        for state in (self._scale, self._cg_start):
+            if state is not None:
+                state.assign(tf.zeros_like(state))
 
     def stop_reason(self) -> str | None:
         """Why `fit` should stop, once: the convergence message, then the flag is cleared so
@@ -214,11 +233,14 @@ class LevenbergMarquardt(Optimizer):
         if solver == "direct":
             lm_jacobian.check_parameter_count(n, self.max_parameters)
         elif batch.replicas is not None:
-            raise ValueError(f"LevenbergMarquardt(solver={self.solver!r}) chose the cg solver "
-                             f"(n={n}), which does not run under a tf.distribute strategy yet: "
-                             f"use solver='direct' (n ≤ max_parameters), or one device.")
-        elif self._cg_start is None or self._cg_start.shape[0] != n:
-            self._cg_start = self.add_variable("cg_start", np.zeros([n]), tf.float64)
+            chose = ("" if self.solver == "cg" else
+                     f" chooses the cg solver for n={n} > max_parameters={self.max_parameters},"
+                     f" and cg")
+            raise ValueError(
+                f"LevenbergMarquardt(solver={self.solver!r}){chose} does not run under a "
+                f"tf.distribute strategy yet: train on one device, or use solver='direct' with "
+                f"max_parameters >= {n} (JᵀJ alone then takes {n * n * 8 / 2**30:.2f} GiB).")
+        self._solver_state(n, solver)
         losses = batch.loss_set.losses
         for output, loss in losses.items():
             if not lm_residuals.linearizable(loss):
@@ -325,7 +347,10 @@ class LevenbergMarquardt(Optimizer):
         (`trial.trial_loop`). Returns `[loss, *aux tensors]` of the point the step ends on."""
         eps = float(np.finfo(np.float32 if any(v.dtype == tf.float32 for v in variables)
                              else np.float64).eps)
-        d = lm_damping.scaling(linear.diag, self.damping, eps)
+        # Both solvers scale by the running maximum of diag(JᵀJ) (for cg, of its estimate).
+        scale = lm_damping.running_scale(self._scale.read_value(), linear.diag)
+        self._scale.assign(scale)
+        d = lm_damping.scaling(scale, self.damping, eps)
         if isinstance(linear, lm_matrix_free.MatrixFreeLinearization):
             system = lm_cg.MatrixFreeSystem(linear, d, self.cg_iterations, self.cg_tolerance,
                                             self._cg_start)
@@ -335,7 +360,7 @@ class LevenbergMarquardt(Optimizer):
         limits = lm_update.damping_range(linear.diag, d, n)
         f0 = tf.cast(loss0, tf.float64)
         steps = lm_trial.variable_steps(variables)
-        tests = lm_convergence.convergence_tests(linear.diag, steps.x0, self.ftol, self.xtol, eps)
+        tests = lm_convergence.convergence_tests(scale, steps.x0, self.ftol, self.xtol, eps)
         gradient_met = lm_convergence.gradient_converged(linear.b, linear.diag, f0, self.gtol)
         lam = lm_update.starting_damping(self._damping.read_value(), self.initial_damping, limits)
 
@@ -356,6 +381,24 @@ class LevenbergMarquardt(Optimizer):
         self._reason.assign(tf.where(converged, code, self._reason))
         self._converged.assign(converged | self._converged)
         return values
+
+    def build(self, variables) -> None:
+        """Creates the per-parameter state for `variables` (the running scale, and the cg
+        solver's warm start) before the first trace: a variable created while tracing makes
+        `tf.function` trace the whole step twice."""
+        super().build(variables)
+        n = sum(int(np.prod(as_tf_variable(v).shape.as_list())) for v in variables)
+        self._solver_state(n, lm_cg.resolve_solver(self.solver, n, self.max_parameters))
+
+    def _solver_state(self, n: int, solver: str) -> None:
+        """Creates, for n trained parameters, the running maximum of diag(JᵀJ) (MINPACK's
+        scale, float64) and for the cg solver its warm start; new ones, from zeros, when n
+        changes (layers frozen or unfrozen). Tracked state is append-only (checkpoints): a
+        replaced vector stays, unused."""
+        if self._scale is None or self._scale.shape[0] != n:
+            self._scale = self.add_variable("damping_scale", np.zeros(n), tf.float64)
+        if solver == "cg" and (self._cg_start is None or self._cg_start.shape[0] != n):
+            self._cg_start = self.add_variable("cg_start", np.zeros([n]), tf.float64)
 
     # ---------------------------------------------------------------------------- config
 

@@ -2,7 +2,8 @@
 
 `trial_loop` runs up to `attempts` trials in a `tf.while_loop`, each one an `attempt`: solve
 the damped system for δ, move the variables to `x₀ + δ` and evaluate the loss there, keep the
-point when the gain ratio is good enough (`update.step_accepted`), otherwise put the variables
+point when the gain ratio is good enough and the step not too long (`update.step_accepted`,
+`update.step_within_bound`), otherwise put the variables
 back exactly; then update `(λ, ν)` and run the convergence tests. It stops at the first
 accepted trial or the first convergence test met.
 
@@ -107,7 +108,9 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
             values: Sequence[tf.Tensor]) -> Attempt:
     """One trial with damping λ and growth ν, from the point whose `[loss, *aux]` is `values`.
 
-    A non-finite δ is tried as δ = 0 and never accepted. A rejected trial leaves the
+    A non-finite δ, or one past `update.step_within_bound`, is never accepted, and the
+    variables never visit it: the trial evaluates the starting point instead (δ = 0), rare
+    enough to cost less than a `tf.cond` in every trial. A rejected trial leaves the
     variables at its point: the next trial assigns from the start, and `trial_loop` restores
     the start once after its last trial; only a system whose solve reads the variables
     (`solves_at_start_point`, the matrix-free one) has them restored after each trial.
@@ -117,18 +120,20 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
     delta, _ = problem.system.solve(damping)
     finite = tf.reduce_all(tf.math.is_finite(delta))
     delta = tf.where(finite, delta, tf.zeros_like(delta))
+    within = lm_update.step_within_bound(
+        tf.norm(problem.tests.column_norms * delta), problem.tests.x_norm)
     loss = values[0]
     # Predicted at the start, before the variables move (a matrix-free system linearizes
     # there).
     predicted = problem.system.predicted_reduction(delta, damping)
     with tf.control_dependencies([predicted]):
-        problem.assign(delta)
+        problem.assign(tf.where(within, delta, tf.zeros_like(delta)))
     loss_new, *aux_new = problem.evaluate()
     out = [tf.cast(loss_new, loss.dtype), *aux_new]
     f_new = tf.cast(out[0], tf.float64)
     actual = problem.f0 - f_new
     gain = lm_update.gain_ratio(actual, predicted)
-    accepted = lm_update.step_accepted(finite, f_new, actual, gain)
+    accepted = lm_update.step_accepted(finite, f_new, actual, gain, within)
     if getattr(problem.system, "solves_at_start_point", False):  # matrix-free products
         with tf.control_dependencies(out):
             problem.restore(accepted)

@@ -27,6 +27,7 @@ from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 
 __all__ = [
     "ACCEPT",
+    "MAX_RELATIVE_STEP",
     "DampingRange",
     "Linearization",
     "damping_range",
@@ -35,10 +36,19 @@ __all__ = [
     "next_damping",
     "starting_damping",
     "step_accepted",
+    "step_within_bound",
 ]
 
 # A trial is accepted when it achieves this fraction of the predicted reduction.
 ACCEPT = 1e-4
+
+# A trial may move the parameters by at most this multiple of their own size, both measured
+# in the scaled norm of the xtol test (`‖S δ‖ ≤ MAX_RELATIVE_STEP · ‖S x‖`): a longer step is
+# rejected like an uphill one, whatever its gain. It stops a step that the quadratic model
+# judges well from flinging a weakly determined parameter far out (BoxBOD from its first
+# start: b2 from 1 to 115, where exp(−b2·x) is 0 and the gradient vanishes). MINPACK's
+# first trust radius is 100‖S x₀‖, SciPy's trf radius ‖x₀‖.
+MAX_RELATIVE_STEP = 10.0
 
 
 class Linearization(NamedTuple):
@@ -144,7 +154,24 @@ def gain_ratio(actual: tf.Tensor, predicted: tf.Tensor) -> tf.Tensor:
 
 
 def step_accepted(finite: tf.Tensor, f_new: tf.Tensor, actual: tf.Tensor,
-                  gain: tf.Tensor) -> tf.Tensor:
-    """Whether a trial is kept: its δ and loss are finite, the loss went down, and the gain
-    ratio exceeds `ACCEPT`."""
-    return finite & tf.math.is_finite(f_new) & (actual > 0) & (gain > ACCEPT)
+                  gain: tf.Tensor, within: tf.Tensor | bool = True) -> tf.Tensor:
+    """Whether a trial is kept: its δ and loss are finite, the loss went down, the gain
+    ratio exceeds `ACCEPT`, and the step is `within` its bound (`step_within_bound`)."""
+    return finite & tf.math.is_finite(f_new) & (actual > 0) & (gain > ACCEPT) & within
+
+
+def step_within_bound(step_norm: tf.Tensor, x_norm: tf.Tensor) -> tf.Tensor:
+    """Whether a step of scaled length `step_norm` = `‖S δ‖` from a point of scaled length
+    `x_norm` = `‖S x‖` is at most `MAX_RELATIVE_STEP · ‖S x‖` (always true at x = 0).
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> bool(step_within_bound(tf.constant(9.0), tf.constant(1.0)))
+        True
+        >>> bool(step_within_bound(tf.constant(11.0), tf.constant(1.0)))
+        False
+        >>> bool(step_within_bound(tf.constant(11.0), tf.constant(0.0)))
+        True
+    """
+    return (step_norm <= MAX_RELATIVE_STEP * x_norm) | (x_norm <= 0)

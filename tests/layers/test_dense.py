@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import layers
+from graphfit.core import per_example
 from graphfit.testing import assert_gradients_match_keras, run_layer_test
 
 
@@ -75,12 +76,12 @@ def test_dense_rank1_input_says_how_to_fix_it():
 
 
 def test_a_single_example_through_a_small_kernel_matches_matmul_and_its_gradients():
-    # One example and a kernel of at most 64 entries take the broadcast product (the
-    # per-example Jacobian's path); values and gradients are matmul's.
+    # Inside a per-example Jacobian, one example and a kernel of at most 64 entries take the
+    # broadcast product; values and gradients are matmul's.
     layer = layers.Dense(5, activation="tanh", dtype="float64")
     x = tf.constant(np.random.default_rng(1).normal(size=(1, 3)))
     layer(x)
-    with tf.GradientTape(persistent=True) as tape:
+    with tf.GradientTape(persistent=True) as tape, per_example.single_examples():
         tape.watch(x)
         out = layer(x)
         ref = tf.tanh(tf.matmul(x, layer.kernel) + layer.bias)

@@ -4,7 +4,7 @@ A file states, in its header, the line ranges of its parts ("Starting Values (li
 42)", "Certified Values (lines 41 to 47)", "Data (lines 61 to 74)"); the parameter lines read
 `b1 = start1 start2 certified standard_deviation`, followed by the residual sum of squares
 and other certified statistics, and the data columns are `y x`. The NIST files are public
-domain (U.S. government work); copies of the eight used by the tests are in `nist_data/`.
+domain (U.S. government work); copies of the sixteen used by the tests are in `nist_data/`.
 
 Example:
 
@@ -30,7 +30,8 @@ __all__ = ["NistProblem", "read", "log_relative_error", "DATA", "PROBLEMS"]
 
 DATA = pathlib.Path(__file__).with_name("nist_data")
 PROBLEMS = ["Misra1a", "Misra1b", "Chwirut1", "Chwirut2", "Lanczos3", "Gauss1", "Gauss2",
-            "DanWood"]
+            "DanWood", "Eckerle4", "Rat42", "Rat43", "Thurber", "MGH09", "MGH10", "BoxBOD",
+            "Bennett5"]
 
 _RANGE = re.compile(r"(Starting Values|Certified Values|Data)\s*\(lines\s+(\d+)\s+to\s+(\d+)\)")
 _PARAMETER = re.compile(r"^\s*(b\d+)\s*=\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")

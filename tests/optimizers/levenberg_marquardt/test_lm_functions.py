@@ -64,6 +64,30 @@ def test_step_accepted(finite, f_new, actual, gain, expected):
     assert bool(accepted) is expected
 
 
+def test_step_accepted_needs_the_step_within_its_bound():
+    args = (tf.constant(True), _c(1.0), _c(0.5), _c(0.9))
+    assert bool(lm_update.step_accepted(*args, tf.constant(True)))
+    assert not bool(lm_update.step_accepted(*args, tf.constant(False)))
+
+
+def test_step_within_bound_is_relative_to_the_scaled_point():
+    bound = lm_update.MAX_RELATIVE_STEP
+    within = lm_update.step_within_bound
+    assert bool(within(_c(bound * 2.0), _c(2.0)))  # exactly at the bound: kept
+    assert not bool(within(_c(bound * 2.0 * (1 + 1e-12)), _c(2.0)))
+    assert bool(within(_c(1e30), _c(0.0)))  # at x = 0 there is no scale to bound by
+
+
+def test_running_scale_keeps_the_largest_diagonal_seen():
+    scale = tf.zeros(3, tf.float64)
+    for diag in ([4.0, 1.0, 0.0], [2.0, 3.0, 0.0], [1e-9, 1e-9, 5.0]):
+        scale = lm_damping.running_scale(scale, _c(diag))
+    assert scale.numpy().tolist() == [4.0, 3.0, 5.0]
+    # A column that collapsed (1e-9 against 4) keeps its damping: D is the running max.
+    d = lm_damping.scaling(scale, "marquardt", EPS)
+    assert d.numpy().tolist() == [4.0, 3.0, 5.0]
+
+
 def test_damping_range_and_starting_damping():
     diag = _c([4.0, 1.0])
     marquardt = lm_update.damping_range(diag, lm_damping.scaling(diag, "marquardt", EPS), 2)
@@ -233,6 +257,25 @@ def test_trial_loop_stops_on_xtol_at_the_minimum_and_stalls_at_the_top():
     np.testing.assert_array_equal(x.numpy(), [0.0, 0.0])
 
 
+def test_a_step_past_the_bound_is_rejected_without_evaluating_it():
+    # At x0 = (1e-3, 0) the least-squares step is about 1000 ‖S x0‖ long: far past the bound.
+    x0 = [1e-3, 0.0]
+    problem, x, seen, f0 = _trial_problem(x0)
+    one = lm_trial.attempt(problem, _c(1e-9), _c(2.0), [_c(f0)])
+    # Not tried: the variables never visit it (the start is evaluated in its place).
+    assert not bool(one.accepted) and all(np.array_equal(v, x0) for v in seen)
+    np.testing.assert_array_equal(x.numpy(), x0)
+    seen.clear()
+    assert (float(one.damping), float(one.growth)) == (2e-9, 4.0)
+    # The loop grows λ until the step is within MAX_RELATIVE_STEP · ‖S x0‖, and keeps it.
+    result = lm_trial.trial_loop(problem, _c(1e-9), _c(2.0), [_c(f0)], 40)
+    s = problem.tests.column_norms.numpy()
+    step = np.linalg.norm(s * (x.numpy() - x0))
+    assert 0 < step <= lm_update.MAX_RELATIVE_STEP * np.linalg.norm(s * x0)
+    assert float(result.values[0]) < f0  # only the kept trial moved the variables
+    assert all(np.array_equal(v, x0) for v in seen[:-1]) and not np.array_equal(seen[-1], x0)
+
+
 def test_trial_loop_in_a_tf_function_matches_eager():
     x0 = [0.3, -0.7]
     problem, x, _, f0 = _trial_problem(x0, penalty=10.0)
@@ -243,3 +286,28 @@ def test_trial_loop_in_a_tf_function_matches_eager():
     np.testing.assert_array_equal(x.numpy(), x_eager)
     for a, b in zip(eager[:3], graph[:3]):
         assert float(a) == float(b)
+
+
+# ------------------------------------------------------------------------ optimizer state
+
+
+def test_the_optimizer_keeps_the_running_scale_and_checkpoints_it(tmp_path):
+    import graphfit as gf
+    from graphfit import layers, optimizers
+
+    # y = a·x + b under MSE: the rows are (ŷ − y)/√m, so diag(JᵀJ) = [mean(x²), 1] at every
+    # point, and the running maximum is that.
+    x = np.linspace(-1, 1, 20)[:, None]
+    model = gf.Sequential([layers.Dense(1)], input_shape=(1,), dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False)
+    model.fit(x, 2 * x + 1 + 0.1 * np.sin(7 * x), batch_size=None, epochs=2, verbose=0)
+    scale = model.optimizer.damping_scale
+    np.testing.assert_allclose(scale.numpy(), [np.mean(x ** 2), 1.0], rtol=1e-12)
+    path = tf.train.Checkpoint(optimizer=model.optimizer).save(str(tmp_path / "ckpt"))
+    fresh = optimizers.LevenbergMarquardt()
+    tf.train.Checkpoint(optimizer=fresh).restore(path).assert_existing_objects_matched()
+    # Created by `build`, the variable takes the saved value then (deferred restore).
+    fresh.build(model.trainable_variables)
+    np.testing.assert_array_equal(fresh.damping_scale.numpy(), scale.numpy())
+    fresh.reset_state()  # a new start: no scale, no λ
+    assert not fresh.damping_scale.numpy().any() and float(fresh.damping_value) == -1.0

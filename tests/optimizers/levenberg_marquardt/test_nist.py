@@ -42,9 +42,47 @@ def _danwood(b, x):
     return b[0] * x ** b[1]
 
 
+def _eckerle4(b, x):
+    return (b[0] / b[1]) * tf.exp(-0.5 * ((x - b[2]) / b[1]) ** 2)
+
+
+def _rat42(b, x):
+    return b[0] / (1 + tf.exp(b[1] - b[2] * x))
+
+
+def _rat43(b, x):
+    return b[0] / ((1 + tf.exp(b[1] - b[2] * x)) ** (1 / b[3]))
+
+
+def _thurber(b, x):
+    return ((b[0] + b[1] * x + b[2] * x ** 2 + b[3] * x ** 3)
+            / (1 + b[4] * x + b[5] * x ** 2 + b[6] * x ** 3))
+
+
+def _mgh09(b, x):
+    return b[0] * (x ** 2 + x * b[1]) / (x ** 2 + x * b[2] + b[3])
+
+
+def _mgh10(b, x):
+    return b[0] * tf.exp(b[1] / (x + b[2]))
+
+
+def _bennett5(b, x):
+    return b[0] * (b[1] + x) ** (-1 / b[2])
+
+
 MODELS = {"Misra1a": _misra1a, "Misra1b": _misra1b, "Chwirut1": _chwirut,
           "Chwirut2": _chwirut, "Lanczos3": _lanczos, "Gauss1": _gauss, "Gauss2": _gauss,
-          "DanWood": _danwood}
+          "DanWood": _danwood, "Eckerle4": _eckerle4, "Rat42": _rat42, "Rat43": _rat43,
+          "Thurber": _thurber, "MGH09": _mgh09, "MGH10": _mgh10, "BoxBOD": _misra1a,
+          "Bennett5": _bennett5}
+
+# Known failures at default settings, each with its reason (strict: a pass is reported).
+KNOWN_FAILURES = {
+    ("MGH10", 0): "from start 1 the descent path leads to the minimum at infinity b1 → 0 "
+                  "(f ≈ 1.1e9 against the certified 87.9); MINPACK and SciPy's trf reach the "
+                  "solution only through a first step that jumps out of that valley",
+}
 
 
 class NistCurve(gf.Layer):
@@ -67,7 +105,9 @@ class NistCurve(gf.Layer):
 
 def test_reader_parses_every_problem():
     sizes = {"Misra1a": (14, 2), "Misra1b": (14, 2), "Chwirut1": (214, 3), "Chwirut2": (54, 3),
-             "Lanczos3": (24, 6), "Gauss1": (250, 8), "Gauss2": (250, 8), "DanWood": (6, 2)}
+             "Lanczos3": (24, 6), "Gauss1": (250, 8), "Gauss2": (250, 8), "DanWood": (6, 2),
+             "Eckerle4": (35, 3), "Rat42": (9, 3), "Rat43": (15, 4), "Thurber": (37, 7),
+             "MGH09": (11, 4), "MGH10": (16, 3), "BoxBOD": (6, 2), "Bennett5": (154, 3)}
     for name in nist.PROBLEMS:
         problem = nist.read(nist.DATA / f"{name}.dat")
         assert (len(problem.y), len(problem.certified)) == sizes[name]
@@ -96,29 +136,43 @@ def _fit(problem, model, start):
     layer = model.layers[0]
     for variable, value in zip(layer.b, start):
         variable.assign(value)
-    optimizer = model.optimizer
-    optimizer.damping_value.assign(-1.0)  # as a new LevenbergMarquardt(): λ set by step 1
-    optimizer._growth.assign(2.0)
+    model.optimizer.reset_state()  # as a new LevenbergMarquardt()
     history = model.fit(problem.x, problem.y[:, None], batch_size=None, epochs=500, verbose=0)
     assert model.stop_reason.startswith("LevenbergMarquardt converged"), model.stop_reason
     estimate = np.array([float(b) for b in layer.b])
-    rss = float(np.sum((model.predict(problem.x, verbose=0)[:, 0] - problem.y) ** 2))
+    # The curve at the estimate, eagerly: no predict function to trace.
+    fitted = layer.fn(layer.b, tf.constant(problem.x, tf.float64)).numpy()[:, 0]
+    rss = float(np.sum((fitted - problem.y) ** 2))
     return estimate, rss, len(history.epoch)
 
 
-@pytest.mark.parametrize("name", nist.PROBLEMS)
-def test_certified_values_from_both_starts(name):
-    problem = nist.read(nist.DATA / f"{name}.dat")
-    layer = NistCurve(MODELS[name], problem.starts[0])
-    model = gf.Sequential([layer], input_shape=(1,), dtype="float64")
-    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False)
-    for start in problem.starts:
-        estimate, rss, epochs = _fit(problem, model, start)
-        digits = [nist.log_relative_error(e, c) for e, c in zip(estimate, problem.certified)]
-        rss_digits = nist.log_relative_error(rss, problem.residual_sum_of_squares)
-        assert min(digits) >= 6.0 and rss_digits >= 6.0, (
-            f"{name} from {start}: LRE {np.round(digits, 2)}, RSS LRE {rss_digits:.2f} after "
-            f"{epochs} epochs")
+_COMPILED = {}
+
+
+def _compiled(name):
+    """One compiled model per problem, shared by its two starts (tracing dominates)."""
+    if name not in _COMPILED:
+        problem = nist.read(nist.DATA / f"{name}.dat")
+        model = gf.Sequential([NistCurve(MODELS[name], problem.starts[0])], input_shape=(1,),
+                              dtype="float64")
+        model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False)
+        _COMPILED[name] = (problem, model)
+    return _COMPILED[name]
+
+
+@pytest.mark.parametrize("name, start", [
+    pytest.param(name, start, id=f"{name}-start{start + 1}",
+                 marks=[pytest.mark.xfail(reason=KNOWN_FAILURES[name, start], strict=True)]
+                 if (name, start) in KNOWN_FAILURES else [])
+    for name in nist.PROBLEMS for start in (0, 1)])
+def test_certified_values(name, start):
+    problem, model = _compiled(name)
+    estimate, rss, epochs = _fit(problem, model, problem.starts[start])
+    digits = [nist.log_relative_error(e, c) for e, c in zip(estimate, problem.certified)]
+    rss_digits = nist.log_relative_error(rss, problem.residual_sum_of_squares)
+    assert min(digits) >= 6.0 and rss_digits >= 6.0, (
+        f"{name} from {problem.starts[start]}: LRE {np.round(digits, 2)}, RSS LRE "
+        f"{rss_digits:.2f} after {epochs} epochs")
 
 
 def test_misra1a_with_xla_matches():
