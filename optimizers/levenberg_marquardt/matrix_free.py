@@ -90,16 +90,21 @@ class Products:
                 for p, var in zip(tf.split(v, self.sizes), self.variables)]
 
     def gauss_newton(self, v: tf.Tensor) -> tf.Tensor:
-        """`JᵀJ v` (float64, flat): one JVP and one VJP pass over the batch."""
+        """`JᵀJ v` (float64, flat): one JVP and one VJP pass over the batch.
+
+        The two passes run one after the other, not nested: TensorFlow cannot trace a
+        `ForwardAccumulator` inside a `GradientTape` through a `tf.cond` (a layer whose `call`
+        branches on a tensor), which costs one more forward pass per product."""
         tangents = self.tangents(v)
 
         def chunk(part, _):
+            with tf.autodiff.ForwardAccumulator(self.variables, tangents) as accumulator:
+                rows, _ = self.rows_for(part)
+            jv = tf.stop_gradient(accumulator.jvp(rows, unconnected_gradients=_ZERO))
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 tape.watch(self.variables)
-                with tf.autodiff.ForwardAccumulator(self.variables, tangents) as accumulator:
-                    rows, _ = self.rows_for(part)
-                jv = accumulator.jvp(rows, unconnected_gradients=_ZERO)
-            parts = tape.gradient(rows, self.variables, output_gradients=tf.stop_gradient(jv),
+                rows, _ = self.rows_for(part)
+            parts = tape.gradient(rows, self.variables, output_gradients=jv,
                                   unconnected_gradients=_ZERO)
             return _flat64(parts)
 

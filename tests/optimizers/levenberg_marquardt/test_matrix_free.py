@@ -211,3 +211,27 @@ def test_cg_arguments_round_trip_through_the_config():
         "solver": "cg", "cg_iterations": 7, "cg_tolerance": 1e-6, "cg_diagonal_probes": 3}
     assert optimizers.LevenbergMarquardt(**config).get_config() == config
     assert optimizers.LevenbergMarquardt().get_config()["solver"] == "auto"
+
+
+class _SignFlip(gf.Layer):
+    """A layer whose `call` branches on a tensor (AutoGraph makes it a tf.cond)."""
+
+    def call(self, x, training=False):
+        if tf.reduce_sum(x) > 0:
+            y = 2.0 * x
+        else:
+            y = -x
+        return y
+
+
+def test_cg_trains_a_layer_that_branches_on_a_tensor():
+    # Nesting the JVP's ForwardAccumulator in the VJP's tape fails to trace through a
+    # tf.cond; the products run the two passes one after the other.
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    gf.set_seed(0)
+    model = gf.Sequential([layers.Dense(4, activation="tanh"), _SignFlip(), layers.Dense(1)],
+                          input_shape=(3,), dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(solver="cg"), loss="mse",
+                  jit_compile=False)
+    history = model.fit(x, x[:, :1] ** 2, batch_size=None, epochs=3, verbose=0)
+    assert history.history["loss"][-1] < 0.8 * history.history["loss"][0]
