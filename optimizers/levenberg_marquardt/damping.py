@@ -52,7 +52,8 @@ def running_scale(previous: tf.Tensor, diag: tf.Tensor) -> tf.Tensor:
         diag: `diag(JᵀJ)` of this step.
 
     Returns:
-        `max(previous, diag)`, elementwise; `scaling` floors it as it floors `diag`.
+        `max(previous, diag)`, elementwise (a non-finite entry of `diag` leaves `previous`);
+        `scaling` floors it as it floors `diag`.
 
     Example:
 
@@ -60,7 +61,7 @@ def running_scale(previous: tf.Tensor, diag: tf.Tensor) -> tf.Tensor:
         >>> running_scale(tf.constant([4.0, 1.0]), tf.constant([2.0, 3.0])).numpy().tolist()
         [4.0, 3.0]
     """
-    return tf.maximum(previous, diag)
+    return tf.maximum(previous, tf.where(tf.math.is_finite(diag), diag, previous))
 
 
 class ScaledSystem:
@@ -102,7 +103,12 @@ class ScaledSystem:
             return tf.linalg.cholesky_solve(factor, self.rhs[:, None])[:, 0]
 
         def eigen():
-            values, vectors = tf.linalg.eigh(self.p)
+            # eigh raises on a non-finite matrix (an overflowed JᵀJ): solve a finite one and
+            # return NaN, which the trial rejects.
+            finite = tf.reduce_all(tf.math.is_finite(self.p))
+            safe = tf.where(finite, self.p, tf.eye(n, dtype=self.p.dtype))
+            values, vectors = tf.linalg.eigh(safe)
+            values = tf.where(finite, values, tf.constant(float("nan"), values.dtype))
             inverse = 1.0 / (tf.maximum(values, 0.0) + damping)
             return tf.linalg.matvec(vectors, inverse * tf.linalg.matvec(vectors, self.rhs,
                                                                         transpose_a=True))

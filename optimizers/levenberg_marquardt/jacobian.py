@@ -228,6 +228,10 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
             c, rho = per_example_jacobian(rows_for, part, variables)
         else:
             c, rho = jacobian(lambda: rows_for(part), variables, mode)
+        # A derivative that overflowed (inf/inf in float32, far out on an exponential)
+        # counts as zero: the residual's sensitivity there is nil, and one NaN would
+        # otherwise poison JᵀJ and every step after.
+        c = tf.where(tf.math.is_finite(c), c, tf.zeros_like(c))
         # The products in the model's dtype (float32 halves their cost), summed in
         # `solve_dtype`.
         rho = tf.reshape(rho, [-1])

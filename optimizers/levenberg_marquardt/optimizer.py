@@ -71,7 +71,7 @@ class LevenbergMarquardt(Optimizer):
         solver: "direct" (JᵀJ and Cholesky: n² memory, n ≤ max_parameters), "cg" (conjugate
             gradients on Jacobian-vector products: O(n) memory, each CG iteration one JVP and
             one VJP pass over the batch) or "auto" (direct while n ≤ max_parameters, cg above;
-            the default). Limits on 2 cores and 24 GiB: direct fits n ≈ 24 000 (about five
+            the default). Limits on 2 cores and 24 GiB: direct fits n ≈ 24 000 (estimated: five
             n × n float64 arrays per step) and a float64 Cholesky of n = 8000 takes 23 s;
             cg costs per trial at most cg_iterations + 1 JVP-and-VJP products, one more
             JVP and the trial's forward pass (docs/levenberg_marquardt.md, "Past the n²
@@ -150,6 +150,7 @@ class LevenbergMarquardt(Optimizer):
         self._converged = self.add_variable("converged", False, tf.bool)
         self._reason = self.add_variable("convergence_reason", NOT_CONVERGED, tf.int32)
         self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
+        self._per_size: dict[str, dict[str, tf.Variable]] = {}  # n → its scale, cg_start
 
     # ---------------------------------------------------------------------------- state
 
@@ -391,14 +392,19 @@ class LevenbergMarquardt(Optimizer):
         self._solver_state(n, lm_cg.resolve_solver(self.solver, n, self.max_parameters))
 
     def _solver_state(self, n: int, solver: str) -> None:
-        """Creates, for n trained parameters, the running maximum of diag(JᵀJ) (MINPACK's
-        scale, float64) and for the cg solver its warm start; new ones, from zeros, when n
-        changes (layers frozen or unfrozen). Tracked state is append-only (checkpoints): a
-        replaced vector stays, unused."""
-        if self._scale is None or self._scale.shape[0] != n:
-            self._scale = self.add_variable("damping_scale", np.zeros(n), tf.float64)
-        if solver == "cg" and (self._cg_start is None or self._cg_start.shape[0] != n):
-            self._cg_start = self.add_variable("cg_start", np.zeros([n]), tf.float64)
+        """Makes current, for n trained parameters, the running maximum of diag(JᵀJ)
+        (MINPACK's scale, float64) and for the cg solver its warm start: created from zeros
+        for a new n (layers frozen or unfrozen), the earlier ones of that n again when n comes
+        back. Tracked state only grows (checkpoints); each size is created once."""
+        key = str(n)  # string keys: the dict is tracked for checkpoints
+        name = "" if not self._per_size else f"_{n}"
+        if key not in self._per_size:
+            self._per_size[key] = {"scale": self.add_variable(f"damping_scale{name}",
+                                                              np.zeros(n), tf.float64)}
+        state = self._per_size[key]
+        if solver == "cg" and "cg_start" not in state:
+            state["cg_start"] = self.add_variable(f"cg_start{name}", np.zeros([n]), tf.float64)
+        self._scale, self._cg_start = state["scale"], state.get("cg_start")
 
     # ---------------------------------------------------------------------------- config
 

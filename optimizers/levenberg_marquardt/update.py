@@ -94,7 +94,8 @@ def linearize(rows_for: Callable, data, num_examples, chunk: int,
     # b = ½∇f: the true gradient overdetermined; Cᵀρ in the m × m system, which solves
     # exactly that system.
     grad = tf.concat([tf.reshape(tf.cast(g, f64), [-1]) for g in gradients], 0)
-    b = tf.where(under, g_lin, 0.5 * grad)
+    # Where the true gradient overflowed, Cᵀρ (non-finite derivatives counted as zero).
+    b = tf.where(under | ~tf.math.is_finite(grad), g_lin, 0.5 * grad)
     return Linearization(matrix, b, rho, diag, under)
 
 

@@ -311,3 +311,52 @@ def test_the_optimizer_keeps_the_running_scale_and_checkpoints_it(tmp_path):
     np.testing.assert_array_equal(fresh.damping_scale.numpy(), scale.numpy())
     fresh.reset_state()  # a new start: no scale, no λ
     assert not fresh.damping_scale.numpy().any() and float(fresh.damping_value) == -1.0
+
+
+# ----------------------------------------------------------------- overflowed derivatives
+
+
+def test_a_non_finite_system_solves_to_nan_instead_of_raising():
+    matrix = np.array([[np.nan, 1.0], [1.0, 2.0]])
+    system = lm_damping.ScaledSystem(_c(matrix), _c([1.0, 1.0]), tf.zeros(2, tf.float64),
+                                     _c([1.0, 1.0]), tf.constant(False))
+    delta, used_cholesky = system.solve(_c(1e-3))  # eigh would raise on the NaN
+    assert not bool(used_cholesky) and not np.isfinite(delta.numpy()).any()
+    kept = lm_damping.running_scale(_c([4.0, 1.0]), _c([np.nan, 3.0]))
+    assert kept.numpy().tolist() == [4.0, 3.0]  # a NaN diagonal does not stick
+
+
+def test_a_float32_start_whose_derivatives_overflow_still_fits():
+    import graphfit as gf
+    from graphfit import layers, optimizers
+
+    # exp(−k(x − x0)) reaches e⁹⁰ at this start: the loss is finite (L/(1+inf) = 0), but
+    # dŷ/dk = inf/inf = NaN in float32; counted as the zero it tends to, the fit proceeds.
+    x = np.linspace(0, 10, 60, dtype=np.float32)[:, None]
+    y = (10 / (1 + np.exp(-1.5 * (x - 4)))).astype(np.float32)
+    curve = layers.Formula("L/(1+exp(-k*(x-x0)))", params={"L": 1.0, "k": 10.0, "x0": 9.0})
+    model = gf.Sequential([curve], dtype="float32")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False)
+    model.fit(x, y, batch_size=None, epochs=100, verbose=0)
+    values = curve.values()
+    np.testing.assert_allclose([values["L"], values["k"], values["x0"]], [10.0, 1.5, 4.0],
+                               rtol=1e-5)
+
+
+def test_freezing_and_unfreezing_reuses_the_scale_of_each_parameter_count():
+    import graphfit as gf
+    from graphfit import layers, optimizers
+
+    x = np.random.default_rng(0).normal(size=(30, 2))
+    model = gf.Sequential([layers.Dense(3, activation="tanh"), layers.Dense(1)],
+                          input_shape=(2,), dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False)
+    model.fit(x, np.sin(x[:, :1]), batch_size=None, epochs=1, verbose=0)
+    full = model.optimizer.damping_scale  # n = 13
+    model.layers[0].trainable = False
+    model.fit(x, np.sin(x[:, :1]), batch_size=None, epochs=1, verbose=0)
+    assert model.optimizer.damping_scale.shape == (4,)
+    model.layers[0].trainable = True
+    model.fit(x, np.sin(x[:, :1]), batch_size=None, epochs=1, verbose=0)
+    assert model.optimizer.damping_scale is full
+    assert sum("damping_scale" in v.name for v in model.optimizer.variables) == 2
