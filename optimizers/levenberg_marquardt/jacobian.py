@@ -180,6 +180,11 @@ def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variab
     return tf.reshape(c, [-1, sum(sizes)]), tf.reshape(rho, [-1])
 
 
+def _products(c, rho):
+    """`(CᵀC, Cᵀρ)` of one chunk, in its dtype."""
+    return tf.matmul(c, c, transpose_a=True), tf.linalg.matvec(c, rho, transpose_a=True)
+
+
 def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
                      variables: Sequence[tf.Variable], mode: str, solve_dtype: tf.DType,
                      allow_under: bool = True):
@@ -228,15 +233,19 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
             c, rho = per_example_jacobian(rows_for, part, variables)
         else:
             c, rho = jacobian(lambda: rows_for(part), variables, mode)
-        # A derivative that overflowed (inf/inf in float32, far out on an exponential)
-        # counts as zero: the residual's sensitivity there is nil, and one NaN would
-        # otherwise poison JᵀJ and every step after.
-        c = tf.where(tf.math.is_finite(c), c, tf.zeros_like(c))
         # The products in the model's dtype (float32 halves their cost), summed in
         # `solve_dtype`.
         rho = tf.reshape(rho, [-1])
-        cc = tf.cast(tf.matmul(c, c, transpose_a=True), solve_dtype)
-        crho = tf.cast(tf.linalg.matvec(c, rho, transpose_a=True), solve_dtype)
+        products = _products(c, rho)
+        # A derivative that overflowed (inf/inf in float32, far out on an exponential) shows
+        # on JᵀJ's diagonal; it then counts as zero, the sensitivity it tends to, instead of
+        # poisoning JᵀJ and every step after. The check costs an n-vector; the clean-up, a
+        # pass over the chunk's Jacobian, runs only then.
+        cc, crho = tf.cond(
+            tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(products[0]))),
+            lambda: products,
+            lambda: _products(tf.where(tf.math.is_finite(c), c, tf.zeros_like(c)), rho))
+        cc, crho = tf.cast(cc, solve_dtype), tf.cast(crho, solve_dtype)
         rows = tf.shape(c)[0]
         # Keeps C itself when the batch is one chunk with fewer rows than parameters; the
         # max() keeps the padding valid in the branch XLA compiles but does not take.
