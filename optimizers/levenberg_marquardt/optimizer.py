@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import update_hooks, validation
+from graphfit.core import validation
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch
 from graphfit.core.variables import as_tf_variable
@@ -18,6 +18,7 @@ from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergenc
 from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import matrix_free as lm_matrix_free
+from graphfit.optimizers.levenberg_marquardt import replicas as lm_replicas
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 from graphfit.optimizers.levenberg_marquardt import trial as lm_trial
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
@@ -29,8 +30,8 @@ from graphfit.optimizers.levenberg_marquardt.convergence import (
     STALLED,
     XTOL,
 )
+from graphfit.optimizers.levenberg_marquardt.forward_values import examples_independent, split_aux
 from graphfit.optimizers.optimizer import Optimizer
-from graphfit.training import distribution
 
 __all__ = ["LevenbergMarquardt"]
 
@@ -259,9 +260,14 @@ class LevenbergMarquardt(Optimizer):
             gradients = tape.gradient(loss0, variables,
                                       unconnected_gradients=tf.UnconnectedGradients.ZERO)
         else:
-            loss0, aux0, gradients, linear = self._first_pass_on_replicas(batch, variables, n)
+            def linearize_slice(local_batch, gradients, y_pred):
+                return self._linearize(local_batch, variables, n, gradients, y_pred,
+                                       whole_batch=False)
+
+            loss0, aux0, gradients, linear = lm_replicas.first_pass_on_replicas(
+                batch, variables, n, linearize_slice, self._converged)
         record_gradients(gradients, variables)
-        flat0, rebuild = _split_aux(aux0)
+        flat0, rebuild = split_aux(aux0)
         if not isinstance(aux0, ForwardPass):
             raise TypeError(
                 "LevenbergMarquardt linearizes the model's outputs, so loss_fn must return "
@@ -301,48 +307,6 @@ class LevenbergMarquardt(Optimizer):
         return lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
                                    gradients, allow_under=whole_batch)
 
-    def _first_pass_on_replicas(self, batch, variables, n):
-        """Under a tf.distribute strategy (`batch.replicas`): every replica runs the first
-        forward pass, its gradient and the linearization of its slice; the share-weighted
-        sums (the loss, Jᵀr, JᵀJ and its diagonal) are the global batch's, the same on every
-        replica. Returns `(loss, ForwardPass, gradients, Linearization)`."""
-        for layer in batch.model.flatten_layers():
-            if getattr(layer, "synchronizes_replicas", False):
-                raise ValueError(
-                    f"Layer {layer.name!r} synchronizes its batch statistics across replicas, "
-                    f"which LevenbergMarquardt cannot linearize under a tf.distribute strategy "
-                    f"(its Jacobian runs the model inside loops, where no all-reduce can run): "
-                    f"use synchronized=False, or train on one device.")
-
-        def on_replica(local_batch, local_loss_fn):
-            with tf.GradientTape(watch_accessed_variables=False) as tape:
-                tape.watch(variables)
-                loss, forward = local_loss_fn()
-            gradients = tape.gradient(loss, variables,
-                                      unconnected_gradients=tf.UnconnectedGradients.ZERO)
-
-            def linearize():
-                linear = self._linearize(local_batch, variables, n, gradients, forward.y_pred,
-                                         whole_batch=False)
-                return linear.matrix, linear.diag
-
-            def converged():  # the step is skipped: nothing to linearize
-                return tf.zeros([n, n], tf.float64), tf.zeros([n], tf.float64)
-
-            matrix, diag = tf.cond(self._converged, converged, linearize)
-            share = distribution.replica_share(tf.float64)
-            parts = {"gradients": gradients, "matrix": matrix, "diag": diag}
-            return loss, forward, tf.nest.map_structure(
-                lambda v: distribution.weighted(v, share), parts)
-
-        loss0, aux0, parts = batch.replicas.forward(on_replica)
-        parts = batch.replicas.sum(parts)
-        gradients = parts["gradients"]
-        grad = tf.concat([tf.reshape(tf.cast(g, tf.float64), [-1]) for g in gradients], 0)
-        linear = lm_update.Linearization(parts["matrix"], 0.5 * grad, tf.zeros([n], tf.float64),
-                                         parts["diag"], tf.constant(False))
-        return loss0, aux0, gradients, linear
-
     def _trials(self, loss_fn, variables, n, loss0, flat0, linear):
         """Tries up to `attempts_per_step` damped steps on the linearization `linear`
         (`trial.trial_loop`). Returns `[loss, *aux tensors]` of the point the step ends on."""
@@ -367,7 +331,7 @@ class LevenbergMarquardt(Optimizer):
 
         def evaluate():
             loss_new, aux_new = loss_fn()
-            return [loss_new, *_split_aux(aux_new)[0]]
+            return [loss_new, *split_aux(aux_new)[0]]
 
         problem = lm_trial.TrialProblem(system, steps.assign, evaluate, steps.restore, f0,
                                         limits, tests)
@@ -426,37 +390,3 @@ class LevenbergMarquardt(Optimizer):
             "cg_diagonal_probes": self.cg_diagonal_probes,
         }
 
-
-def examples_independent(model, loss_set) -> bool:
-    """Whether each example's residual rows depend on that example alone: no layer of the
-    model (`Layer.mixes_examples`) and no loss (a `mixes_examples` attribute, as
-    `ResidualLoss` has) mixes the examples of a batch."""
-    if any(layer.mixes_examples for layer in model.flatten_layers()):
-        return False
-    return not any(getattr(loss, "mixes_examples", False) for loss in loss_set.losses.values())
-
-
-def _split_aux(aux):
-    """(tensors, rebuild): the tensors of `aux`, with each `PendingUpdate` contributing its
-    value, and the function that puts new tensors back in `aux`'s structure."""
-    leaves = tf.nest.flatten(aux)
-    tensors = []
-    for leaf in leaves:
-        if isinstance(leaf, update_hooks.PendingUpdate):
-            tensors.append(leaf.value)
-        elif leaf is not None:
-            tensors.append(tf.convert_to_tensor(leaf))
-
-    def rebuild(values):
-        values = list(values)
-        out = []
-        for leaf in leaves:
-            if isinstance(leaf, update_hooks.PendingUpdate):
-                out.append(update_hooks.PendingUpdate(leaf.hook, values.pop(0)))
-            elif leaf is None:
-                out.append(None)
-            else:
-                out.append(values.pop(0))
-        return tf.nest.pack_sequence_as(aux, out)
-
-    return tensors, rebuild

@@ -13,10 +13,8 @@ from graphfit.core import update_hooks
 from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
-from graphfit.optimizers.levenberg_marquardt.optimizer import (
-    LevenbergMarquardt,
-    examples_independent,
-)
+from graphfit.optimizers.levenberg_marquardt.forward_values import examples_independent
+from graphfit.optimizers.levenberg_marquardt.optimizer import LevenbergMarquardt
 from graphfit.training.losses import LossSet
 
 RNG = np.random.default_rng(0)
