@@ -4,7 +4,7 @@
 
 1. The sinc race: y = sinc(10x) (numpy/torch's normalized sinc) on 20 000 points, x uniform
    in [-1, 1], a 1-20-1 tanh MLP, batch 1000, float32; graphfit's LevenbergMarquardt with its
-   defaults against torch-levenberg-marquardt (`pip install torch torch-levenberg-marquardt`;
+   defaults against torch-levenberg-marquardt (`pip install -e ".[bench]"`, with SciPy;
    its row says "not installed" otherwise), seeds 0..N-1 (initial weights and batch order),
    each race in a fresh process, seeds interleaved. Per race: the first epoch (graphfit's
    traces the step), the steady-state epoch (median of the later ones), the epochs and wall
