@@ -215,6 +215,12 @@ class BatchNormalization(Layer):
         return self.synchronized and self.trainable
 
     def call(self, inputs, training: bool = False):
+        # Under a mixed policy the statistics and the normalization run in float32 (as in
+        # Keras): a 16-bit variance of large activations loses most of its digits.
+        outputs = self._normalize_in_variable_dtype(tf.cast(inputs, self.variable_dtype), training)
+        return tf.cast(outputs, self.compute_dtype)
+
+    def _normalize_in_variable_dtype(self, inputs, training: bool):
         gamma, beta = self.gamma, self.beta
         # Keras 3: a frozen layer normalizes with its moving statistics even in training.
         if training and self.trainable:

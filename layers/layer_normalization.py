@@ -100,6 +100,11 @@ class LayerNormalization(Layer):
         self.input_spec = InputSpec(ndim=rank, axes={a: int(input_shape[a]) for a in self._axes})
 
     def call(self, inputs, training: bool = False):
+        # Under a mixed policy the moments and the normalization run in float32 (as Keras).
+        outputs = self._normalize(tf.cast(inputs, self.variable_dtype))
+        return tf.cast(outputs, self.compute_dtype)
+
+    def _normalize(self, inputs):
         rank = inputs.shape.rank
         mean, variance = tf.nn.moments(inputs, axes=self._axes, keepdims=True)
         gamma, beta = self.gamma, self.beta
