@@ -92,7 +92,10 @@ class Model(Layer):
         self.build_for(_spec_from_shape(input_shape, tf.as_dtype(dtype or self.dtype)))
 
     def _build_from(self, inputs) -> None:
-        self._signature.inputs = spec_of(inputs)
+        # The data's dtype, not the compute dtype the inputs were cast to for this call.
+        self._signature.inputs = tf.nest.map_structure(
+            lambda s: tf.TensorSpec(s.shape, self.variable_dtype) if s.dtype.is_floating else s,
+            spec_of(inputs))
         self._building = True
         try:
             super()._build_from(inputs)

@@ -120,6 +120,25 @@ def test_a_float32_checkpoint_resumes_under_mixed_bfloat16_and_back(tmp_path):
     assert back.layers[0].compute_dtype == tf.float32
 
 
+def test_a_mixed_model_exports_float32_signatures(tmp_path):
+    x, y = _data()
+    model = _classifier("mixed_bfloat16")
+    model.compile(optimizer=optimizers.Adam(0.01), loss=_LOSS)
+    model.fit(x, y, epochs=2, batch_size=32, verbose=0)
+    model.export(str(tmp_path / "export"))
+    served = tf.saved_model.load(str(tmp_path / "export"))
+    predict = served.signatures["predict"]
+    assert predict.structured_input_signature[1]["x"].dtype == tf.float32
+    outputs = predict(x=tf.constant(x[:8]))["outputs"]
+    assert outputs.dtype == tf.float32
+    # Another graph, other fusions: the same up to a few bfloat16 roundings.
+    np.testing.assert_allclose(outputs, model.predict(x[:8], verbose=0).astype("float32"),
+                               rtol=2e-2, atol=1e-2)
+    probabilities = served.signatures["classify"](x=tf.constant(x[:8]))["probabilities"]
+    assert probabilities.dtype == tf.float32
+    np.testing.assert_allclose(tf.reduce_sum(probabilities, -1), 1.0, rtol=1e-6)
+
+
 def test_the_mixed_recipe_trains_evaluates_and_predicts_from_the_command_line(tmp_path, capsys):
     recipe = os.path.join(REPO, "recipes", "digits_mixed_bfloat16.yaml")
     run = tmp_path / "run"
