@@ -150,6 +150,17 @@ def test_the_mixed_recipe_trains_evaluates_and_predicts_from_the_command_line(tm
     assert "accuracy" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("name", ["graph_classes.yaml", "digits_center_loss.yaml",
+                                  "sine_lstm.yaml"])
+def test_graph_class_means_and_keras_layer_recipes_train_under_mixed_bfloat16(name, tmp_path):
+    run = tmp_path / "run"
+    assert cli.main(["train", os.path.join(REPO, "recipes", name), "--run-dir", str(run),
+                     "--verbose", "0", "--set", "training.epochs=1",
+                     "--set", "training.dtype=mixed_bfloat16"]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert all(np.isfinite(v) for stage in metrics.values() for v in stage.values())
+
+
 def test_a_recipe_dtype_that_is_no_policy_is_a_recipe_problem(tmp_path, capsys):
     recipe = os.path.join(REPO, "recipes", "digits_mixed_bfloat16.yaml")
     assert cli.main(["validate", recipe, "--set", "training.dtype=bfloat16"]) != 0
