@@ -161,6 +161,29 @@ def test_graph_class_means_and_keras_layer_recipes_train_under_mixed_bfloat16(na
     assert all(np.isfinite(v) for stage in metrics.values() for v in stage.values())
 
 
+def test_a_float32_run_resumes_under_mixed_bfloat16_from_the_command_line(tmp_path, capsys):
+    from graphfit.recipes import load_recipe
+    from graphfit.recipes.running import run_directory, runner, training_run
+
+    source = os.path.join(REPO, "recipes", "quickstart.yaml")
+    cut = tmp_path / "cut"
+    training_run.train(load_recipe(source, ["training.epochs=1"]), run_dir=str(cut), verbose=0)
+    for name in os.listdir(cut / "checkpoints"):  # as if killed after epoch 1's checkpoint
+        if name.startswith("final"):
+            os.remove(cut / "checkpoints" / name)
+    os.remove(cut / "metrics.json")
+    assert cli.main(["train", "--resume", str(cut), "--set", "training.dtype=float64"]) == 2
+    assert "holds float32 variables" in capsys.readouterr().err
+    assert cli.main(["train", "--resume", str(cut), "--verbose", "0", "--set",
+                     "training.epochs=2", "--set", "training.dtype=mixed_bfloat16"]) == 0
+    resumed, _ = runner.load_run(str(cut))
+    assert resumed.model.dtype_policy.name == "mixed_bfloat16"  # recorded in the run
+    assert run_directory.read_yaml(str(cut / "overrides.yaml"))[-2:] == [
+        "training.epochs=2", "training.dtype=mixed_bfloat16"]
+    history = json.loads((cut / "history.json").read_text())
+    assert len(history["loss"]) == 2 and history["loss"][1] < history["loss"][0]
+
+
 def test_a_recipe_dtype_that_is_no_policy_is_a_recipe_problem(tmp_path, capsys):
     recipe = os.path.join(REPO, "recipes", "digits_mixed_bfloat16.yaml")
     assert cli.main(["validate", recipe, "--set", "training.dtype=bfloat16"]) != 0
