@@ -61,7 +61,8 @@ class ClassMeans(Layer):
             None: the only output's.
         center_loss_weight: >= 0; the weight of the center loss the layer adds in training
             (0: none).
-        name, dtype, trainable: as for every layer.
+        name, dtype, trainable: as for every layer; under a mixed policy the per-class
+            statistics add up in float32 (the spread total in float64, as always).
 
     Raises:
         ValueError: for a bad argument; in training, for labels out of range (in the step)

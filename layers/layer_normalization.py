@@ -32,7 +32,9 @@ class LayerNormalization(Layer):
         scale: whether to multiply by the learned scale `gamma`.
         beta_initializer: initializer of `beta`.
         gamma_initializer: initializer of `gamma`.
-        name: the layer's name. dtype: its floating dtype (None inherits the model's).
+        name: the layer's name. dtype: its dtype policy (None inherits the model's); under a
+            mixed policy the statistics and the normalization run in float32 (as in Keras) and
+            the output is in the compute dtype.
         trainable: False freezes the layer.
 
     Raises:
