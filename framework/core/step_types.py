@@ -62,11 +62,15 @@ class ForwardPass(NamedTuple):
         y_pred: the model's outputs.
         output_losses: {output name: loss} for a model with several outputs, else {}.
         updates: the `PendingUpdate`s (update hooks) the pass collected, not yet applied.
+        skip_updates: None (apply them), or a scalar bool tensor that is True when the
+            optimizer skipped this step (`LossScaleOptimizer` on a non-finite gradient), so
+            its update hooks must not move either (`update_hooks.apply_updates`'s `skip`).
     """
 
     y_pred: Any
     output_losses: dict
     updates: list
+    skip_updates: Any = None
 
 
 class StepResult(NamedTuple):
