@@ -4,7 +4,12 @@ the wrapper, config and checkpoints with and without loss scaling."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pathlib
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -47,13 +52,15 @@ def _data(with_bad: bool):
     return np.concatenate([x[:16], bad, x[16:]]), np.concatenate([y[:16], y[:8], y[16:]])
 
 
-def _fitted(with_bad: bool, growth: int = 2, **compile_args):
+def fitted(with_bad: bool, strategy=None, **compile_args):
+    """An epoch of batches of 8 (the overflow third when `with_bad`), scale 2**10, growth 2."""
     keras.utils.set_random_seed(1)
-    model = gf.Sequential([Overflow(), layers.Dense(4), layers.BatchNormalization(),
-                           layers.Dense(1)], input_shape=(3,))
-    optimizer = optimizers.LossScaleOptimizer(optimizers.SGD(0.05, momentum=0.9),
-                                              initial_scale=2.0**10, dynamic_growth_steps=growth)
-    model.compile(optimizer=optimizer, loss="mse", **compile_args)
+    with contextlib.nullcontext() if strategy is None else strategy.scope():
+        model = gf.Sequential([Overflow(), layers.Dense(4), layers.BatchNormalization(),
+                               layers.Dense(1)], input_shape=(3,))
+        optimizer = optimizers.LossScaleOptimizer(optimizers.SGD(0.05, momentum=0.9),
+                                                  initial_scale=2.0**10, dynamic_growth_steps=2)
+        model.compile(optimizer=optimizer, loss="mse", **compile_args)
     model.fit(*_data(with_bad), batch_size=8, epochs=1, shuffle=False, verbose=0)
     return model
 
@@ -66,7 +73,7 @@ def _state(model):
 @pytest.fixture(scope="module", params=[{}, {"jit_compile": True, "steps_per_execution": 2}],
                 ids=["graph", "xla_spe2"])
 def pair(request):
-    return _fitted(True, **request.param), _fitted(False, **request.param)
+    return fitted(True, **request.param), fitted(False, **request.param)
 
 
 def test_skipped_step_moves_nothing(pair):
@@ -87,6 +94,18 @@ def test_scale_halves_on_overflow_and_doubles_after_growth_steps(pair):
     # without the overflow: doubled after steps 2 and 4
     assert float(without.optimizer.loss_scale) == 2.0**12
     assert int(without.optimizer.step_counter) == 0
+
+
+def test_skipped_step_under_mirrored_strategy():
+    """Two replicas: the step is skipped by selects (a cond cannot hold the replicas' sync)."""
+    script = pathlib.Path(__file__).with_name("loss_scale_mirrored_script.py")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=240, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT "):])
+    assert result["state"] == 0.0 and result["moved"] > 0
+    assert result["iterations"] == [4, 4] and result["scales"] == [2.0**11, 2.0**12]
 
 
 def test_matches_keras_step_by_step():
