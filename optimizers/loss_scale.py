@@ -46,6 +46,10 @@ _FIRST = tf.VariableAggregation.ONLY_FIRST_REPLICA
 
 
 def _checked_inner(inner_optimizer) -> Optimizer:
+    if isinstance(inner_optimizer, (dict, str)):  # a recipe's {type: SGD, ...} or "adam"
+        from graphfit import optimizers  # the package imports this module
+
+        inner_optimizer = optimizers.get(inner_optimizer)
     if isinstance(inner_optimizer, LossScaleOptimizer):
         raise ValueError(
             "inner_optimizer is already a LossScaleOptimizer: its loss would be scaled twice. "
@@ -132,7 +136,8 @@ class LossScaleOptimizer(Optimizer):
     untouched.
 
     Args:
-        inner_optimizer: the graphfit optimizer to wrap.
+        inner_optimizer: the graphfit optimizer to wrap (or its name or config, as
+            `optimizers.get` takes them: a recipe's `{type: SGD, momentum: 0.9}`).
         initial_scale: the starting loss scale, a positive float. Defaults to 2**15.
         dynamic_growth_steps: finite steps in a row after which the scale doubles, a positive
             integer. Defaults to 2000.
@@ -269,8 +274,7 @@ class LossScaleOptimizer(Optimizer):
         record_gradients([_divided(g, self.loss_scale) for g in gradients], variables)
         finite = self._apply_scaled(gradients, variables)
         if isinstance(aux, ForwardPass):
-            skipped = ~finite if aux.skip_updates is None else (aux.skip_updates | ~finite)
-            aux = aux._replace(skip_updates=skipped)
+            aux = aux.skipping_updates(~finite)
         return loss, aux
 
     def apply_gradients(self, grads_and_vars) -> tf.Variable:
@@ -343,11 +347,7 @@ class LossScaleOptimizer(Optimizer):
         """Rebuilds it from `get_config()`; `inner_optimizer` may be an optimizer, a name or
         a config dict (`{"type": "SGD", ...}` or Keras's `{"class_name": ..., "config": ...}`).
         """
-        config = dict(config)
-        from graphfit import optimizers  # the package imports this module
-
-        inner = optimizers.get(config.pop("inner_optimizer"))
-        return cls(inner, **config)
+        return cls(**config)  # the constructor takes the inner optimizer's config too
 
     def __repr__(self) -> str:
         return (f"<LossScaleOptimizer name={self.name!r} "

@@ -72,6 +72,12 @@ class ForwardPass(NamedTuple):
     updates: list
     skip_updates: Any = None
 
+    def skipping_updates(self, skip) -> "ForwardPass":
+        """This pass with its update hooks skipped where `skip` (a scalar bool tensor) is
+        True, as well as where they were skipped already."""
+        skip = skip if self.skip_updates is None else (self.skip_updates | skip)
+        return ForwardPass(self.y_pred, self.output_losses, self.updates, skip)
+
 
 class StepResult(NamedTuple):
     """What a train or test step returns to the compiled loop.

@@ -297,7 +297,7 @@ class LevenbergMarquardt(Optimizer):
                 self._converged, skip(), lm_finite.all_finite([loss0, *gradients]),
                 linearize, trials)
             self._iterations.assign_add(tf.cast(applied, tf.int64))
-            return out[0], rebuild(out[1:])._replace(skip_updates=~applied)
+            return out[0], rebuild(out[1:]).skipping_updates(~applied)
         out = tf.cond(self._converged, skip, lambda: trials(linearize()))
         self._iterations.assign_add(1)
         return out[0], rebuild(out[1:])
