@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import graphfit as gf
-from graphfit import layers, optimizers
+from graphfit import callbacks, layers, optimizers
 from graphfit.saving import checkpoints
 
 MARK = 1000.0  # x[:, 0] of every row of the batch whose gradient overflows
@@ -230,6 +230,15 @@ def test_checkpoints_restore_with_and_without_loss_scaling(tmp_path, saved_scale
     for got, want in zip([*restored.variables, *inner.variables],
                          [*saved.variables, *saved_inner.variables], strict=True):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_learning_rate_callbacks_set_the_inner_rate():
+    model, inner = _checkpoint_model(True)
+    scheduler = callbacks.LearningRateScheduler(lambda epoch, rate: rate / 4)
+    history = model.fit(*_data(False), batch_size=16, epochs=2, verbose=0,
+                        callbacks=[scheduler])
+    assert history.history["learning_rate"] == pytest.approx([0.0125, 0.003125])
+    assert float(inner.learning_rate) == pytest.approx(0.003125)
 
 
 def test_checkpoint_restores_the_scale(tmp_path):
