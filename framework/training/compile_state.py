@@ -80,7 +80,9 @@ def _check_distributed_optimizer(strategy, optimizer) -> None:
     """Refuses what the distributed steps cannot run, before any step."""
     from graphfit.optimizers.optimizer import Optimizer  # the optimizers package imports graphfit
 
-    if type(optimizer).minimize is not Optimizer.minimize \
+    # A LossScaleOptimizer's minimize is its inner optimizer's gradient step, scaled.
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if type(inner).minimize is not Optimizer.minimize \
             and not optimizer.steps_across_replicas:
         raise ValueError(
             f"{type(optimizer).__name__} runs its own minimize (a second-order step), which is "
