@@ -212,3 +212,29 @@ def test_a_mixed_step_matches_keras_mixed_bfloat16():
     np.testing.assert_allclose(model.predict(x[:8], verbose=0).astype("float32"),
                                reference.predict(x[:8], verbose=0).astype("float32"),
                                rtol=2e-2, atol=2e-2)
+
+
+def test_mixed_float16_scales_the_loss_and_skips_a_step_whose_float16_gradients_overflow():
+    x, y = _classification_data(samples=64)
+    gf.set_seed(0)
+    model = gf.Sequential([layers.Dense(16, activation="relu"), layers.BatchNormalization(),
+                           layers.Dense(3)], input_shape=(12,))
+    model.compile(optimizer=optimizers.SGD(0.01, momentum=0.9),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  dtype_policy="mixed_float16")
+    assert isinstance(model.optimizer, optimizers.LossScaleOptimizer)
+    assert model.layers[0].compute_dtype == tf.float16
+    before = [v.numpy() for v in model.variables]
+    # Sample weights of 1000: d(loss)/d(logits) times the scale 2**15 is far above float16's
+    # 65504, so the scaled float16 backward pass overflows and the step must be skipped.
+    model.fit(x, y, sample_weight=np.full(64, 1000.0, "float32"), epochs=1, batch_size=64,
+              verbose=0)
+    assert float(model.optimizer.loss_scale.numpy()) == 2.0 ** 14
+    assert int(model.optimizer.iterations.numpy()) == 0
+    for variable, value in zip(model.variables, before):  # weights and moving statistics
+        np.testing.assert_array_equal(variable.numpy(), value, err_msg=variable.name)
+    assert all(not np.any(slot.numpy()) for slot in model.optimizer.variables
+               if "momentum" in slot.name)
+    history = model.fit(x, y, epochs=3, batch_size=16, verbose=0)  # ordinary inputs: trains
+    assert int(model.optimizer.iterations.numpy()) == 12
+    assert history.history["loss"][-1] < history.history["loss"][0]
