@@ -47,6 +47,7 @@ class Embedding(Layer):
     """
 
     xla_friendly_on_cpu = True
+    casts_floating_inputs = False  # float ids stay exact: bfloat16 would round 257 to 256
 
     def __init__(
         self,

@@ -83,7 +83,8 @@ def _run(model, key, body: Callable, *args):
     if key is None:
         return tf.function(functools.partial(body, model)).get_concrete_function(*args)(*args)
     functions = _TRACED.setdefault(model, collections.OrderedDict())
-    cache_key = (key, _signature(args))
+    # The policy too: compile(dtype_policy=...) changes what the same model computes in.
+    cache_key = (key, model.dtype_policy.name, _signature(args))
     if cache_key not in functions:
         ref = weakref.ref(model)
         traced = tf.function(lambda *inner: body(ref(), *inner))
@@ -287,6 +288,8 @@ def _jacobian_body(model, x, of, variables, mode, training, per_example):
         inputs = sum(node_jacobian.size(v.shape) for v in variables)
         chosen = node_jacobian.choose_mode(mode, inputs, (out.shape[0] or 1) * out_size)
         parts = node_jacobian.wrt_variables(node_fn, x, out_shape, variables, chosen)
+        # In the variables' dtype (float32 under a mixed policy), whichever mode ran.
+        parts = [tf.cast(part, v.dtype) for part, v in zip(parts, variables)]
         return dict(zip(_keys(variables), parts))
     inputs = sum(node_jacobian.size(t.shape[1:]) for t in tf.nest.flatten(x))
     chosen = node_jacobian.choose_mode(mode, inputs, out_size)

@@ -82,7 +82,12 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
     False (the default): they reach `call` unchanged, so ids, indices, segment ids and labels
     stay integers. Layers that compute on floats (Dense, Conv2D, BatchNormalization, ...) set
     it True so that integer features work; set it on a custom layer that wants floats.
-    Floating inputs are always cast to the layer's dtype."""
+    Floating inputs are cast to the layer's compute dtype unless `casts_floating_inputs` is
+    False."""
+
+    casts_floating_inputs: bool = True
+    """Whether floating inputs are cast to the layer's compute dtype before `call`. Embedding
+    sets it False: its floating inputs are ids, which a 16-bit compute dtype would round."""
 
     mixes_examples: bool = False
     """Whether `call(training=True)` mixes the examples of a batch (batch statistics).
@@ -258,7 +263,7 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
         if dtype == self.compute_dtype:
             return tensor
         wants_float = self.casts_integer_inputs and (dtype.is_integer or dtype.is_bool)
-        if dtype.is_floating or wants_float:
+        if (dtype.is_floating and self.casts_floating_inputs) or wants_float:
             return tf.cast(tensor, self.compute_dtype)
         return tensor
 

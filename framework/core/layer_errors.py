@@ -16,8 +16,10 @@ def mixed_dtype_error(layer, error: Exception) -> Exception:
     other error comes back unchanged."""
     policy = layer.dtype_policy
     text = str(error)
+    # TensorFlow's kernels call float16 "half" and float32 "float".
+    names = {policy.compute_dtype.name, {"float16": "half"}.get(policy.compute_dtype.name)}
     if (not policy.is_mixed or getattr(error, "_graphfit_names_layer", False)
-            or policy.compute_dtype.name not in text):
+            or not any(name and name in text for name in names)):
         return error
     wrapped = TypeError(
         f"Layer {layer.name!r} ({type(layer).__name__}) computes in "

@@ -66,6 +66,10 @@ class GraphModel(Model):
         ['digit', 'is_even']
     """
 
+    # Each layer casts its own inputs: the container passes the data on as it came, so an
+    # Embedding's float ids reach it unrounded by a 16-bit compute dtype (as in Keras).
+    casts_floating_inputs = False
+
     def __init__(self, inputs, nodes: Sequence[Node], outputs, name: str | None = None,
                  dtype=None, trainable: bool = True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)

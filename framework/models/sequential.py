@@ -52,6 +52,10 @@ class Sequential(Model):
         [None, 3]
     """
 
+    # Each layer casts its own inputs: the container passes the data on as it came, so an
+    # Embedding's float ids reach it unrounded by a 16-bit compute dtype (as in Keras).
+    casts_floating_inputs = False
+
     def __init__(self, layers: Iterable[Layer] = (), name: str | None = None, dtype=None,
                  trainable: bool = True, input_shape=None):
         super().__init__(name=name, dtype=dtype, trainable=trainable)

@@ -39,7 +39,7 @@ import weakref
 import tensorflow as tf
 
 from graphfit.core import validation
-from graphfit.saving import checkpoint_files
+from graphfit.saving import checkpoint_files, weights_io
 
 __all__ = ["Checkpointer", "FitState", "fit_state", "restore_latest", "resume_point"]
 
@@ -329,7 +329,8 @@ class Checkpointer:
                 variable.assign(value)  # a failed restore leaves nothing half overwritten
             raise ValueError(
                 f"The checkpoint {path!r} does not match model {model.name!r}"
-                f"{' and its optimizer' if optimizer is not None else ''}: {error} Restore into "
+                f"{' and its optimizer' if optimizer is not None else ''}: "
+                f"{weights_io.mismatch_reason(error, model)} Restore into "
                 f"a model built and compiled exactly like the one that saved it."
             ) from None
         return self._restored(path)

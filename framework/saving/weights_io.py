@@ -8,7 +8,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["save", "load", "assign_in_order"]
+__all__ = ["save", "load", "assign_in_order", "mismatch_reason"]
 
 
 def assign_in_order(variables, values, owner: str) -> None:
@@ -96,6 +96,21 @@ def load(model, filepath: str) -> None:
         for variable, value in zip(model.variables, before):
             variable.assign(value)
         raise ValueError(
-            f"The checkpoint {filepath!r} does not match model {model.name!r}: {error} Load "
-            f"weights into a model built exactly like the one that saved them."
+            f"The checkpoint {filepath!r} does not match model {model.name!r}: "
+            f"{mismatch_reason(error, model)} Load weights into a model built exactly like "
+            f"the one that saved them."
         ) from None
+
+
+def mismatch_reason(error: Exception, model) -> str:
+    """What a failed restore says, shortened to one sentence when the checkpoint's variables
+    have another dtype than the model's (TensorFlow repeats that for every tensor)."""
+    text = str(error)
+    if "expected dtype" not in text or "original dtype" not in text:
+        return text
+    saved = {"float": "float32", "double": "float64", "half": "float16"}.get(
+        text.split("original dtype ", 1)[1].split()[0], "another dtype")
+    return (f"it holds {saved} variables, and the model's are {model.variable_dtype.name} "
+            f"(dtype policy {model.dtype_policy.name!r}). float32 variables load under "
+            f"'float32', 'mixed_bfloat16' and 'mixed_float16'; build the model with the dtype "
+            f"the checkpoint was saved with.")

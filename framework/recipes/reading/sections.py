@@ -51,6 +51,12 @@ def _optimizer(value, path, checker):
                                    SCHEDULE)
         if schedule is INVALID:
             return INVALID
+    if isinstance(value, dict) and value.get("inner_optimizer") is not None:
+        # A wrapper (LossScaleOptimizer): its optimizer is checked as one, key by key.
+        inner = _optimizer(value["inner_optimizer"], path + ("inner_optimizer",), checker)
+        if inner is INVALID:
+            return INVALID
+        value = {**value, "inner_optimizer": inner}
     return check_component(value, path, checker, optimizer_family())
 
 
@@ -106,6 +112,19 @@ def _tf_float32():
     return tf.float32
 
 
+# graphfit.core.dtype_policy's names (that module imports TensorFlow; reading a recipe does not)
+_POLICIES = String(("float32", "float64", "mixed_bfloat16", "mixed_float16"))
+
+
+def _dtype_policy(value, path, checker):
+    if value in ("bfloat16", "float16"):  # 16-bit variables: say which policy is meant
+        checker.report(path, f"must be {_POLICIES.describe()}, got {value!r}; {value} "
+                             f"variables lose the small updates training adds up: use "
+                             f"'mixed_{value}' (compute in {value}, variables in float32)")
+        return INVALID
+    return _POLICIES.check(value, path, checker)
+
+
 _TRAINING = Section({
     "epochs": Field(Integer(min=1), 10, "passes over the training split"),
     "batch_size": Field(Nullable(Integer(min=1)), 32, "samples per step; null trains on all "
@@ -113,7 +132,7 @@ _TRAINING = Section({
     "steps_per_execution": Field(Either(String(("auto",)), Integer(min=1)), "auto",
                                  "training steps per compiled call"),
     "jit_compile": Field(Either(String(("auto",)), Boolean()), "auto", "XLA-compile the steps"),
-    "dtype": Field(String(("float32", "float64", "mixed_bfloat16", "mixed_float16")), "float32",
+    "dtype": Field(Custom(_dtype_policy, _POLICIES.describe()), "float32",
                    "dtype policy: float32 or float64 everywhere, or mixed_bfloat16 / "
                    "mixed_float16 (compute in 16 bits, variables, loss and metrics in float32)"),
     "shuffle": Field(Boolean(), True, "reshuffle the training samples every epoch"),
@@ -208,6 +227,8 @@ def check_recipe(checker: Checker, default_name: str) -> dict:
 
 def _check_learning_rate_callbacks(resolved: dict, checker: Checker) -> None:
     optimizer, entries = resolved.get("optimizer"), resolved.get("callbacks")
+    while isinstance(optimizer, dict) and isinstance(optimizer.get("inner_optimizer"), dict):
+        optimizer = optimizer["inner_optimizer"]  # a LossScaleOptimizer's rate is its inner's
     if not isinstance(optimizer, dict) or not isinstance(optimizer.get("learning_rate"), dict):
         return
     for index, entry in enumerate(entries if isinstance(entries, list) else []):

@@ -259,6 +259,8 @@ def prediction_table(outputs: np.ndarray, loss) -> tuple[list[str], np.ndarray]:
 
     kind = loss_kind(resolve_loss(loss, tf.float32))
     outputs = np.asarray(outputs).reshape(len(outputs), -1)
+    if outputs.dtype.itemsize < 4:  # a mixed policy's 16-bit outputs: probabilities in float32
+        outputs = outputs.astype(np.float32)
     if kind.labels in ("sparse_categorical", "categorical"):
         probabilities = tf.nn.softmax(outputs).numpy() if kind.from_logits else outputs
         names = ["class"] + [f"probability_{k}" for k in range(probabilities.shape[1])]

@@ -118,6 +118,11 @@ def test_a_float32_checkpoint_resumes_under_mixed_bfloat16_and_back(tmp_path):
     for a, b in zip(mixed.get_weights(), back.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert back.layers[0].compute_dtype == tf.float32
+    wide = _classifier("float64")
+    wide.compile(optimizer=optimizers.SGD(0.05, momentum=0.9), loss=_LOSS)
+    with pytest.raises(ValueError, match="holds float32 variables, and the model's are float64 "
+                                         r"\(dtype policy 'float64'\)"):
+        checkpoints.restore_latest(wide, str(tmp_path / "mixed"))
 
 
 def test_a_mixed_model_exports_float32_signatures(tmp_path):
@@ -148,6 +153,16 @@ def test_the_mixed_recipe_trains_evaluates_and_predicts_from_the_command_line(tm
     assert metrics["test"]["accuracy"] > 0.8
     assert cli.main(["evaluate", str(run)]) == 0
     assert "accuracy" in capsys.readouterr().out
+    images, _ = gf.datasets.load_digits()
+    inputs, output = tmp_path / "new.csv", tmp_path / "predictions.csv"
+    np.savetxt(inputs, images[:20], delimiter=",", comments="",
+               header=",".join(f"pixel_{i}" for i in range(64)))
+    assert cli.main(["predict", str(run), "--input", str(inputs), "--output", str(output)]) == 0
+    table = np.loadtxt(output, delimiter=",", skiprows=1)
+    probabilities = table[:, 1:]
+    # float32 probabilities from the bfloat16 logits: rows sum to 1 at float32's precision.
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
+    assert np.array_equal(table[:, 0], probabilities.argmax(axis=1))
 
 
 @pytest.mark.parametrize("name", ["graph_classes.yaml", "digits_center_loss.yaml",
@@ -184,8 +199,35 @@ def test_a_float32_run_resumes_under_mixed_bfloat16_from_the_command_line(tmp_pa
     assert len(history["loss"]) == 2 and history["loss"][1] < history["loss"][0]
 
 
+def test_embedding_float_ids_stay_exact_under_a_16_bit_compute_dtype():
+    ids = np.array([[257.0, 1001.0, 2049.0, 4097.0]], "float32")  # bfloat16 rounds them all
+    for policy in ("mixed_bfloat16", "mixed_float16"):
+        model = gf.Sequential([layers.Embedding(5000, 2)], dtype=policy)
+        looked_up = model(ids)
+        rows = tf.cast(model.layers[0].embeddings.numpy()[ids.astype(int)], looked_up.dtype)
+        np.testing.assert_array_equal(looked_up.numpy(), rows.numpy())
+
+
 def test_a_recipe_dtype_that_is_no_policy_is_a_recipe_problem(tmp_path, capsys):
     recipe = os.path.join(REPO, "recipes", "digits_mixed_bfloat16.yaml")
-    assert cli.main(["validate", recipe, "--set", "training.dtype=bfloat16"]) != 0
+    assert cli.main(["validate", recipe, "--set", "training.dtype=bfloat16"]) == 2
     err = capsys.readouterr().err
-    assert "training.dtype" in err and "mixed_bfloat16" in err
+    assert "training.dtype: must be one of" in err and "use 'mixed_bfloat16'" in err
+
+
+def test_a_loss_scale_optimizers_inner_optimizer_is_checked_key_by_key(tmp_path, capsys):
+    recipe = os.path.join(REPO, "recipes", "digits_mixed_bfloat16.yaml")
+    wrapped = ["--set", "optimizer={type: LossScaleOptimizer, inner_optimizer: {type: SGD}}"]
+    assert cli.main(["validate", recipe, *wrapped,
+                     "--set", "optimizer.inner_optimizer.momentun=0.9"]) == 2
+    assert ("optimizer.inner_optimizer.momentun: SGD has no argument 'momentun'; did you "
+            "mean 'momentum'?") in capsys.readouterr().err
+    scheduled = tmp_path / "scheduled.yaml"
+    scheduled.write_text(open(recipe).read() + """
+callbacks: [{type: ReduceLROnPlateau, patience: 1}]
+""")
+    schedule = ("optimizer.inner_optimizer.learning_rate={type: ExponentialDecay, "
+                "initial_learning_rate: 0.1, decay_steps: 10, decay_rate: 0.9}")
+    assert cli.main(["validate", str(scheduled), *wrapped, "--set", schedule]) == 2
+    assert "ReduceLROnPlateau sets the learning rate, but optimizer.learning_rate is a " \
+        "schedule" in capsys.readouterr().err
