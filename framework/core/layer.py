@@ -68,7 +68,7 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
         ...     def build(self, input_shape):
         ...         self.scale = self.add_weight("scale", (input_shape[-1],), initializer="ones")
         ...     def call(self, x, training=False):
-        ...         return x * self.scale
+        ...         return x * self.compute_value(self.scale)
         >>> layer = Scale(name="scale")
         >>> layer(tf.ones((2, 3))).shape
         TensorShape([2, 3])

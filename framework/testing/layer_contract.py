@@ -146,7 +146,7 @@ def run_layer_test(
         ...     def build(self, input_shape):
         ...         self.scale = self.add_weight("scale", (input_shape[-1],), initializer="ones")
         ...     def call(self, x, training=False):
-        ...         return x * self.scale
+        ...         return x * self.compute_value(self.scale)
         >>> layer = gf.testing.run_layer_test(
         ...     FeatureScale, {}, np.ones((2, 3), "float32"), expected_output_shape=(2, 3),
         ...     expected_trainable=1, expected_non_trainable=0, reference=lambda layer, x: x)
