@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 # public name -> (module, attribute or None for the module itself)
 _LAZY = {
+    "DTypePolicy": ("graphfit.core.dtype_policy", "DTypePolicy"),
     "GraphModel": ("graphfit.models.graph_model", "GraphModel"),
     "InputSpec": ("graphfit.core.input_spec", "InputSpec"),
     "Layer": ("graphfit.core.layer", "Layer"),
@@ -24,6 +25,7 @@ _LAZY = {
     "callbacks": ("graphfit.callbacks", None),
     "checkpoints": ("graphfit.saving.checkpoints", None),
     "datasets": ("graphfit.datasets", None),
+    "dtype_policy": ("graphfit.core.dtype_policy", "dtype_policy"),
     "flops": ("graphfit.inspect.flops", None),
     "inspect": ("graphfit.inspect", None),
     "layers": ("graphfit.layers", None),

@@ -5,13 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 from graphfit.core import autograph_scope
 from graphfit.core.layer import Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
 
-__all__ = ["Activation"]
+__all__ = ["Activation", "activate"]
+
+# Activations whose outputs are probabilities: under a mixed policy they run in float32, as
+# Keras's mixed-precision guide asks of a model's softmax output (bfloat16 keeps ~3 digits,
+# too few for probabilities near 0 and 1 that a cross-entropy then takes the log of).
+_FLOAT32_ACTIVATIONS = {keras.activations.softmax, keras.activations.log_softmax}
+
+
+def activate(layer: Layer, activation, outputs):
+    """`activation(outputs)` for `layer`: in float32 for softmax and log_softmax under a
+    mixed policy, else in the layer's compute dtype."""
+    if layer.dtype_policy.is_mixed and activation in _FLOAT32_ACTIVATIONS:
+        outputs = tf.cast(outputs, layer.variable_dtype)
+    return autograph_scope.convert_user_code(activation)(outputs)
 
 
 @register_layer
@@ -21,7 +35,8 @@ class Activation(Layer):
     Args:
         activation: a Keras activation name ('relu', 'tanh', 'softmax', ...) or a callable;
             None is the identity ('linear'), as in Keras.
-        name: the layer's name. dtype: its floating dtype (None inherits the model's).
+        name: the layer's name. dtype: its dtype policy (None inherits the model's); under a
+            mixed policy softmax and log_softmax compute in float32.
         trainable: kept for the common signature; the layer has no variables.
 
     Raises:
@@ -43,7 +58,7 @@ class Activation(Layer):
         self.activation = arguments.get_activation(activation)
 
     def call(self, inputs, training: bool = False):
-        return autograph_scope.convert_user_code(self.activation)(inputs)
+        return activate(self, self.activation, inputs)
 
     def get_config(self) -> dict[str, Any]:
         return {

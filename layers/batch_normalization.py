@@ -91,7 +91,9 @@ class BatchNormalization(Layer):
         renorm_clipping: with renorm, a dict with optional keys 'rmax', 'rmin', 'dmax'
             bounding the corrections (missing: inf, 0, inf).
         renorm_momentum: momentum of the renorm averages used in training, in [0, 1].
-        name: the layer's name. dtype: its floating dtype (None inherits the model's).
+        name: the layer's name. dtype: its dtype policy (None inherits the model's); under a
+            mixed policy the statistics and the normalization run in float32 (as in Keras) and
+            the output is in the compute dtype.
         synchronized: under a `tf.distribute` strategy, compute the training batch
             statistics over all replicas (the global batch) instead of each replica's slice.
         trainable: False freezes the layer (inference mode, no hooks).
@@ -215,6 +217,12 @@ class BatchNormalization(Layer):
         return self.synchronized and self.trainable
 
     def call(self, inputs, training: bool = False):
+        # Under a mixed policy the statistics and the normalization run in float32 (as in
+        # Keras): a 16-bit variance of large activations loses most of its digits.
+        outputs = self._normalize_in_variable_dtype(tf.cast(inputs, self.variable_dtype), training)
+        return tf.cast(outputs, self.compute_dtype)
+
+    def _normalize_in_variable_dtype(self, inputs, training: bool):
         gamma, beta = self.gamma, self.beta
         # Keras 3: a frozen layer normalizes with its moving statistics even in training.
         if training and self.trainable:

@@ -161,6 +161,12 @@ class BlackBox(Layer):
         return f"BlackBox {self.name!r}"
 
     @property
+    def compute_dtype(self) -> tf.DType:
+        """The variable dtype under any policy: F runs on float32 (or float64) NumPy arrays,
+        and the estimators' finite differences need more than 16 bits."""
+        return self.variable_dtype
+
+    @property
     def output_dtype(self) -> tf.DType:
         """The dtype of the outputs: `output_dtype`, else the layer's dtype."""
         return self.output_dtype_argument or self.dtype

@@ -61,7 +61,8 @@ class ClassMeans(Layer):
             None: the only output's.
         center_loss_weight: >= 0; the weight of the center loss the layer adds in training
             (0: none).
-        name, dtype, trainable: as for every layer.
+        name, dtype, trainable: as for every layer; under a mixed policy the per-class
+            statistics add up in float32 (the spread total in float64, as always).
 
     Raises:
         ValueError: for a bad argument; in training, for labels out of range (in the step)
@@ -136,11 +137,13 @@ class ClassMeans(Layer):
                 update_hooks.register_update(_MissingLabels(self, variable, "assign"), variable)
             return inputs
         labels = self._checked_labels(labels, inputs)
+        # Per-class statistics in float32 under a mixed policy: sums over many batches.
+        features = tf.cast(inputs, self.variable_dtype)
         old = (tf.convert_to_tensor(self.means), tf.convert_to_tensor(self.counts),
                tf.convert_to_tensor(self.spread_total))  # read before any hook assigns
-        sums = self._batch_sums(inputs, labels, old[0])
+        sums = self._batch_sums(features, labels, old[0])
         new_means, centres = self._moved(sums["features"], sums["seen"], old[0], old[1])
-        distances = self.center_distances(inputs, labels, centres)
+        distances = self.center_distances(features, labels, centres)
         spread = old[2] + tf.reduce_sum(tf.cast(distances, tf.float64)) * 2.0
         self._declare((new_means, old[1] + sums["seen"], spread), sums, old)
         if self.center_loss_weight > 0.0:

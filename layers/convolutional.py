@@ -9,10 +9,11 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, validation
+from graphfit.core import validation
 from graphfit.core.layer import InputSpec, Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
+from graphfit.layers.activation import activate
 
 __all__ = ["Conv2D", "ImageInputSpec", "spatial_output_size"]
 
@@ -182,14 +183,14 @@ class Conv2D(Layer):
     def call(self, inputs, training: bool = False):
         outputs = tf.nn.convolution(
             inputs,
-            self.kernel,
+            self.compute_value(self.kernel),
             strides=self.strides,
             padding=self.padding.upper(),
             dilations=self.dilation_rate,
         )
         if self.bias is not None:
-            outputs = outputs + self.bias
-        return autograph_scope.convert_user_code(self.activation)(outputs)
+            outputs = outputs + self.compute_value(self.bias)
+        return activate(self, self.activation, outputs)
 
     def get_config(self) -> dict[str, Any]:
         return {

@@ -7,10 +7,11 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, per_example, validation
+from graphfit.core import per_example, validation
 from graphfit.core.layer import InputSpec, Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
+from graphfit.layers.activation import activate
 
 __all__ = ["Dense"]
 
@@ -93,20 +94,21 @@ class Dense(Layer):
         self.input_spec = InputSpec(min_ndim=2, axes={-1: int(in_features)})
 
     def call(self, inputs, training: bool = False):
-        if _one_example_small_kernel(inputs, self.kernel):
+        kernel = self.compute_value(self.kernel)
+        if _one_example_small_kernel(inputs, kernel):
             # One example, vectorized by pfor (LevenbergMarquardt's per-example Jacobian):
             # pfor turns matmul's gradient into a batched matmul of tiny matrices whose
             # per-matrix overhead dominates (twice the time on the 1-20-1 sinc MLP); the
             # broadcast product vectorizes into plain elementwise ops.
-            outputs = tf.reduce_sum(inputs[:, :, None] * self.kernel, axis=1)
+            outputs = tf.reduce_sum(inputs[:, :, None] * kernel, axis=1)
         elif inputs.shape.rank == 2:
-            outputs = tf.matmul(inputs, self.kernel)
+            outputs = tf.matmul(inputs, kernel)
         else:
             # Contract the last axis only, for any number of leading axes.
-            outputs = tf.tensordot(inputs, self.kernel, [[inputs.shape.rank - 1], [0]])
+            outputs = tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [0]])
         if self.bias is not None:
-            outputs = outputs + self.bias
-        return autograph_scope.convert_user_code(self.activation)(outputs)
+            outputs = outputs + self.compute_value(self.bias)
+        return activate(self, self.activation, outputs)
 
     def get_config(self) -> dict[str, Any]:
         return {

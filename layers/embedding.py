@@ -81,7 +81,7 @@ class Embedding(Layer):
         # of range gathers garbage (zeros on GPU) instead of failing.
         with tf.control_dependencies(self._range_checks(ids)):
             ids = tf.identity(ids)
-        return tf.gather(self.embeddings, ids)
+        return self.compute_value(tf.gather(self.embeddings, ids))
 
     def _as_ids(self, inputs) -> tf.Tensor:
         if inputs.dtype in (tf.int32, tf.int64):

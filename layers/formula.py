@@ -147,13 +147,13 @@ class Formula(Layer):
                 )
 
     def call(self, inputs, training: bool = False):
-        values = {name: tf.convert_to_tensor(v) for name, v in self._parameters.items()}
+        values = {name: self.compute_value(v) for name, v in self._parameters.items()}
         for name in self._formula.inputs:
             if inputs.shape.rank == 1:
                 values[name] = inputs
             else:
                 values[name] = inputs[:, 0 if name == "x" else int(name[1:]) - 1]
-        outputs = self._formula.evaluate(values, self.dtype)
+        outputs = self._formula.evaluate(values, self.compute_dtype)
         if outputs.shape.rank == 0:  # no input in the formula: one value for every example
             outputs = tf.broadcast_to(outputs, tf.shape(inputs)[:1])
         return tf.expand_dims(outputs, -1)

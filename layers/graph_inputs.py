@@ -44,7 +44,7 @@ def checked_dtypes(layer, expected: str, inputs, names: tuple[str, str, str], hi
             raise input_error(layer, expected, f"{name} has dtype {tensor.dtype.name}, but "
                                                f"must be integers (int32). {hint}")
     if not values.dtype.is_floating:
-        values = tf.cast(values, layer.dtype)
+        values = tf.cast(values, layer.compute_dtype)
     return (values, *indices)
 
 

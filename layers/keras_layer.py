@@ -179,7 +179,7 @@ class KerasLayer(Layer):
             new_value = scope.get_current_value(variable)
             if new_value is not None:
                 self.add_update(_tf_variable(variable), new_value)
-        return tf.nest.map_structure(lambda t: _cast_floating(t, self.dtype), outputs)
+        return tf.nest.map_structure(lambda t: _cast_floating(t, self.compute_dtype), outputs)
 
     # ------------------------------------------------------------------- configuration
     def get_config(self) -> dict[str, Any]:

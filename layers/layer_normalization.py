@@ -32,7 +32,9 @@ class LayerNormalization(Layer):
         scale: whether to multiply by the learned scale `gamma`.
         beta_initializer: initializer of `beta`.
         gamma_initializer: initializer of `gamma`.
-        name: the layer's name. dtype: its floating dtype (None inherits the model's).
+        name: the layer's name. dtype: its dtype policy (None inherits the model's); under a
+            mixed policy the statistics and the normalization run in float32 (as in Keras) and
+            the output is in the compute dtype.
         trainable: False freezes the layer.
 
     Raises:
@@ -100,6 +102,11 @@ class LayerNormalization(Layer):
         self.input_spec = InputSpec(ndim=rank, axes={a: int(input_shape[a]) for a in self._axes})
 
     def call(self, inputs, training: bool = False):
+        # Under a mixed policy the moments and the normalization run in float32 (as Keras).
+        outputs = self._normalize(tf.cast(inputs, self.variable_dtype))
+        return tf.cast(outputs, self.compute_dtype)
+
+    def _normalize(self, inputs):
         rank = inputs.shape.rank
         mean, variance = tf.nn.moments(inputs, axes=self._axes, keepdims=True)
         gamma, beta = self.gamma, self.beta

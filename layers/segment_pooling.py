@@ -126,7 +126,7 @@ class SegmentPooling(Layer):
         return tf.where(segments < num_graphs, weights, tf.zeros_like(weights))
 
     def _scores(self, values: tf.Tensor) -> tf.Tensor:
-        return tf.matmul(values, self.kernel)[:, 0]
+        return tf.matmul(values, self.compute_value(self.kernel))[:, 0]
 
     def _prepare(self, inputs):
         """(values as floats, segment ids with padding nodes moved to segment G, G)."""

@@ -24,6 +24,7 @@ from graphfit.optimizers import schedules, transforms
 from graphfit.optimizers.adam import Adam
 from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
 from graphfit.optimizers.levenberg_marquardt.residuals import ResidualLoss
+from graphfit.optimizers.loss_scale import LossScaleOptimizer
 from graphfit.optimizers.optimizer import Optimizer
 from graphfit.optimizers.per_example_clipping import PerExampleClipping
 from graphfit.optimizers.sgd import SGD
@@ -40,6 +41,7 @@ __all__ = [
     "SGD",
     "Adam",
     "LevenbergMarquardt",
+    "LossScaleOptimizer",
     "ResidualLoss",
     "GradientTransform",
     "ClipByValue",

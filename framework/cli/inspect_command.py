@@ -76,7 +76,8 @@ def run(args) -> int:
     batch_size, y = _batch_and_labels(prepared)
     stages = gf_inspect.STAGES if args.stage == "all" else (args.stage,)
     flops, notes = gf_inspect.model_flops(model, batch_size)
-    print(f"{args.recipe}: model {model.name!r} ({len(model.layers)} layers), steps traced for "
+    print(f"{args.recipe}: model {model.name!r} ({len(model.layers)} layers, dtype policy "
+          f"{model.dtype_policy.name}), steps traced for "
           f"batch size {batch_size if batch_size is not None else 'any'}; nothing was run "
           f"or trained.")
     print(gf_inspect.ModelCounts.of(model).line())

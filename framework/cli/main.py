@@ -54,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", help="where to write the run (must not hold files yet)")
     train.add_argument("--resume", metavar="RUN_DIR",
                        help="continue an interrupted run from its latest checkpoint (only "
-                            "--set training.epochs=N and --set distribute=... may change it)")
+                            "--set training.epochs=N, --set training.dtype=P between float32 "
+                            "and the mixed policies, and --set distribute=... may change it)")
     train.add_argument("--verbose", type=int, choices=(0, 1, 2), default=2,
                        help="0 silent, 1 progress bar, 2 one line per epoch (default)")
     validate = recipe_command("validate", "check a recipe, its data and its model; train nothing")
@@ -159,7 +160,7 @@ def _resume(args):
     if args.recipe or args.run_dir:
         raise _BadInput("--resume continues a run from its own recipe and directory; give no "
                         "recipe file and no --run-dir")
-    epochs, distribute = None, []
+    epochs, dtype, distribute = None, None, []
     for text in args.overrides:
         key, _, value = text.partition("=")
         try:
@@ -167,16 +168,20 @@ def _resume(args):
             if path[:1] == ("distribute",):  # where it runs, not what it computes
                 distribute.append(text)
                 continue
+            if path == ("training", "dtype"):  # float32 <-> mixed: the same variables
+                dtype = value.strip()
+                continue
             if path != ("training", "epochs"):
                 raise ValueError
             epochs = int(value)
         except ValueError:
             raise _BadInput(f"--set {text}: a resumed run keeps its recipe; only "
-                            f"training.epochs=N (an integer) and distribute=... (e.g. "
-                            f"distribute=null to continue on one device) may be set") from None
+                            f"training.epochs=N (an integer), training.dtype=P (float32 and "
+                            f"the mixed policies) and distribute=... (e.g. distribute=null to "
+                            f"continue on one device) may be set") from None
     try:
         return training_run.resume(args.resume, epochs=epochs, verbose=args.verbose,
-                                   distribute=distribute)
+                                   distribute=distribute, dtype=dtype)
     except ValueError as error:
         if type(error) is not ValueError and not isinstance(error, run_directory.RunBusy):
             raise  # a RecipeError keeps its own report

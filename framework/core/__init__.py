@@ -8,6 +8,7 @@ from graphfit.core import autograph_scope
 autograph_scope.skip_graphfit_modules()  # before anything in graphfit is traced
 
 from graphfit.core.context_stack import ContextStack
+from graphfit.core.dtype_policy import DTypePolicy, dtype_policy
 from graphfit.core.input_spec import InputSpec
 from graphfit.core.layer import Layer
 from graphfit.core.registry import (
@@ -28,6 +29,7 @@ from graphfit.core.variables import count_parameters
 __all__ = [
     "CALLBACKS",
     "ContextStack",
+    "DTypePolicy",
     "InputSpec",
     "LAYERS",
     "Layer",
@@ -40,6 +42,7 @@ __all__ = [
     "collect_updates",
     "count_parameters",
     "did_you_mean",
+    "dtype_policy",
     "register_layer",
     "set_seed",
     "shape_text",

@@ -18,13 +18,16 @@ import tensorflow as tf
 
 from graphfit.core import autograph_scope, layer_outputs
 from graphfit.core import config as constructor_config
+from graphfit.core.dtype_policy import DTypePolicy, dtype_policy
 from graphfit.core.input_spec import InputSpec
+from graphfit.core.layer_errors import build_error, mixed_dtype_error
 from graphfit.core.layer_tracking import LayerTracking
 from graphfit.core.layer_updates import LayerUpdates
 from graphfit.core.naming import snake_case, unique_name
-from graphfit.core.shapes import shape_text
 
 __all__ = ["Layer", "InputSpec", "floating_dtype"]
+
+_FLOAT32 = dtype_policy("float32")
 
 def floating_dtype(value, argument: str = "dtype", detail: str = "") -> tf.DType:
     """`value` as a floating `tf.DType`, else a ValueError naming `argument` (`detail`: why
@@ -49,9 +52,12 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
 
     Args:
         name: the layer's name; unique default names ('dense', 'dense_1', ...) otherwise.
-        dtype: the floating dtype of its variables and computation. None inherits the dtype
-            of the model that holds it, float32 by default. Floating inputs are cast to it;
-            integer inputs too when the layer sets `casts_integer_inputs`.
+        dtype: its dtype policy (`graphfit.dtype_policy`): "float32", "float64",
+            "mixed_bfloat16" or "mixed_float16" (compute in 16 bits, variables in float32),
+            or a float dtype. None inherits the policy of the model that holds it, float32
+            by default. Floating inputs are cast to the compute dtype; integer inputs too
+            when the layer sets `casts_integer_inputs`. Under a mixed policy `call` reads
+            its variables through `self.compute_value(variable)`.
         trainable: False freezes the layer: its variables join the non-trainable collection
             and it registers no update hooks.
 
@@ -121,8 +127,8 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
         super().__init__(name=scope_name)
         self._layer_name = layer_name
         self._scope_name = scope_name
-        self._explicit_dtype = None if dtype is None else floating_dtype(dtype)
-        self._inherited_dtype = None
+        self._explicit_policy = None if dtype is None else dtype_policy(dtype, "dtype")
+        self._inherited_policy: DTypePolicy | None = None
         self._trainable = bool(trainable)
         self._trainable_weights: list[tf.Variable] = []
         self._non_trainable_weights: list[tf.Variable] = []
@@ -156,16 +162,45 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
         return self._in_call
 
     @property
-    def dtype(self) -> tf.DType:
-        """The floating dtype of the layer's variables and computation."""
-        return self._explicit_dtype or self._inherited_dtype or tf.float32
+    def dtype_policy(self) -> DTypePolicy:
+        """The layer's dtype policy: its own, else its model's, else float32."""
+        return self._explicit_policy or self._inherited_policy or _FLOAT32
 
-    def _inherit_dtype(self, dtype: tf.DType) -> None:
-        """Gives layers without an explicit dtype the dtype of the model that holds them."""
-        if self._explicit_dtype is None and not self.built:
-            self._inherited_dtype = dtype
+    @property
+    def dtype(self) -> tf.DType:
+        """The dtype of the layer's variables (as in Keras; see `compute_dtype`)."""
+        return self.dtype_policy.variable_dtype
+
+    @property
+    def variable_dtype(self) -> tf.DType:
+        """The dtype of the layer's variables."""
+        return self.dtype_policy.variable_dtype
+
+    @property
+    def compute_dtype(self) -> tf.DType:
+        """The dtype of the layer's inputs, arithmetic and outputs."""
+        return self.dtype_policy.compute_dtype
+
+    def compute_value(self, value):
+        """`value` (a variable or tensor) in the compute dtype, for use in `call`.
+
+        Under a mixed policy variables stay in float32 and `call` reads them through this;
+        the cast's gradient flows back to the float32 variable. A no-op otherwise.
+        """
+        if value.dtype.is_floating and value.dtype != self.compute_dtype:
+            return tf.cast(value, self.compute_dtype)
+        return value
+
+    def inherit_dtype_policy(self, policy: DTypePolicy) -> None:
+        """Gives layers without a policy of their own the policy of the model that holds them.
+
+        A built layer takes a new policy only when its variable dtype stays the same (float32
+        to mixed and back): variables, once created, keep their dtype."""
+        if self._explicit_policy is None and (
+                not self.built or policy.variable_dtype == self.variable_dtype):
+            self._inherited_policy = policy
         for layer in self.direct_sublayers():
-            layer._inherit_dtype(self.dtype)
+            layer.inherit_dtype_policy(self.dtype_policy)
 
     # ------------------------------------------------------------------------- the contract
     def build(self, input_shape) -> None:
@@ -182,7 +217,7 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
         inputs = tf.nest.map_structure(self._convert_input, inputs)
         if not self.built:
             self._check_input_spec(inputs)
-            self._inherit_dtype(self.dtype)
+            self.inherit_dtype_policy(self.dtype_policy)
             self._build_from(inputs)
         self._check_input_spec(inputs)
         with tf.name_scope(self._scope_name):
@@ -191,6 +226,11 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
                 if self._call_accepts_training():
                     kwargs["training"] = training
                 outputs = autograph_scope.convert_user_code(self.call)(inputs, *args, **kwargs)
+            except (TypeError, ValueError, tf.errors.InvalidArgumentError) as error:
+                wrapped = mixed_dtype_error(self, error)
+                if wrapped is error:
+                    raise
+                raise wrapped from error
             finally:
                 self._in_call = False
         if self._output_shape is None:
@@ -206,7 +246,7 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
             try:
                 self.build(shapes)
             except Exception as error:  # say which layer; keep the type and the cause
-                wrapped = _build_error(self, shapes, error)
+                wrapped = build_error(self, shapes, error)
                 if wrapped is error:
                     raise
                 raise wrapped from error
@@ -215,11 +255,11 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
     def _convert_input(self, value):
         tensor = value if isinstance(value, tf.Tensor) else tf.convert_to_tensor(value)
         dtype = tensor.dtype
-        if dtype == self.dtype:
+        if dtype == self.compute_dtype:
             return tensor
         wants_float = self.casts_integer_inputs and (dtype.is_integer or dtype.is_bool)
         if dtype.is_floating or wants_float:
-            return tf.cast(tensor, self.dtype)
+            return tf.cast(tensor, self.compute_dtype)
         return tensor
 
     def _check_input_spec(self, inputs) -> None:
@@ -257,7 +297,7 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
                 `(shape, dtype) -> tensor` works too.
             trainable: False puts it in the non-trainable collection: gradients never update
                 it, update hooks may.
-            dtype: defaults to the layer's dtype.
+            dtype: defaults to the layer's variable dtype (float32 under a mixed policy).
 
         Returns:
             The new `tf.Variable`.
@@ -314,8 +354,8 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
         start their own `get_config` from this and add serialized forms of the rest.
         """
         config: dict[str, Any] = {"name": self.name}
-        if self._explicit_dtype is not None:
-            config["dtype"] = self._explicit_dtype.name
+        if self._explicit_policy is not None:
+            config["dtype"] = self._explicit_policy.name
         if not self._trainable:
             config["trainable"] = False
         return config
@@ -350,41 +390,6 @@ def _python_bool(training, layer: Layer) -> bool:
         f"Layer {layer.name!r}: training must be a Python bool (the train and inference "
         f"graphs are traced separately). Received: training={training!r}"
     )
-
-
-def _build_error(layer: Layer, shapes, error: Exception) -> Exception:
-    """`error` with the failing layer's name and type in front, as the same exception type
-    where that type can be made from a message; else `error` itself with a note."""
-    if getattr(error, "_graphfit_names_layer", False):
-        return error  # an inner layer already said which one
-    where = (f"Layer {layer.name!r} ({type(layer).__name__}) failed to build for inputs of "
-             f"shape {_shape_text(shapes)}: ")
-    if any(tf.TensorShape(s).rank is None for s in tf.nest.flatten(shapes)):
-        where += ("its input has an unknown shape, as the output of tf.numpy_function or "
-                  "tf.py_function has; give it one with tf.ensure_shape(output, shape) or "
-                  "output.set_shape(shape) in the layer that makes it. ")
-    wrapped = None
-    try:
-        candidate = type(error)(where + str(error))
-        if where in str(candidate):  # KeyError quotes its message; the text is there
-            wrapped = candidate
-    except Exception:  # an exception type whose constructor takes other arguments
-        wrapped = None
-    if wrapped is None:
-        error.add_note(where.rstrip(": "))
-        wrapped = error
-    try:
-        wrapped._graphfit_names_layer = True
-    except AttributeError:
-        pass
-    return wrapped
-
-
-def _shape_text(shapes) -> str:
-    texts = tf.nest.map_structure(
-        lambda s: "<unknown rank>" if tf.TensorShape(s).rank is None else shape_text(s), shapes,
-        expand_composites=False)
-    return texts if isinstance(texts, str) else str(texts).replace("'", "")
 
 
 def _unbatched_shape(shape_or_tensor) -> tuple:

@@ -62,11 +62,21 @@ class ForwardPass(NamedTuple):
         y_pred: the model's outputs.
         output_losses: {output name: loss} for a model with several outputs, else {}.
         updates: the `PendingUpdate`s (update hooks) the pass collected, not yet applied.
+        skip_updates: None (apply them), or a scalar bool tensor that is True when the
+            optimizer skipped this step (`LossScaleOptimizer` on a non-finite gradient), so
+            its update hooks must not move either (`update_hooks.apply_updates`'s `skip`).
     """
 
     y_pred: Any
     output_losses: dict
     updates: list
+    skip_updates: Any = None
+
+    def skipping_updates(self, skip) -> "ForwardPass":
+        """This pass with its update hooks skipped where `skip` (a scalar bool tensor) is
+        True, as well as where they were skipped already."""
+        skip = skip if self.skip_updates is None else (self.skip_updates | skip)
+        return ForwardPass(self.y_pred, self.output_losses, self.updates, skip)
 
 
 class StepResult(NamedTuple):

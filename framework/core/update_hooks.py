@@ -134,7 +134,7 @@ def collect_updates() -> Iterator[list[PendingUpdate]]:
         yield collector.pending
 
 
-def apply_updates(pending: list[PendingUpdate], share=None) -> None:
+def apply_updates(pending: list[PendingUpdate], share=None, skip=None) -> None:
     """Assigns every collected update, in the order the forward pass declared them.
 
     Args:
@@ -143,9 +143,17 @@ def apply_updates(pending: list[PendingUpdate], share=None) -> None:
             replica's rows / the global batch's rows (a scalar tensor): the values are first
             combined over the replicas (`reduce_over_replicas`), so every replica assigns
             the same. None: applied as computed.
+        skip: None, or a scalar bool tensor: where True (a step the optimizer skipped, see
+            `ForwardPass.skip_updates`) every variable keeps its value, bit for bit. A
+            select rather than a `tf.cond`: it runs unchanged in a replica context, where a
+            cond around an assignment cannot synchronize the replicas.
     """
     for update in reduce_over_replicas(pending, share):
-        update.hook.variable.assign(update.hook.new_value(update.value))
+        variable = update.hook.variable
+        new_value = update.hook.new_value(update.value)
+        if skip is not None:
+            new_value = tf.where(skip, tf.convert_to_tensor(variable), new_value)
+        variable.assign(new_value)
 
 
 def reduce_over_replicas(pending: list[PendingUpdate], share=None) -> list[PendingUpdate]:

@@ -69,6 +69,8 @@ def _model_inputs(model, named: dict):
 
 
 def _probabilities(outputs, kind: LossKind) -> dict:
+    if outputs.dtype in (tf.bfloat16, tf.float16):  # a mixed policy's logits
+        outputs = tf.cast(outputs, tf.float32)
     if kind.labels == "binary":
         p = tf.sigmoid(outputs) if kind.from_logits else outputs
         if p.shape[-1] == 1:  # one probability: its two classes
@@ -90,12 +92,17 @@ def _layer_output(model, name: str, inputs):
     return {"outputs": captured[name]}
 
 
-def _function(specs: dict, body: Callable) -> tf.types.experimental.GenericFunction:
-    """A tf.function of named tensor arguments (the signature's input names)."""
+def _function(specs: dict, body: Callable,
+              output_dtype: tf.DType) -> tf.types.experimental.GenericFunction:
+    """A tf.function of named tensor arguments (the signature's input names) whose floating
+    outputs are in `output_dtype` (a mixed-precision model's 16-bit outputs are served in
+    its float32 variable dtype: serving clients rarely read bfloat16)."""
     names = list(specs)
 
     def serve(*tensors):
-        return body(dict(zip(names, tensors)))
+        outputs = body(dict(zip(names, tensors)))
+        return tf.nest.map_structure(
+            lambda t: tf.cast(t, output_dtype) if t.dtype.is_floating else t, outputs)
 
     serve.__signature__ = inspect.Signature(
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
@@ -125,7 +132,7 @@ def serving_functions(model, preprocessing: Preprocessing, classify: bool | None
         outputs = model(inputs_of(named), training=False)
         return dict(outputs) if isinstance(outputs, dict) else {"outputs": outputs}
 
-    functions = {"predict": _function(specs, predict)}
+    functions = {"predict": _function(specs, predict, model.variable_dtype)}
     kind = classifier_kind(model)
     if classify and kind is None:
         raise ValueError(
@@ -134,12 +141,14 @@ def serving_functions(model, preprocessing: Preprocessing, classify: bool | None
             f"out to export its predictions")
     if kind is not None and classify is not False:
         functions["classify"] = _function(
-            specs, lambda named: _probabilities(model(inputs_of(named), training=False), kind))
+            specs, lambda named: _probabilities(model(inputs_of(named), training=False), kind),
+            model.variable_dtype)
     for name in layer_names:
         if name in RESERVED_NAMES:
             raise ValueError(f"a layer signature cannot be called {name!r}: graphfit names "
                              f"its own signatures {', '.join(RESERVED_NAMES)}")
         model.get_layer(name)  # an unknown name: a ValueError listing the layers
         functions[name] = _function(
-            specs, lambda named, name=name: _layer_output(model, name, inputs_of(named)))
+            specs, lambda named, name=name: _layer_output(model, name, inputs_of(named)),
+            model.variable_dtype)
     return functions

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import update_hooks
+from graphfit.core.dtype_policy import dtype_policy
 from graphfit.core.layer import Layer
 from graphfit.core.step_types import StepResult
 from graphfit.models import summary as summary_lib
@@ -91,7 +92,10 @@ class Model(Layer):
         self.build_for(_spec_from_shape(input_shape, tf.as_dtype(dtype or self.dtype)))
 
     def _build_from(self, inputs) -> None:
-        self._signature.inputs = spec_of(inputs)
+        # The data's dtype, not the compute dtype the inputs were cast to for this call.
+        self._signature.inputs = tf.nest.map_structure(
+            lambda s: tf.TensorSpec(s.shape, self.variable_dtype) if s.dtype.is_floating else s,
+            spec_of(inputs))
         self._building = True
         try:
             super()._build_from(inputs)
@@ -240,6 +244,7 @@ class Model(Layer):
         jit_compile="auto",
         steps_per_execution="auto",
         run_eagerly: bool = False,
+        dtype_policy=None,
     ) -> None:
         """Configures training.
 
@@ -259,13 +264,50 @@ class Model(Layer):
                 "auto": as many as fit in about 0.1 s, or one when a callback listens to
                 every training batch. Batch callbacks run once per call.
             run_eagerly: run the steps eagerly, for debugging with print and pdb.
+            dtype_policy: None keeps the model's policy (float32 unless it was constructed
+                with another); "mixed_bfloat16" or "mixed_float16" computes in 16 bits with
+                variables, slots, update-hook state, loss and metrics in float32 (see
+                `set_dtype_policy`); under "mixed_float16" the optimizer is wrapped in a
+                `LossScaleOptimizer` unless it is one.
 
         Raises:
             ValueError: for an unknown loss, metric or optimizer name (listing the valid ones)
                 or a bad setting.
         """
+        if dtype_policy is not None:
+            self.set_dtype_policy(dtype_policy)
         self.compile_state = CompileState(optimizer, loss, metrics, loss_weights, jit_compile,
-                                           steps_per_execution, run_eagerly, weighted_metrics)
+                                           steps_per_execution, run_eagerly, weighted_metrics,
+                                           self.dtype_policy)
+
+    def set_dtype_policy(self, policy) -> None:
+        """Sets the model's dtype policy, which every layer without its own inherits.
+
+        A built model can switch between policies with the same variable dtype (float32 and
+        the mixed ones); its variables are kept as they are. Call `compile` again after it
+        (compile's `dtype_policy` does both).
+
+        Args:
+            policy: a `DTypePolicy` or its name ("float32", "float64", "mixed_bfloat16",
+                "mixed_float16").
+
+        Raises:
+            ValueError: for an unknown policy, or one whose variable dtype differs from the
+                built model's variables.
+        """
+        policy = dtype_policy(policy, "dtype_policy")
+        if self.built and policy.variable_dtype != self.variable_dtype:
+            raise ValueError(
+                f"Model {self.name!r} was built with {self.variable_dtype.name} variables, and "
+                f"dtype_policy={policy.name!r} keeps variables in "
+                f"{policy.variable_dtype.name}: variables keep the dtype they were created "
+                f"with. Construct the model with dtype={policy.name!r} (or set the policy "
+                f"before it is built)."
+            )
+        self._explicit_policy = policy
+        for layer in self.direct_sublayers():
+            layer.inherit_dtype_policy(policy)
+        self._signature.outputs = None  # their dtype follows the compute dtype: traced again
 
     @property
     def compiled(self) -> bool:

@@ -29,7 +29,7 @@ def print_summary(model, print_fn: Callable[[str], object], line_length: int) ->
     def line(cells) -> str:
         return "".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
 
-    print_fn(f'Model: "{model.name}" ({type(model).__name__}, {model.dtype.name})')
+    print_fn(f'Model: "{model.name}" ({type(model).__name__}, {model.dtype_policy.name})')
     print_fn("=" * line_length)
     print_fn(line(rows[0]))
     print_fn("-" * line_length)

@@ -176,8 +176,7 @@ class Checkpointer:
                    "best_value": self._best_value}
         if records:
             objects["records"] = self._records
-        if optimizer is not None:
-            objects["optimizer"] = optimizer
+        objects.update(_optimizer_parts(optimizer))
         return objects
 
     def latest_path(self, which: str = "latest") -> str | None:
@@ -311,7 +310,8 @@ class Checkpointer:
         self._records.assign("")
         # Checkpoints written before records were saved have none: do not ask for them.
         has_records = tf.train.load_checkpoint(path).has_tensor(_RECORDS_KEY)
-        checkpoint = tf.train.Checkpoint(**self._objects(optimizer, records=has_records))
+        objects = _present_in(path, self._objects(optimizer, records=has_records))
+        checkpoint = tf.train.Checkpoint(**objects)
         built = getattr(model, "built_input_spec", None) is not None
         if not built:
             checkpoint.read(path).expect_partial()
@@ -337,6 +337,22 @@ class Checkpointer:
     def _restored(self, path: str) -> dict:
         return {"epoch": int(self.fit_state.epoch.numpy()), "path": path,
                 "records": self.records}
+
+
+def _optimizer_parts(optimizer) -> dict:
+    """{name: trackable} of the optimizer's state: its `checkpoint_parts()` where it has one
+    (a `LossScaleOptimizer`: the inner optimizer as "optimizer", the scale as "loss_scale",
+    so a checkpoint with loss scaling restores without it and back), else {"optimizer": it}."""
+    parts = getattr(optimizer, "checkpoint_parts", None)
+    return {} if optimizer is None else dict(parts()) if parts else {"optimizer": optimizer}
+
+
+def _present_in(path: str, objects: dict) -> dict:
+    """`objects` less an optional part ("loss_scale") that the checkpoint does not hold: it
+    keeps its value."""
+    saved = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    return {k: v for k, v in objects.items()
+            if k != "loss_scale" or any(key.startswith(k + "/") for key in saved)}
 
 
 def _holds_slots(path: str) -> bool:

@@ -290,4 +290,12 @@ OPTIMIZER_EXAMPLES: dict[str, tuple[OptimizerExample, ...]] = {
         OptimizerExample(optimizers.LevenbergMarquardt, through_minimize=False, fit_xla=False,
                          label="marquardt"),
     ),
+    # Loss scaling: the inner optimizer's update on gradient / scale, the scale growing. Fit
+    # only: the minimize contract wants `variables` to be iterations, rate and slots alone,
+    # and the scale and its counter come after them (tests/optimizers/test_loss_scale.py).
+    "LossScaleOptimizer": (
+        OptimizerExample(lambda: optimizers.LossScaleOptimizer(
+            optimizers.SGD(0.02, momentum=0.9), initial_scale=2.0**8, dynamic_growth_steps=2),
+            ("momentum",), through_minimize=False, label="sgd_momentum"),
+    ),
 }

@@ -26,7 +26,11 @@ plain script on a user's own layer as well as in a test suite.
    config with dtype='float64' gives float64 outputs;
 9. freezing moves every variable to the non-trainable collection, and a `training=True`
    call then registers no hooks and changes no variable (eagerly, with no collector);
-10. `reference`: a Keras layer twin (given the layer's weights by position) or a
+10. mixed precision: the config with dtype='mixed_bfloat16' builds float32 variables, its
+    floating outputs are bfloat16 (or float32, for layers that stay in float32), close to
+    the float32 outputs at bfloat16's precision, and a training call registers the same
+    hooks (their values reach the float32 variables);
+11. `reference`: a Keras layer twin (given the layer's weights by position) or a
     callable `reference(layer, input_data) -> expected inference outputs`; the outputs
     must match (for a Keras twin, in training mode too when deterministic).
 """
@@ -175,6 +179,7 @@ def run_layer_test(
     _check_input_spec(layer, inputs)
     _check_config_round_trip(layer_cls, layer, inputs, outputs, close)
     _check_freezing(layer, inputs, snapshot, variable_ids, expected_trainable)
+    _check_mixed_policy(layer_cls, layer, inputs, outputs, expected_hooks)
     _check_reference(layer, reference, inputs, input_data, training_deterministic, close)
     return layer
 
@@ -299,6 +304,35 @@ def _check_config_round_trip(layer_cls, layer: Layer, inputs, outputs, close) ->
         assert wide_outputs.dtype == tf.float64, (
             f"with dtype='float64' in its config the layer returns {wide_outputs.dtype.name}"
         )
+
+
+def _check_mixed_policy(layer_cls, layer: Layer, inputs, outputs, expected_hooks: int) -> None:
+    config = {**copy.deepcopy(layer.get_config()), "dtype": "mixed_bfloat16", "name": None}
+    mixed = layer_cls.from_config(config)
+    mixed_outputs = mixed(inputs)
+    floating = [v for v in mixed.variables if v.dtype.is_floating]
+    assert all(v.dtype in (tf.float32, tf.float64) for v in floating), (
+        "under dtype='mixed_bfloat16' the layer made 16-bit variables: "
+        f"{[(v.name, v.dtype.name) for v in floating if v.dtype not in (tf.float32, tf.float64)]}"
+        "; add_weight's default dtype is the float32 variable dtype")
+    for target, source in zip(mixed.variables, layer.variables):
+        target.assign(tf.cast(source, target.dtype))
+    mixed_outputs = mixed(inputs)
+    for got, want in zip(tf.nest.flatten(mixed_outputs), tf.nest.flatten(outputs)):
+        if not want.dtype.is_floating:
+            continue
+        assert got.dtype in (tf.bfloat16, tf.float32), (
+            f"under dtype='mixed_bfloat16' the layer returns {got.dtype.name}, not bfloat16 "
+            f"(or float32 for a layer that stays in float32)")
+        want = np.asarray(want, np.float64)
+        scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
+        np.testing.assert_allclose(
+            np.asarray(tf.cast(got, tf.float64)), want, rtol=0.05, atol=0.05 * scale,
+            err_msg="under dtype='mixed_bfloat16' the outputs are further from float32's "
+                    "than bfloat16's 8 bits explain")
+    with update_hooks.collect_updates() as pending:
+        mixed(inputs, training=True)
+    _check_hooks(mixed, pending, expected_hooks, "a training call under mixed_bfloat16")
 
 
 def _check_freezing(layer: Layer, inputs, snapshot, variable_ids, expected_trainable) -> None:

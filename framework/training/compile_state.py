@@ -80,7 +80,9 @@ def _check_distributed_optimizer(strategy, optimizer) -> None:
     """Refuses what the distributed steps cannot run, before any step."""
     from graphfit.optimizers.optimizer import Optimizer  # the optimizers package imports graphfit
 
-    if type(optimizer).minimize is not Optimizer.minimize \
+    # A LossScaleOptimizer's minimize is its inner optimizer's gradient step, scaled.
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if type(inner).minimize is not Optimizer.minimize \
             and not optimizer.steps_across_replicas:
         raise ValueError(
             f"{type(optimizer).__name__} runs its own minimize (a second-order step), which is "
@@ -112,7 +114,7 @@ class CompileState:
     """The result of `compile`: validated settings, built lazily against the data."""
 
     def __init__(self, optimizer, loss, metrics, loss_weights, jit_compile,
-                 steps_per_execution, run_eagerly, weighted_metrics=None):
+                 steps_per_execution, run_eagerly, weighted_metrics=None, dtype_policy=None):
         if jit_compile not in (True, False, "auto"):
             raise ValueError(
                 f"jit_compile must be True, False or 'auto'. Received: jit_compile={jit_compile!r}"
@@ -135,6 +137,12 @@ class CompileState:
                     "jit_compile=True is not supported under a tf.distribute strategy: compile "
                     "with jit_compile='auto' or False (the distributed steps run without XLA).")
         self.optimizer = None if optimizer is None else optimizers.get(optimizer)
+        self.dtype_policy = dtype_policy
+        if (self.optimizer is not None and dtype_policy is not None
+                and dtype_policy.needs_loss_scaling
+                and not isinstance(self.optimizer, optimizers.LossScaleOptimizer)):
+            # float16's range underflows small gradients: Keras's dynamic loss scaling.
+            self.optimizer = optimizers.LossScaleOptimizer(self.optimizer)
         if self.strategy is not None and self.optimizer is not None:
             _check_distributed_optimizer(self.strategy, self.optimizer)
         self.loss_set = LossSet(loss, loss_weights) if loss is not None else None

@@ -122,7 +122,7 @@ def _split_sequential(model, hooked: set[int]) -> FrozenSplit:
         frozen.append(layer)
     rest = layers[len(frozen):]
     _check_worth_it(frozen, bool(rest))
-    tail = Sequential(rest, name=f"{model.name}_tail", dtype=model.dtype)
+    tail = Sequential(rest, name=f"{model.name}_tail", dtype=model.dtype_policy)
 
     def run_frozen(x, training):
         for layer in frozen:
@@ -162,7 +162,7 @@ def _split_graph(model, hooked: set[int]) -> FrozenSplit:
                 if name in read and name in known]
     nodes = [Node(layer, sources[0] if single else sources) for layer, sources, single in rest]
     tail = GraphModel(boundary, nodes, list(model.output_list), name=f"{model.name}_tail",
-                      dtype=model.dtype)
+                      dtype=model.dtype_policy)
 
     def run_frozen(x, training):
         values = dict(x)

@@ -130,7 +130,9 @@ def train_step(model, data, *, taps: NodeTaps | None = None,
     probe.mark("update_hooks")
     # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
     # Under a tf.distribute strategy: the replicas' share-weighted mean (one all-reduce).
-    update_hooks.apply_updates(forward.updates, distribution.replica_share(tf.float64))
+    # A step the optimizer skipped (a loss-scale overflow) moves no hook either.
+    update_hooks.apply_updates(forward.updates, distribution.replica_share(tf.float64),
+                               skip=forward.skip_updates)
     return StepResult(loss, forward.y_pred, forward.output_losses, added_logs)
 
 

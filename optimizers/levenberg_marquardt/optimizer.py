@@ -16,6 +16,7 @@ from graphfit.optimizers.gradient_record import record_gradients
 from graphfit.optimizers.levenberg_marquardt import conjugate_gradient as lm_cg
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
+from graphfit.optimizers.levenberg_marquardt import finite_steps as lm_finite
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import matrix_free as lm_matrix_free
 from graphfit.optimizers.levenberg_marquardt import replicas as lm_replicas
@@ -109,6 +110,9 @@ class LevenbergMarquardt(Optimizer):
     # linear solves compile for seconds, and measured on 2 cores the digits recipe trained in
     # 8.6 s without XLA against 17.7 s with it (GPUs still get XLA).
     xla_friendly_on_cpu = False
+    #: Set by `LossScaleOptimizer`: skip a step whose start or linearization is not finite
+    #: (`levenberg_marquardt.finite_steps`), leaving every variable, state and hook as it was.
+    skip_non_finite_steps = False
 
     def __init__(
         self,
@@ -276,17 +280,25 @@ class LevenbergMarquardt(Optimizer):
         def skip():
             return [loss0, *flat0]
 
-        def step():
+        def linearize():
             if solver == "cg":
-                return self._trials(loss_fn, variables, n, loss0, flat0, lm_matrix_free.linearize(
+                return lm_matrix_free.linearize(
                     batch, variables, gradients, aux0.y_pred, self.jacobian_mode,
                     examples_independent(batch.model, batch.loss_set),
-                    self.jacobian_chunk_size, self.cg_diagonal_probes, self._iterations))
-            system = linear if linear is not None else self._linearize(
+                    self.jacobian_chunk_size, self.cg_diagonal_probes, self._iterations)
+            return linear if linear is not None else self._linearize(
                 batch, variables, n, gradients, aux0.y_pred)
+
+        def trials(system):
             return self._trials(loss_fn, variables, n, loss0, flat0, system)
 
-        out = tf.cond(self._converged, skip, step)
+        if self.skip_non_finite_steps:  # under LossScaleOptimizer (float16)
+            out, applied = lm_finite.gated_step(
+                self._converged, skip(), lm_finite.all_finite([loss0, *gradients]),
+                linearize, trials)
+            self._iterations.assign_add(tf.cast(applied, tf.int64))
+            return out[0], rebuild(out[1:]).skipping_updates(~applied)
+        out = tf.cond(self._converged, skip, lambda: trials(linearize()))
         self._iterations.assign_add(1)
         return out[0], rebuild(out[1:])
 

@@ -247,10 +247,11 @@ def test_get_errors_list_the_valid_names():
     with pytest.raises(ValueError) as error:
         optimizers.get("adma")
     assert "Unknown optimizer 'adma'. Did you mean 'Adam'?" in str(error.value)
-    assert "Adam, LevenbergMarquardt, SGD" in str(error.value)
+    assert "Adam, LevenbergMarquardt, LossScaleOptimizer, SGD" in str(error.value)
     with pytest.raises(ValueError, match="needs a 'type' key"):
         optimizers.get({"learning_rate": 0.1})
-    expected = r"Could not interpret.*Adam, LevenbergMarquardt, SGD.*Received: 42"
+    expected = (r"Could not interpret.*Adam, LevenbergMarquardt, LossScaleOptimizer, SGD"
+                r".*Received: 42")
     with pytest.raises(ValueError, match=expected):
         optimizers.get(42)
     with pytest.raises(ValueError, match="Known optimizers: .*Adam.*SGD"):

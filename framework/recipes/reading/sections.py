@@ -113,8 +113,9 @@ _TRAINING = Section({
     "steps_per_execution": Field(Either(String(("auto",)), Integer(min=1)), "auto",
                                  "training steps per compiled call"),
     "jit_compile": Field(Either(String(("auto",)), Boolean()), "auto", "XLA-compile the steps"),
-    "dtype": Field(String(("float32", "float64")), "float32", "dtype of the model, loss and "
-                                                              "optimizer"),
+    "dtype": Field(String(("float32", "float64", "mixed_bfloat16", "mixed_float16")), "float32",
+                   "dtype policy: float32 or float64 everywhere, or mixed_bfloat16 / "
+                   "mixed_float16 (compute in 16 bits, variables, loss and metrics in float32)"),
     "shuffle": Field(Boolean(), True, "reshuffle the training samples every epoch"),
     "validation_split": Field(Number(min=0.0, max=1.0, max_open=True), 0.15,
                               "fraction of the data held out for validation"),

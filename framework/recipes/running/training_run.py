@@ -268,7 +268,7 @@ def _train_as_worker(prepared: Prepared, run_dir: str | None) -> RunResult:
 
 
 def resume(run: str, epochs: int | None = None, verbose: int = 2,
-           distribute=()) -> RunResult:
+           distribute=(), dtype: str | None = None) -> RunResult:
     """Continues an interrupted run from its latest intact checkpoint, or finishes a run
     killed after its last epoch but before its final files.
 
@@ -280,6 +280,9 @@ def resume(run: str, epochs: int | None = None, verbose: int = 2,
         epochs: train up to this many epochs in all (default: the recipe's).
         distribute: `distribute...=value` overrides (["distribute=null"]: continue on one
             device); a checkpoint loads under any strategy. Not recorded in the run.
+        dtype: another dtype policy with the same variable dtype (float32 and the mixed
+            policies: the checkpoint holds float32 variables under each); recorded in the
+            run's recipe and overrides.
 
     Raises:
         ValueError: if `run` has no checkpoint to resume from, or is already complete.
@@ -289,22 +292,40 @@ def resume(run: str, epochs: int | None = None, verbose: int = 2,
     recipe_file = run_directory.read_recipe(run)
     if not os.path.isfile(recipe_file):
         raise ValueError(f"{run} is not a graphfit run directory (it has no recipe.yaml)")
-    overrides = [f"training.epochs={epochs}"] if epochs is not None else []
+    overrides = _resume_overrides(recipe_file, epochs, dtype)
     where = list(distribute)
     if not distribution.is_chief(distribution.start_early(recipe_file, overrides + where)):
         # Another worker than the chief: it reads the run (the chief locks and writes it).
         run_directory.use_recorded_modules(run)
-        return _resume_locked(run, recipe_file, epochs, verbose, where)
+        return _resume_locked(run, recipe_file, overrides, verbose, where)
     with run_directory.lock_run(run):
         run_directory.use_recorded_modules(run)
-        return _resume_locked(run, recipe_file, epochs, verbose, where)
+        return _resume_locked(run, recipe_file, overrides, verbose, where)
 
 
-def _resume_locked(run: str, recipe_file: str, epochs: int | None,
+def _resume_overrides(recipe_file: str, epochs: int | None, dtype: str | None) -> list[str]:
+    """The overrides a resume records: the epochs, and a policy whose variables are of the
+    dtype the checkpoint holds."""
+    overrides = [f"training.epochs={epochs}"] if epochs is not None else []
+    if dtype is None:
+        return overrides
+    from graphfit.core.dtype_policy import dtype_policy
+
+    recorded = run_directory.read_yaml(recipe_file).get("training", {}).get("dtype", "float32")
+    wanted = dtype_policy(dtype, "training.dtype")
+    if wanted.variable_dtype != dtype_policy(recorded).variable_dtype:
+        raise ValueError(
+            f"--set training.dtype={dtype}: the run trained with training.dtype={recorded}, "
+            f"whose checkpoint holds {dtype_policy(recorded).variable_dtype.name} variables; "
+            f"a resumed run may switch only between float32, mixed_bfloat16 and "
+            f"mixed_float16 (all keep float32 variables)")
+    return overrides + [f"training.dtype={dtype}"]
+
+
+def _resume_locked(run: str, recipe_file: str, overrides: list[str],
                    verbose: int, where: list) -> RunResult:
     from graphfit.saving import checkpoints
 
-    overrides = [f"training.epochs={epochs}"] if epochs is not None else []
     recipe = load_recipe(recipe_file, overrides + where)
     folder = checkpoint_folder(recipe.config, run)
     prepared = prepare(recipe)
@@ -328,7 +349,7 @@ def _resume_locked(run: str, recipe_file: str, epochs: int | None,
     if not distribution.is_chief(prepared.strategy):
         print(workers.notice(prepared.strategy, run), file=sys.stderr)
         verbose = 0
-    elif epochs is not None:  # recorded with the strategy the run was written for
+    elif overrides:  # recorded with the strategy the run was written for
         recorded_where = run_directory.read_yaml(recipe_file).get("distribute")
         run_directory.write_yaml(recipe_file, {**recipe.config, "distribute": recorded_where})
         overrides_file = os.path.join(run, "overrides.yaml")

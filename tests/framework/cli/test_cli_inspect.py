@@ -61,7 +61,7 @@ def test_stage_and_overrides(workdir, capsys):
                      "--set", "training.batch_size=16", "--set", "training.jit_compile=false"]
                     ) == 0
     out = capsys.readouterr().out
-    assert "steps traced for batch size 16" in out
+    assert "dtype policy float32), steps traced for batch size 16" in out
     assert re.search(r"\npredict step of model '\w+' \(x: float32\[16, 64\]\)\n"
                      r"  XLA: off \(jit_compile=False\)", out)
     assert "train step of" not in out and "test step of" not in out
