@@ -83,3 +83,18 @@ def test_padding_keeps_the_rows_and_fills_with_the_first_sample():
     padded = fused_loops.pad_rows(np.array([[5, 6], [7, 8]]), 4)
     assert padded.dtype == np.int32 and padded.tolist() == [[5, 6], [7, 8], [0, 0], [0, 0]]
     assert fused_loops.pad_rows(np.array([[1, 2]]), 1).tolist() == [[1, 2]]
+
+
+def test_the_fused_loop_logs_its_batch_shapes_and_auto_drops_xla_when_they_keep_changing():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((24, 3)).astype(np.float32)
+    y = rng.standard_normal((24, 1)).astype(np.float32)
+    model = gf.Sequential([layers.Dense(1)], input_shape=(3,))
+    model.compile("sgd", "mse", jit_compile="auto")
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)  # one shape: 8 rows
+    assert model.compile_state.steps.loop_kind("train") == "xla_chunk"
+    # Batch sizes 7 and 5 add (7, 3), (5, 3) and the last batches (3, 3), (4, 3): too many.
+    model.fit(x, y, batch_size=7, epochs=1, verbose=0)
+    with pytest.warns(UserWarning, match="distinct input shapes"):
+        model.fit(x, y, batch_size=5, epochs=1, verbose=0)
+    assert model.compile_state.steps.loop_kind("train") == "graph"
