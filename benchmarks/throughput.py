@@ -1,6 +1,7 @@
 """Throughput of `fit`: graphfit next to Keras 3 and a hand-written `tf.function` loop.
 
-Samples per second of training on two workloads, measured in one run on the same machine:
+Samples per second of training on two workloads, per dtype policy, measured in one run on the
+same machine, and how close graphfit's training step comes to the machine's matmul peak:
 
 - MLP: Dense 784-256-256-10 (relu) on 60 000 synthetic samples (fixed-seed normal features,
   labels 0..9 from a fixed random linear teacher, so the loss has somewhere to go);
@@ -8,32 +9,48 @@ Samples per second of training on two workloads, measured in one run on the same
   GlobalAveragePooling2D -> Dense(10) on the digits images, replicated to a few thousand samples.
 
 Contenders, on the identical model with the identical initial weights (graphfit builds first;
-Keras and the hand loop copy its `get_weights()`):
+Keras and the hand loop copy its `get_weights()`), for each dtype policy of `--dtype-policy`
+(default: float32 and mixed_bfloat16):
 
-1. graphfit `Model.fit`, default compile settings (jit_compile="auto", steps_per_execution="auto");
-2. Keras 3 `Model.fit`, default compile settings (what a Keras user gets);
-3. a hand-written loop: a `tf.function(jit_compile=True)` train step (GradientTape, SGD with
-   momentum written by hand, sparse softmax cross-entropy, running loss and accuracy) called per
-   batch from Python over `from_tensor_slices(...).shuffle(...).batch(128).prefetch(...)`.
+1. graphfit `Model.fit`, default compile settings (jit_compile="auto", steps_per_execution="auto")
+   and `compile(dtype_policy=P)`;
+2. Keras 3 `Model.fit`, default compile settings (what a Keras user gets), its model built under
+   `keras.config.set_dtype_policy(P)` (restored afterwards): Keras's own mixed precision;
+3. a hand-written loop, float32 only: a `tf.function(jit_compile=True)` train step (GradientTape,
+   SGD with momentum written by hand, sparse softmax cross-entropy, running loss and accuracy)
+   called per batch from Python over `from_tensor_slices(...).shuffle(...).batch(128)
+   .prefetch(...)`.
+
+Where the limit is. Beside graphfit's samples per second the table gives the GFLOP/s its
+training step achieves, samples/s x the training FLOPs per sample (`model.flops(128)
+["training_step"] / 128`: forward pass, loss, backward pass and update, as TensorFlow's
+profiler counts the traced step), and that as a fraction of the machine's matmul peak in the
+policy's compute dtype: the median GFLOP/s of one large square product (`matmul_peak.py`,
+2048 x 2048 unless `--peak-size`; the faster of TensorFlow's kernel and XLA), timed once per
+round of the same interleaved repeats.
 
 All use batch 128, SGD(learning_rate=0.01, momentum=0.9), SparseCategoricalCrossentropy
 (from_logits=True), accuracy, a fresh shuffle every epoch, and `verbose=0` (no progress bar to
-draw). Each contender is warmed up on one short epoch (tracing and compilation excluded), then
-one timed call trains `--epochs` epochs; this is repeated `--repeats` times, interleaved across
-contenders, and the best run (or, with `--stat median`, the median) is reported: other processes
-can only slow a run down, so the best run is the most reproducible estimate of each contender's
-speed. A timed call is the whole `fit` (or the whole hand loop), data conversion included.
+draw). Each contender is warmed up on one epoch of the same arrays (tracing and compilation
+excluded: graphfit compiles its loop for the arrays' length), then one timed call trains
+`--epochs` epochs; this is repeated `--repeats` times, interleaved across contenders, and the
+best run (or, with `--stat median`, the median) is reported: other processes can only slow a run
+down, so the best run is the most reproducible estimate of each contender's speed. A timed call
+is the whole `fit` (or the whole hand loop), data conversion included.
 Afterwards every contender's final weights are scored by the same hand-written forward pass on a
 fixed subset: one whose loss did not go down fails the run, so nobody measures a no-op.
 
 This is a benchmark, not a test: pytest never runs it and nothing asserts on time. The targets
-printed next to the ratios are the project's goals, not checks.
+printed next to the ratios are the project's goals, not checks: graphfit at least 2.5x Keras on
+the MLP (1.0x on the conv net) and 0.9x the hand loop; its float32 MLP step at 0.6 of the float32
+matmul peak; mixed_bfloat16 at least 1.5x graphfit's own float32 throughput.
 
 Usage:
 
     python benchmarks/throughput.py                 # both workloads, text table
     python benchmarks/throughput.py --markdown      # the table as Markdown, for the README
     python benchmarks/throughput.py --workloads mlp --epochs 3 --repeats 7 --stat median
+    python benchmarks/throughput.py --dtype-policy float32   # float32 rows only
     python benchmarks/throughput.py --hand-jit off  # the hand loop without XLA (faster for convs
                                                     # on CPU, where XLA loses to oneDNN)
 """
@@ -43,7 +60,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import platform
 import statistics
 import sys
 import time
@@ -58,14 +74,15 @@ import tensorflow as tf  # noqa: E402
 import graphfit as gf  # noqa: E402
 from graphfit import layers  # noqa: E402
 
-BATCH_SIZE = 128
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from matmul_peak import DEFAULT_SIZE, MatmulPeak  # noqa: E402
+from throughput_report import BATCH_SIZE, COMPUTE_DTYPES, report  # noqa: E402
+
 LEARNING_RATE = 0.01
 MOMENTUM = 0.9
 CHECK_SAMPLES = 4096  # the fixed subset every contender's final weights are scored on
 
-# The project's goals (printed, never asserted): graphfit / Keras and graphfit / hand loop.
-TARGETS_VS_KERAS = {"mlp": 1.3, "conv": 1.0}
-TARGET_VS_HAND = 0.9
+POLICIES = tuple(COMPUTE_DTYPES)  # each policy's compute dtype: the peak it is measured against
 
 
 # ------------------------------------------------------------------------------ workloads
@@ -147,26 +164,19 @@ def conv_workload(copies: int) -> Workload:
 
 
 # ----------------------------------------------------------------------------- contenders
-def _warmup_slice(n: int, batches: int) -> slice:
-    """A short epoch with the same last partial batch as the full one, so that a framework
-    that traces per batch shape traces both shapes during the warm-up, not while timed."""
-    return slice(0, min(n, batches * BATCH_SIZE + n % BATCH_SIZE))
-
-
 class _FitContender:
     """A model trained by its framework's own `fit`, with its default compile settings."""
 
-    def __init__(self, workload: Workload, model, optimizer):
-        self.model = model
+    def __init__(self, workload: Workload, model, optimizer, policy: str, **compile_kwargs):
+        self.model, self.policy = model, policy
         model.compile(optimizer=optimizer, metrics=["accuracy"],
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      **compile_kwargs)
         self.x, self.y = workload.x, workload.y
         self.losses: list[float] = []
 
-    def warm_up(self, batches: int) -> None:
-        part = _warmup_slice(len(self.x), batches)
-        self.model.fit(self.x[part], self.y[part], batch_size=BATCH_SIZE, epochs=1, verbose=0,
-                       shuffle=True)
+    def warm_up(self) -> None:
+        self.model.fit(self.x, self.y, batch_size=BATCH_SIZE, epochs=1, verbose=0, shuffle=True)
 
     def train(self, epochs: int) -> None:
         history = self.model.fit(self.x, self.y, batch_size=BATCH_SIZE, epochs=epochs,
@@ -174,38 +184,48 @@ class _FitContender:
         self.losses += history.history["loss"]
 
     def weights(self) -> list[np.ndarray]:
-        return self.model.get_weights()
+        return [np.asarray(w, np.float32) for w in self.model.get_weights()]
 
 
 class GraphfitContender(_FitContender):
     name = "graphfit"
 
-    def __init__(self, workload: Workload, model: gf.Model):
+    def __init__(self, workload: Workload, model: gf.Model, policy: str = "float32"):
         super().__init__(workload, model,
-                         gf.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM))
+                         gf.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM),
+                         policy, **({} if policy == "float32" else {"dtype_policy": policy}))
+        # The arithmetic of one training step, per sample (the batch's share).
+        self.flops_per_sample = model.flops(batch_size=BATCH_SIZE)["training_step"] / BATCH_SIZE
 
     def settings(self) -> str:
         state = self.model.compile_state
         sizer = state.sizers["train"]
         chunk = sizer.next_size()  # what "auto" settled on after the timed epochs
         calls = -(-(len(self.x) // BATCH_SIZE) // chunk) + (1 if len(self.x) % BATCH_SIZE else 0)
-        return (f"jit_compile={state.jit_compile_setting!r} -> {state.jit_compile}, "
-                f"steps_per_execution={sizer.setting!r} -> {chunk} steps/call "
-                f"(~{calls} calls/epoch)")
+        return (f"jit_compile={state.jit_compile_setting!r} -> {state.jit_compile} "
+                f"({state.steps.loop_kind('train')} loop), steps_per_execution="
+                f"{sizer.setting!r} -> {chunk} steps/call (~{calls} calls/epoch)")
 
 
 class KerasContender(_FitContender):
     name = "Keras"
 
-    def __init__(self, workload: Workload, initial: list[np.ndarray]):
-        model = workload.build_keras()
+    def __init__(self, workload: Workload, initial: list[np.ndarray], policy: str = "float32"):
+        previous = keras.config.dtype_policy()
+        keras.config.set_dtype_policy(policy)  # Keras's own mixed precision: set, then build
+        try:
+            model = workload.build_keras()
+        finally:
+            keras.config.set_dtype_policy(previous)
         model.set_weights(initial)
         super().__init__(workload, model,
-                         keras.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM))
+                         keras.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM),
+                         policy)
 
     def settings(self) -> str:
-        return (f"jit_compile={self.model.jit_compile}, "
-                f"steps_per_execution={self.model.steps_per_execution}")
+        model = self.model
+        return (f"dtype policy {model.dtype_policy.name}, jit_compile={model.jit_compile}, "
+                f"steps_per_execution={model.steps_per_execution}")
 
 
 class HandLoopContender:
@@ -213,6 +233,7 @@ class HandLoopContender:
     tf.data. The step keeps a running loss and accuracy, as `fit`'s metrics do."""
 
     name = "hand loop"
+    policy = "float32"  # written by hand in float32 only
 
     def __init__(self, workload: Workload, initial: list[np.ndarray], jit_compile: bool = True,
                  shuffle_buffer: int | None = None):
@@ -259,9 +280,8 @@ class HandLoopContender:
                 self.train_step(x, y)
             self.losses.append(float(self.loss_sum.numpy() / self.seen.numpy()))
 
-    def warm_up(self, batches: int) -> None:
-        part = _warmup_slice(len(self.x), batches)
-        self._epochs(self._dataset(self.x[part], self.y[part]), 1)
+    def warm_up(self) -> None:
+        self._epochs(self._dataset(self.x, self.y), 1)
         self.losses.clear()
 
     def train(self, epochs: int) -> None:
@@ -278,17 +298,26 @@ class HandLoopContender:
 # ------------------------------------------------------------------------------ measuring
 @dataclasses.dataclass
 class Result:
+    name: str
+    policy: str
     samples_per_second: float
     all_runs: list[float]
     loss_before: float
     loss_after: float
     reported_losses: list[float]  # the epoch losses the contender itself reported while timed
     settings: str
+    flops_per_sample: float | None = None  # graphfit's training step, per sample
 
     @property
     def trained(self) -> bool:
         # Any real training moves the loss by far more than this; a no-op leaves it unchanged.
         return bool(np.isfinite(self.loss_after) and self.loss_after < 0.999 * self.loss_before)
+
+    @property
+    def gflops(self) -> float | None:
+        if self.flops_per_sample is None:
+            return None
+        return self.samples_per_second * self.flops_per_sample / 1e9
 
 
 def _check_loss(workload: Workload, weights: list[np.ndarray]) -> float:
@@ -299,98 +328,47 @@ def _check_loss(workload: Workload, weights: list[np.ndarray]) -> float:
         tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)))
 
 
-def measure(workload: Workload, args) -> dict[str, Result]:
+def _contenders(workload: Workload, args) -> tuple[list, list[np.ndarray]]:
     gf.set_seed(0)
     model = workload.build_graphfit()
     initial = model.get_weights()
+    contenders = []
+    for policy in args.dtype_policy:
+        if contenders:  # the same network and weights, compiled under another policy
+            model = workload.build_graphfit()
+            model.set_weights(initial)
+        contenders.append(GraphfitContender(workload, model, policy))
+        contenders.append(KerasContender(workload, initial, policy))
+        if policy == "float32":
+            contenders.append(HandLoopContender(workload, initial,
+                                                jit_compile=args.hand_jit == "on",
+                                                shuffle_buffer=args.hand_shuffle_buffer))
+    return contenders, initial
+
+
+def measure(workload: Workload, args, peaks: dict[str, MatmulPeak]) -> list[Result]:
+    """Every contender's timed runs, interleaved; each round also times the matmul peaks."""
+    contenders, initial = _contenders(workload, args)
     loss_before = _check_loss(workload, initial)
-    contenders = [
-        GraphfitContender(workload, model),
-        KerasContender(workload, initial),
-        HandLoopContender(workload, initial, jit_compile=args.hand_jit == "on",
-                          shuffle_buffer=args.hand_shuffle_buffer),
-    ]
     for contender in contenders:
-        contender.warm_up(args.warmup_batches)
-    runs: dict[str, list[float]] = {c.name: [] for c in contenders}
+        contender.warm_up()
+    runs: list[list[float]] = [[] for _ in contenders]
     samples = args.epochs * len(workload.x)
     # Interleaved repeats: a slow spell of the machine hits every contender alike.
     for _ in range(args.repeats):
-        for contender in contenders:
+        for contender, timings in zip(contenders, runs):
             started = time.perf_counter()
             contender.train(args.epochs)
-            runs[contender.name].append(samples / (time.perf_counter() - started))
+            timings.append(samples / (time.perf_counter() - started))
+        for peak in peaks.values():
+            peak.time_once()
     pick = max if args.stat == "best" else statistics.median
-    return {
-        c.name: Result(pick(runs[c.name]), runs[c.name], loss_before,
-                       _check_loss(workload, c.weights()), list(c.losses), c.settings())
-        for c in contenders
-    }
+    return [
+        Result(c.name, c.policy, pick(r), r, loss_before, _check_loss(workload, c.weights()),
+               list(c.losses), c.settings(), getattr(c, "flops_per_sample", None))
+        for c, r in zip(contenders, runs)
+    ]
 
-
-# ------------------------------------------------------------------------------ reporting
-def _ratio_cell(value: float, target: float) -> str:
-    verdict = "met" if value >= target else "MISSED"
-    return f"{value:.2f}x (>= {target:.1f}x {verdict})"
-
-
-def _rows(workloads: list[Workload], all_results: dict[str, dict[str, Result]]):
-    header = ["workload", "samples", "graphfit", "Keras", "hand loop",
-              "graphfit / Keras", "graphfit / hand loop"]
-    rows = []
-    for workload in workloads:
-        r = all_results[workload.key]
-        gf_speed = r["graphfit"].samples_per_second
-        rows.append([
-            workload.title, f"{len(workload.x):,}",
-            *(f"{r[name].samples_per_second:,.0f}" for name in ("graphfit", "Keras", "hand loop")),
-            _ratio_cell(gf_speed / r["Keras"].samples_per_second,
-                        TARGETS_VS_KERAS[workload.key]),
-            _ratio_cell(gf_speed / r["hand loop"].samples_per_second, TARGET_VS_HAND),
-        ])
-    return header, rows
-
-
-def _machine() -> str:
-    cpus = os.cpu_count()
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cpus
-    gpus = len(tf.config.list_physical_devices("GPU"))
-    return (f"{usable} usable CPU cores (of {cpus}), {gpus} GPU(s), {platform.machine()} "
-            f"{platform.system()}; Python {platform.python_version()}, TensorFlow "
-            f"{tf.__version__}, Keras {keras.__version__}, graphfit {gf.__version__}")
-
-
-def report(workloads, all_results, args) -> None:
-    header, rows = _rows(workloads, all_results)
-    caption = (f"fit throughput in samples/s ({args.stat} of {args.repeats} repeats of "
-               f"{args.epochs} epochs; batch {BATCH_SIZE}, SGD(0.01, momentum 0.9), sparse CE "
-               f"from logits, accuracy, shuffle on; hand loop XLA {args.hand_jit})")
-    if args.markdown:
-        print(f"{caption}\n")
-        print("| " + " | ".join(header) + " |")
-        print("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
-        for row in rows:
-            print("| " + " | ".join(row) + " |")
-        print()
-    else:
-        widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
-        print(caption)
-        for row in [header, *rows]:
-            print("  ".join(str(c).rjust(w) if i else str(c).ljust(w)
-                            for i, (c, w) in enumerate(zip(row, widths))))
-        print()
-    bullet = "- " if args.markdown else "  "
-    print(f"machine: {_machine()}")
-    print("settings and checks:")
-    for workload in workloads:
-        for name, result in all_results[workload.key].items():
-            runs = ", ".join(f"{v:,.0f}" for v in result.all_runs)
-            trained = "trained" if result.trained else "DID NOT TRAIN"
-            reported = result.reported_losses
-            print(f"{bullet}{workload.key} / {name}: {result.settings}; runs [{runs}] samples/s; "
-                  f"epoch loss {reported[0]:.3f} -> {reported[-1]:.3f}; check loss on "
-                  f"{CHECK_SAMPLES} samples {result.loss_before:.3f} -> {result.loss_after:.3f} "
-                  f"({trained})")
 
 
 def parse_args(argv=None):
@@ -404,15 +382,19 @@ def parse_args(argv=None):
     parser.add_argument("--mlp-samples", type=int, default=60_000)
     parser.add_argument("--conv-copies", type=int, default=4,
                         help="how many times the 1797 digits images are replicated")
-    parser.add_argument("--warmup-batches", type=int, default=20,
-                        help="full batches in the (untimed) warm-up epoch")
+    parser.add_argument("--dtype-policy", nargs="+", choices=POLICIES,
+                        default=["float32", "mixed_bfloat16"],
+                        help="dtype policies to train under (default: float32 mixed_bfloat16)")
+    parser.add_argument("--peak-size", type=int, default=DEFAULT_SIZE,
+                        help="side of the square matmul the peak is measured on")
     parser.add_argument("--hand-jit", choices=("on", "off"), default="on",
                         help="XLA for the hand loop's step (default: on, as specified)")
     parser.add_argument("--hand-shuffle-buffer", type=int, default=None,
                         help="the hand loop's shuffle buffer (default: all samples)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
-    for name in ("epochs", "repeats", "mlp_samples", "conv_copies", "warmup_batches",
+    args.dtype_policy = list(dict.fromkeys(args.dtype_policy))  # each once, in order
+    for name in ("epochs", "repeats", "mlp_samples", "conv_copies", "peak_size",
                  "hand_shuffle_buffer"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer")
@@ -424,10 +406,12 @@ def main(argv=None) -> int:
     builders = {"mlp": lambda: mlp_workload(args.mlp_samples),
                 "conv": lambda: conv_workload(args.conv_copies)}
     workloads = [builders[key]() for key in args.workloads]
-    all_results = {w.key: measure(w, args) for w in workloads}
-    report(workloads, all_results, args)
-    untrained = [f"{w.key}/{name}" for w in workloads
-                 for name, r in all_results[w.key].items() if not r.trained]
+    peaks = {COMPUTE_DTYPES[p]: MatmulPeak(COMPUTE_DTYPES[p], args.peak_size)
+             for p in args.dtype_policy}
+    all_results = {w.key: measure(w, args, peaks) for w in workloads}
+    report(workloads, all_results, peaks, args)
+    untrained = [f"{w.key}/{r.name}/{r.policy}" for w in workloads
+                 for r in all_results[w.key] if not r.trained]
     if untrained:
         print(f"ERROR: no training progress for {untrained}; the timings above are not valid.",
               file=sys.stderr)

@@ -30,11 +30,16 @@ def resolve_jit_compile(setting, model, optimizer=None) -> bool:
     "auto" compiles with XLA when every layer supports it (`Layer.supports_jit`; once per
     model, a warning names those that do not) and, on a CPU-only machine, when
     neither a layer nor the optimizer is known to run slower under XLA there (their
-    `xla_friendly_on_cpu`): measured on a 2-core CPU, XLA speeds up a dense MLP step a little
-    but makes a small convolutional net about twice as slow, because TensorFlow's own CPU
-    convolutions (oneDNN) beat XLA's, and Levenberg–Marquardt's step compiles for seconds.
-    Once traced, the steps drop XLA themselves for ops it cannot compile and for inputs whose
-    shape keeps changing (`graphfit.training.xla_support`).
+    `xla_friendly_on_cpu`): measured on a 2-core CPU, XLA (which then runs a whole chunk of
+    steps as one program, `graphfit.training.fused_loops`) trains a dense MLP 1.3 to 1.4x
+    faster than TensorFlow's graph, but a small convolutional net about ten times slower,
+    because TensorFlow's own CPU convolutions (oneDNN) beat XLA's, and Levenberg–Marquardt's
+    step compiles for seconds. The compute dtype does not change the choice: under
+    "mixed_bfloat16" oneDNN's bfloat16 matmuls are about twice as fast as XLA's on a CPU with
+    AMX, but on the MLP the graph's per-op cost outweighs that (XLA's fused loop was still
+    1.1 to 1.3x faster; docs/performance.md). Once traced, the steps drop XLA themselves for
+    ops it cannot compile and for inputs whose shape keeps changing
+    (`graphfit.training.xla_support`).
 
     Raises:
         ValueError: jit_compile=True on a model with a layer whose `supports_jit` is False.

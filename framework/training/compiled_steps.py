@@ -11,14 +11,16 @@ signature and optionally compiled by XLA. Around the model's train step this mod
         every N steps: d(sum of a node)/d(variables) norms from the same forward pass, or
         d(loss)/d(layer output) from the same backward pass (the default train step only)
 
-A loop function (a `tf.function`, never XLA) runs a chunk of such steps per call and updates
-the stage's metrics after each step from the step's `StepResult`, so Python runs once per
-chunk, not once per batch. Keras metrics stay outside the XLA cluster, which keeps any Keras
-metric usable with `jit_compile`.
+A loop function runs a chunk of such steps per call and updates the stage's metrics after each
+step from the step's `StepResult`, so Python runs once per chunk, not once per batch. With XLA
+on, a chunk over in-memory arrays is one XLA program (`fused_loops`: gathers, steps and metric
+updates); a dataset's loop (a `tf.function`, never XLA) calls the compiled step per batch and
+updates the metrics outside XLA, as does an array loop whose metrics XLA cannot compile.
 """
 
 # Over 400 lines for now: one class owns the traced steps and every loop that runs them
-# (arrays, datasets, predict, taps, strategy); splitting the loops out is the next step.
+# (arrays, datasets, predict, strategy); the fused array loops and the tap switches live in
+# fused_loops.py and step_taps.py, the other loops are the next to move out.
 from __future__ import annotations
 
 import warnings
@@ -30,8 +32,10 @@ from graphfit.core.step_types import StepResult, unpack_data
 from graphfit.training import (
     activation_taps,
     distribution,
+    fused_loops,
     input_checks,
     node_taps,
+    step_taps,
     steps,
     xla_support,
 )
@@ -76,7 +80,7 @@ def _check_result(result, step: str) -> StepResult:
     return result
 
 
-class CompiledSteps:
+class CompiledSteps(step_taps.TapSwitches):
     """The traced steps of one compiled model, for one set of trainable variables.
 
     Args:
@@ -123,6 +127,9 @@ class CompiledSteps:
         self.predict_step = self._compile_step(self._predict_step)
         self._array_loops: dict = {}
         self._dataset_loops: dict = {}
+        self._fused = fused_loops.FusedArrayLoops(
+            lambda stage, batch: self._run_and_record(stage, batch, record_shape=False),
+            self._record_loop_shape)
 
     # ------------------------------------------------------------------ the single steps
     def _compile_step(self, fn):
@@ -183,6 +190,7 @@ class CompiledSteps:
         self.test_step = self._compile_step(self._test_step)
         self.predict_step = self._compile_step(self._predict_step)
         self._array_loops, self._dataset_loops = {}, {}
+        self._fused.forget()
         self._retrace_training()
 
     def _prepare_shape_log(self, stage: str, data) -> None:
@@ -193,6 +201,10 @@ class CompiledSteps:
     def _record_shape(self, step: str, data) -> None:
         if self.jit_compile:
             self._shape_logs[step].record(data)
+
+    def _record_loop_shape(self, stage: str, data, rows) -> None:
+        """The shape of the batches a fused loop gathers from `data`, `rows` at a time."""
+        self._shape_logs["train" if stage == "train" else "test"].record(_as_data(data), rows)
 
     def _train_step(self, data):
         self.train_data_spec = tf.nest.map_structure(_spec, data)
@@ -237,11 +249,13 @@ class CompiledSteps:
         with distribution.strategy_scope(self.strategy):
             return self._guarded(run)
 
-    def _run_and_record(self, stage: str, batch, check_labels: bool = False) -> None:
+    def _run_and_record(self, stage: str, batch, check_labels: bool = False,
+                        record_shape: bool = True) -> None:
         data = _as_data(batch)
         x, y, sample_weight = unpack_data(data)
         step = self.train_step if stage == "train" else self.test_step
-        self._record_shape("train" if stage == "train" else "test", data)
+        if record_shape:
+            self._record_shape("train" if stage == "train" else "test", data)
         checks = []
         if check_labels:
             checks = input_checks.label_assertions(y, self.label_checks.get(stage, {}))
@@ -251,11 +265,40 @@ class CompiledSteps:
         self.stage_metrics[stage].update(y, sample_weight, result,
                                          steps.batch_size_of(result, data))
 
-    def run_arrays(self, stage: str, data: tuple, index_batches) -> int:
-        """Runs one step per row of `index_batches` (sample indices into `data`)."""
-        indices = tf.convert_to_tensor(index_batches, tf.int32)
+    def run_arrays(self, stage: str, data: tuple, index_batches, capacity: int = 1) -> int:
+        """Runs one step per row of `index_batches` (sample indices into `data`).
+
+        Args:
+            capacity: with XLA, the rows the fused loop's index matrix is padded to (the
+                largest chunk of this stage), so that one compiled program runs every chunk.
+        """
         self._prepare_shape_log(stage, data)
-        return int(self._in_scope(lambda: self._array_loop(stage, data)(data, indices)))
+
+        def run():
+            if self.loop_kind(stage) == "xla_chunk" and self._fused.accepts(stage, data):
+                try:
+                    return self._fused.run(stage, data, index_batches, capacity)
+                except tf.errors.InvalidArgumentError as error:
+                    if not fused_loops.is_unsupported_op_error(error):
+                        raise
+                    # An op XLA cannot compile (a metric function's, or the step's: then the
+                    # step-by-step loop below raises it again); nothing ran.
+                    self._fused.refused.add(stage)
+            indices = tf.convert_to_tensor(index_batches, tf.int32)
+            return self._array_loop(stage, data)(data, indices)
+
+        return int(self._in_scope(run))
+
+    def loop_kind(self, stage: str) -> str:
+        """How `stage`'s array loop runs: "xla_chunk" (the whole chunk one XLA program),
+        "xla_step" (each step an XLA program; metrics and gathers between them) or "graph"
+        (a TensorFlow graph; "eager" with run_eagerly)."""
+        if self.run_eagerly:
+            return "eager"
+        if not self.jit_compile:
+            return "graph"
+        fused = self.strategy is None and stage in ("train", "val", "test")
+        return "xla_chunk" if fused and stage not in self._fused.refused else "xla_step"
 
     def run_dataset(self, stage: str, iterator, num_steps: int) -> int:
         """Runs up to `num_steps` steps from `iterator`; returns how many ran."""
@@ -348,70 +391,12 @@ class CompiledSteps:
         return [a.concat() for a in arrays]
 
     # ------------------------------------------------------------------ introspection
-    def enable_gradient_taps(self) -> None:
-        """Makes every training step copy its raw gradients into tap variables, from now on.
-
-        Creates, once and outside any trace, one non-trainable tap per trainable variable
-        (same shape and dtype, zeros), and drops the traced train step and training loops
-        so they are traced again with the assignments. The gradients are those the
-        optimizer's `minimize` reports to `optimizers.gradient_record.record_gradients`: the raw
-        gradients of the loss, before clipping and weight decay. Each step overwrites the
-        taps, so between steps they hold the last step's gradients.
-        """
-        if self.gradient_taps is not None:
-            return
-        self._refuse_under_strategy("gradient histograms (gradient taps)")
-        with tf.init_scope():
-            self.gradient_taps = [
-                tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
-                            name=f"gradient_tap_{v.name.split(':')[0].replace('/', '_')}")
-                for v in self.variables
-            ]
-        self._retrace_training()
-
-    def _refuse_under_strategy(self, what: str) -> None:
-        if self.strategy is not None:
-            raise ValueError(
-                f"TensorBoard's {what} are not supported under a tf.distribute strategy "
-                f"({type(self.strategy).__name__}): turn them off, or train on one device.")
-
     def _retrace_training(self) -> None:
         traced = self._train_step if self.gradient_taps is None else self._train_step_with_taps
         self.train_step = self._compile_step(traced)
         self._array_loops = {k: f for k, f in self._array_loops.items() if k[0] != "train"}
         self._dataset_loops.pop("train", None)
-
-    def enable_node_taps(self, names, every_n_steps: int = 1, capacity: int = 1) -> None:
-        """Makes training record the norms of d(sum of node)/d(variables), from now on.
-
-        See `graphfit.training.node_taps`. The tap variables are created once, outside any
-        trace, and the train step and loops traced again; the same arguments again change
-        nothing, others replace the taps. Read them with `self.node_taps.read(after_step)`.
-        `capacity`: the recordings kept between two reads. Raises ValueError for an unknown
-        layer name (listing the model's layers) or a bad argument.
-        """
-        self._refuse_under_strategy("gradient_taps")
-        if self.node_taps is None or not self.node_taps.matches(names, every_n_steps, capacity):
-            self.node_taps = node_taps.NodeTaps(self.model, self.variables, names,
-                                                every_n_steps, capacity)
-            self._retrace_training()
-
-    def enable_activation_taps(self, names, every_n_steps: int = 1, capacity: int = 1) -> None:
-        """As `enable_node_taps`, for d(loss)/d(each named layer's output) from the step's
-        own backward pass (`graphfit.training.activation_taps`; `activation_taps.read`)."""
-        self._refuse_under_strategy("activation_gradient_taps")
-        taps = self.activation_taps
-        if taps is None or not taps.matches(names, every_n_steps, capacity):
-            self.activation_taps = activation_taps.ActivationTaps(self.model, names,
-                                                                  every_n_steps, capacity)
-            self._retrace_training()
-
-    def recorded_gradients(self) -> list[tuple[tf.Variable, tf.Variable]]:
-        """(variable, tap) pairs whose tap the traced train step fills: empty before the
-        first step with taps, and when the optimizer's `minimize` reports no gradients."""
-        if self.gradient_taps is None:
-            return []
-        return [(self.variables[i], self.gradient_taps[i]) for i in self._filled_taps]
+        self._fused.forget(("train",))
 
     def train_step_graph(self) -> tf.Graph | None:
         """The traced graph of the training step (forward pass, gradients, update, update
@@ -435,6 +420,8 @@ class CompiledSteps:
                 counts[f"{stage}_arrays"] = counts.get(f"{stage}_arrays", 0) + (
                     fn.experimental_get_tracing_count()
                 )
+        for key, count in self._fused.tracing_counts().items():
+            counts[key] = counts.get(key, 0) + count
         return counts
 
 

@@ -47,6 +47,26 @@ class ExecutionSizer:
         wanted = self.target_seconds / max(self._seconds_per_step, 1e-7)
         return int(max(1, min(self.max_steps, wanted)))
 
+    def capacity(self, steps_per_epoch: int | None, one_at_a_time: bool = False) -> int:
+        """The most steps one call can run in an epoch of `steps_per_epoch` steps: the rows a
+        loop compiled whole by XLA is given, whatever the chunk (`training.fused_loops`).
+
+        Args:
+            steps_per_epoch: the epoch's steps (None: unknown).
+            one_at_a_time: as in `sizes`.
+
+        Example:
+
+            >>> ExecutionSizer("auto").capacity(469)
+            469
+            >>> ExecutionSizer(32).capacity(469)
+            32
+        """
+        if one_at_a_time and self.setting == "auto":
+            return 1
+        largest = self.max_steps if self.setting == "auto" else int(self.setting)
+        return max(1, min(largest, steps_per_epoch or largest))
+
     def record(self, steps: int, seconds: float) -> None:
         """Reports that a call ran `steps` steps in `seconds`."""
         self._calls += 1

@@ -95,11 +95,15 @@ def check_inputs(model, x, y, *, stage: str, batch_size, check_finite: bool = Tr
     _prepare(model, state, feed, stage)
 
 
-def _run_chunk(state, stage, feed, chunk, iterator):
-    """Runs one chunk; a dataset with fixed steps that runs out starts a new pass."""
+def _run_chunk(state, stage, feed, chunk, iterator, capacity: int = 1):
+    """Runs one chunk; a dataset with fixed steps that runs out starts a new pass.
+    `capacity`: the largest chunk of full batches this stage runs (`ExecutionSizer.capacity`);
+    the last, smaller batch is a chunk of one."""
     steps = state.steps
     if not feed.is_dataset:
-        return steps.run_arrays(stage, _stage_data(feed), chunk.index_batches), iterator
+        full = chunk.index_batches.shape[1] == feed.batch_size
+        return steps.run_arrays(stage, _stage_data(feed), chunk.index_batches,
+                                capacity if full else 1), iterator
     ran = steps.run_dataset(stage, iterator, chunk.num_batches)
     while feed.cycles and ran < chunk.num_batches:
         iterator = feed.restart()
@@ -127,7 +131,9 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
     wants_batches = (
         callbacks.needs_train_batch_hooks if training else callbacks.needs_test_batch_hooks
     )
-    sizes = _chunk_sizes(state, sizer, training and callbacks.wants_every_train_batch)
+    one_at_a_time = training and callbacks.wants_every_train_batch
+    sizes = _chunk_sizes(state, sizer, one_at_a_time)
+    capacity = sizer.capacity(feed.steps, one_at_a_time)
     # Reading the metrics of several workers is a collective: every worker reads them after
     # every chunk, whether its own callbacks want them or not (the chief's progress bar does).
     read_each_chunk = wants_batches or is_multi_worker(getattr(state, "strategy", None))
@@ -138,7 +144,7 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
             _batch_hook(callbacks, stage, "begin", chunk.first_batch, None)
         started = time.perf_counter()
         try:
-            ran, iterator = _run_chunk(state, stage, feed, chunk, iterator)
+            ran, iterator = _run_chunk(state, stage, feed, chunk, iterator, capacity)
         except tf.errors.InvalidArgumentError as error:
             if LABEL_CHECK_MARK not in error.message:
                 raise

@@ -83,12 +83,22 @@ class ShapeLog:
         self._rows: dict[int, tf.Variable] = {}
         self._counts: dict[int, tf.Variable] = {}
 
-    def record(self, data) -> None:
-        """Adds the shape of `data` (a nest of tensors) when new; runs in the traced loop."""
+    def record(self, data, rows=None) -> None:
+        """Adds the shape of `data` (a nest of tensors) when new; runs in the traced loop.
+
+        Args:
+            data: the batch, or (with `rows`) the arrays batches are gathered from.
+            rows: the batch size (a scalar tensor) standing for the first dimension of every
+                tensor of `data`: the shape of its batches, without gathering one.
+        """
         tensors = [t for t in tf.nest.flatten(data) if t is not None]
         if any(t.shape.rank is None for t in tensors):
             return  # unknown ranks: no fixed-width row (rare; the log stays silent)
-        shape = tf.concat([tf.shape(t, out_type=tf.int64) for t in tensors], 0)
+        shapes = [tf.shape(t, out_type=tf.int64) for t in tensors]
+        if rows is not None:
+            rows = tf.reshape(tf.cast(rows, tf.int64), [1])
+            shapes = [tf.concat([rows, s[1:]], 0) for s in shapes]
+        shape = tf.concat(shapes, 0)
         width = sum(t.shape.rank for t in tensors)
         rows, count = self._variables(width)
         seen = tf.reduce_any(tf.reduce_all(tf.equal(rows, shape[None]), axis=1))

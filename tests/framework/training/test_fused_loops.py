@@ -1,0 +1,100 @@
+"""Array loops compiled whole by XLA: same numbers as the step-by-step loop, and the ways back."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graphfit as gf
+from graphfit import layers, optimizers
+from graphfit.training import fused_loops
+
+
+def ones(y_true, y_pred):
+    del y_pred
+    return tf.ones_like(tf.cast(y_true, tf.float32))
+
+
+def digit_count(y_true, y_pred):
+    """A metric whose op (AsString) XLA has no kernel for: the loop cannot be fused."""
+    del y_pred
+    text = tf.strings.as_string(tf.cast(y_true, tf.int64))
+    return tf.cast(tf.strings.length(text), tf.float32)
+
+
+def _fit(metric, x, y, **compile_kwargs):
+    gf.set_seed(3)
+    model = gf.Sequential([layers.Dense(16, activation="relu"), layers.Dense(4)],
+                          input_shape=(8,))
+    model.compile(optimizer=optimizers.SGD(0.1, momentum=0.9), metrics=["accuracy", metric],
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=True, steps_per_execution=4, **compile_kwargs)
+    history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, shuffle=False,
+                        validation_data=(x[:40], y[:40]))
+    return model, history.history
+
+
+@pytest.fixture(scope="module")
+def fits():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((100, 8)).astype(np.float32)  # 6 full batches and one of 4
+    y = (x[:, :4].argmax(axis=1)).astype(np.int32)
+    fused = _fit(ones, x, y)
+    stepwise = _fit(digit_count, x, y)
+    return x, y, fused, stepwise
+
+
+def test_a_chunk_is_one_xla_program_and_matches_the_step_by_step_loop(fits):
+    x, _, (fused, fused_logs), (stepwise, stepwise_logs) = fits
+    assert fused.compile_state.steps.loop_kind("train") == "xla_chunk"
+    assert fused.compile_state.steps.loop_kind("val") == "xla_chunk"
+    # The metric XLA cannot compile sent both stages back to per-step XLA; it still counts.
+    assert stepwise.compile_state.steps.loop_kind("train") == "xla_step"
+    assert stepwise.compile_state.steps.loop_kind("val") == "xla_step"
+    assert stepwise_logs["digit_count"] == [1.0, 1.0] and fused_logs["ones"] == [1.0, 1.0]
+    for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+        np.testing.assert_allclose(fused_logs[key], stepwise_logs[key], rtol=1e-5, atol=1e-6)
+    for a, b in zip(fused.get_weights(), stepwise.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # By hand: the fused loop's accuracy is that of the weights after training.
+    logits = fused.predict(x[:40], verbose=0)
+    assert fused.evaluate(x[:40], fits[1][:40], verbose=0, return_dict=True)["accuracy"] == \
+        pytest.approx(float(np.mean(logits.argmax(axis=1) == fits[1][:40])))
+
+
+def test_one_program_serves_every_chunk_size_and_the_loops_trace_once(fits):
+    _, _, (fused, _), _ = fits
+    counts = fused.compile_state.steps.tracing_counts()
+    assert counts["train_arrays"] == 1 and counts["val_arrays"] == 1
+    assert counts["train_step"] == 1 and counts["test_step"] == 1
+
+
+def test_arrays_of_many_lengths_go_back_to_the_step_by_step_loop():
+    loops = fused_loops.FusedArrayLoops(None, None)
+    for length in range(1, fused_loops.MAX_DATA_SIZES + 1):
+        assert loops.accepts("train", (tf.zeros([length, 2]),))
+    assert loops.accepts("train", (tf.zeros([1, 2]),))  # a length already compiled for
+    assert not loops.accepts("train", (tf.zeros([99, 2]),))
+    assert loops.accepts("val", (tf.zeros([99, 2]),))  # each stage counts its own
+    assert not loops.accepts("predict", (tf.zeros([1, 2]),))
+
+
+def test_padding_keeps_the_rows_and_fills_with_the_first_sample():
+    padded = fused_loops.pad_rows(np.array([[5, 6], [7, 8]]), 4)
+    assert padded.dtype == np.int32 and padded.tolist() == [[5, 6], [7, 8], [0, 0], [0, 0]]
+    assert fused_loops.pad_rows(np.array([[1, 2]]), 1).tolist() == [[1, 2]]
+
+
+def test_the_fused_loop_logs_its_batch_shapes_and_auto_drops_xla_when_they_keep_changing():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((24, 3)).astype(np.float32)
+    y = rng.standard_normal((24, 1)).astype(np.float32)
+    model = gf.Sequential([layers.Dense(1)], input_shape=(3,))
+    model.compile("sgd", "mse", jit_compile="auto")
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)  # one shape: 8 rows
+    assert model.compile_state.steps.loop_kind("train") == "xla_chunk"
+    # Batch sizes 7 and 5 add (7, 3), (5, 3) and the last batches (3, 3), (4, 3): too many.
+    model.fit(x, y, batch_size=7, epochs=1, verbose=0)
+    with pytest.warns(UserWarning, match="distinct input shapes"):
+        model.fit(x, y, batch_size=5, epochs=1, verbose=0)
+    assert model.compile_state.steps.loop_kind("train") == "graph"
