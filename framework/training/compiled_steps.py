@@ -275,7 +275,8 @@ class CompiledSteps(step_taps.TapSwitches):
         self._prepare_shape_log(stage, data)
 
         def run():
-            if self.loop_kind(stage) == "xla_chunk" and self._fused.accepts(stage, data):
+            if (self.loop_kind(stage) == "xla_chunk" and capacity >= fused_loops.MIN_FUSED_STEPS
+                    and self._fused.accepts(stage, data)):
                 try:
                     return self._fused.run(stage, data, index_batches, capacity)
                 except tf.errors.InvalidArgumentError as error:
@@ -290,7 +291,8 @@ class CompiledSteps(step_taps.TapSwitches):
         return int(self._in_scope(run))
 
     def loop_kind(self, stage: str) -> str:
-        """How `stage`'s array loop runs: "xla_chunk" (the whole chunk one XLA program),
+        """How `stage`'s array loop runs: "xla_chunk" (the whole chunk one XLA program, for
+        chunks of at least `fused_loops.MIN_FUSED_STEPS` steps; shorter ones run per step),
         "xla_step" (each step an XLA program; metrics and gathers between them) or "graph"
         (a TensorFlow graph; "eager" with run_eagerly)."""
         if self.run_eagerly:

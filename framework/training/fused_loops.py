@@ -24,19 +24,28 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["FusedArrayLoops", "pad_rows", "is_unsupported_op_error", "MAX_DATA_SIZES"]
+__all__ = ["FusedArrayLoops", "pad_rows", "is_unsupported_op_error", "MAX_DATA_SIZES",
+           "MIN_FUSED_STEPS"]
 
 # Distinct array lengths one stage's fused loop compiles for before it gives way.
 MAX_DATA_SIZES = 4
 
-# What TensorFlow says when a jit-compiled function holds an op XLA has no kernel for.
-_UNSUPPORTED_MARK = "Detected unsupported operations when trying to compile graph"
+# The fewest steps per call worth compiling a loop for: a shorter chunk (a small data set, the
+# last partial batch) runs the per-step XLA program, which costs less to compile than a loop
+# saves on a few steps.
+MIN_FUSED_STEPS = 8
+
+# What TensorFlow says when XLA cannot compile a jit-compiled function (before anything ran):
+# an op it has no kernel for, or a shape argument it cannot know at compile time (a user's
+# `for _ in tf.range(n)` with n computed from the batch).
+_COMPILE_FAILURE_MARKS = ("Detected unsupported operations when trying to compile graph",
+                          "must be a compile-time constant", "tf2xla conversion failed")
 
 
 def is_unsupported_op_error(error: Exception) -> bool:
-    """Whether `error` is XLA refusing an op it has no kernel for (nothing ran)."""
-    return isinstance(error, tf.errors.InvalidArgumentError) and \
-        _UNSUPPORTED_MARK in (error.message or "")
+    """Whether `error` is XLA refusing to compile the loop (nothing ran)."""
+    return isinstance(error, tf.errors.InvalidArgumentError) and any(
+        mark in (error.message or "") for mark in _COMPILE_FAILURE_MARKS)
 
 
 def pad_rows(index_batches, capacity: int) -> np.ndarray:
@@ -102,7 +111,7 @@ class FusedArrayLoops:
     def tracing_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for (stage, _), fn in self._loops.items():
-            key = f"{stage}_arrays"
+            key = f"{stage}_arrays_fused"  # beside the per-step loop of short chunks
             counts[key] = counts.get(key, 0) + fn.experimental_get_tracing_count()
         return counts
 

@@ -89,7 +89,8 @@ def test_validate_checks_tf_config_and_starts_no_cluster(tmp_path, monkeypatch, 
 
 @pytest.mark.parametrize("override, accepted", [
     ("training.epochs=5", True), ("distribute=null", True),
-    ("distribute.timeout=30", True), ("training.batch_size=8", False),
+    ("distribute.timeout=30", True), ("training.dtype=mixed_bfloat16", True),
+    ("training.batch_size=8", False),
 ])
 def test_resume_accepts_epochs_and_where_it_runs(override, accepted, tmp_path, monkeypatch,
                                                  capsys):
@@ -101,11 +102,13 @@ def test_resume_accepts_epochs_and_where_it_runs(override, accepted, tmp_path, m
     err = capsys.readouterr().err
     if accepted:
         assert calls and code == 1, err  # reached resume (which fails here on purpose)
-        key = "epochs" if override.startswith("training") else "distribute"
-        assert calls[0][key] in (5, [override])
+        key = {"training.epochs": "epochs", "training.dtype": "dtype"}.get(
+            override.split("=")[0], "distribute")
+        assert calls[0][key] in (5, "mixed_bfloat16", [override])
     else:
         assert code == 2 and not calls
-        assert "only training.epochs=N (an integer) and distribute=..." in err
+        assert ("only training.epochs=N (an integer), training.dtype=P (float32 and the "
+                "mixed policies) and distribute=...") in err
 
 
 def test_lost_worker_message_names_the_peer_and_the_resume_command():

@@ -28,16 +28,16 @@ def _fit(metric, x, y, **compile_kwargs):
                           input_shape=(8,))
     model.compile(optimizer=optimizers.SGD(0.1, momentum=0.9), metrics=["accuracy", metric],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  jit_compile=True, steps_per_execution=4, **compile_kwargs)
+                  jit_compile=True, steps_per_execution=8, **compile_kwargs)
     history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, shuffle=False,
-                        validation_data=(x[:40], y[:40]))
+                        validation_data=(x[:168], y[:168]))  # 10 batches and one of 8
     return model, history.history
 
 
 @pytest.fixture(scope="module")
 def fits():
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((100, 8)).astype(np.float32)  # 6 full batches and one of 4
+    x = rng.standard_normal((200, 8)).astype(np.float32)  # 12 full batches and one of 8
     y = (x[:, :4].argmax(axis=1)).astype(np.int32)
     fused = _fit(ones, x, y)
     stepwise = _fit(digit_count, x, y)
@@ -57,14 +57,16 @@ def test_a_chunk_is_one_xla_program_and_matches_the_step_by_step_loop(fits):
     for a, b in zip(fused.get_weights(), stepwise.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     # By hand: the fused loop's accuracy is that of the weights after training.
-    logits = fused.predict(x[:40], verbose=0)
-    assert fused.evaluate(x[:40], fits[1][:40], verbose=0, return_dict=True)["accuracy"] == \
-        pytest.approx(float(np.mean(logits.argmax(axis=1) == fits[1][:40])))
+    logits = fused.predict(x[:160], verbose=0)
+    assert fused.evaluate(x[:160], fits[1][:160], verbose=0, return_dict=True)["accuracy"] == \
+        pytest.approx(float(np.mean(logits.argmax(axis=1) == fits[1][:160])))
 
 
 def test_one_program_serves_every_chunk_size_and_the_loops_trace_once(fits):
     _, _, (fused, _), _ = fits
     counts = fused.compile_state.steps.tracing_counts()
+    # The chunks of 8 steps run fused, the last partial batches per step: each traced once.
+    assert counts["train_arrays_fused"] == 1 and counts["val_arrays_fused"] == 1
     assert counts["train_arrays"] == 1 and counts["val_arrays"] == 1
     assert counts["train_step"] == 1 and counts["test_step"] == 1
 
