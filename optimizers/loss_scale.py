@@ -34,8 +34,9 @@ import tensorflow as tf
 
 from graphfit.core import autograph_scope, validation
 from graphfit.core.registry import OPTIMIZERS
-from graphfit.core.step_types import ForwardPass, StepBatch
+from graphfit.core.step_types import ForwardPass, StepBatch, loss_and_aux
 from graphfit.core.variables import as_tf_variable
+from graphfit.optimizers.finite_values import all_finite
 from graphfit.optimizers.gradient_record import record_gradients
 from graphfit.optimizers.optimizer import Optimizer
 from graphfit.training import distribution
@@ -80,15 +81,6 @@ def _checked_inner(inner_optimizer) -> Optimizer:
 def _runs_own_minimize(optimizer) -> bool:
     """A second-order optimizer (LevenbergMarquardt) replaces the gradient step."""
     return type(optimizer).minimize is not Optimizer.minimize
-
-
-def _all_finite(gradients) -> tf.Tensor:
-    flags = [tf.reduce_all(tf.math.is_finite(_values(g))) for g in gradients if g is not None]
-    return tf.reduce_all(tf.stack(flags)) if flags else tf.constant(True)
-
-
-def _values(gradient):
-    return gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient
 
 
 def _divided(gradient, scale):
@@ -263,16 +255,13 @@ class LossScaleOptimizer(Optimizer):
         variables = [as_tf_variable(v) for v in variables]
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables)
-            result = loss_fn()
-            if not isinstance(result, (tuple, list)) or len(result) != 2:
-                raise TypeError("loss_fn must return a pair (loss, aux); return (loss, None) "
-                                f"when there is nothing else. Received: {result!r}")
-            loss, aux = result
+            loss, aux = loss_and_aux(loss_fn())
             scaled = self.scale_loss(loss)
         # The global batch's scaled gradients: every replica then agrees on finiteness.
         gradients = distribution.sum_gradients(tape.gradient(scaled, variables))
-        record_gradients([_divided(g, self.loss_scale) for g in gradients], variables)
-        finite = self._apply_scaled(gradients, variables)
+        unscaled = [_divided(g, self.loss_scale) for g in gradients]
+        record_gradients(unscaled, variables)
+        finite = self._apply_unscaled(all_finite(gradients), unscaled, variables)
         if isinstance(aux, ForwardPass):
             aux = aux.skipping_updates(~finite)
         return loss, aux
@@ -286,17 +275,18 @@ class LossScaleOptimizer(Optimizer):
         """
         pairs = [(g, as_tf_variable(v)) for g, v in grads_and_vars]
         if pairs:
-            self._apply_scaled([g for g, _ in pairs], [v for _, v in pairs])
+            gradients = [g for g, _ in pairs]
+            self._apply_unscaled(all_finite(gradients),
+                                 [_divided(g, self.loss_scale) for g in gradients],
+                                 [v for _, v in pairs])
         return self.iterations
 
-    def _apply_scaled(self, gradients, variables) -> tf.Tensor:
-        """Applies `gradients / scale` if all are finite and updates the scale; returns
-        whether they were finite (a scalar bool tensor)."""
-        self.inner_optimizer.build([v for g, v in zip(gradients, variables) if g is not None])
-        finite = _all_finite(gradients)
+    def _apply_unscaled(self, finite, unscaled, variables) -> tf.Tensor:
+        """Applies `unscaled` (the gradients / scale) when the scaled gradients were `finite`
+        and updates the scale; returns `finite` (a scalar bool tensor)."""
+        self.inner_optimizer.build([v for g, v in zip(unscaled, variables) if g is not None])
 
         def apply_finite():
-            unscaled = [_divided(g, self.loss_scale) for g in gradients]
             apply = autograph_scope.convert_user_code(self.inner_optimizer.apply_gradients)
             apply(zip(unscaled, variables))
             self._grow_scale()

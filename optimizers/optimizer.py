@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 import tensorflow as tf
 
 from graphfit.core import autograph_scope
-from graphfit.core.step_types import StepBatch
+from graphfit.core.step_types import StepBatch, loss_and_aux
 from graphfit.core.variables import as_tf_variable
 from graphfit.optimizers import per_example_clipping, schedules, transforms
 from graphfit.optimizers.gradient_record import record_gradients
@@ -335,13 +335,7 @@ class Optimizer(tf.Module):
             return per_example_clipping.minimize(self, clipping, loss_fn, variables, batch)
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables)
-            result = loss_fn()
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise TypeError(
-                "loss_fn must return a pair (loss, aux); return (loss, None) when there is "
-                f"nothing else. Received: {result!r}"
-            )
-        loss, aux = result
+            loss, aux = loss_and_aux(loss_fn())
         gradients = tape.gradient(loss, variables)
         # Under a tf.distribute strategy: the global batch's gradient, before any transform.
         gradients = distribution.sum_gradients(gradients)

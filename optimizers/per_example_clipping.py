@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import autograph_scope, validation
-from graphfit.core.step_types import StepBatch
+from graphfit.core.step_types import StepBatch, loss_and_aux
 from graphfit.optimizers import transforms
 from graphfit.optimizers.gradient_record import record_gradients
 
@@ -198,10 +198,8 @@ def minimize(optimizer, clipping: PerExampleClipping, loss_fn, variables,
             "loss: train with model.compile(optimizer=...) and model.fit, whose training step "
             "passes the batch to optimizer.minimize(loss_fn, variables, batch)."
         )
-    result = loss_fn()  # the loss and outputs to report, and the update hooks, as usual
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise TypeError("loss_fn must return a pair (loss, aux); return (loss, None) when there "
-                        f"is nothing else. Received: {result!r}")
+    # The loss and outputs to report, and the update hooks, as usual.
+    result = loss_and_aux(loss_fn())
     from graphfit.autodiff import (
         per_example as autodiff_per_example,  # graphfit imports the optimizers package
     )

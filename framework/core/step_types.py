@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-__all__ = ["StepBatch", "ForwardPass", "StepResult", "unpack_data"]
+__all__ = ["StepBatch", "ForwardPass", "StepResult", "unpack_data", "loss_and_aux"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,3 +109,15 @@ def unpack_data(data) -> tuple:
         )
     data = data + (None,) * (3 - len(data))
     return data[0], data[1], data[2]
+
+
+def loss_and_aux(result) -> tuple[Any, Any]:
+    """What an optimizer's `loss_fn` returned, checked to be the pair `(loss, aux)`.
+
+    Raises:
+        TypeError: for anything else, saying how to return it.
+    """
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise TypeError("loss_fn must return a pair (loss, aux); return (loss, None) when there "
+                        f"is nothing else. Received: {result!r}")
+    return tuple(result)

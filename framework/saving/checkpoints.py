@@ -308,15 +308,15 @@ class Checkpointer:
         self._manager(which)
         model, optimizer = self.model, self._optimizer
         self._records.assign("")
+        saved = tf.train.load_checkpoint(path).get_variable_to_shape_map()  # read once
         # Checkpoints written before records were saved have none: do not ask for them.
-        has_records = tf.train.load_checkpoint(path).has_tensor(_RECORDS_KEY)
-        objects = _present_in(path, self._objects(optimizer, records=has_records))
+        objects = _present_in(saved, self._objects(optimizer, records=_RECORDS_KEY in saved))
         checkpoint = tf.train.Checkpoint(**objects)
         built = getattr(model, "built_input_spec", None) is not None
         if not built:
             checkpoint.read(path).expect_partial()
             return self._restored(path)
-        if optimizer is not None and _holds_slots(path):
+        if optimizer is not None and _holds_slots(saved):
             optimizer.build(model.trainable_variables)  # restore fills these slots
         variables = _variables_of(model, optimizer, self.fit_state, self._best_value)
         before = [v.numpy() for v in variables]
@@ -348,18 +348,17 @@ def _optimizer_parts(optimizer) -> dict:
     return {} if optimizer is None else dict(parts()) if parts else {"optimizer": optimizer}
 
 
-def _present_in(path: str, objects: dict) -> dict:
-    """`objects` less an optional part ("loss_scale") that the checkpoint does not hold: it
-    keeps its value."""
-    saved = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+def _present_in(saved: dict, objects: dict) -> dict:
+    """`objects` less an optional part ("loss_scale") that the checkpoint (`saved`: its
+    variable names) does not hold: it keeps its value."""
     return {k: v for k, v in objects.items()
             if k != "loss_scale" or any(key.startswith(k + "/") for key in saved)}
 
 
-def _holds_slots(path: str) -> bool:
-    """Whether the checkpoint holds optimizer slots (not so if the optimizer never ran)."""
-    return any(name.startswith("optimizer/_slots/")
-               for name in tf.train.load_checkpoint(path).get_variable_to_shape_map())
+def _holds_slots(saved: dict) -> bool:
+    """Whether the checkpoint (`saved`: its variable names) holds optimizer slots (not so if
+    the optimizer never ran)."""
+    return any(name.startswith("optimizer/_slots/") for name in saved)
 
 
 def _variables_of(model, optimizer, state, best) -> list[tf.Variable]:

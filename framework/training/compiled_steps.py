@@ -275,8 +275,8 @@ class CompiledSteps(step_taps.TapSwitches):
         self._prepare_shape_log(stage, data)
 
         def run():
-            if (self.loop_kind(stage) == "xla_chunk" and capacity >= fused_loops.MIN_FUSED_STEPS
-                    and self._fused.accepts(stage, data)):
+            if self.loop_kind(stage) == "xla_chunk" and self._fused.accepts(stage, data,
+                                                                            capacity):
                 try:
                     return self._fused.run(stage, data, index_batches, capacity)
                 except tf.errors.InvalidArgumentError as error:

@@ -87,9 +87,11 @@ class FusedArrayLoops:
         self._lengths: dict[str, set] = {}
         self.refused: set[str] = set()  # stages whose loop XLA could not compile
 
-    def accepts(self, stage: str, data: tuple) -> bool:
-        """Whether `stage` runs fused on `data` (not refused; few enough array lengths)."""
-        if stage not in ("train", "val", "test") or stage in self.refused:
+    def accepts(self, stage: str, data: tuple, capacity: int = MIN_FUSED_STEPS) -> bool:
+        """Whether `stage` runs fused on `data` in chunks of up to `capacity` steps (not
+        refused; chunks long enough, `MIN_FUSED_STEPS`; few enough array lengths)."""
+        if (stage not in ("train", "val", "test") or stage in self.refused
+                or capacity < MIN_FUSED_STEPS):
             return False
         lengths = self._lengths.setdefault(stage, set())
         length = int(tf.nest.flatten(data)[0].shape[0])

@@ -15,19 +15,16 @@ from typing import Callable
 
 import tensorflow as tf
 
-__all__ = ["all_finite", "gated_step"]
+from graphfit.optimizers.finite_values import all_finite
+
+__all__ = ["gated_step"]
 
 
-def all_finite(tensors) -> tf.Tensor:
-    """Whether every element of every tensor is finite (a scalar bool tensor)."""
-    flags = [tf.reduce_all(tf.math.is_finite(t)) for t in tensors if t is not None]
-    return tf.reduce_all(tf.stack(flags)) if flags else tf.constant(True)
-
-
-def gated_step(converged, start_values: list, finite_start, linearize: Callable,
+def gated_step(converged, start_values: list, start_numbers: list, linearize: Callable,
                trials: Callable) -> tuple[list, tf.Tensor]:
     """`(values, applied)` of one step: `start_values` ([loss, *aux tensors] of the start)
-    when converged or not finite, else `trials(linearize())` when that system is finite.
+    when converged or when `start_numbers` (the start's loss and gradient) are not all finite,
+    else `trials(linearize())` when that system is finite.
 
     `applied` is False exactly when the step was skipped for non-finite numbers (a step
     skipped because LM converged counts as applied, as it always has).
@@ -40,5 +37,6 @@ def gated_step(converged, start_values: list, finite_start, linearize: Callable,
         ok = all_finite([system.b, system.diag])
         return tf.cond(ok, lambda: [*trials(system), tf.constant(True)], skip(False))
 
+    finite_start = all_finite(start_numbers)
     out = tf.cond(converged | ~finite_start, skip(finite_start), step)
     return out[:-1], out[-1]

@@ -294,7 +294,7 @@ class LevenbergMarquardt(Optimizer):
 
         if self.skip_non_finite_steps:  # under LossScaleOptimizer (float16)
             out, applied = lm_finite.gated_step(
-                self._converged, skip(), lm_finite.all_finite([loss0, *gradients]),
+                self._converged, skip(), [loss0, *gradients],
                 linearize, trials)
             self._iterations.assign_add(tf.cast(applied, tf.int64))
             return out[0], rebuild(out[1:]).skipping_updates(~applied)
