@@ -16,7 +16,7 @@ import tensorflow as tf
 from graphfit.core.context_stack import ContextStack
 from graphfit.core.variables import as_tf_variable
 
-__all__ = ["collect_gradients", "record_gradients"]
+__all__ = ["collect_gradients", "record_gradients", "recording"]
 
 _records: ContextStack[dict] = ContextStack()
 
@@ -31,6 +31,12 @@ def collect_gradients() -> Iterator[dict]:
     """
     with _records.push({}) as record:
         yield record
+
+
+def recording() -> bool:
+    """Whether a `collect_gradients` block is open: a `minimize` that can skip computing the
+    loss gradient (Levenberg–Marquardt has it from its Jacobian) computes it only then."""
+    return _records.top() is not None
 
 
 def record_gradients(gradients: Sequence[Any], variables: Sequence[tf.Variable]) -> None:

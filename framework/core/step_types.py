@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-__all__ = ["StepBatch", "ForwardPass", "StepResult", "unpack_data", "loss_and_aux"]
+__all__ = ["StepBatch", "ForwardPass", "StepResult", "unpack_data", "loss_and_aux",
+           "reads_backward_pass"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,3 +122,11 @@ def loss_and_aux(result) -> tuple[Any, Any]:
         raise TypeError("loss_fn must return a pair (loss, aux); return (loss, None) when there "
                         f"is nothing else. Received: {result!r}")
     return tuple(result)
+
+
+def reads_backward_pass(loss_fn) -> bool:
+    """Whether `loss_fn` reads the backward pass of its first call (activation gradient taps
+    do: they set `loss_fn.reads_backward_pass = True`), so an optimizer that could do without
+    differentiating the loss (Levenberg–Marquardt, which has the gradient from its Jacobian)
+    must differentiate it anyway."""
+    return bool(getattr(loss_fn, "reads_backward_pass", False))

@@ -173,6 +173,8 @@ class ActivationTaps:
 class _TappedLossFn:
     """`loss_fn` whose first call in the step's graph taps the layers' output gradients."""
 
+    reads_backward_pass = True  # see core.step_types.reads_backward_pass
+
     def __init__(self, taps: ActivationTaps, loss_fn: Callable):
         self._taps = taps
         self._loss_fn = loss_fn

@@ -10,8 +10,9 @@ import tensorflow as tf
 
 from graphfit.core import validation
 from graphfit.core.registry import OPTIMIZERS
-from graphfit.core.step_types import ForwardPass, StepBatch
+from graphfit.core.step_types import ForwardPass, StepBatch, reads_backward_pass
 from graphfit.core.variables import as_tf_variable
+from graphfit.optimizers import gradient_record
 from graphfit.optimizers.gradient_record import record_gradients
 from graphfit.optimizers.levenberg_marquardt import conjugate_gradient as lm_cg
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
@@ -257,7 +258,11 @@ class LevenbergMarquardt(Optimizer):
                     "loss with a residuals(y_true, y_pred) method (optimizers.ResidualLoss)."
                 )
         linear = None  # linearized in the step below; under a strategy, by every replica
-        if batch.replicas is None:
+        if batch.replicas is None and not self._needs_loss_gradient(solver, loss_fn):
+            # JᵀJ's linearization gives b = Jᵀr = ½∇f itself.
+            loss0, aux0 = loss_fn()
+            gradients = None
+        elif batch.replicas is None:
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 tape.watch(variables)
                 loss0, aux0 = loss_fn()
@@ -270,7 +275,8 @@ class LevenbergMarquardt(Optimizer):
 
             loss0, aux0, gradients, linear = lm_replicas.first_pass_on_replicas(
                 batch, variables, n, linearize_slice, self._converged)
-        record_gradients(gradients, variables)
+        if gradients is not None:
+            record_gradients(gradients, variables)
         flat0, rebuild = split_aux(aux0)
         if not isinstance(aux0, ForwardPass):
             raise TypeError(
@@ -301,6 +307,14 @@ class LevenbergMarquardt(Optimizer):
         out = tf.cond(self._converged, skip, lambda: trials(linearize()))
         self._iterations.assign_add(1)
         return out[0], rebuild(out[1:])
+
+    def _needs_loss_gradient(self, solver: str, loss_fn) -> bool:
+        """Whether the step differentiates the loss with a tape: for TensorBoard's gradient
+        and activation gradient taps, the cg solver's right-hand side, and the finiteness
+        test of skipped steps; otherwise the direct solver's b = Jᵀr is the gradient (half of
+        it), and the step saves a backward pass."""
+        return (solver == "cg" or self.skip_non_finite_steps or gradient_record.recording()
+                or reads_backward_pass(loss_fn))
 
     def _linearize(self, batch, variables, n, gradients, y_pred0, whole_batch: bool = True):
         """The `update.Linearization` of `batch` at the variables' values. `whole_batch`

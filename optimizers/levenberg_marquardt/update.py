@@ -82,7 +82,9 @@ def linearize(rows_for: Callable, data, num_examples, chunk: int,
         chunk: examples per chunk of the Jacobian (`jacobian.chunk_examples`).
         variables: the trained variables.
         mode: the Jacobian mode, "per_example", "reverse" or "forward".
-        gradients: the loss gradient, one tensor per variable (from the step's tape).
+        gradients: the loss gradient, one tensor per variable (from the step's tape), or
+            None: then b is Cᵀρ, which equals ½∇f (the step then runs no backward pass
+            of the loss; see `residuals`).
         allow_under: False keeps the overdetermined form (JᵀJ) even when m < n.
 
     Returns:
@@ -93,6 +95,8 @@ def linearize(rows_for: Callable, data, num_examples, chunk: int,
         rows_for, data, num_examples, chunk, variables, mode, f64, allow_under)
     # b = ½∇f: the true gradient overdetermined; Cᵀρ in the m × m system, which solves
     # exactly that system.
+    if gradients is None:  # Cᵀρ: ½∇f overdetermined, exactly (see residuals.py)
+        return Linearization(matrix, g_lin, rho, diag, under)
     grad = tf.concat([tf.reshape(tf.cast(g, f64), [-1]) for g in gradients], 0)
     # Where the true gradient overflowed, Cᵀρ (non-finite derivatives counted as zero).
     b = tf.where(under | ~tf.math.is_finite(grad), g_lin, 0.5 * grad)

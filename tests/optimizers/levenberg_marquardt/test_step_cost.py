@@ -21,7 +21,9 @@ from graphfit import layers, optimizers
 # overflowed Jacobian only when JᵀJ's diagonal is not finite).
 MAX_FUNCTIONS = 14
 MAX_CONTROL_FLOW = 7  # If / StatelessIf / While ops, nested ones included
-MAX_NODES = 1200  # all nodes, the library's included
+# All nodes, the library's included: 1089 (1170 before the step stopped differentiating
+# the loss itself, whose gradient b = Jᵀr the Jacobian already gives).
+MAX_NODES = 1120
 
 
 @pytest.fixture(scope="module")
