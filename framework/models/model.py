@@ -358,8 +358,10 @@ class Model(Layer):
             shuffle: a new order of the samples every epoch (arrays only).
             initial_epoch: the epoch to start from (resuming).
             sample_weight: per-sample weights for the loss and the metrics.
-            steps_per_epoch, validation_steps, test_steps: batches per pass for datasets
-                (needed for datasets that repeat forever).
+            steps_per_epoch, validation_steps, test_steps: batches per epoch (per
+                evaluation), for arrays and datasets alike: the epochs then carry on through
+                the data, starting a new (reshuffled) pass where one ends (needed for datasets
+                that repeat forever). Default: one pass.
             validation_freq, test_freq: evaluate every so many epochs.
             check_finite: refuse data with NaN or infinite values (arrays only).
             cache_frozen: compute the frozen leading layers' outputs once (per data set,
@@ -391,7 +393,8 @@ class Model(Layer):
             batch_size: samples per step; None puts all samples in one batch.
             verbose: 0 silent, 1 progress bar; "auto" is 1.
             sample_weight: per-sample weights for the loss and the weighted metrics.
-            steps: batches to read from a Dataset (default: until it ends).
+            steps: batches to evaluate (default: one pass over the data); more than a pass
+                holds starts another.
             callbacks: callbacks; their test hooks receive `stage`.
             return_dict: return {"loss": ..., metric: ...} instead of a list.
             stage: "test" (default) or "val": whose metric state is used and reported.
@@ -421,7 +424,8 @@ class Model(Layer):
             x: arrays (a dict or list of them for several inputs) or a Dataset of x batches.
             batch_size: samples per step; None puts all samples in one batch.
             verbose: 0 silent, 1 progress bar; "auto" is 1.
-            steps: batches to read from a Dataset (default: until it ends).
+            steps: batches to predict (default: until the data ends); arrays stop at their
+                end.
             callbacks: callbacks; their predict hooks are called.
 
         Returns:

@@ -130,14 +130,18 @@ class ArrayFeed:
     Args:
         x, y, sample_weight: numpy arrays (or dicts/lists of them), one row per sample.
         batch_size: samples per step; None puts all samples in one batch.
-        shuffle: draw a new permutation of the samples every epoch.
-        seed: with the epoch number, fixes each epoch's permutation (reproducible, resumable).
+        shuffle: draw a new permutation of the samples every pass over them.
+        seed: with the pass number, fixes each pass's permutation (reproducible, resumable).
+        steps: batches per epoch (`steps_per_epoch`, `steps`), as for a dataset: the epochs
+            then run on through the passes over the data, each pass drawing its own
+            permutation, so epoch e runs the batches e·steps ... (e+1)·steps − 1 of that
+            stream and all the data is seen. None: an epoch is one pass.
     """
 
     is_dataset = False
 
     def __init__(self, x, y, sample_weight, batch_size: int | None, shuffle: bool, seed: int,
-                 names=("x", "y")):
+                 names=("x", "y"), steps: int | None = None):
         self.x, self.y, self.sample_weight = x, y, sample_weight
         self.names = names
         self.num_samples = int(np.shape(tf.nest.flatten(x)[0])[0])
@@ -145,7 +149,9 @@ class ArrayFeed:
                            else min(batch_size, self.num_samples))
         self.shuffle = shuffle
         self.seed = seed
-        self.steps = math.ceil(self.num_samples / self.batch_size)
+        self.batches_per_pass = math.ceil(self.num_samples / self.batch_size)
+        self.fixed_steps = steps
+        self.steps = self.batches_per_pass if steps is None else steps
         self._tensors = None
 
     @property
@@ -165,23 +171,43 @@ class ArrayFeed:
             )
         return self._tensors
 
+    def keep_first_batches(self, steps: int) -> None:
+        """Runs only the first `steps` batches of the data, at most one pass (`predict`'s
+        `steps`: each sample predicted at most once)."""
+        self.fixed_steps = self.steps = min(steps, self.batches_per_pass)
+
     def chunks(self, epoch: int, sizes: Iterator[int]) -> Iterator[Chunk]:
         """The epoch's batches, grouped into chunks whose sizes `sizes` yields one by one.
 
-        The last, smaller batch (if any) is a chunk of its own: rows of a chunk share one size.
+        A pass's last, smaller batch (if any) is a chunk of its own: rows of a chunk share one
+        size.
         """
+        if self.fixed_steps is None:
+            yield from self._pass_chunks(epoch, 0, self.batches_per_pass, 0, sizes)
+            return
+        start, end = epoch * self.steps, (epoch + 1) * self.steps  # in the stream of batches
+        while start < end:
+            number, first = divmod(start, self.batches_per_pass)
+            stop = min(self.batches_per_pass, first + end - start)
+            yield from self._pass_chunks(number, first, stop, start - epoch * self.steps, sizes)
+            start += stop - first
+
+    def _pass_chunks(self, number: int, first: int, stop: int, offset: int,
+                     sizes: Iterator[int]) -> Iterator[Chunk]:
+        """Chunks of the batches `first` ... `stop` − 1 of pass `number` over the samples;
+        `offset`: the epoch's count of batches before them."""
         order = np.arange(self.num_samples, dtype=np.int32)
         if self.shuffle:
-            order = np.random.default_rng([self.seed, epoch]).permutation(order).astype(np.int32)
+            order = np.random.default_rng([self.seed, number]).permutation(order).astype(np.int32)
         full = self.num_samples // self.batch_size
         rows = order[: full * self.batch_size].reshape(full, self.batch_size)
-        start = 0
-        while start < full:
-            size = max(1, min(next(sizes), full - start))
-            yield Chunk(start, size, rows[start : start + size])
+        start = first
+        while start < min(stop, full):
+            size = max(1, min(next(sizes), min(stop, full) - start))
+            yield Chunk(offset + start - first, size, rows[start : start + size])
             start += size
-        if full * self.batch_size < self.num_samples:
-            yield Chunk(full, 1, order[full * self.batch_size :][None, :])
+        if stop > full:  # the smaller last batch
+            yield Chunk(offset + full - first, 1, order[full * self.batch_size :][None, :])
 
 
 class DatasetFeed:
@@ -308,4 +334,4 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
     input_checks.check_same_length({k: v for k, v in named.items() if v is not None})
     if check_finite:
         input_checks.check_finite(named)
-    return ArrayFeed(x, y, sample_weight, batch_size, shuffle, seed, names)
+    return ArrayFeed(x, y, sample_weight, batch_size, shuffle, seed, names, steps)

@@ -323,6 +323,7 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
     verbose = validation.verbosity(verbose, allow_auto=True)
     if y is None and default_step and not isinstance(x, tf.data.Dataset):
         raise ValueError("evaluate() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
+    validation.positive_int("steps", steps, allow_none=True)
     feed = make_feed(model, x, y, sample_weight, batch_size=batch_size, steps=steps,
                      check_finite=check_finite, steps_argument="steps")
     _prepare(model, state, feed, stage)
@@ -339,7 +340,10 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
     if isinstance(x, tf.data.Dataset):
         feed = make_feed(model, x, batch_size=None, steps=steps, steps_argument="steps")
     else:
+        validation.positive_int("steps", steps, allow_none=True)
         feed = make_feed(model, x, batch_size=batch_size, check_finite=False)
+        if steps is not None:
+            feed.keep_first_batches(steps)
     state = model.state_for_predict()
     with distribution.strategy_scope(getattr(state, "strategy", None)):  # mirrored weights
         model.build_for(feed.element_spec[0], feed.names[0])

@@ -228,6 +228,47 @@ def test_fixed_steps_per_epoch_walk_through_a_finite_dataset(digits):
     assert seen == [0, 2, 4, 6, 8, 0]  # the epochs carry on through the data, then wrap
 
 
+def _epoch_rows(feed, epoch):
+    import itertools
+
+    chunks = list(feed.chunks(epoch, itertools.repeat(2)))
+    assert [c.first_batch for c in chunks] == list(
+        itertools.accumulate([0] + [c.num_batches for c in chunks[:-1]]))
+    return [list(row) for c in chunks for row in c.index_batches]
+
+
+def test_steps_per_epoch_on_arrays_carries_on_through_reshuffled_passes():
+    from graphfit.training.feeds import ArrayFeed
+
+    # 7 samples in batches of 3: passes of [3, 3, 1]; 2 batches per epoch.
+    feed = ArrayFeed(np.zeros((7, 1)), None, None, 3, shuffle=True, seed=5, steps=2)
+    rows = [_epoch_rows(feed, epoch) for epoch in range(6)]
+    assert [len(r) for r in rows] == [2] * 6 and feed.steps == 2
+    stream = [row for epoch in rows for row in epoch]
+    for start in range(0, 12, 3):  # every pass holds each sample once, in a new order
+        assert sorted(sum(stream[start:start + 3], [])) == list(range(7))
+    assert stream[0:3] != stream[3:6]
+    assert _epoch_rows(feed, 4) == rows[4]  # an epoch's batches follow from its number
+    # Without steps: one pass per epoch, as before (the permutation of [seed, epoch]).
+    plain = ArrayFeed(np.zeros((7, 1)), None, None, 3, shuffle=True, seed=5)
+    order = np.random.default_rng([5, 1]).permutation(7)
+    assert _epoch_rows(plain, 1) == [list(order[:3]), list(order[3:6]), list(order[6:])]
+
+
+def test_steps_on_arrays_limit_fit_evaluate_and_predict_as_in_keras(digits):
+    x, y = digits
+    model = _compile(_mlp())
+    model.fit(x[:100], y[:100], batch_size=10, epochs=2, steps_per_epoch=3, verbose=0)
+    assert int(model.optimizer.iterations) == 6  # as keras.Model.fit counts them
+    first_two = model.evaluate(x[:20], y[:20], batch_size=10, verbose=0)
+    assert model.evaluate(x[:100], y[:100], batch_size=10, steps=2, verbose=0) == \
+        pytest.approx(first_two, rel=1e-6)
+    assert model.predict(x[:100], batch_size=10, steps=2, verbose=0).shape == (20, 10)
+    assert model.predict(x[:30], batch_size=10, steps=9, verbose=0).shape == (30, 10)
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        model.predict(x[:30], steps=0, verbose=0)
+
+
 def test_auto_grouping_runs_single_steps_for_batch_callbacks(digits):
     x, y = digits
 
