@@ -24,6 +24,7 @@ __all__ = [
     "ConvergenceTests",
     "convergence_code",
     "convergence_tests",
+    "describe",
     "gradient_converged",
 ]
 
@@ -105,3 +106,31 @@ def gradient_converged(b: tf.Tensor, diag: tf.Tensor, f0: tf.Tensor, gtol: float
     cosines = tf.where(column_norms > 0, tf.abs(b) / (column_norms * tf.sqrt(
         tf.maximum(f0, tf.constant(1e-300, f0.dtype)))), tf.zeros_like(b))
     return tf.logical_or(tf.reduce_max(cosines) <= gtol, tf.logical_not(tf.reduce_any(b != 0)))
+
+
+def describe(code: int, ftol: float, xtol: float, gtol: float, eps: float | None) -> str:
+    """The stop message of convergence code `code`, naming the tolerance that applied: a
+    tolerance below `eps` (the model dtype's machine epsilon; None before a step) acts as eps.
+
+    Example:
+
+        >>> message = describe(XTOL, 1e-15, 1e-15, 1e-15, 2**-23)
+        >>> message.split(": ", 1)[1]
+        "relative step size below xtol=1.19209e-07 (xtol=1e-15 is below the model dtype..."
+        >>> describe(GTOL, 1e-15, 1e-15, 1e-10, 2**-52)
+        'LevenbergMarquardt converged: gradient orthogonal to the residuals within gtol=1e-10'
+    """
+    def tolerance(name: str, value: float) -> str:
+        if eps is None or value >= eps:
+            return f"{name}={value:g}"
+        return f"{name}={eps:g} ({name}={value:g} is below the model dtype's machine epsilon)"
+
+    loss = f"relative reduction of the loss below {tolerance('ftol', ftol)}"
+    step = f"relative step size below {tolerance('xtol', xtol)}"
+    return "LevenbergMarquardt converged: " + {
+        FTOL: loss,
+        XTOL: step,
+        FTOL_AND_XTOL: f"{loss} and {step}",
+        GTOL: f"gradient orthogonal to the residuals within gtol={gtol:g}",
+        STALLED: "no step reduces the loss, with the damping at its maximum",
+    }.get(code, f"reason {code}")

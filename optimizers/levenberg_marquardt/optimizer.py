@@ -24,14 +24,7 @@ from graphfit.optimizers.levenberg_marquardt import replicas as lm_replicas
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 from graphfit.optimizers.levenberg_marquardt import trial as lm_trial
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
-from graphfit.optimizers.levenberg_marquardt.convergence import (
-    FTOL,
-    FTOL_AND_XTOL,
-    GTOL,
-    NOT_CONVERGED,
-    STALLED,
-    XTOL,
-)
+from graphfit.optimizers.levenberg_marquardt.convergence import NOT_CONVERGED
 from graphfit.optimizers.levenberg_marquardt.forward_values import examples_independent, split_aux
 from graphfit.optimizers.optimizer import Optimizer
 
@@ -156,6 +149,7 @@ class LevenbergMarquardt(Optimizer):
         self._converged = self.add_variable("converged", False, tf.bool)
         self._reason = self.add_variable("convergence_reason", NOT_CONVERGED, tf.int32)
         self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
+        self._eps = None  # the machine epsilon of the trained variables, set by a step
         self._per_size: dict[str, dict[str, tf.Variable]] = {}  # n → its scale, cg_start
 
     # ---------------------------------------------------------------------------- state
@@ -201,14 +195,7 @@ class LevenbergMarquardt(Optimizer):
         code = int(self._reason.numpy())
         self._converged.assign(False)
         self._reason.assign(NOT_CONVERGED)
-        return "LevenbergMarquardt converged: " + {
-            FTOL: f"relative reduction of the loss below ftol={self.ftol:g}",
-            XTOL: f"relative step size below xtol={self.xtol:g}",
-            FTOL_AND_XTOL: f"relative reduction of the loss below ftol={self.ftol:g} and "
-                           f"relative step size below xtol={self.xtol:g}",
-            GTOL: f"gradient orthogonal to the residuals within gtol={self.gtol:g}",
-            STALLED: "no step reduces the loss, with the damping at its maximum",
-        }.get(code, f"reason {code}")
+        return lm_convergence.describe(code, self.ftol, self.xtol, self.gtol, self._eps)
 
     # ----------------------------------------------------------------------------- step
 
@@ -338,6 +325,7 @@ class LevenbergMarquardt(Optimizer):
         (`trial.trial_loop`). Returns `[loss, *aux tensors]` of the point the step ends on."""
         eps = float(np.finfo(np.float32 if any(v.dtype == tf.float32 for v in variables)
                              else np.float64).eps)
+        self._eps = eps  # for the stop message (Python: once per trace)
         # Both solvers scale by the running maximum of diag(JᵀJ) (for cg, of its estimate).
         scale = lm_damping.running_scale(self._scale.read_value(), linear.diag)
         self._scale.assign(scale)

@@ -438,6 +438,18 @@ def test_convergence_stops_fit_and_says_why():
     assert len(again.epoch) == 1 and again.stop_reason.startswith("LevenbergMarquardt")
 
 
+def test_the_stop_message_names_the_tolerance_that_applied_in_float32():
+    x = np.linspace(-1, 1, 30, dtype="float32")[:, None]
+    y = 3 * x - 1 + 0.01 * np.sin(20 * x)
+    model = gf.Sequential([layers.Dense(1)], input_shape=(1,))
+    model.compile(optimizer=_lm(), loss="mse", jit_compile=False)
+    model.fit(x, y, batch_size=None, epochs=100, verbose=0)
+    # ftol=1e-15 and xtol=1e-10 act as float32's machine epsilon, and the message says so.
+    eps = f"{np.finfo(np.float32).eps:g}"
+    assert f"loss below ftol={eps} (ftol=1e-15 is below the model dtype's machine " \
+           f"epsilon)" in model.stop_reason, model.stop_reason
+
+
 def test_weighted_residual_loss_gives_weighted_least_squares():
     x = np.linspace(0, 2, 20)[:, None]
     y = 1.5 * x + 0.3 + 0.05 * np.cos(7 * x)
