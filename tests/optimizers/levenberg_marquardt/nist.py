@@ -1,10 +1,16 @@
-"""A reader for NIST StRD nonlinear-regression files (`.dat`), and NIST's accuracy measure.
+"""A reader for NIST StRD nonlinear-regression files (`.dat`), their models as formulas, and
+NIST's accuracy measure.
 
 A file states, in its header, the line ranges of its parts ("Starting Values (lines 41 to
 42)", "Certified Values (lines 41 to 47)", "Data (lines 61 to 74)"); the parameter lines read
 `b1 = start1 start2 certified standard_deviation`, followed by the residual sum of squares
-and other certified statistics, and the data columns are `y x`. The NIST files are public
-domain (U.S. government work); copies of the sixteen used by the tests are in `nist_data/`.
+and other certified statistics, and the data columns are `y x` (`y x1 x2` for Nelson). The
+NIST files are public domain (U.S. government work); copies of all 27 StRD nonlinear problems
+are in `nist_data/` (line ends and trailing blanks normalized, numbers as NIST wrote them):
+`PROBLEMS`, the sixteen the LM tests fit, and `MORE_PROBLEMS`, the eleven others, which only
+the benchmark (`benchmarks/lm_nist.py`) fits, as a check on problems the defaults were not
+chosen on. `FORMULAS` writes each model as a `graphfit.layers.Formula` expression;
+`NistProblem.response` is what it predicts (log y for Nelson, whose model is for log[y]).
 
 Example:
 
@@ -15,6 +21,11 @@ Example:
     'y = b1*(1-exp[-b2*x])'
     >>> round(log_relative_error(238.94, problem.certified[0]), 2)
     5.05
+    >>> nelson = read(DATA / "Nelson.dat")
+    >>> nelson.expression, nelson.x.shape
+    ('log[y] = b1 - b2*x1 * exp[-b3*x2]', (128, 2))
+    >>> bool(np.array_equal(nelson.response, np.log(nelson.y)))
+    True
 """
 
 from __future__ import annotations
@@ -26,15 +37,58 @@ import re
 
 import numpy as np
 
-__all__ = ["NistProblem", "read", "log_relative_error", "DATA", "PROBLEMS"]
+__all__ = ["NistProblem", "read", "log_relative_error", "DATA", "PROBLEMS", "MORE_PROBLEMS",
+           "FORMULAS"]
 
 DATA = pathlib.Path(__file__).with_name("nist_data")
 PROBLEMS = ["Misra1a", "Misra1b", "Chwirut1", "Chwirut2", "Lanczos3", "Gauss1", "Gauss2",
             "DanWood", "Eckerle4", "Rat42", "Rat43", "Thurber", "MGH09", "MGH10", "BoxBOD",
             "Bennett5"]
+# The other eleven StRD nonlinear problems: not fitted by the tests (their time), only by the
+# benchmark, and never used to choose LevenbergMarquardt's defaults.
+MORE_PROBLEMS = ["Misra1c", "Misra1d", "Lanczos1", "Lanczos2", "Gauss3", "Kirby2", "Hahn1",
+                 "MGH17", "Roszman1", "ENSO", "Nelson"]
+
+_LANCZOS = "b1*exp(-b2*x) + b3*exp(-b4*x) + b5*exp(-b6*x)"
+_GAUSS = "b1*exp(-b2*x) + b3*exp(-(x-b4)**2/b5**2) + b6*exp(-(x-b7)**2/b8**2)"
+_RATIONAL_CUBIC = "(b1 + b2*x + b3*x**2 + b4*x**3) / (1 + b5*x + b6*x**2 + b7*x**3)"
+_ENSO = ("b1 + b2*cos(2*pi*x/12) + b3*sin(2*pi*x/12) + b5*cos(2*pi*x/b4) + b6*sin(2*pi*x/b4)"
+         " + b8*cos(2*pi*x/b7) + b9*sin(2*pi*x/b7)")
+# Each model as a `layers.Formula` expression (NIST's `exp[...]` written `exp(...)`).
+FORMULAS = {
+    "Misra1a": "b1*(1-exp(-b2*x))",
+    "Misra1b": "b1 * (1-(1+b2*x/2)**(-2))",
+    "Chwirut1": "exp(-b1*x)/(b2+b3*x)",
+    "Chwirut2": "exp(-b1*x)/(b2+b3*x)",
+    "Lanczos3": _LANCZOS,
+    "Gauss1": _GAUSS,
+    "Gauss2": _GAUSS,
+    "DanWood": "b1*x**b2",
+    "Eckerle4": "(b1/b2) * exp(-0.5*((x-b3)/b2)**2)",
+    "Rat42": "b1 / (1+exp(b2-b3*x))",
+    "Rat43": "b1 / ((1+exp(b2-b3*x))**(1/b4))",
+    "Thurber": _RATIONAL_CUBIC,
+    "MGH09": "b1*(x**2+x*b2) / (x**2+x*b3+b4)",
+    "MGH10": "b1 * exp(b2/(x+b3))",
+    "BoxBOD": "b1*(1-exp(-b2*x))",
+    "Bennett5": "b1 * (b2+x)**(-1/b3)",
+    "Misra1c": "b1 * (1-(1+2*b2*x)**(-0.5))",
+    "Misra1d": "b1*b2*x*((1+b2*x)**(-1))",
+    "Lanczos1": _LANCZOS,
+    "Lanczos2": _LANCZOS,
+    "Gauss3": _GAUSS,
+    "Kirby2": "(b1 + b2*x + b3*x**2) / (1 + b4*x + b5*x**2)",
+    "Hahn1": _RATIONAL_CUBIC,
+    "MGH17": "b1 + b2*exp(-x*b4) + b3*exp(-x*b5)",
+    "Roszman1": "b1 - b2*x - arctan(b3/(x-b4))/pi",
+    "ENSO": _ENSO,
+    "Nelson": "b1 - b2*x1 * exp(-b3*x2)",  # the model of log[y]: fit it to `response`
+}
 
 _RANGE = re.compile(r"(Starting Values|Certified Values|Data)\s*\(lines\s+(\d+)\s+to\s+(\d+)\)")
 _PARAMETER = re.compile(r"^\s*(b\d+)\s*=\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
+# The model's first line: "y = ..." or "log[y] = ..." (not "pi = 3.14...", Roszman1).
+_MODEL_LINE = re.compile(r"^(y|log\[y\])\s*=")
 _STATISTIC = re.compile(r"^\s*([A-Za-z][A-Za-z ]+?):\s+(\S+)\s*$")
 
 
@@ -51,7 +105,8 @@ class NistProblem:
         certified: the certified parameter values.
         standard_deviations: their certified standard deviations.
         residual_sum_of_squares: the certified residual sum of squares.
-        x: the predictor, shape (n, 1). y: the response, shape (n,).
+        x: the predictors, shape (n, k): k = 1 but for Nelson (x1, x2). y: the response
+            column as the file gives it, shape (n,).
     """
 
     name: str
@@ -63,6 +118,16 @@ class NistProblem:
     residual_sum_of_squares: float
     x: np.ndarray
     y: np.ndarray
+
+    @property
+    def log_response(self) -> bool:
+        """True where NIST writes the model for `log[y]` (Nelson)."""
+        return self.expression.startswith("log[y]")
+
+    @property
+    def response(self) -> np.ndarray:
+        """What the model predicts: `log(y)` where `log_response`, else `y`."""
+        return np.log(self.y) if self.log_response else self.y
 
 
 def read(path) -> NistProblem:
@@ -114,12 +179,13 @@ def read(path) -> NistProblem:
 
 
 def _expression(lines: list[str]) -> str:
-    """The model text after "Model:": from the line starting with "y" to the error term."""
+    """The model text after "Model:": from the line starting with "y" (or "log[y]", Nelson)
+    to the error term."""
     start = next(i for i, line in enumerate(lines) if line.startswith("Model:"))
     parts, inside = [], False
     for line in lines[start + 1:]:
         text = line.strip()
-        if not inside and not text.startswith("y"):
+        if not inside and not _MODEL_LINE.match(text):
             continue
         inside = True
         parts.append(text)
