@@ -73,10 +73,16 @@ class ScaledSystem:
         rho: ρ padded to n (only read in the underdetermined case).
         d: the damping diagonal D.
         under: a bool tensor, the underdetermined case.
+        resolution: the least λ at which the rounding in JᵀJ cannot make `P + λI`
+            indefinite: `n · ε · scale`, ε that of the dtype JᵀJ's products were computed in
+            (0: trust Cholesky at every λ). Below it the eigen solve runs without a Cholesky
+            attempt, which would fail, and TensorFlow logs a warning for each failure: near a
+            minimum of a float32 model, on most trials.
     """
 
-    def __init__(self, matrix, b, rho, d, under):
+    def __init__(self, matrix, b, rho, d, under, resolution=0.0):
         self.matrix, self.b, self.d, self.under = matrix, b, d, under
+        self.resolution = tf.cast(resolution, matrix.dtype)
         inv_sqrt = tf.math.rsqrt(d)
         self.inv_sqrt_d = inv_sqrt
 
@@ -95,9 +101,11 @@ class ScaledSystem:
     def solve(self, damping) -> tuple[tf.Tensor, tf.Tensor]:
         """δ for the damping λ (absolute, same dtype), and whether Cholesky was used."""
         n = tf.shape(self.p)[0]
-        shifted = self.p + damping * tf.eye(n, dtype=self.p.dtype)
+        # Below the resolution, the factor (of a safely shifted matrix) goes unused.
+        shifted = self.p + tf.maximum(damping, self.resolution) * tf.eye(n, dtype=self.p.dtype)
         factor = tf.linalg.cholesky(shifted)
-        ok = tf.reduce_all(tf.math.is_finite(tf.linalg.band_part(factor, -1, 0)))
+        ok = tf.reduce_all(tf.math.is_finite(tf.linalg.band_part(factor, -1, 0))) & (
+            damping >= self.resolution)
 
         def cholesky():
             return tf.linalg.cholesky_solve(factor, self.rhs[:, None])[:, 0]

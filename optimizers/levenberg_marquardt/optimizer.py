@@ -330,13 +330,13 @@ class LevenbergMarquardt(Optimizer):
         scale = lm_damping.running_scale(self._scale.read_value(), linear.diag)
         self._scale.assign(scale)
         d = lm_damping.scaling(scale, self.damping, eps)
+        limits = lm_update.damping_range(linear.diag, d, n)
         if isinstance(linear, lm_matrix_free.MatrixFreeLinearization):
             system = lm_cg.MatrixFreeSystem(linear, d, self.cg_iterations, self.cg_tolerance,
                                             self._cg_start)
-        else:
+        else:  # JᵀJ's products are in the model's dtype: resolved to its epsilon
             system = lm_damping.ScaledSystem(linear.matrix, linear.b, linear.rho, d,
-                                             linear.under)
-        limits = lm_update.damping_range(linear.diag, d, n)
+                                             linear.under, n * eps * limits.scale)
         f0 = tf.cast(loss0, tf.float64)
         steps = lm_trial.variable_steps(variables)
         tests = lm_convergence.convergence_tests(scale, steps.x0, self.ftol, self.xtol, eps)

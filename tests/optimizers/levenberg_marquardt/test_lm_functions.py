@@ -360,3 +360,42 @@ def test_freezing_and_unfreezing_reuses_the_scale_of_each_parameter_count():
     model.fit(x, np.sin(x[:, :1]), batch_size=None, epochs=1, verbose=0)
     assert model.optimizer.damping_scale is full
     assert sum("damping_scale" in v.name for v in model.optimizer.variables) == 2
+
+
+# ------------------------------------------------------------ JᵀJ rounded in float32
+
+
+def test_below_float32_resolution_the_solve_never_tries_a_failing_cholesky(monkeypatch):
+    # JᵀJ of a rank-deficient J (two equal columns) as float32 sums give it: positive
+    # semi-definite only to float32's rounding (here a symmetric perturbation of that size).
+    # At the float64 damping floor Cholesky fails on it, and TensorFlow logs a warning each
+    # time (near a minimum of a float32 model, on most trials); below the float32
+    # resolution the solve goes straight to the eigen path instead.
+    rng = np.random.default_rng(0)
+    c = rng.normal(size=(200, 3))
+    c = np.concatenate([c, c[:, :1]], axis=1)
+    n, eps32 = 4, float(np.finfo(np.float32).eps)
+    noise = rng.uniform(-0.2, 0.2, size=(n, n)) * eps32
+    matrix = c.T @ c + (noise + noise.T) * np.sqrt(np.outer(*[np.diag(c.T @ c)] * 2))
+    b = c.T @ rng.normal(size=200)
+    d = np.diag(matrix)
+    p = matrix / np.sqrt(np.outer(d, d))  # Marquardt's scaling: unit diagonal, scale 1
+    floor64, resolution = n * EPS, n * eps32
+    assert np.linalg.eigvalsh(p).min() < -floor64  # the premise: indefinite by rounding
+    factors = []
+    cholesky = tf.linalg.cholesky
+    monkeypatch.setattr(tf.linalg, "cholesky",
+                        lambda m: factors.append(cholesky(m)) or factors[-1])
+    system = lm_damping.ScaledSystem(_c(matrix), _c(b), tf.zeros(n, tf.float64), _c(d),
+                                     tf.constant(False), resolution)
+    values, vectors = np.linalg.eigh(p)
+    for lam, expect_cholesky in ((floor64, False), (10 * resolution, True)):
+        delta, used_cholesky = system.solve(_c(lam))
+        assert bool(used_cholesky) == expect_cholesky
+        u = vectors @ ((vectors.T @ (-b / np.sqrt(d))) / (np.maximum(values, 0) + lam))
+        np.testing.assert_allclose(delta.numpy(), u / np.sqrt(d), rtol=1e-6)
+    assert len(factors) == 2 and all(np.isfinite(f.numpy()).all() for f in factors)
+    # Without the resolution (the float64 model's case), the first solve's Cholesky fails.
+    plain = lm_damping.ScaledSystem(_c(matrix), _c(b), tf.zeros(n, tf.float64), _c(d),
+                                    tf.constant(False))
+    assert not bool(plain.solve(_c(floor64))[1]) and not np.isfinite(factors[-1].numpy()).all()
