@@ -129,6 +129,9 @@ _TRAINING = Section({
     "epochs": Field(Integer(min=1), 10, "passes over the training split"),
     "batch_size": Field(Nullable(Integer(min=1)), 32, "samples per step; null trains on all "
                                                       "samples at once"),
+    "steps_per_epoch": Field(Nullable(Integer(min=1)), None,
+                             "batches per epoch (null: one pass over the training split); "
+                             "epochs then carry on through reshuffled passes, as fit's"),
     "steps_per_execution": Field(Either(String(("auto",)), Integer(min=1)), "auto",
                                  "training steps per compiled call"),
     "jit_compile": Field(Either(String(("auto",)), Boolean()), "auto", "XLA-compile the steps"),

@@ -259,6 +259,13 @@ def test_recipes_can_set_test_freq(tmp_path):
     assert len(result.history["test_loss"]) == 3  # a test point every epoch, not only last
 
 
+def test_recipes_can_set_steps_per_epoch(tmp_path):
+    result = _train(tmp_path, overrides=["training.steps_per_epoch=2"])
+    assert int(result.model.optimizer.iterations) == 6  # 3 epochs of 2 batches, not of 7
+    with pytest.raises(RecipeError, match="steps_per_epoch"):
+        _recipe(tmp_path, overrides=["training.steps_per_epoch=0"])
+
+
 def _empty_data_files(folder):
     for path in folder.iterdir():
         if ".data-" in path.name:
