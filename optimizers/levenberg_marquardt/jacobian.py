@@ -22,6 +22,9 @@ plus one chunk's Jacobian; a batch no larger than a chunk is linearized as a who
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import logging
 from typing import Callable, Sequence
 
 import numpy as np
@@ -93,6 +96,37 @@ def chunk_examples(n: int, rows_per_example: int | None, mode: str,
     return max(1, min(fits, max(n, 256) // per_example))
 
 
+class _PforRetracingFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ("pfor.<locals>.f" in message and "triggered tf.function retracing" in message)
+
+
+@contextlib.contextmanager
+def _quiet_eager_pfor():
+    """Run eagerly (`run_eagerly=True`), pfor traces a new function at every call by design,
+    and TensorFlow warns that the calls trigger retracing: noise to a user stepping through
+    an eager step, so it is filtered out while a Jacobian is taken."""
+    if not tf.executing_eagerly():
+        yield
+        return
+    log_filter = _PforRetracingFilter()
+    tf.get_logger().addFilter(log_filter)
+    try:
+        yield
+    finally:
+        tf.get_logger().removeFilter(log_filter)
+
+
+def _quiet_when_eager(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _quiet_eager_pfor():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def _sizes(variables: Sequence[tf.Variable]) -> list[int]:
     return [int(np.prod(v.shape.as_list())) for v in variables]
 
@@ -103,6 +137,7 @@ def _as_matrix(parts, sizes: list[int], rows, dtype) -> tf.Tensor:
     return tf.concat(columns, axis=1)
 
 
+@_quiet_when_eager
 def jacobian(rows_fn: Callable[[], tuple[tf.Tensor, tf.Tensor]],
              variables: Sequence[tf.Variable], mode: str) -> tuple[tf.Tensor, tf.Tensor]:
     """The Jacobian of `rows_fn`'s rows with respect to `variables`, and its `rho`.
@@ -146,6 +181,7 @@ def jacobian(rows_fn: Callable[[], tuple[tf.Tensor, tf.Tensor]],
     return (blocks[0] if len(blocks) == 1 else tf.concat(blocks, axis=1)), rho
 
 
+@_quiet_when_eager
 def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable]
                          ) -> tuple[tf.Tensor, tf.Tensor]:
     """`(C, rho)` of `rows_for(data)`, each example differentiated on a batch of its own.

@@ -589,3 +589,28 @@ def test_auto_jit_leaves_xla_off_for_lm_on_cpu():
         model.compile(optimizer=optimizer, loss="mse")  # jit_compile="auto"
         model.fit(x, x, batch_size=None, epochs=1, verbose=0)
         assert model.compile_state.jit_compile is expected
+
+
+def test_an_eager_step_equals_the_graph_step_and_logs_no_pfor_retracing():
+    import logging
+
+    x = np.linspace(-1, 1, 40)[:, None]
+    y = np.sinc(3 * x)
+    logged = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: logged.append(record.getMessage())
+    weights = {}
+    for eager in (False, True):
+        gf.set_seed(0)
+        model = gf.Sequential([layers.Dense(4, activation="tanh"), layers.Dense(1)],
+                              input_shape=(1,), dtype="float64")
+        model.compile(optimizer=_lm(), loss="mse", run_eagerly=eager, jit_compile=False)
+        tf.get_logger().addHandler(handler)
+        try:
+            model.fit(x, y, batch_size=10, epochs=2, verbose=0)  # 8 steps: pfor warns at 5
+        finally:
+            tf.get_logger().removeHandler(handler)
+        weights[eager] = model.get_weights()
+    for eager_w, graph_w in zip(weights[True], weights[False]):
+        np.testing.assert_allclose(eager_w, graph_w, rtol=1e-9, atol=1e-12)
+    assert not [m for m in logged if "retracing" in m], logged
