@@ -39,6 +39,7 @@ from graphfit.training import (
     steps,
     xla_support,
 )
+from graphfit.training.per_model_functions import per_model_function
 
 __all__ = ["CompiledSteps", "overrides_step"]
 
@@ -141,7 +142,8 @@ class CompiledSteps(step_taps.TapSwitches):
         # the user's code it calls (`train_step` overrides, layers' `call`) still converts
         # (`autograph_scope.convert_user_code`).
         if not self.jit_compile:
-            return tf.function(fn, jit_compile=False, reduce_retracing=True, autograph=False)
+            return per_model_function(fn, jit_compile=False, reduce_retracing=True,
+                                      autograph=False)
 
         def checked(data):
             result = fn(data)  # then, at trace time, name what XLA cannot compile
@@ -152,7 +154,8 @@ class CompiledSteps(step_taps.TapSwitches):
                 raise problem
             return result
 
-        return tf.function(checked, jit_compile=True, reduce_retracing=True, autograph=False)
+        return per_model_function(checked, jit_compile=True, reduce_retracing=True,
+                                  autograph=False)
 
     def _guarded(self, run):
         """`run()`, then XLA dropped (with a warning) when the traced step holds an op XLA
@@ -336,7 +339,7 @@ class CompiledSteps(step_taps.TapSwitches):
                     return steps
             # Explicit control flow, no AutoGraph: converting the loop's source cost a
             # tenth of a second on every model's first call.
-            self._array_loops[key] = fn if self.run_eagerly else tf.function(
+            self._array_loops[key] = fn if self.run_eagerly else per_model_function(
                 fn, input_signature=signature, autograph=stage == "predict")
         return self._array_loops[key]
 
@@ -355,7 +358,7 @@ class CompiledSteps(step_taps.TapSwitches):
                                              check_labels=True)
                         done += 1
                     return done
-            self._dataset_loops[stage] = fn if self.run_eagerly else tf.function(fn)
+            self._dataset_loops[stage] = fn if self.run_eagerly else per_model_function(fn)
         return self._dataset_loops[stage]
 
     def _output_arrays(self, size, dynamic: bool):

@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from graphfit.training.per_model_functions import per_model_function
+
 __all__ = ["FusedArrayLoops", "pad_rows", "is_unsupported_op_error", "MAX_DATA_SIZES",
            "MIN_FUSED_STEPS"]
 
@@ -136,11 +138,11 @@ class FusedArrayLoops:
             tf.while_loop(lambda i: i < steps, step, (tf.constant(0),))
             return steps
 
-        compiled = tf.function(chunk, jit_compile=True, autograph=False)
+        compiled = per_model_function(chunk, jit_compile=True, autograph=False)
 
         def loop(data, index_batches, steps):
             # Outside XLA: the shape log's variables see each call once, not each step.
             self._record_shape(stage, data, tf.shape(index_batches)[1])
             return compiled(data, index_batches, steps)
 
-        return tf.function(loop, input_signature=signature, autograph=False)
+        return per_model_function(loop, input_signature=signature, autograph=False)

@@ -323,3 +323,23 @@ def test_predict_before_compile_leaves_the_model_uncompiled(digits):
     assert not model.compiled
     with pytest.raises(RuntimeError, match="must be compiled before fit"):
         model.fit(x[:3], y[:3], verbose=0)
+
+
+def test_fitting_several_models_in_a_loop_warns_of_no_retracing(digits):
+    import logging
+
+    x, y = digits
+    logged = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: logged.append(record.getMessage())
+    tf.get_logger().addHandler(handler)
+    try:
+        for units in range(1, 8):  # each model traces its own loops: no retracing of one
+            model = gf.Sequential([layers.Dense(units), layers.Dense(10)])
+            model.compile(optimizer="sgd", jit_compile=False,
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            model.fit(x[:64], y[:64], batch_size=32, epochs=1, verbose=0)
+            model.predict(x[:64], verbose=0)
+    finally:
+        tf.get_logger().removeHandler(handler)
+    assert not [m for m in logged if "retracing" in m], logged
