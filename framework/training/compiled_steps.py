@@ -18,9 +18,9 @@ updates); a dataset's loop (a `tf.function`, never XLA) calls the compiled step 
 updates the metrics outside XLA, as does an array loop whose metrics XLA cannot compile.
 """
 
-# Over 400 lines for now: one class owns the traced steps and every loop that runs them
-# (arrays, datasets, predict, strategy); the fused array loops and the tap switches live in
-# fused_loops.py and step_taps.py, the other loops are the next to move out.
+# Just over 400 lines: one class owns the traced steps and the loops that run them (arrays,
+# datasets, strategy); the fused array loops, predict's loops and the tap switches live in
+# fused_loops.py, predict_loops.py and step_taps.py; the train/test loops could follow.
 from __future__ import annotations
 
 import warnings
@@ -35,10 +35,12 @@ from graphfit.training import (
     fused_loops,
     input_checks,
     node_taps,
+    predict_loops,
     step_taps,
     steps,
     xla_support,
 )
+from graphfit.training.batches import as_tuple, gather_batch
 from graphfit.training.per_model_functions import per_model_function
 
 __all__ = ["CompiledSteps", "overrides_step"]
@@ -50,10 +52,6 @@ def _as_data(batch) -> tuple:
     while len(batch) > 1 and batch[-1] is None:
         batch = batch[:-1]
     return batch
-
-
-def _gather(data: tuple, indices):
-    return tf.nest.map_structure(lambda t: tf.gather(t, indices), data)
 
 
 def _loop_signature(data: tuple):
@@ -308,7 +306,7 @@ class CompiledSteps(step_taps.TapSwitches):
     def run_dataset(self, stage: str, iterator, num_steps: int) -> int:
         """Runs up to `num_steps` steps from `iterator`; returns how many ran."""
         steps_wanted = tf.constant(num_steps, tf.int32)
-        self._prepare_shape_log(stage, _as_tuple(iterator.element_spec))
+        self._prepare_shape_log(stage, as_tuple(iterator.element_spec))
         return int(self._in_scope(lambda: self._dataset_loop(stage)(iterator, steps_wanted)))
 
     def predict_arrays(self, x, index_batches):
@@ -318,7 +316,7 @@ class CompiledSteps(step_taps.TapSwitches):
 
     def predict_dataset(self, iterator, num_steps: int):
         steps_wanted = tf.constant(num_steps, tf.int32)
-        self._prepare_shape_log("predict", _as_tuple(iterator.element_spec))
+        self._prepare_shape_log("predict", as_tuple(iterator.element_spec))
         return self._in_scope(lambda: self._dataset_loop("predict")(iterator, steps_wanted))
 
     def _array_loop(self, stage: str, data: tuple):
@@ -326,13 +324,13 @@ class CompiledSteps(step_taps.TapSwitches):
         key = (stage, str(signature))
         if key not in self._array_loops:
             if stage == "predict":
-                fn = self._predict_array_loop
+                fn = predict_loops.array_loop(self.model, self._predict_batch)
             else:
                 def fn(data, index_batches, stage=stage):
                     steps = tf.shape(index_batches)[0]
 
                     def step(i):
-                        self._run_and_record(stage, _gather(data, index_batches[i]))
+                        self._run_and_record(stage, gather_batch(data, index_batches[i]))
                         return (i + 1,)
 
                     tf.while_loop(lambda i: i < steps, step, (tf.constant(0),))
@@ -346,7 +344,7 @@ class CompiledSteps(step_taps.TapSwitches):
     def _dataset_loop(self, stage: str):
         if stage not in self._dataset_loops:
             if stage == "predict":
-                fn = self._predict_dataset_loop
+                fn = predict_loops.dataset_loop(self.model, self._predict_batch)
             else:
                 def fn(iterator, num_steps, stage=stage):
                     done = tf.constant(0, tf.int32)
@@ -354,46 +352,16 @@ class CompiledSteps(step_taps.TapSwitches):
                         element = iterator.get_next_as_optional()
                         if not element.has_value():
                             break
-                        self._run_and_record(stage, _as_tuple(element.get_value()),
+                        self._run_and_record(stage, as_tuple(element.get_value()),
                                              check_labels=True)
                         done += 1
                     return done
             self._dataset_loops[stage] = fn if self.run_eagerly else per_model_function(fn)
         return self._dataset_loops[stage]
 
-    def _output_arrays(self, size, dynamic: bool):
-        specs = tf.nest.flatten(self.model.output_spec)
-        return [
-            tf.TensorArray(s.dtype, size=size, dynamic_size=dynamic, infer_shape=False,
-                           element_shape=s.shape)
-            for s in specs
-        ]
-
-    def _predict_array_loop(self, data, index_batches):
-        steps = tf.shape(index_batches)[0]
-        arrays = self._output_arrays(steps, dynamic=False)
-        for i in tf.range(steps):
-            batch = _gather(data, index_batches[i])
-            self._record_shape("predict", batch)
-            outputs = tf.nest.flatten(
-                distribution.on_replicas(self.strategy, self.predict_step, batch))
-            arrays = [a.write(i, o) for a, o in zip(arrays, outputs)]
-        return [a.concat() for a in arrays]
-
-    def _predict_dataset_loop(self, iterator, num_steps):
-        arrays = self._output_arrays(0, dynamic=True)
-        done = tf.constant(0, tf.int32)
-        for _ in tf.range(num_steps):
-            element = iterator.get_next_as_optional()
-            if not element.has_value():
-                break
-            batch = _as_tuple(element.get_value())
-            self._record_shape("predict", batch)
-            outputs = tf.nest.flatten(
-                distribution.on_replicas(self.strategy, self.predict_step, batch))
-            arrays = [a.write(done, o) for a, o in zip(arrays, outputs)]
-            done += 1
-        return [a.concat() for a in arrays]
+    def _predict_batch(self, batch):
+        self._record_shape("predict", batch)
+        return distribution.on_replicas(self.strategy, self.predict_step, batch)
 
     # ------------------------------------------------------------------ introspection
     def _retrace_training(self) -> None:
@@ -441,7 +409,3 @@ def _raise_host_error() -> None:
 
 def _spec(tensor):
     return None if tensor is None else tf.TensorSpec(tensor.shape, tensor.dtype)
-
-
-def _as_tuple(element):
-    return element if isinstance(element, tuple) else (element,)

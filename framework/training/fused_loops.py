@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from graphfit.training.batches import gather_batch
 from graphfit.training.per_model_functions import per_model_function
 
 __all__ = ["FusedArrayLoops", "pad_rows", "is_unsupported_op_error", "MAX_DATA_SIZES",
@@ -66,10 +67,6 @@ def pad_rows(index_batches, capacity: int) -> np.ndarray:
     padded = np.zeros((capacity, index_batches.shape[1]), np.int32)
     padded[:rows] = index_batches
     return padded
-
-
-def _gather(data: tuple, indices):
-    return tf.nest.map_structure(lambda t: tf.gather(t, indices), data)
 
 
 class FusedArrayLoops:
@@ -132,7 +129,7 @@ class FusedArrayLoops:
     def _build(self, stage: str, signature):
         def chunk(data, index_batches, steps):
             def step(i):
-                self._run_and_record(stage, _gather(data, index_batches[i]))
+                self._run_and_record(stage, gather_batch(data, index_batches[i]))
                 return (i + 1,)
 
             tf.while_loop(lambda i: i < steps, step, (tf.constant(0),))
