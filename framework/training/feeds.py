@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Iterator
 
 import numpy as np
@@ -171,10 +172,18 @@ class ArrayFeed:
             )
         return self._tensors
 
-    def keep_first_batches(self, steps: int) -> None:
-        """Runs only the first `steps` batches of the data, at most one pass (`predict`'s
-        `steps`: each sample predicted at most once)."""
-        self.fixed_steps = self.steps = min(steps, self.batches_per_pass)
+    def keep_first_batches(self, steps: int, steps_argument: str = "steps") -> None:
+        """Runs only the first `steps` batches of the data in every epoch, at most one pass:
+        an evaluation's or a prediction's `steps`, as Keras counts them (the same batches at
+        every evaluation, each sample at most once). Warns when the data holds fewer."""
+        if steps > self.batches_per_pass:
+            warnings.warn(
+                f"{steps_argument}={steps} asks for more batches than {self.names[0]} holds "
+                f"({self.batches_per_pass} batches of up to {self.batch_size} samples): running "
+                f"those {self.batches_per_pass}, one pass, as Keras does when its input runs "
+                f"out.", stacklevel=5)
+        self.fixed_steps = None
+        self.steps = min(steps, self.batches_per_pass)
 
     def chunks(self, epoch: int, sizes: Iterator[int]) -> Iterator[Chunk]:
         """The epoch's batches, grouped into chunks whose sizes `sizes` yields one by one.
@@ -182,8 +191,8 @@ class ArrayFeed:
         A pass's last, smaller batch (if any) is a chunk of its own: rows of a chunk share one
         size.
         """
-        if self.fixed_steps is None:
-            yield from self._pass_chunks(epoch, 0, self.batches_per_pass, 0, sizes)
+        if self.fixed_steps is None:  # one pass, or its first batches
+            yield from self._pass_chunks(epoch, 0, self.steps, 0, sizes)
             return
         start, end = epoch * self.steps, (epoch + 1) * self.steps  # in the stream of batches
         while start < end:

@@ -52,12 +52,22 @@ def _eval_feed(model, data, argument, batch_size, steps, check_finite):
     x, y, sample_weight = _split(data, argument)
     if x is None:
         return None
-    return make_feed(
+    steps_argument = "validation_steps" if argument == "validation_data" else "test_steps"
+    feed = make_feed(
         model, x, y, sample_weight,
         batch_size=None if isinstance(x, tf.data.Dataset) else batch_size,
         steps=steps, check_finite=check_finite, names=(f"{argument}[0]", f"{argument}[1]"),
-        steps_argument="validation_steps" if argument == "validation_data" else "test_steps",
+        steps_argument=steps_argument,
     )
+    return _first_batches(feed, steps, steps_argument)
+
+
+def _first_batches(feed, steps, steps_argument):
+    """An evaluation or a prediction over arrays runs their first `steps` batches every time
+    (Keras's count); a dataset's iterator carries on (see `DatasetFeed`)."""
+    if steps is not None and not feed.is_dataset:
+        feed.keep_first_batches(steps, steps_argument)
+    return feed
 
 
 def _prepare(model, state, feed, stage: str) -> None:
@@ -324,8 +334,9 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
     if y is None and default_step and not isinstance(x, tf.data.Dataset):
         raise ValueError("evaluate() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
     validation.positive_int("steps", steps, allow_none=True)
-    feed = make_feed(model, x, y, sample_weight, batch_size=batch_size, steps=steps,
-                     check_finite=check_finite, steps_argument="steps")
+    feed = _first_batches(make_feed(model, x, y, sample_weight, batch_size=batch_size,
+                                    steps=steps, check_finite=check_finite,
+                                    steps_argument="steps"), steps, "steps")
     _prepare(model, state, feed, stage)
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
                              verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
@@ -337,13 +348,11 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
 
 
 def predict(model, x, *, batch_size, verbose, steps, callbacks):
-    if isinstance(x, tf.data.Dataset):
-        feed = make_feed(model, x, batch_size=None, steps=steps, steps_argument="steps")
-    else:
-        validation.positive_int("steps", steps, allow_none=True)
-        feed = make_feed(model, x, batch_size=batch_size, check_finite=False)
-        if steps is not None:
-            feed.keep_first_batches(steps)
+    validation.positive_int("steps", steps, allow_none=True)
+    dataset = isinstance(x, tf.data.Dataset)
+    feed = _first_batches(make_feed(model, x, batch_size=None if dataset else batch_size,
+                                    steps=steps, check_finite=False, steps_argument="steps"),
+                          steps, "steps")
     state = model.state_for_predict()
     with distribution.strategy_scope(getattr(state, "strategy", None)):  # mirrored weights
         model.build_for(feed.element_spec[0], feed.names[0])

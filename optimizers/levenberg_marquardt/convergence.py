@@ -110,27 +110,34 @@ def gradient_converged(b: tf.Tensor, diag: tf.Tensor, f0: tf.Tensor, gtol: float
 
 def describe(code: int, ftol: float, xtol: float, gtol: float, eps: float | None) -> str:
     """The stop message of convergence code `code`, naming the tolerance that applied: a
-    tolerance below `eps` (the model dtype's machine epsilon; None before a step) acts as eps.
+    tolerance below `eps` (the machine epsilon of the trained variables' dtype; None before a
+    step) acts as eps. A stall is not a convergence: "stopped".
 
     Example:
 
         >>> message = describe(XTOL, 1e-15, 1e-15, 1e-15, 2**-23)
         >>> message.split(": ", 1)[1]
-        "relative step size below xtol=1.19209e-07 (xtol=1e-15 is below the model dtype..."
+        'relative step size below xtol=1.19209e-07 (xtol=1e-15 is below float32 precision)'
         >>> describe(GTOL, 1e-15, 1e-15, 1e-10, 2**-52)
         'LevenbergMarquardt converged: gradient orthogonal to the residuals within gtol=1e-10'
+        >>> describe(STALLED, 1e-15, 1e-15, 1e-10, 2**-52).split(":")[0]
+        'LevenbergMarquardt stopped'
     """
+    precision = {2.0**-23: "float32", 2.0**-52: "float64"}.get(eps, "the variables'")
+
     def tolerance(name: str, value: float) -> str:
         if eps is None or value >= eps:
             return f"{name}={value:g}"
-        return f"{name}={eps:g} ({name}={value:g} is below the model dtype's machine epsilon)"
+        return f"{name}={eps:g} ({name}={value:g} is below {precision} precision)"
 
     loss = f"relative reduction of the loss below {tolerance('ftol', ftol)}"
     step = f"relative step size below {tolerance('xtol', xtol)}"
+    if code == STALLED:
+        return ("LevenbergMarquardt stopped: no step reduces the loss, with the damping at its "
+                "maximum")
     return "LevenbergMarquardt converged: " + {
         FTOL: loss,
         XTOL: step,
         FTOL_AND_XTOL: f"{loss} and {step}",
         GTOL: f"gradient orthogonal to the residuals within gtol={gtol:g}",
-        STALLED: "no step reduces the loss, with the damping at its maximum",
     }.get(code, f"reason {code}")

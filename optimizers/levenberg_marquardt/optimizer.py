@@ -236,16 +236,9 @@ class LevenbergMarquardt(Optimizer):
                 f"max_parameters >= {n} (JᵀJ alone then takes {n * n * 8 / 2**30:.2f} GiB).")
         self._solver_state(n, solver)
         losses = batch.loss_set.losses
-        for output, loss in losses.items():
-            if not lm_residuals.linearizable(loss):
-                raise ValueError(
-                    f"LevenbergMarquardt cannot write the loss {loss.name!r}"
-                    + (f" of output {output!r}" if output else "")
-                    + " as a sum of squares. Use mean squared error, a cross-entropy, or a "
-                    "loss with a residuals(y_true, y_pred) method (optimizers.ResidualLoss)."
-                )
+        lm_residuals.check_linearizable(losses)
         linear = None  # linearized in the step below; under a strategy, by every replica
-        if batch.replicas is None and not self._needs_loss_gradient(solver, loss_fn):
+        if batch.replicas is None and not self._needs_loss_gradient(solver, loss_fn, losses):
             # JᵀJ's linearization gives b = Jᵀr = ½∇f itself.
             loss0, aux0 = loss_fn()
             gradients = None
@@ -295,13 +288,15 @@ class LevenbergMarquardt(Optimizer):
         self._iterations.assign_add(1)
         return out[0], rebuild(out[1:])
 
-    def _needs_loss_gradient(self, solver: str, loss_fn) -> bool:
-        """Whether the step differentiates the loss with a tape: for TensorBoard's gradient
+    def _needs_loss_gradient(self, solver: str, loss_fn, losses) -> bool:
+        """Whether the step differentiates the loss with a tape: for a loss whose rows do not
+        give its gradient (`residuals.gradient_from_rows`), TensorBoard's gradient histograms
         and activation gradient taps, the cg solver's right-hand side, and the finiteness
-        test of skipped steps; otherwise the direct solver's b = Jᵀr is the gradient (half of
+        test of skipped steps. Otherwise the direct solver's b = Cᵀρ is the gradient (half of
         it), and the step saves a backward pass."""
         return (solver == "cg" or self.skip_non_finite_steps or gradient_record.recording()
-                or reads_backward_pass(loss_fn))
+                or reads_backward_pass(loss_fn)
+                or not all(lm_residuals.gradient_from_rows(loss) for loss in losses.values()))
 
     def _linearize(self, batch, variables, n, gradients, y_pred0, whole_batch: bool = True):
         """The `update.Linearization` of `batch` at the variables' values. `whole_batch`
@@ -317,6 +312,10 @@ class LevenbergMarquardt(Optimizer):
                 "(mixes_examples=True), so the Jacobian is not exact. Use 'auto' or 'reverse'.",
                 stacklevel=3)
         chunk = lm_jacobian.chunk_examples(n, per_example, mode, self.jacobian_chunk_size)
+        # b = Cᵀρ wherever it is the gradient, whether or not a tape took one: the step is
+        # the same with TensorBoard's taps on or off.
+        if all(lm_residuals.gradient_from_rows(loss) for loss in batch.loss_set.losses.values()):
+            gradients = None
         return lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
                                    gradients, allow_under=whole_batch)
 

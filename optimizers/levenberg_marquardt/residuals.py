@@ -38,7 +38,9 @@ from graphfit.core import autograph_scope, step_context, update_hooks
 from graphfit.training import distribution
 from graphfit.training.losses import FunctionLoss
 
-__all__ = ["ResidualLoss", "linearizable", "element_weights", "loss_rows", "batch_rows"]
+__all__ = ["ResidualLoss", "linearizable", "check_linearizable", "gradient_from_rows",
+           "element_weights",
+           "loss_rows", "batch_rows"]
 
 _KINDS = {
     keras.losses.MeanSquaredError: "mse",
@@ -118,6 +120,33 @@ def _kind(loss) -> str | None:
 def linearizable(loss) -> bool:
     """Whether `loss_rows` can write `loss` as a sum of squares."""
     return _kind(loss) is not None
+
+
+def check_linearizable(losses: dict) -> None:
+    """Raises a ValueError naming the loss (and output) LevenbergMarquardt cannot linearize:
+    one `linearizable` refuses, or a cross-entropy with `ignore_class` (its rows would still
+    count the ignored examples' curvature)."""
+    for output, loss in losses.items():
+        where = f"the loss {loss.name!r}" + (f" of output {output!r}" if output else "")
+        if not linearizable(loss):
+            raise ValueError(
+                f"LevenbergMarquardt cannot write {where} as a sum of squares. Use mean squared "
+                "error, a cross-entropy, or a loss with a residuals(y_true, y_pred) method "
+                "(optimizers.ResidualLoss).")
+        if getattr(loss, "ignore_class", None) is not None:
+            raise ValueError(
+                f"LevenbergMarquardt cannot linearize {where} with ignore_class="
+                f"{loss.ignore_class!r}: give the examples of that class sample_weight 0 "
+                "instead, which both the loss and its curvature respect.")
+
+
+def gradient_from_rows(loss) -> bool:
+    """Whether `Cᵀρ` of `loss_rows` is exactly half the gradient of the loss `fit` reports:
+    for mean squared error and residual losses, whose value *is* the sum of the squared rows.
+    A cross-entropy's rows give its curvature, but Keras computes the loss itself from the
+    logits behind a final sigmoid or softmax, clips probabilities, and may ignore a class:
+    its gradient is taken from the loss."""
+    return _kind(loss) in ("mse", "residuals")
 
 
 def _match_ranks(y_true, y_pred):

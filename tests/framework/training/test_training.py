@@ -264,9 +264,38 @@ def test_steps_on_arrays_limit_fit_evaluate_and_predict_as_in_keras(digits):
     assert model.evaluate(x[:100], y[:100], batch_size=10, steps=2, verbose=0) == \
         pytest.approx(first_two, rel=1e-6)
     assert model.predict(x[:100], batch_size=10, steps=2, verbose=0).shape == (20, 10)
-    assert model.predict(x[:30], batch_size=10, steps=9, verbose=0).shape == (30, 10)
-    with pytest.raises(ValueError, match="steps must be a positive integer"):
-        model.predict(x[:30], steps=0, verbose=0)
+    with pytest.warns(UserWarning, match=r"steps=9 asks for more batches than x holds \(3 "):
+        assert model.predict(x[:30], batch_size=10, steps=9, verbose=0).shape == (30, 10)
+    with pytest.warns(UserWarning, match="one pass, as Keras does"):  # each sample counted once
+        assert model.evaluate(x[:30], y[:30], batch_size=10, steps=9, verbose=0) == \
+            pytest.approx(model.evaluate(x[:30], y[:30], batch_size=10, verbose=0), rel=1e-6)
+    for data in (x[:30], tf.data.Dataset.from_tensor_slices(x[:30]).batch(10)):
+        with pytest.raises(ValueError, match="steps must be a positive integer"):
+            model.predict(data, steps=0, verbose=0)
+
+
+def test_validation_steps_evaluate_the_same_first_batches_every_epoch(digits):
+    x, y = digits
+    model = gf.Sequential([layers.Dense(10)])
+    model.compile(optimizer=optimizers.SGD(0.0), jit_compile=False,  # weights stay put
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(x[:40], y[:40], batch_size=10, epochs=3, validation_steps=1,
+                        validation_data=(x[40:80], y[40:80]), verbose=0)
+    first_batch = model.evaluate(x[40:50], y[40:50], verbose=0)
+    assert history.history["val_loss"] == pytest.approx([first_batch] * 3, rel=1e-6)
+
+
+def test_predict_steps_on_graphs_predicts_the_first_batches():
+    graphs, _ = gf.datasets.make_graph_classes(24, seed=0, features="one_hot_degree")
+    model = gf.GraphModel(
+        inputs=["node_features", "senders", "receivers", "graph_index", "node_counts"],
+        nodes=[gf.Node(layers.GINConv(4, name="gin"), ["node_features", "senders", "receivers"]),
+               gf.Node(layers.SegmentPooling("sum", name="readout"),
+                       ["gin", "graph_index", "node_counts"])],
+        outputs="readout")
+    every = model.predict(graphs, batch_size=8, verbose=0)
+    np.testing.assert_allclose(model.predict(graphs, batch_size=8, steps=2, verbose=0),
+                               every[:16], rtol=1e-6)
 
 
 def test_auto_grouping_runs_single_steps_for_batch_callbacks(digits):

@@ -446,8 +446,8 @@ def test_the_stop_message_names_the_tolerance_that_applied_in_float32():
     model.fit(x, y, batch_size=None, epochs=100, verbose=0)
     # ftol=1e-15 and xtol=1e-10 act as float32's machine epsilon, and the message says so.
     eps = f"{np.finfo(np.float32).eps:g}"
-    assert f"loss below ftol={eps} (ftol=1e-15 is below the model dtype's machine " \
-           f"epsilon)" in model.stop_reason, model.stop_reason
+    assert f"loss below ftol={eps} (ftol=1e-15 is below float32 precision)" in \
+        model.stop_reason, model.stop_reason
 
 
 def test_weighted_residual_loss_gives_weighted_least_squares():
@@ -470,6 +470,12 @@ def test_unsupported_loss_and_missing_batch_are_clear_errors():
     model.compile(optimizer=_lm(), loss="mae", jit_compile=False)
     with pytest.raises(ValueError, match="cannot write the loss 'mean_absolute_error'"):
         model.fit(np.ones((4, 1)), np.ones((4, 1)), epochs=1, verbose=0)
+    classes = gf.Sequential([layers.Dense(3)], input_shape=(1,))
+    classes.compile(optimizer=_lm(), jit_compile=False, loss=keras.losses.
+                    SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
+    with pytest.raises(ValueError, match="ignore_class=0: give the examples of that class "
+                                         "sample_weight 0 instead"):
+        classes.fit(np.ones((4, 1)), np.array([0, 1, 2, 1]), epochs=1, verbose=0)
     w = tf.Variable(1.0)
     with pytest.raises(ValueError, match="needs the model's residuals"):
         _lm().minimize(lambda: (w * w, None), [w])
