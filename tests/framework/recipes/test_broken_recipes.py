@@ -367,3 +367,39 @@ def test_console_script_bad_override():
     assert ("--set training.epochs=abc: training.epochs: must be an integer >= 1, got 'abc' "
             "(a string)\ngraphfit: 1 problem found; nothing was run.\n") in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- a merge-key bomb: refused, or merged once by PyYAML itself -------------------------------
+
+# a holds 8 keys; each next mapping merges 8 aliases of the one before.
+MERGE_BOMB = "a: &a {x0: 1, x1: 1, x2: 1, x3: 1, x4: 1, x5: 1, x6: 1, x7: 1}\n" + "".join(
+    f"{name}: &{name} {{<<: [{', '.join([f'*{previous}'] * 8)}]}}\n"
+    for previous, name in zip("abcdefg", "bcdefgh"))
+
+
+def _merges_repeat_keys() -> bool:
+    """Whether this PyYAML flattens `<<: [*m, *m]` into repeated keys, so that merge keys
+    nested in each other multiply a mapping eightfold per level here (before 6.0.4; 6.0.4
+    merges each key once)."""
+    loader = yaml.SafeLoader("m: &m {k: 1}\nn: {<<: [*m, *m]}\n")
+    try:
+        merged = loader.get_single_node().value[1][1]
+        loader.flatten_mapping(merged)
+        return len(merged.value) > 1
+    finally:
+        loader.dispose()
+
+
+def test_a_merge_key_bomb_is_refused_or_merged_once(tmp_path, capsys):
+    path = tmp_path / "merge_bomb.yaml"
+    path.write_text(MERGE_BOMB)
+    code, out, err = validate(capsys, str(path))
+    if _merges_repeat_keys():  # 8**6 = 262 144 values at f: refused there, nothing built
+        expected = Expected([(6, 4, None)], ["the recipe expands to more than 100000 values"],
+                            [], None)
+    else:  # each mapping holds its 8 keys: a recipe with unknown top-level keys a..h
+        problems = [(line, 1, key) for line, key in enumerate("abcdefgh", start=1)]
+        expected = Expected(problems + [(1, 1, None)] * 3, ["unknown key 'h'"],
+                            ["expands to more than"], None)
+    check_report(str(path), expected, code, err)
+    assert "OK." not in out
