@@ -131,7 +131,8 @@ class ArrayFeed:
     Args:
         x, y, sample_weight: numpy arrays (or dicts/lists of them), one row per sample.
         batch_size: samples per step; None puts all samples in one batch.
-        shuffle: draw a new permutation of the samples every pass over them.
+        shuffle: draw a new permutation of the samples every pass over them (when a pass
+            holds more than one batch).
         seed: with the pass number, fixes each pass's permutation (reproducible, resumable).
         steps: batches per epoch (`steps_per_epoch`, `steps`), as for a dataset: the epochs
             then run on through the passes over the data, each pass drawing its own
@@ -148,9 +149,11 @@ class ArrayFeed:
         self.num_samples = int(np.shape(tf.nest.flatten(x)[0])[0])
         self.batch_size = (self.num_samples if batch_size is None
                            else min(batch_size, self.num_samples))
-        self.shuffle = shuffle
-        self.seed = seed
         self.batches_per_pass = math.ceil(self.num_samples / self.batch_size)
+        # One batch per pass holds every sample whatever the order: shuffling it would only
+        # change the rounding of its sums, and make a full-batch fit irreproducible.
+        self.shuffle = shuffle and self.batches_per_pass > 1
+        self.seed = seed
         self.fixed_steps = steps
         self.steps = self.batches_per_pass if steps is None else steps
         self._tensors = None

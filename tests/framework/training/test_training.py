@@ -255,6 +255,25 @@ def test_steps_per_epoch_on_arrays_carries_on_through_reshuffled_passes():
     assert _epoch_rows(plain, 1) == [list(order[:3]), list(order[3:6]), list(order[6:])]
 
 
+def test_a_full_batch_fit_is_reproducible_without_a_seed():
+    # One batch holds every sample whatever the order: it is not shuffled, so two fits from
+    # the same start agree bit for bit (the order only changed the rounding of the sums).
+    from graphfit.training.feeds import ArrayFeed
+
+    feed = ArrayFeed(np.zeros((7, 1)), None, None, None, shuffle=True, seed=5)
+    assert _epoch_rows(feed, 3) == [list(range(7))]
+    x = np.linspace(0.5, 4, 25)[:, None]
+    y = 2.0 * np.exp(-0.7 * x) + 0.01 * np.sin(9 * x)
+    fitted = []
+    for _ in range(2):
+        curve = layers.Formula("a*exp(-b*x)", params={"a": 1.0, "b": 0.1}, dtype="float64")
+        model = gf.Sequential([curve], dtype="float64")
+        model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False)
+        model.fit(x, y, batch_size=None, epochs=30, verbose=0)
+        fitted.append(curve.values())
+    assert fitted[0] == fitted[1]
+
+
 def test_steps_on_arrays_limit_fit_evaluate_and_predict_as_in_keras(digits):
     x, y = digits
     model = _compile(_mlp())
