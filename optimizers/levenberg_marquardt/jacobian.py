@@ -23,7 +23,6 @@ plus one chunk's Jacobian; a batch no larger than a chunk is linearized as a who
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from typing import Callable, Sequence
 
@@ -118,15 +117,6 @@ def _quiet_eager_pfor():
         tf.get_logger().removeFilter(log_filter)
 
 
-def _quiet_when_eager(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with _quiet_eager_pfor():
-            return fn(*args, **kwargs)
-
-    return wrapper
-
-
 def _sizes(variables: Sequence[tf.Variable]) -> list[int]:
     return [int(np.prod(v.shape.as_list())) for v in variables]
 
@@ -137,7 +127,7 @@ def _as_matrix(parts, sizes: list[int], rows, dtype) -> tf.Tensor:
     return tf.concat(columns, axis=1)
 
 
-@_quiet_when_eager
+@_quiet_eager_pfor()  # a contextmanager decorates too: one block per call
 def jacobian(rows_fn: Callable[[], tuple[tf.Tensor, tf.Tensor]],
              variables: Sequence[tf.Variable], mode: str) -> tuple[tf.Tensor, tf.Tensor]:
     """The Jacobian of `rows_fn`'s rows with respect to `variables`, and its `rho`.
@@ -181,7 +171,7 @@ def jacobian(rows_fn: Callable[[], tuple[tf.Tensor, tf.Tensor]],
     return (blocks[0] if len(blocks) == 1 else tf.concat(blocks, axis=1)), rho
 
 
-@_quiet_when_eager
+@_quiet_eager_pfor()  # a contextmanager decorates too: one block per call
 def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable]
                          ) -> tuple[tf.Tensor, tf.Tensor]:
     """`(C, rho)` of `rows_for(data)`, each example differentiated on a batch of its own.

@@ -296,7 +296,7 @@ class LevenbergMarquardt(Optimizer):
         it), and the step saves a backward pass."""
         return (solver == "cg" or self.skip_non_finite_steps or gradient_record.recording()
                 or reads_backward_pass(loss_fn)
-                or not all(lm_residuals.gradient_from_rows(loss) for loss in losses.values()))
+                or not lm_residuals.gradient_from_rows(losses))
 
     def _linearize(self, batch, variables, n, gradients, y_pred0, whole_batch: bool = True):
         """The `update.Linearization` of `batch` at the variables' values. `whole_batch`
@@ -314,7 +314,7 @@ class LevenbergMarquardt(Optimizer):
         chunk = lm_jacobian.chunk_examples(n, per_example, mode, self.jacobian_chunk_size)
         # b = Cᵀρ wherever it is the gradient, whether or not a tape took one: the step is
         # the same with TensorBoard's taps on or off.
-        if all(lm_residuals.gradient_from_rows(loss) for loss in batch.loss_set.losses.values()):
+        if lm_residuals.gradient_from_rows(batch.loss_set.losses):
             gradients = None
         return lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
                                    gradients, allow_under=whole_batch)

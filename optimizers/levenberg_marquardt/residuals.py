@@ -39,8 +39,7 @@ from graphfit.training import distribution
 from graphfit.training.losses import FunctionLoss
 
 __all__ = ["ResidualLoss", "linearizable", "check_linearizable", "gradient_from_rows",
-           "element_weights",
-           "loss_rows", "batch_rows"]
+           "element_weights", "loss_rows", "batch_rows"]
 
 _KINDS = {
     keras.losses.MeanSquaredError: "mse",
@@ -140,13 +139,13 @@ def check_linearizable(losses: dict) -> None:
                 "instead, which both the loss and its curvature respect.")
 
 
-def gradient_from_rows(loss) -> bool:
-    """Whether `Cᵀρ` of `loss_rows` is exactly half the gradient of the loss `fit` reports:
-    for mean squared error and residual losses, whose value *is* the sum of the squared rows.
-    A cross-entropy's rows give its curvature, but Keras computes the loss itself from the
-    logits behind a final sigmoid or softmax, clips probabilities, and may ignore a class:
-    its gradient is taken from the loss."""
-    return _kind(loss) in ("mse", "residuals")
+def gradient_from_rows(losses: dict) -> bool:
+    """Whether `Cᵀρ` of `loss_rows` is exactly half the gradient of the loss `fit` reports,
+    for every loss of `losses` (by output): so for mean squared error and residual losses,
+    whose value *is* the sum of the squared rows. A cross-entropy's rows give its curvature,
+    but Keras computes the loss itself from the logits behind a final sigmoid or softmax and
+    clips probabilities: its gradient is taken from the loss."""
+    return all(_kind(loss) in ("mse", "residuals") for loss in losses.values())
 
 
 def _match_ranks(y_true, y_pred):
