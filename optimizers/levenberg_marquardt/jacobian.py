@@ -17,7 +17,7 @@ only when the model treats examples independently.
 `choose_mode` and `chunk_examples` pick the mode and the examples per chunk (see there: the
 work of reverse mode grows with the rows of a chunk, that of forward mode with the
 parameters). `normal_equations` accumulates `A = CᵀC` over the chunks, so memory stays `O(n²)`
-plus one chunk's Jacobian; a batch no larger than a chunk is linearized as a whole, unpadded.
+plus one chunk's Jacobian; a batch no larger than a chunk is linearized as a whole.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import per_example
+from graphfit.optimizers.levenberg_marquardt import chunks as lm_chunks
 
 __all__ = ["MODES", "choose_mode", "chunk_examples", "jacobian", "per_example_jacobian",
            "normal_equations", "check_parameter_count", "CHUNK_BUDGET"]
@@ -222,8 +223,8 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
         data: the batch: the model's inputs, labels and per-element weights.
         num_examples: the batch size (a scalar tensor).
         chunk: the most examples per chunk (a Python int). A batch up to this size is one
-            chunk, unpadded; a larger one is cut into chunks of this size, the last filled with
-            zero-weight examples (static shapes, for XLA).
+            chunk; a larger one is cut into chunks of this size (`chunks.ExampleChunks`: the
+            last one overlaps the one before, its repeated examples weighted zero).
         variables: the trained variables.
         mode: "forward", "reverse" or "per_example".
         solve_dtype: the dtype of the results.
@@ -241,27 +242,19 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
         `g = Cᵀrho` and `diag` the diagonal of CᵀC in both cases.
     """
     n = sum(_sizes(variables))
-    if chunk <= 0:
-        raise ValueError(f"chunk must be positive. Received: chunk={chunk}")
-    # Under XLA the batch size is static, so `size` and the chunk count are constants there.
-    # At least 1: a replica's slice of a small global batch may hold no examples (no chunks).
-    size = tf.maximum(tf.minimum(num_examples, chunk), 1)
-    num_chunks = (num_examples + size - 1) // size
-    padding = num_chunks * size - num_examples
-    padded = tf.nest.map_structure(
-        lambda t: tf.concat([t, tf.zeros(tf.concat([[padding], tf.shape(t)[1:]], 0), t.dtype)],
-                            0), data)
+    chunks = lm_chunks.ExampleChunks(data, num_examples, chunk)
+    num_chunks = chunks.count
+    rows_of_kept = lm_chunks.kept_rows(rows_for)  # an example an earlier chunk counted: 0
 
     def body(i, a, g, c_n, rho_n, m):
-        indices = i * size + tf.range(size)
-        part = tf.nest.map_structure(lambda t: tf.gather(t, indices), padded)
+        part = chunks.part(i)
         if mode == "per_example":
-            c, rho = per_example_jacobian(rows_for, part, variables)
+            c, rho = per_example_jacobian(rows_of_kept, part, variables)
         else:
-            c, rho = jacobian(lambda: rows_for(part), variables, mode)
+            c, rho = jacobian(lambda: rows_of_kept(part), variables, mode)
+        rho = tf.reshape(rho, [-1])
         # The products in the model's dtype (float32 halves their cost), summed in
         # `solve_dtype`.
-        rho = tf.reshape(rho, [-1])
         products = _products(c, rho)
         # A derivative that overflowed (inf/inf in float32, far out on an exponential) shows
         # on JᵀJ's diagonal; it then counts as zero, the sensitivity it tends to, instead of

@@ -13,8 +13,9 @@ batch (`residuals.batch_rows`):
   (`E[(Jᵀv)²] = diag(JᵀJ)` for `v` of independent ±1 entries: one VJP per probe).
 
 Every product is summed over chunks of examples in a `tf.while_loop`, as
-`jacobian.normal_equations` does (the last chunk padded with zero-weight examples, whose rows
-are zero), so memory is O(n) plus one chunk's activations and tangents.
+`jacobian.normal_equations` does (`chunks.ExampleChunks`: every chunk of real examples, the
+last one overlapping the one before with the repeated examples' rows zero), so memory is O(n)
+plus one chunk's activations and tangents.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from graphfit.optimizers.levenberg_marquardt import chunks as lm_chunks
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 
@@ -62,27 +64,17 @@ class Products:
 
     def __init__(self, rows_for: Callable, data, num_examples, chunk: int,
                  variables: Sequence[tf.Variable]):
-        if chunk <= 0:
-            raise ValueError(f"chunk must be positive. Received: chunk={chunk}")
-        self.rows_for, self.variables = rows_for, list(variables)
+        self.chunks = lm_chunks.ExampleChunks(data, num_examples, chunk)
+        # Takes a chunk's `(part, keep)`: the rows of an example an earlier chunk holds are 0.
+        self.rows_for = lm_chunks.kept_rows(rows_for)
+        self.variables = list(variables)
         self.sizes = [int(np.prod(v.shape.as_list())) for v in self.variables]
         self.n = sum(self.sizes)
-        self.size = tf.maximum(tf.minimum(num_examples, chunk), 1)
-        self.num_chunks = (num_examples + self.size - 1) // self.size
-        padding = self.num_chunks * self.size - num_examples
-        self.padded = tf.nest.map_structure(
-            lambda t: tf.concat(
-                [t, tf.zeros(tf.concat([[padding], tf.shape(t)[1:]], 0), t.dtype)], 0), data)
 
     def sum_over_chunks(self, fn: Callable, zeros):
-        """`Σ fn(part, i)` over the chunks `part` (index `i`) of the batch; `zeros` gives the
-        structure and dtype of the sum."""
-        def body(i, total):
-            indices = i * self.size + tf.range(self.size)
-            part = tf.nest.map_structure(lambda t: tf.gather(t, indices), self.padded)
-            return i + 1, tf.nest.map_structure(tf.add, total, fn(part, i))
-
-        return tf.while_loop(lambda i, _: i < self.num_chunks, body, (0, zeros))[1]
+        """`Σ fn(part, i)` over the chunks `part` (index `i`, `part` for `self.rows_for`) of
+        the batch; `zeros` gives the structure and dtype of the sum."""
+        return self.chunks.sum(fn, zeros)
 
     def tangents(self, v: tf.Tensor) -> list[tf.Tensor]:
         """The flat vector `v` split into the variables' shapes and dtypes."""
@@ -155,9 +147,9 @@ def exact_diagonal(rows_for: Callable, data, num_examples, chunk: int,
 
     def part_diagonal(part, _):
         if mode == "per_example":
-            c, _ = lm_jacobian.per_example_jacobian(rows_for, part, variables)
+            c, _ = lm_jacobian.per_example_jacobian(products.rows_for, part, variables)
         else:
-            c, _ = lm_jacobian.jacobian(lambda: rows_for(part), variables, mode)
+            c, _ = lm_jacobian.jacobian(lambda: products.rows_for(part), variables, mode)
         return tf.reduce_sum(tf.square(tf.cast(c, tf.float64)), axis=0)
 
     return products.sum_over_chunks(part_diagonal, tf.zeros([products.n], tf.float64))

@@ -220,7 +220,7 @@ def test_chunked_normal_equations_equal_the_whole_batch(mode, examples):
     count = tf.constant(examples)
     whole = lm_jacobian.normal_equations(rows_for, data, count, examples,
                                          model.trainable_variables, mode, tf.float64)
-    chunked = lm_jacobian.normal_equations(rows_for, data, count, 4,  # padded last chunk
+    chunked = lm_jacobian.normal_equations(rows_for, data, count, 4,  # the last chunk overlaps
                                            model.trainable_variables, mode, tf.float64)
     assert bool(whole[4]) == (2 * examples < 23) and not bool(chunked[4])
     matrix = whole[0].numpy()

@@ -17,12 +17,16 @@ RNG = np.random.default_rng(7)
 TIGHT = {"cg_iterations": 300, "cg_tolerance": 1e-13, "cg_diagonal_probes": None}
 
 
+def _linear_rows(x):
+    """Residual rows `C x` of a chunk (Jacobian C at every x)."""
+    return lambda part: (tf.linalg.matvec(part["c"], x), tf.zeros([0], tf.float64))
+
+
 def _linear_products(c, chunk):
-    """Products for residual rows `C x` (Jacobian C at every x), in chunks of `chunk` rows."""
+    """Products for residual rows `C x`, in chunks of `chunk` rows."""
     x = tf.Variable(RNG.normal(size=c.shape[1]))
-    rows_for = lambda part: (tf.linalg.matvec(part["c"], x), tf.zeros([0], tf.float64))  # noqa: E731
     c = tf.constant(c)
-    return lm_matrix_free.Products(rows_for, {"c": c}, tf.shape(c)[0], chunk, [x]), x
+    return lm_matrix_free.Products(_linear_rows(x), {"c": c}, tf.shape(c)[0], chunk, [x]), x
 
 
 # ------------------------------------------------------------------------ the pieces
@@ -30,12 +34,12 @@ def _linear_products(c, chunk):
 
 def test_products_are_the_jacobian_products():
     c = RNG.normal(size=(23, 9))
-    products, _ = _linear_products(c, chunk=5)  # 5 chunks, the last padded
+    products, x = _linear_products(c, chunk=5)  # 5 chunks, the last overlapping
     v = RNG.normal(size=9)
     np.testing.assert_allclose(products.gauss_newton(tf.constant(v)), c.T @ (c @ v), rtol=1e-12)
     np.testing.assert_allclose(products.curvature(tf.constant(v)), np.sum((c @ v) ** 2),
                                rtol=1e-12)
-    exact = lm_matrix_free.exact_diagonal(products.rows_for, {"c": tf.constant(c)},
+    exact = lm_matrix_free.exact_diagonal(_linear_rows(x), {"c": tf.constant(c)},
                                           tf.constant(23), 4, products.variables, "reverse")
     np.testing.assert_allclose(exact, np.sum(c**2, axis=0), rtol=1e-12)
     # Rademacher probes: an unbiased estimate (about 14 % relative spread with 100 probes).

@@ -21,8 +21,9 @@ from graphfit import layers, optimizers
 # overflowed Jacobian only when JᵀJ's diagonal is not finite).
 MAX_FUNCTIONS = 14
 MAX_CONTROL_FLOW = 7  # If / StatelessIf / While ops, nested ones included
-# All nodes, the library's included: 1089 (1170 before the step stopped differentiating
-# the loss itself, whose gradient b = Jᵀr the Jacobian already gives).
+# All nodes, the library's included: 1099 (1170 before the step stopped differentiating
+# the loss itself, whose gradient b = Jᵀr the Jacobian already gives; 1089 before the
+# chunks held real examples only, `chunks.ExampleChunks`, +10 for the rows' weights).
 MAX_NODES = 1120
 
 
