@@ -1,7 +1,7 @@
 """Levenberg–Marquardt benchmark: graphfit's LM against torch-levenberg-marquardt and SciPy.
 
     python benchmarks/lm.py [--budget 30] [--seeds 3] [--skip-sinc] [--skip-nist]
-                            [--nist-only-16] [--skip-wall]
+                            [--nist-only-16] [--skip-wall] [--threads N]
 
 1. The sinc race: y = sinc(10x) (numpy/torch's normalized sinc) on 20 000 points, x uniform
    in [-1, 1], a 1-20-1 tanh MLP, batch 1000, float32; graphfit's LevenbergMarquardt with its
@@ -87,12 +87,15 @@ class _Race:
                 "epochs_to_1e-5": self.epochs_to.get(1e-5)}
 
 
-def _graphfit_sinc(budget: float, seed: int) -> dict:
+def _graphfit_sinc(budget: float, seed: int, threads: int | None = None) -> dict:
     import tensorflow as tf
 
     import graphfit as gf
     from graphfit import callbacks, layers, optimizers
 
+    if threads:  # before TensorFlow starts its thread pools
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
     gf.set_seed(seed)
     x, y = _sinc_data()
     model = gf.Sequential([layers.Dense(20, activation="tanh"), layers.Dense(1)])
@@ -111,12 +114,15 @@ def _graphfit_sinc(budget: float, seed: int) -> dict:
     return race.result()
 
 
-def _torch_sinc(budget: float, seed: int) -> dict | None:
+def _torch_sinc(budget: float, seed: int, threads: int | None = None) -> dict | None:
     try:
         import torch
         import torch_levenberg_marquardt as tlm
     except ImportError:
         return None
+    if threads:
+        torch.set_num_threads(threads)
+        torch.set_num_interop_threads(threads)
     torch.manual_seed(seed)
     x, y = (torch.from_numpy(a) for a in _sinc_data())
     model = torch.nn.Sequential(torch.nn.Linear(1, 20), torch.nn.Tanh(), torch.nn.Linear(20, 1))
@@ -140,11 +146,14 @@ def _torch_sinc(budget: float, seed: int) -> dict | None:
 _CONTENDERS = {"graphfit": _graphfit_sinc, "torch": _torch_sinc}
 
 
-def _race_in_fresh_process(contender: str, budget: float, seed: int) -> dict | None:
+def _race_in_fresh_process(contender: str, budget: float, seed: int,
+                           threads: int | None = None) -> dict | None:
     """One race in its own Python process, as a user runs it (nothing traced or cached
     before), its result read back as JSON."""
     command = [sys.executable, os.path.abspath(__file__), "--race", contender,
                "--budget", str(budget), "--seed", str(seed)]
+    if threads:
+        command += ["--threads", str(threads)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -158,18 +167,20 @@ def _median(values):
     return float(np.median(values)) if values else None
 
 
-def sinc_table(budget: float, seeds: int) -> None:
+def sinc_table(budget: float, seeds: int, threads: int | None = None) -> None:
+    pools = (f"; both on {threads} thread(s) (TensorFlow's intra- and inter-op pools, torch's "
+             f"set_num_threads)" if threads else "")
     print(f"\nsinc(10x), 20 000 points, 1-20-1 tanh MLP, batch 1000, float32, budget {budget:.0f} s"
           f" per race; each race in a fresh process (seeds interleaved), one fit (graphfit, "
           f"defaults) or epoch loop (torch), the full-data MSE measured after every epoch; "
-          f"times from the start of training, tracing and MSE evaluations included\n")
+          f"times from the start of training, tracing and MSE evaluations included{pools}\n")
     print("| contender | seed | first epoch (s) | steady epoch (ms) | epochs to 1e-5 "
           "| time to MSE <= 1e-5 (s) | time to MSE <= 1e-7 (s) | best MSE |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     results = {name: [] for name in _CONTENDERS}
     for seed in range(seeds):
         for name in _CONTENDERS:
-            result = _race_in_fresh_process(name, budget, seed)
+            result = _race_in_fresh_process(name, budget, seed, threads)
             if result is None:
                 print(f"| {name} | {seed} | not installed | | | | | |")
                 continue
@@ -206,11 +217,14 @@ def main() -> None:
     parser.add_argument("--nist-only-16", action="store_true",
                         help="the NIST table on the 16 problems of the tests only (not all 27)")
     parser.add_argument("--skip-wall", action="store_true")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="run both sinc contenders on this many threads (default: each "
+                             "library's own choice, as a user gets it)")
     parser.add_argument("--race", choices=sorted(_CONTENDERS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.race:  # one race, in the fresh process sinc_table started
-        print(json.dumps(_CONTENDERS[args.race](args.budget, args.seed)))
+        print(json.dumps(_CONTENDERS[args.race](args.budget, args.seed, args.threads)))
         return
     import keras
     import tensorflow as tf
@@ -223,7 +237,7 @@ def main() -> None:
         from benchmarks.lm_nist import nist_table  # section 2, in its own module
         nist_table(only_16=args.nist_only_16)
     if not args.skip_sinc:
-        sinc_table(args.budget, args.seeds)
+        sinc_table(args.budget, args.seeds, args.threads)
     if not args.skip_wall:
         from benchmarks.lm_wall import wall_table  # section 3, in its own module
         wall_table(max(args.seeds, 1))
