@@ -22,6 +22,10 @@
    and the RSS's LRE at NIST's certified parameters in float64, so that a certified RSS
    float64 cannot show (Lanczos1's 1.4e-25) reads as such and not as a failed fit (marked ‡,
    with a note). Summaries on the 16 and on all 27. In benchmarks/lm_nist.py.
+   `--threads N` runs both contenders on N threads (TensorFlow's intra- and inter-op pools,
+   torch's `set_num_threads`) instead of each library's default: on 2 cores, one thread makes
+   graphfit's small steps faster (docs/levenberg_marquardt.md, "Where a small step's time
+   goes").
 3. Past the n² wall (benchmarks/lm_wall.py): a convolutional digits classifier with more than
    10⁵ parameters, LevenbergMarquardt(solver="cg") against Adam: time to 97 % validation
    accuracy and peak memory, and the memory the direct solver's JᵀJ would need.
@@ -206,6 +210,13 @@ def sinc_table(budget: float, seeds: int, threads: int | None = None) -> None:
                       f"{ours[key] / theirs[key]:.2f}x (target <= 0.5x)")
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive number of threads, got {value}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=30.0,
@@ -217,7 +228,7 @@ def main() -> None:
     parser.add_argument("--nist-only-16", action="store_true",
                         help="the NIST table on the 16 problems of the tests only (not all 27)")
     parser.add_argument("--skip-wall", action="store_true")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--threads", type=_positive_int, default=None,
                         help="run both sinc contenders on this many threads (default: each "
                              "library's own choice, as a user gets it)")
     parser.add_argument("--race", choices=sorted(_CONTENDERS), help=argparse.SUPPRESS)

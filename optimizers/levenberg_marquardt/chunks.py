@@ -39,7 +39,9 @@ class ExampleChunks:
 
     Attributes:
         size: examples per chunk, `max(min(num_examples, chunk), 1)` (a scalar tensor).
-        count: the number of chunks (0 for an empty batch, as a replica's slice may be).
+        count: the number of chunks (0 for an empty batch, as a replica's slice may be;
+            outside XLA, which `fit` does not use under a strategy and which cannot compile
+            the empty loop).
     """
 
     def __init__(self, data, num_examples, chunk: int):
@@ -70,10 +72,12 @@ class ExampleChunks:
 
 def kept_rows(rows_for: Callable) -> Callable:
     """`rows_for(data) -> (rows, rho)` made to take `(data, keep)`: the rows (and rho) of an
-    example whose `keep` is False are multiplied by zero, and so are their derivatives. The
-    rows are flat, example by example, the same number per example; `keep` may hold a single
-    example (a per-example Jacobian vectorizes this function over the examples, where a
-    product costs far less than a select to trace and to run)."""
+    example whose `keep` is False are multiplied by zero, and so are their derivatives (one
+    that overflowed becomes NaN there, which `normal_equations` counts as zero, as it does
+    any overflowed derivative). The rows are flat, example by example, the same number per
+    example; `keep` may hold a single example (a per-example Jacobian vectorizes this
+    function over the examples, where a product costs far less than a select to trace and
+    to run)."""
     def rows_of_kept(part_and_keep):
         part, keep = part_and_keep
         rows, rho = rows_for(part)

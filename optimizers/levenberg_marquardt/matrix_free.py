@@ -66,14 +66,14 @@ class Products:
                  variables: Sequence[tf.Variable]):
         self.chunks = lm_chunks.ExampleChunks(data, num_examples, chunk)
         # Takes a chunk's `(part, keep)`: the rows of an example an earlier chunk holds are 0.
-        self.rows_for = lm_chunks.kept_rows(rows_for)
+        self.kept_rows_for = lm_chunks.kept_rows(rows_for)
         self.variables = list(variables)
         self.sizes = [int(np.prod(v.shape.as_list())) for v in self.variables]
         self.n = sum(self.sizes)
 
     def sum_over_chunks(self, fn: Callable, zeros):
-        """`Σ fn(part, i)` over the chunks `part` (index `i`, `part` for `self.rows_for`) of
-        the batch; `zeros` gives the structure and dtype of the sum."""
+        """`Σ fn(part, i)` over the chunks `part` of the batch (index `i`; `part` is what
+        `self.kept_rows_for` takes); `zeros` gives the structure and dtype of the sum."""
         return self.chunks.sum(fn, zeros)
 
     def tangents(self, v: tf.Tensor) -> list[tf.Tensor]:
@@ -91,11 +91,11 @@ class Products:
 
         def chunk(part, _):
             with tf.autodiff.ForwardAccumulator(self.variables, tangents) as accumulator:
-                rows, _ = self.rows_for(part)
+                rows, _ = self.kept_rows_for(part)
             jv = tf.stop_gradient(accumulator.jvp(rows, unconnected_gradients=_ZERO))
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 tape.watch(self.variables)
-                rows, _ = self.rows_for(part)
+                rows, _ = self.kept_rows_for(part)
             parts = tape.gradient(rows, self.variables, output_gradients=jv,
                                   unconnected_gradients=_ZERO)
             return _flat64(parts)
@@ -108,7 +108,7 @@ class Products:
 
         def chunk(part, _):
             with tf.autodiff.ForwardAccumulator(self.variables, tangents) as accumulator:
-                rows, _ = self.rows_for(part)
+                rows, _ = self.kept_rows_for(part)
             jv = accumulator.jvp(rows, unconnected_gradients=_ZERO)
             return tf.reduce_sum(tf.square(tf.cast(jv, tf.float64)))
 
@@ -121,7 +121,7 @@ class Products:
         def chunk(part, i):
             with tf.GradientTape(watch_accessed_variables=False, persistent=True) as tape:
                 tape.watch(self.variables)
-                rows, _ = self.rows_for(part)
+                rows, _ = self.kept_rows_for(part)
             total = tf.zeros([self.n], tf.float64)
             for k in range(probes):  # a handful: unrolled
                 signs = tf.random.stateless_uniform(
@@ -147,9 +147,9 @@ def exact_diagonal(rows_for: Callable, data, num_examples, chunk: int,
 
     def part_diagonal(part, _):
         if mode == "per_example":
-            c, _ = lm_jacobian.per_example_jacobian(products.rows_for, part, variables)
+            c, _ = lm_jacobian.per_example_jacobian(products.kept_rows_for, part, variables)
         else:
-            c, _ = lm_jacobian.jacobian(lambda: products.rows_for(part), variables, mode)
+            c, _ = lm_jacobian.jacobian(lambda: products.kept_rows_for(part), variables, mode)
         return tf.reduce_sum(tf.square(tf.cast(c, tf.float64)), axis=0)
 
     return products.sum_over_chunks(part_diagonal, tf.zeros([products.n], tf.float64))

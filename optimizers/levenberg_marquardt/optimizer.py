@@ -235,10 +235,9 @@ class LevenbergMarquardt(Optimizer):
                 f"tf.distribute strategy yet: train on one device, or use solver='direct' with "
                 f"max_parameters >= {n} (JᵀJ alone then takes {n * n * 8 / 2**30:.2f} GiB).")
         self._solver_state(n, solver)
-        losses = batch.loss_set.losses
-        lm_residuals.check_linearizable(losses)
+        lm_residuals.check_linearizable(batch.loss_set.losses)
         linear = None  # linearized in the step below; under a strategy, by every replica
-        if batch.replicas is None and not self._needs_loss_gradient(solver, loss_fn, losses):
+        if batch.replicas is None and not self._needs_loss_gradient(solver, loss_fn, batch):
             # JᵀJ's linearization gives b = Jᵀr = ½∇f itself.
             loss0, aux0 = loss_fn()
             gradients = None
@@ -288,15 +287,23 @@ class LevenbergMarquardt(Optimizer):
         self._iterations.assign_add(1)
         return out[0], rebuild(out[1:])
 
-    def _needs_loss_gradient(self, solver: str, loss_fn, losses) -> bool:
-        """Whether the step differentiates the loss with a tape: for a loss whose rows do not
-        give its gradient (`residuals.gradient_from_rows`), TensorBoard's gradient histograms
-        and activation gradient taps, the cg solver's right-hand side, and the finiteness
-        test of skipped steps. Otherwise the direct solver's b = Cᵀρ is the gradient (half of
-        it), and the step saves a backward pass."""
+    def _needs_loss_gradient(self, solver: str, loss_fn, batch) -> bool:
+        """Whether the step differentiates the loss with a tape: when b = Cᵀρ is not the
+        gradient (`_gradient_from_rows`), for TensorBoard's gradient histograms and activation
+        gradient taps, the cg solver's right-hand side, and the finiteness test of skipped
+        steps. Otherwise the direct solver's b = Cᵀρ is the gradient (half of it), and the
+        step saves a backward pass."""
         return (solver == "cg" or self.skip_non_finite_steps or gradient_record.recording()
-                or reads_backward_pass(loss_fn)
-                or not lm_residuals.gradient_from_rows(losses))
+                or reads_backward_pass(loss_fn) or not self._gradient_from_rows(batch))
+
+    @staticmethod
+    def _gradient_from_rows(batch) -> bool:
+        """Whether b = Cᵀρ, summed over the Jacobian's chunks, is half the loss gradient: for
+        losses whose rows give it (`residuals.gradient_from_rows`), and examples that do not
+        mix (a batch-normalized model linearized in several chunks normalizes each chunk by
+        its own statistics, so its Cᵀρ is not the whole batch's gradient)."""
+        return (lm_residuals.gradient_from_rows(batch.loss_set.losses)
+                and examples_independent(batch.model, batch.loss_set))
 
     def _linearize(self, batch, variables, n, gradients, y_pred0, whole_batch: bool = True):
         """The `update.Linearization` of `batch` at the variables' values. `whole_batch`
@@ -314,7 +321,7 @@ class LevenbergMarquardt(Optimizer):
         chunk = lm_jacobian.chunk_examples(n, per_example, mode, self.jacobian_chunk_size)
         # b = Cᵀρ wherever it is the gradient, whether or not a tape took one: the step is
         # the same with TensorBoard's taps on or off.
-        if lm_residuals.gradient_from_rows(batch.loss_set.losses):
+        if self._gradient_from_rows(batch):
             gradients = None
         return lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
                                    gradients, allow_under=whole_batch)

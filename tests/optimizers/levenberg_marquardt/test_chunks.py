@@ -4,9 +4,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import graphfit as gf
+from graphfit import layers, optimizers
 from graphfit.optimizers.levenberg_marquardt import chunks as lm_chunks
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import matrix_free as lm_matrix_free
+from graphfit.optimizers.levenberg_marquardt import update as lm_update
 
 RNG = np.random.default_rng(3)
 
@@ -61,3 +64,47 @@ def test_a_layer_that_mixes_examples_sees_only_real_ones_in_the_last_chunk():
     v = RNG.normal(size=2)
     np.testing.assert_allclose(products.gauss_newton(tf.constant(v)), expected @ v, rtol=1e-12)
     np.testing.assert_allclose(products.curvature(tf.constant(v)), v @ expected @ v, rtol=1e-12)
+
+
+def test_a_batch_normalized_model_in_several_chunks_steps_along_the_loss_gradient(monkeypatch):
+    # Each chunk is normalized by its own statistics, so Σ Cᵀρ over the chunks is not the
+    # whole batch's gradient: b must come from the loss itself.
+    gf.set_seed(0)
+    model = gf.Sequential([layers.Dense(4), layers.BatchNormalization(),
+                           layers.Activation("tanh"), layers.Dense(1)],
+                          input_shape=(3,), dtype="float64")
+    x, y = RNG.normal(size=(23, 3)), RNG.normal(size=(23, 1))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
+    gradient = tf.concat([tf.reshape(g, [-1])
+                          for g in tape.gradient(loss, model.trainable_variables)], 0)
+    linearized = []
+    original = lm_update.linearize
+    monkeypatch.setattr(lm_update, "linearize",
+                        lambda *args, **kwargs: linearized.append(original(*args, **kwargs))
+                        or linearized[-1])
+    model.compile(optimizer=optimizers.LevenbergMarquardt(jacobian_chunk_size=5), loss="mse",
+                  run_eagerly=True)
+    model.fit(x, y, batch_size=None, epochs=1, shuffle=False, verbose=0)
+    np.testing.assert_allclose(linearized[0].b, 0.5 * gradient.numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("solver", ["direct", "cg"])
+def test_a_residual_undefined_at_a_zero_example_fits_in_chunks(solver):
+    # Relative residuals (p − y)/y: a zero example padded into the last chunk made every
+    # row NaN, and the fit stalled at its first loss.
+    x = np.linspace(1.0, 2.0, 23)[:, None]
+    losses, start = [], None
+    for chunk in (None, 5):
+        model = gf.Sequential([layers.Dense(4, activation="tanh"), layers.Dense(1)],
+                              input_shape=(1,), dtype="float64")
+        start = start or model.get_weights()
+        model.set_weights(start)
+        # cg: the exact diagonal (random probes are drawn per chunk)
+        model.compile(optimizer=optimizers.LevenbergMarquardt(
+            jacobian_chunk_size=chunk, solver=solver, cg_diagonal_probes=None),
+            loss=optimizers.ResidualLoss(lambda t, p: (p - t) / t))
+        history = model.fit(x, 1 + x**2, batch_size=None, epochs=3, verbose=0)
+        losses.append(history.history["loss"])
+    assert losses[1][-1] < 0.5 * losses[1][0]  # padded, the loss stayed at its first value
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-7)
