@@ -102,3 +102,36 @@ def test_an_empty_run_directory_argument_exits_2(command, capsys, tmp_path):
         else []
     assert cli.main([command, "", *extra]) == 2
     assert "run directory is empty text" in capsys.readouterr().err
+
+
+_THREADS_PROBE = """
+import tensorflow as tf
+from graphfit.cli import main
+code = main(["--threads", "1", "validate", {recipe!r}])
+print("exit", code, "threads", tf.config.threading.get_intra_op_parallelism_threads(),
+      tf.config.threading.get_inter_op_parallelism_threads())
+"""
+
+
+def test_threads_sizes_tensorflows_pools_before_it_starts():
+    recipe = os.path.join(REPO, "recipes", "quickstart.yaml")
+    result = subprocess.run([sys.executable, "-c", _THREADS_PROBE.format(recipe=recipe)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.stdout.strip().splitlines()[-1] == "exit 0 threads 1 1", result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_a_bad_thread_count_exits_2(value, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "recipe.yaml", "--threads", value])
+    assert exit_info.value.code == 2
+    assert "--threads: must be a positive number of threads" in capsys.readouterr().err
+
+
+def test_threads_after_tensorflow_started_is_ignored_with_a_warning(tmp_path):
+    import tensorflow as tf
+
+    tf.reduce_sum(tf.ones([2]))  # TensorFlow has started in this process: its pools are fixed
+    with pytest.warns(UserWarning, match="--threads 2 was ignored"):
+        code = cli.main(["--threads", "2", "evaluate", str(tmp_path / "no_such_run")])
+    assert code == 2  # and the command itself still ran (and refused the missing run)
