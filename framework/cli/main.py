@@ -24,7 +24,7 @@ import warnings
 
 __all__ = ["main"]
 
-from graphfit.cli import listing
+from graphfit.cli import listing, threads
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -38,8 +38,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="graphfit", description="Train, check and use graphfit recipes.")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
-    parser.add_argument("--threads", type=_thread_count, default=None, metavar="N",
-                        help=_THREADS_HELP)
+    parser.add_argument("--threads", type=threads.thread_count, default=None, metavar="N",
+                        help=threads.HELP)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def recipe_command(name, help_text, optional=False):
@@ -50,8 +50,8 @@ def _parser() -> argparse.ArgumentParser:
                              metavar="KEY=VALUE", help="override a key, e.g. training.epochs=3")
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="show Python tracebacks")
-        command.add_argument("--threads", type=_thread_count, default=argparse.SUPPRESS,
-                             metavar="N", help=_THREADS_HELP)
+        command.add_argument("--threads", type=threads.thread_count, default=argparse.SUPPRESS,
+                             metavar="N", help=threads.HELP)
         return command
 
     train = recipe_command("train", "train a recipe into a new run directory", optional=True)
@@ -75,8 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("run", help="the run directory (or runs/<name>/latest)")
     evaluate.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help="show Python tracebacks")
-    evaluate.add_argument("--threads", type=_thread_count, default=argparse.SUPPRESS,
-                          metavar="N", help=_THREADS_HELP)
+    evaluate.add_argument("--threads", type=threads.thread_count, default=argparse.SUPPRESS,
+                          metavar="N", help=threads.HELP)
     predict = commands.add_parser("predict", help="predict with a finished run")
     predict.add_argument("run", help="the run directory (or runs/<name>/latest)")
     predict.add_argument("--input", required=True, help="a CSV (with header) or .npz file")
@@ -86,8 +86,8 @@ def _parser() -> argparse.ArgumentParser:
                               "column; it is not a feature")
     predict.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show Python tracebacks")
-    predict.add_argument("--threads", type=_thread_count, default=argparse.SUPPRESS,
-                         metavar="N", help=_THREADS_HELP)
+    predict.add_argument("--threads", type=threads.thread_count, default=argparse.SUPPRESS,
+                         metavar="N", help=threads.HELP)
     plot = commands.add_parser(
         "plot", help="draw a run's learning curves, or compare several runs",
         description="one run: learning_curves.png in the run directory (or --output); several "
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
         import_tensorflow()
     if args.threads is not None:
-        _use_threads(args.threads)
+        threads.use_threads(args.threads)
     from graphfit.recipes.reading.problems import RecipeError
 
     try:
@@ -153,35 +153,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphfit: {args.command} failed: {type(error).__name__}: {error}\n"
               f"(run again with --debug for the traceback)", file=sys.stderr)
         return EXIT_FAILED
-
-
-_THREADS_HELP = ("run TensorFlow's ops on N threads (its intra- and inter-op pools; default: "
-                 "one per core). On a few cores small models (a Levenberg-Marquardt fit of a "
-                 "small network) often run faster with --threads 1")
-
-
-def _thread_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive number of threads, got {text!r}")
-    return value
-
-
-def _use_threads(count: int) -> None:
-    """Sizes TensorFlow's thread pools; they are fixed once TensorFlow runs its first op."""
-    import tensorflow as tf
-
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(count)
-        tf.config.threading.set_inter_op_parallelism_threads(count)
-    except RuntimeError:  # main() called in a process that already ran TensorFlow
-        warnings.warn(f"--threads {count} was ignored: TensorFlow has already started in this "
-                      f"process, and its thread pools cannot change any more. Use the "
-                      f"graphfit command, or call tf.config.threading before anything runs.",
-                      stacklevel=2)
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
