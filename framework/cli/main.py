@@ -38,8 +38,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="graphfit", description="Train, check and use graphfit recipes.")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
-    parser.add_argument("--threads", type=threads.thread_count, default=None, metavar="N",
-                        help=threads.HELP)
+    threads.add_option(parser, default=None)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def recipe_command(name, help_text, optional=False):
@@ -50,8 +49,7 @@ def _parser() -> argparse.ArgumentParser:
                              metavar="KEY=VALUE", help="override a key, e.g. training.epochs=3")
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="show Python tracebacks")
-        command.add_argument("--threads", type=threads.thread_count, default=argparse.SUPPRESS,
-                             metavar="N", help=threads.HELP)
+        threads.add_option(command)
         return command
 
     train = recipe_command("train", "train a recipe into a new run directory", optional=True)
@@ -75,8 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("run", help="the run directory (or runs/<name>/latest)")
     evaluate.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help="show Python tracebacks")
-    evaluate.add_argument("--threads", type=threads.thread_count, default=argparse.SUPPRESS,
-                          metavar="N", help=threads.HELP)
+    threads.add_option(evaluate)
     predict = commands.add_parser("predict", help="predict with a finished run")
     predict.add_argument("run", help="the run directory (or runs/<name>/latest)")
     predict.add_argument("--input", required=True, help="a CSV (with header) or .npz file")
@@ -86,8 +83,7 @@ def _parser() -> argparse.ArgumentParser:
                               "column; it is not a feature")
     predict.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show Python tracebacks")
-    predict.add_argument("--threads", type=threads.thread_count, default=argparse.SUPPRESS,
-                         metavar="N", help=threads.HELP)
+    threads.add_option(predict)
     plot = commands.add_parser(
         "plot", help="draw a run's learning curves, or compare several runs",
         description="one run: learning_curves.png in the run directory (or --output); several "

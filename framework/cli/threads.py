@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-__all__ = ["HELP", "thread_count", "use_threads"]
+__all__ = ["HELP", "add_option", "thread_count", "use_threads"]
 
 HELP = ("run TensorFlow's ops on N threads (its intra- and inter-op pools; default: one per "
         "core). On a few cores small models (a Levenberg-Marquardt fit of a small network) "
@@ -29,6 +29,12 @@ def thread_count(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive number of threads, got {text!r}")
     return value
+
+
+def add_option(parser: argparse.ArgumentParser, default=argparse.SUPPRESS) -> None:
+    """Adds `--threads N` to a parser (a command's parsers keep the top level's value unless
+    given: their default is `argparse.SUPPRESS`)."""
+    parser.add_argument("--threads", type=thread_count, default=default, metavar="N", help=HELP)
 
 
 def use_threads(count: int) -> None:

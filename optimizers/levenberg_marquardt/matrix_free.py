@@ -71,11 +71,6 @@ class Products:
         self.sizes = [int(np.prod(v.shape.as_list())) for v in self.variables]
         self.n = sum(self.sizes)
 
-    def sum_over_chunks(self, fn: Callable, zeros):
-        """`Σ fn(part, i)` over the chunks `part` of the batch (index `i`; `part` is what
-        `self.kept_rows_for` takes); `zeros` gives the structure and dtype of the sum."""
-        return self.chunks.sum(fn, zeros)
-
     def tangents(self, v: tf.Tensor) -> list[tf.Tensor]:
         """The flat vector `v` split into the variables' shapes and dtypes."""
         return [tf.cast(tf.reshape(p, var.shape), var.dtype)
@@ -100,7 +95,7 @@ class Products:
                                   unconnected_gradients=_ZERO)
             return _flat64(parts)
 
-        return self.sum_over_chunks(chunk, tf.zeros([self.n], tf.float64))
+        return self.chunks.sum(chunk, tf.zeros([self.n], tf.float64))
 
     def curvature(self, v: tf.Tensor) -> tf.Tensor:
         """`‖J v‖²` (float64 scalar): one JVP pass over the batch."""
@@ -112,7 +107,7 @@ class Products:
             jv = accumulator.jvp(rows, unconnected_gradients=_ZERO)
             return tf.reduce_sum(tf.square(tf.cast(jv, tf.float64)))
 
-        return self.sum_over_chunks(chunk, tf.constant(0.0, tf.float64))
+        return self.chunks.sum(chunk, tf.constant(0.0, tf.float64))
 
     def diagonal_probes(self, probes: int, seed: tf.Tensor) -> tf.Tensor:
         """`diag(JᵀJ)` estimated as the mean of `(Jᵀv)²` over `probes` Rademacher vectors
@@ -135,7 +130,7 @@ class Products:
             del tape
             return total / probes
 
-        return self.sum_over_chunks(chunk, tf.zeros([self.n], tf.float64))
+        return self.chunks.sum(chunk, tf.zeros([self.n], tf.float64))
 
 
 def exact_diagonal(rows_for: Callable, data, num_examples, chunk: int,
@@ -152,7 +147,7 @@ def exact_diagonal(rows_for: Callable, data, num_examples, chunk: int,
             c, _ = lm_jacobian.jacobian(lambda: products.kept_rows_for(part), variables, mode)
         return tf.reduce_sum(tf.square(tf.cast(c, tf.float64)), axis=0)
 
-    return products.sum_over_chunks(part_diagonal, tf.zeros([products.n], tf.float64))
+    return products.chunks.sum(part_diagonal, tf.zeros([products.n], tf.float64))
 
 
 class MatrixFreeLinearization(NamedTuple):
