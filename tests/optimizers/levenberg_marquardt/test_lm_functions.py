@@ -88,6 +88,26 @@ def test_running_scale_keeps_the_largest_diagonal_seen():
     assert d.numpy().tolist() == [4.0, 3.0, 5.0]
 
 
+def test_running_scale_with_a_memory_keeps_the_largest_recent_diagonal():
+    scale = tf.zeros(3, tf.float64)
+    for diag in ([4.0, 1.0, 0.0], [2.0, 3.0, 0.0], [1e-9, 1e-9, 5.0]):
+        scale = lm_damping.running_scale(scale, _c(diag), lm_damping.SCALE_MEMORY)
+    # By hand, with SCALE_MEMORY = 0.5: [4, 1, 0] -> [max(2, 2), max(0.5, 3), 0] = [2, 3, 0]
+    # -> [max(1, 1e-9), max(1.5, 1e-9), 5]: a column that collapsed keeps half its damping
+    # per step instead of dropping to 1e-9 at once.
+    assert lm_damping.SCALE_MEMORY == 0.5
+    assert scale.numpy().tolist() == [1.0, 1.5, 5.0]
+
+
+def test_scaling_floors_only_columns_without_effect():
+    # A column 1e-40 of the largest (a parameter in small units, MGH10's b2 beside a b1 of
+    # 1e-13) keeps its own scale; a zero column gets a positive floor, 1e-300 of the largest.
+    d = lm_damping.scaling(_c([1e40, 1.0, 0.0]), "marquardt", EPS).numpy()
+    assert d[0] == 1e40 and d[1] == 1.0 and d[2] == pytest.approx(1e-260, rel=1e-12)
+    assert lm_damping.scaling(_c([0.0, 0.0]), "marquardt", EPS).numpy().tolist() == [1e-300] * 2
+    assert lm_damping.scaling(_c([3.0, 0.0]), "identity", EPS).numpy().tolist() == [1.0, 1.0]
+
+
 def test_damping_range_and_starting_damping():
     diag = _c([4.0, 1.0])
     marquardt = lm_update.damping_range(diag, lm_damping.scaling(diag, "marquardt", EPS), 2)
