@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
+from graphfit.optimizers.levenberg_marquardt import geodesic as lm_geodesic
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
 
 __all__ = [
@@ -82,6 +83,8 @@ class TrialProblem(NamedTuple):
         f0: the loss at the start (float64).
         limits: the step's `update.DampingRange`.
         tests: the step's `convergence.ConvergenceTests`.
+        accelerate: `accelerate(δ, λ) -> a`, geodesic acceleration at the start (it may move
+            the variables), or None for plain steps.
     """
 
     system: lm_damping.ScaledSystem
@@ -91,6 +94,7 @@ class TrialProblem(NamedTuple):
     f0: tf.Tensor
     limits: lm_update.DampingRange
     tests: lm_convergence.ConvergenceTests
+    accelerate: Callable[[tf.Tensor, tf.Tensor], tf.Tensor] | None = None
 
 
 class Attempt(NamedTuple):
@@ -124,10 +128,20 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
         tf.norm(problem.tests.column_norms * delta), problem.tests.x_norm)
     loss = values[0]
     # Predicted at the start, before the variables move (a matrix-free system linearizes
-    # there).
+    # there). With geodesic acceleration the prediction stays that of δ (Transtrum's).
     predicted = problem.system.predicted_reduction(delta, damping)
-    with tf.control_dependencies([predicted]):
-        problem.assign(tf.where(within, delta, tf.zeros_like(delta)))
+    step = delta
+    if problem.accelerate is not None:
+        with tf.control_dependencies([predicted]):
+            acceleration = problem.accelerate(delta, damping)
+        # A correction that is not finite (an overflowed second derivative) or larger than
+        # `geodesic.acceptable` allows leaves the plain step (see geodesic.py for why not a
+        # rejection).
+        bent = (tf.reduce_all(tf.math.is_finite(acceleration))
+                & lm_geodesic.acceptable(acceleration, delta, problem.system.d))
+        step = tf.where(bent, delta + 0.5 * acceleration, delta)
+    with tf.control_dependencies([predicted, step]):
+        problem.assign(tf.where(within, step, tf.zeros_like(step)))
     loss_new, *aux_new = problem.evaluate()
     out = [tf.cast(loss_new, loss.dtype), *aux_new]
     f_new = tf.cast(out[0], tf.float64)
