@@ -201,8 +201,7 @@ def nist_table(only_16: bool = False) -> None:
     print()
     if notes:
         print("\n".join(notes) + "\n")
-    _summary("the 16 problems the tests fit (target: every run; MGH10 from start 1 is the "
-             "one known miss, an expected failure in the tests)", fitted, scipy_installed)
+    _summary("the 16 problems the tests fit (target: every run)", fitted, scipy_installed)
     if other:
         _summary("all 27 NIST StRD nonlinear problems", fitted + other, scipy_installed)
 
