@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -14,6 +13,7 @@ from graphfit.core.step_types import ForwardPass, StepBatch, reads_backward_pass
 from graphfit.core.variables import as_tf_variable
 from graphfit.optimizers import gradient_record
 from graphfit.optimizers.gradient_record import record_gradients
+from graphfit.optimizers.levenberg_marquardt import batch_linearization as lm_batch
 from graphfit.optimizers.levenberg_marquardt import conjugate_gradient as lm_cg
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
@@ -307,42 +307,18 @@ class LevenbergMarquardt(Optimizer):
 
     def _needs_loss_gradient(self, solver: str, loss_fn, batch) -> bool:
         """Whether the step differentiates the loss with a tape: when b = Cᵀρ is not the
-        gradient (`_gradient_from_rows`), for TensorBoard's gradient histograms and activation
-        gradient taps, the cg solver's right-hand side, and the finiteness test of skipped
-        steps. Otherwise the direct solver's b = Cᵀρ is the gradient (half of it), and the
-        step saves a backward pass."""
+        gradient (`batch_linearization.gradient_from_rows`), for TensorBoard's gradient
+        histograms and activation gradient taps, the cg solver's right-hand side, and the
+        finiteness test of skipped steps. Otherwise the direct solver's b = Cᵀρ is the
+        gradient (half of it), and the step saves a backward pass."""
         return (solver == "cg" or self.skip_non_finite_steps or gradient_record.recording()
-                or reads_backward_pass(loss_fn) or not self._gradient_from_rows(batch))
-
-    @staticmethod
-    def _gradient_from_rows(batch) -> bool:
-        """Whether b = Cᵀρ, summed over the Jacobian's chunks, is half the loss gradient: for
-        losses whose rows give it (`residuals.gradient_from_rows`), and examples that do not
-        mix (a batch-normalized model linearized in several chunks normalizes each chunk by
-        its own statistics, so its Cᵀρ is not the whole batch's gradient)."""
-        return (lm_residuals.gradient_from_rows(batch.loss_set.losses)
-                and examples_independent(batch.model, batch.loss_set))
+                or reads_backward_pass(loss_fn) or not lm_batch.gradient_from_rows(batch))
 
     def _linearize(self, batch, variables, n, gradients, y_pred0, whole_batch: bool = True):
-        """The `update.Linearization` of `batch` at the variables' values. `whole_batch`
-        False: a replica's slice, always through JᵀJ (the m < n system of one chunk does not
-        add up over replicas)."""
-        data, rows_for, per_example = lm_residuals.batch_rows(batch, y_pred0)
-        independent = examples_independent(batch.model, batch.loss_set)
-        mode = lm_jacobian.choose_mode(self.jacobian_mode, n, per_example, independent)
-        if mode == "per_example" and not independent:  # Python: once per trace
-            warnings.warn(
-                "jacobian_mode='per_example' differentiates each example on a batch of its "
-                "own, but a layer or the loss of this model mixes the examples of a batch "
-                "(mixes_examples=True), so the Jacobian is not exact. Use 'auto' or 'reverse'.",
-                stacklevel=3)
-        chunk = lm_jacobian.chunk_examples(n, per_example, mode, self.jacobian_chunk_size)
-        # b = Cᵀρ wherever it is the gradient, whether or not a tape took one: the step is
-        # the same with TensorBoard's taps on or off.
-        if self._gradient_from_rows(batch):
-            gradients = None
-        return lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
-                                   gradients, allow_under=whole_batch)
+        """`batch_linearization.linearize_batch` with this optimizer's Jacobian settings."""
+        return lm_batch.linearize_batch(batch, variables, n, gradients, y_pred0,
+                                        self.jacobian_mode, self.jacobian_chunk_size,
+                                        whole_batch)
 
     def _trials(self, loss_fn, variables, n, loss0, flat0, linear, rows_of=None):
         """Tries up to `attempts_per_step` damped steps on the linearization `linear`
