@@ -7,8 +7,10 @@ second directional derivative `r_vv = d²r(x + tδ)/dt²` at t = 0, the same dam
 
     a = −(JᵀJ + λD)⁻¹ Jᵀ r_vv,        the trial moves to x + δ + a/2,
 
-unless `2‖D^½ a‖ > ALPHA ‖D^½ δ‖`: then the correction would be larger than the step's own
-first-order part, and the trial takes the plain δ (Transtrum's α = 0.75). Transtrum rejects
+unless `2‖D^½ a‖ > ALPHA ‖D^½ δ‖` (Transtrum's α = 0.75: the a/2 added to δ would be longer
+than 0.19 ‖δ‖, so the step's second-order model is no longer trusted): then the trial takes
+the plain δ. The m < n form and a step past its bound take the plain δ without the extra
+passes. Transtrum rejects
 such a trial instead (λ grows); here that stopped fits short of their last digits: near a
 minimum δ is tiny and `r_vv` is mostly rounding (below), so every trial was rejected until
 the xtol test ended the fit (NIST's Lanczos1: RSS at the parameters 1.8 digits of the
@@ -118,11 +120,21 @@ def acceleration_product(rows_of: Callable[[], tf.Tensor], variables: Sequence[t
 
 def trial_acceleration(rows_of: Callable[[], tf.Tensor], variables: Sequence[tf.Variable],
                        move: Callable[[tf.Tensor], object], system):
-    """`accelerate(δ, λ) -> a = −(JᵀJ + λD)⁻¹ Jᵀ r_vv` for the trials of one step
-    (`trial.TrialProblem.accelerate`), with `system` the step's `damping.ScaledSystem`."""
-    def accelerate(delta, damping):
-        product = acceleration_product(rows_of, variables, move, delta)
-        return system.solve(damping, product)[0]
+    """`accelerate(δ, λ, skip) -> a = −(JᵀJ + λD)⁻¹ Jᵀ r_vv` for the trials of one step
+    (`trial.TrialProblem.accelerate`), with `system` the step's `damping.ScaledSystem`.
+
+    NaN (the plain step), without the extra passes and without moving the variables, where
+    `skip` (a bool tensor: the step is past its bound and will be rejected) or in the
+    underdetermined form (m < n), which has no right-hand side for it."""
+    def accelerate(delta, damping, skip):
+        def correction():
+            product = acceleration_product(rows_of, variables, move, delta)
+            return system.solve(damping, product)[0]
+
+        def plain():
+            return tf.fill(tf.shape(delta), tf.constant(float("nan"), delta.dtype))
+
+        return tf.cond(skip | system.under, plain, correction)
 
     return accelerate
 

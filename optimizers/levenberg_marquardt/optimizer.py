@@ -45,6 +45,8 @@ class LevenbergMarquardt(Optimizer):
         ρ > 1e-4:  x ← x + δ,  λ ← λ·max(1/3, 1 − (2ρ−1)³),  ν ← 2     (Nielsen)
         otherwise: x unchanged (bit for bit),  λ ← λν,  ν ← 2ν
 
+    With geodesic acceleration (`geodesic_acceleration`) the accepted point is x + δ + a/2.
+
     It stops (`converged`, `convergence_reason`) on MINPACK's ftol, xtol and gtol tests.
     docs/levenberg_marquardt.md explains the scaling, the m < n case, the Jacobian modes, the
     generalized Gauss–Newton matrix and the convergence tests, and names the functions
@@ -182,8 +184,9 @@ class LevenbergMarquardt(Optimizer):
 
     @property
     def damping_scale(self) -> tf.Variable | None:
-        """MINPACK's scale: the running maximum of diag(JᵀJ) over the steps, per parameter
-        (float64 variable; None before `build`). D is this vector under "marquardt"."""
+        """MINPACK's scale: the running maximum of diag(JᵀJ) over the steps (with geodesic
+        acceleration, the earlier maximum halved per step), per parameter (float64 variable;
+        None before `build`). D is this vector under "marquardt"."""
         return self._scale
 
     def reset_state(self) -> None:
@@ -329,8 +332,10 @@ class LevenbergMarquardt(Optimizer):
                              else np.float64).eps)
         self._eps = eps  # for the stop message (Python: once per trace)
         # Both solvers scale by the running maximum of diag(JᵀJ) (for cg, of its estimate);
-        # with geodesic acceleration it has a memory (damping.SCALE_MEMORY).
-        memory = 1.0 if rows_of is None else lm_damping.SCALE_MEMORY
+        # with geodesic acceleration it has a memory (damping.SCALE_MEMORY), but not in the
+        # m < n form, where the steps stay plain.
+        memory = 1.0 if rows_of is None else tf.where(
+            linear.under, tf.constant(1.0, tf.float64), lm_damping.SCALE_MEMORY)
         scale = lm_damping.running_scale(self._scale.read_value(), linear.diag, memory)
         self._scale.assign(scale)
         d = lm_damping.scaling(scale, self.damping, eps)

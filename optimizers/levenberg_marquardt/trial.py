@@ -1,11 +1,11 @@
 """The trial loop of one Levenberg–Marquardt step: solve, try, keep or undo, update λ.
 
 `trial_loop` runs up to `attempts` trials in a `tf.while_loop`, each one an `attempt`: solve
-the damped system for δ, move the variables to `x₀ + δ` and evaluate the loss there, keep the
-point when the gain ratio is good enough and the step not too long (`update.step_accepted`,
-`update.step_within_bound`), otherwise put the variables
-back exactly; then update `(λ, ν)` and run the convergence tests. It stops at the first
-accepted trial or the first convergence test met.
+the damped system for δ, move the variables to `x₀ + δ` (`x₀ + δ + a/2` with geodesic
+acceleration, `geodesic.py`) and evaluate the loss there, keep the point when the gain ratio
+is good enough and the step not too long (`update.step_accepted`, `update.step_within_bound`),
+otherwise put the variables back exactly; then update `(λ, ν)` and run the convergence tests.
+It stops at the first accepted trial or the first convergence test met.
 
 The loop touches variables only through the callables of its `TrialProblem` (`assign`,
 `evaluate`, `restore`), which `variable_steps` builds for a list of variables, so a test can
@@ -83,8 +83,8 @@ class TrialProblem(NamedTuple):
         f0: the loss at the start (float64).
         limits: the step's `update.DampingRange`.
         tests: the step's `convergence.ConvergenceTests`.
-        accelerate: `accelerate(δ, λ) -> a`, geodesic acceleration at the start (it may move
-            the variables), or None for plain steps.
+        accelerate: `accelerate(δ, λ, skip) -> a`, geodesic acceleration at the start (it may
+            move the variables; NaN where `skip`), or None for plain steps.
     """
 
     system: lm_damping.ScaledSystem
@@ -133,7 +133,7 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
     step = delta
     if problem.accelerate is not None:
         with tf.control_dependencies([predicted]):
-            acceleration = problem.accelerate(delta, damping)
+            acceleration = problem.accelerate(delta, damping, tf.logical_not(within))
         # A correction that is not finite (an overflowed second derivative) or larger than
         # `geodesic.acceptable` allows leaves the plain step (see geodesic.py for why not a
         # rejection).

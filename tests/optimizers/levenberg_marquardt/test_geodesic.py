@@ -122,3 +122,25 @@ def test_forcing_it_on_a_cross_entropy_is_refused_with_the_reason():
     x = np.random.default_rng(0).normal(size=(12, 2))
     with pytest.raises(ValueError, match="sum of squared residuals"):
         model.fit(x, np.arange(12) % 3, batch_size=None, epochs=1, verbose=0)
+
+
+def test_fewer_rows_than_parameters_take_the_plain_steps_bit_for_bit():
+    # m = 2 rows < n = 3 parameters: the m × m form has no right-hand side for the
+    # correction, so "auto" must be False exactly (no memory in the scale either).
+    x, y = np.array([[0.0], [1.5]]), np.array([[0.4], [0.9]])
+    runs = []
+    for setting in ("auto", False):
+        model = gf.Sequential([layers.Formula("b0 / (1 + exp(-b1 * (x - b2)))",
+                                              params={"b0": 1.0, "b1": 1.0, "b2": 0.5})],
+                              dtype="float64")
+        model.compile(optimizer=optimizers.LevenbergMarquardt(geodesic_acceleration=setting),
+                      loss="mse", jit_compile=False)
+        steps = []
+        for _ in range(4):
+            model.fit(x, y, batch_size=None, epochs=1, verbose=0)
+            steps.append((model.get_weights(), model.optimizer.damping_scale.numpy()))
+        runs.append(steps)
+    for (w_auto, s_auto), (w_plain, s_plain) in zip(*runs):
+        assert all(np.array_equal(a, b) for a, b in zip(w_auto, w_plain))
+        np.testing.assert_array_equal(s_auto, s_plain)
+    assert not np.array_equal(runs[0][0][0][0], runs[0][-1][0][0])  # it moved
