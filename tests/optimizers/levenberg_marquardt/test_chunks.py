@@ -108,3 +108,27 @@ def test_a_residual_undefined_at_a_zero_example_fits_in_chunks(solver):
         losses.append(history.history["loss"])
     assert losses[1][-1] < 0.5 * losses[1][0]  # padded, the loss stayed at its first value
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-7)
+
+
+def test_the_cg_diagonals_count_an_overlapped_example_once():
+    # Rows x_i · θ, independent examples; chunks of 4 over 7 examples repeat example 3, made
+    # 100 times larger than the others so that counting it twice would double diag(JᵀJ).
+    x = RNG.normal(size=(7, 2))
+    x[3] *= 100.0
+    x = tf.constant(x)
+    theta = tf.Variable(RNG.normal(size=2))
+
+    def rows_for(part):
+        rows = tf.linalg.matvec(part["x"], theta)
+        return rows, tf.stop_gradient(rows)
+
+    expected = np.sum(x.numpy() ** 2, axis=0)  # diag(JᵀJ) = Σᵢ xᵢ², each example once
+    for mode in ("per_example", "reverse", "forward"):
+        diag = lm_matrix_free.exact_diagonal(rows_for, {"x": x}, tf.constant(7), 4, [theta],
+                                             mode)
+        np.testing.assert_allclose(diag, expected, rtol=1e-12, err_msg=mode)
+    products = lm_matrix_free.Products(rows_for, {"x": x}, tf.constant(7), 4, [theta])
+    estimate = products.diagonal_probes(8, tf.constant(3)).numpy()
+    # Rademacher probes: unbiased, and here within a few per cent (example 3 dominates);
+    # counted twice it would be near 2.
+    np.testing.assert_allclose(estimate / expected, [1.0, 1.0], atol=0.15)
