@@ -34,16 +34,19 @@ def _train(tmp_path, run="run", **kw):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """One finished run of MOONS (3 epochs) and its final metrics. The tests that damage,
-    resume or lock such a run work on their own copy of it (`_finished_run`) instead of
-    training the same run again."""
+    resume, evaluate or lock such a run work on their own copy of it (`_finished_run`)
+    instead of training the same run again. It trains without XLA, and so do its resumes and
+    evaluations: the compiles would be most of those tests' time, and what they check is how
+    the run directory's files are read and written. (Resuming an XLA run is checked in
+    test_history_follows_the_checkpoint_after_a_kill_before_its_write.)"""
     folder = tmp_path_factory.mktemp("trained")
-    result = _train(folder)
+    result = _train(folder, overrides=["training.jit_compile=false"])
     return folder / "run", result.metrics
 
 
 def _finished_run(trained, tmp_path):
-    """What `_train(tmp_path)` leaves, copied from the module's run: tmp_path/run, with its
-    recipe at tmp_path/moons.yaml. Returns the run's final metrics."""
+    """What `_train(tmp_path)` leaves (but trained without XLA), copied from the module's
+    run: tmp_path/run, with its recipe at tmp_path/moons.yaml. Returns its final metrics."""
     template, metrics = trained
     (tmp_path / "moons.yaml").write_text(MOONS)
     shutil.copytree(template, tmp_path / "run", symlinks=True)
@@ -62,10 +65,10 @@ def _kill_after_last_checkpoint(run):
     os.remove(run / "metrics.json")
 
 
-def test_history_follows_the_checkpoint_after_a_kill_before_its_write(trained, tmp_path):
+def test_history_follows_the_checkpoint_after_a_kill_before_its_write(tmp_path):
     full = _train(tmp_path, "full", overrides=["training.epochs=5"])
     run = tmp_path / "run"
-    _finished_run(trained, tmp_path)
+    _train(tmp_path)
     _kill_after_last_checkpoint(run)
     # The kill came after epoch 3's checkpoint but before history.json recorded epoch 3.
     history = json.loads((run / "history.json").read_text())
