@@ -1,4 +1,5 @@
-"""Shared test set-up: quiet TensorFlow, and a fixed seed for every test."""
+"""Shared test set-up: quiet TensorFlow, a fixed seed for every test, and one process for the
+scripts that compare training on two logical CPUs with one device."""
 
 import os
 
@@ -16,3 +17,15 @@ def fixed_seed():
     """Every test starts from the same Python, NumPy and TensorFlow seeds."""
     keras.utils.set_random_seed(1234)
     yield
+
+
+@pytest.fixture(scope="session")
+def two_cpu_results(request):
+    """{script: its RESULT JSON or failure} for the `TWO_CPU_SCRIPT` of every test module in
+    this session, all run in one fresh process (`script_results.scripts_results`): each would
+    pay TensorFlow's start-up in a process of its own."""
+    from .framework.training.script_results import scripts_results
+
+    scripts = sorted({str(item.module.TWO_CPU_SCRIPT) for item in request.session.items
+                      if hasattr(getattr(item, "module", None), "TWO_CPU_SCRIPT")})
+    return scripts_results(scripts)

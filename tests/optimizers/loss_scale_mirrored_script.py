@@ -10,16 +10,14 @@ import pathlib
 import sys
 
 import numpy as np
-import tensorflow as tf
 
-tf.config.set_logical_device_configuration(
-    tf.config.list_physical_devices("CPU")[0],
-    [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/
+import two_cpus  # noqa: E402  (sets up 2 logical CPUs before TensorFlow starts)
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import test_loss_scale as cases  # noqa: E402
 
-STRATEGY = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+STRATEGY = two_cpus.STRATEGY
 
 
 def _state(model):

@@ -14,6 +14,8 @@ import pytest
 from graphfit import cli
 from graphfit.cli import listing, quiet_tensorflow
 
+from ...side_by_side import run_side_by_side
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 GRAPHFIT = os.path.join(os.path.dirname(sys.executable), "graphfit")
 
@@ -36,12 +38,34 @@ def test_help_and_list_do_not_import_tensorflow(argv):
     assert result.stdout.strip().endswith("NO TENSORFLOW"), result.stdout + result.stderr
 
 
-def test_list_snapshot_matches_the_registries():
+_THREADS_PROBE = """
+import tensorflow as tf
+from graphfit.cli import main
+code = main(["--threads", "1", "validate", {recipe!r}])
+print("exit", code, "threads", tf.config.threading.get_intra_op_parallelism_threads(),
+      tf.config.threading.get_inter_op_parallelism_threads())
+"""
+
+
+@pytest.fixture(scope="module")
+def started() -> dict:
+    """{name: finished process} of the three tests below that each check a fresh process
+    (each mostly TensorFlow's start-up), run side by side."""
+    recipe = os.path.join(REPO, "recipes", "quickstart.yaml")
     # A fresh interpreter: classes that other tests register are not built-ins.
-    script = ("import json; from graphfit.cli import listing; "
-              "print(json.dumps(listing.live_catalog()))")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=300, check=True)
+    catalog = ("import json; from graphfit.cli import listing; "
+               "print(json.dumps(listing.live_catalog()))")
+    return run_side_by_side({
+        "catalog": ([sys.executable, "-c", catalog], {}),
+        "validate": ([GRAPHFIT, "validate", recipe],
+                     {"env": {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}}),
+        "threads": ([sys.executable, "-c", _THREADS_PROBE.format(recipe=recipe)], {}),
+    })
+
+
+def test_list_snapshot_matches_the_registries(started):
+    result = started["catalog"]
+    assert result.returncode == 0, result.stderr
     live = json.loads(result.stdout.strip().splitlines()[-1])
     assert live == {kind: [list(pair) for pair in listing.entries(kind)]
                     for kind in listing.KINDS}, (
@@ -79,10 +103,8 @@ def test_quiet_stderr_keeps_real_errors(capfd):
     assert "a real failure" in err and "python says so too" in err
 
 
-def test_a_command_prints_no_tensorflow_startup_lines():
-    recipe = os.path.join(REPO, "recipes", "quickstart.yaml")
-    result = subprocess.run([GRAPHFIT, "validate", recipe], capture_output=True, text=True,
-                            timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})
+def test_a_command_prints_no_tensorflow_startup_lines(started):
+    result = started["validate"]  # `graphfit validate` with TF_CPP_MIN_LOG_LEVEL=0
     assert result.returncode == 0, result.stderr
     assert result.stderr == "", result.stderr
     assert "OK" in result.stdout
@@ -104,19 +126,8 @@ def test_an_empty_run_directory_argument_exits_2(command, capsys, tmp_path):
     assert "run directory is empty text" in capsys.readouterr().err
 
 
-_THREADS_PROBE = """
-import tensorflow as tf
-from graphfit.cli import main
-code = main(["--threads", "1", "validate", {recipe!r}])
-print("exit", code, "threads", tf.config.threading.get_intra_op_parallelism_threads(),
-      tf.config.threading.get_inter_op_parallelism_threads())
-"""
-
-
-def test_threads_sizes_tensorflows_pools_before_it_starts():
-    recipe = os.path.join(REPO, "recipes", "quickstart.yaml")
-    result = subprocess.run([sys.executable, "-c", _THREADS_PROBE.format(recipe=recipe)],
-                            capture_output=True, text=True, timeout=300)
+def test_threads_sizes_tensorflows_pools_before_it_starts(started):
+    result = started["threads"]
     assert result.stdout.strip().splitlines()[-1] == "exit 0 threads 1 1", result.stderr
 
 

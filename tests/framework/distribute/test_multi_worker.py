@@ -116,11 +116,14 @@ def _close(a: dict, b: dict) -> float:
 
 @pytest.fixture(scope="module")
 def single(tmp_path_factory) -> dict:
-    """The uninterrupted run in one process, without a strategy."""
+    """The uninterrupted run in one process, without a strategy (trained in this process, as
+    the Levenberg–Marquardt test's reference is: a process of its own would only add
+    TensorFlow's start-up)."""
+    from graphfit.recipes import load_recipe
+    from graphfit.recipes.running import training_run
+
     folder = tmp_path_factory.mktemp("single")
-    done = _run(["train", RECIPE, *_sets(), "--run-dir", "run", "--verbose", "0"],
-                _env(folder), folder)
-    assert done.returncode == 0, done.stderr[-3000:]
+    training_run.train(load_recipe(RECIPE, SETS), run_dir=str(folder / "run"), verbose=0)
     return {name: json.loads((folder / "run" / name).read_text())
             for name in ("history.json", "metrics.json")}
 

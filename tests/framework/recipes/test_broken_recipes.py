@@ -22,7 +22,6 @@ import dataclasses
 import os
 import pathlib
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -31,6 +30,8 @@ import yaml
 
 from graphfit import cli
 from graphfit.recipes import RecipeError
+
+from ...side_by_side import run_side_by_side
 
 HERE = pathlib.Path(__file__).parent
 BROKEN = HERE / "broken"
@@ -345,24 +346,33 @@ def test_minimal_recipe_without_training_section_validates(tmp_path, capsys):
 
 # --- the installed console script ---------------------------------------------------------
 
-def _console(*argv: str) -> subprocess.CompletedProcess:
+_CONSOLE = {"many_problems": ["validate", str(BROKEN / "many_problems.yaml")],
+            "yaml_tab": ["validate", str(BROKEN / "yaml_tab.yaml")],
+            "bad_override": ["validate", "recipes/quickstart.yaml",
+                             "--set", "training.epochs=abc"]}
+
+
+@pytest.fixture(scope="module")
+def console() -> dict:
+    """{case: the console script's finished process} for the tests below, run from the
+    repository side by side (each is mostly its own start-up)."""
     assert os.path.exists(GRAPHFIT), f"the graphfit console script is not installed: {GRAPHFIT}"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([GRAPHFIT, *argv], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=300)
+    return run_side_by_side({name: ([GRAPHFIT, *argv], {"env": env, "cwd": REPO})
+                             for name, argv in _CONSOLE.items()})
 
 
 @pytest.mark.parametrize("name", ["many_problems", "yaml_tab"])
-def test_console_script_broken_recipe(name):
+def test_console_script_broken_recipe(name, console):
     path = BROKEN / f"{name}.yaml"
-    result = _console("validate", str(path))
+    result = console[name]
     check_report(str(path), _header(path), result.returncode,
                  result.stderr)
     assert result.stdout == ""
 
 
-def test_console_script_bad_override():
-    result = _console("validate", "recipes/quickstart.yaml", "--set", "training.epochs=abc")
+def test_console_script_bad_override(console):
+    result = console["bad_override"]
     assert result.returncode == 2, result.stderr
     assert ("--set training.epochs=abc: training.epochs: must be an integer >= 1, got 'abc' "
             "(a string)\ngraphfit: 1 problem found; nothing was run.\n") in result.stderr

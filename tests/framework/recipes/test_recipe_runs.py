@@ -27,12 +27,18 @@ def _train(path, run_dir, *extra):
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    """A working directory with one finished quickstart run under runs/quickstart/."""
+    """A working directory with one finished quickstart run under runs/quickstart/.
+
+    Without XLA: the tests that use it are about the run directory (finetuning from it,
+    evaluate, predict, latest); the shipped recipes train with their own settings, XLA
+    included, in test_every_shipped_recipe_trains_into_a_complete_run, and an XLA run is
+    evaluated and predicted from in test_mixed_precision_training.py."""
     folder = tmp_path_factory.mktemp("work")
     previous = os.getcwd()
     os.chdir(folder)
     try:
-        recipe = load_recipe(os.path.join(RECIPES, "quickstart.yaml"), ["training.epochs=2"])
+        recipe = load_recipe(os.path.join(RECIPES, "quickstart.yaml"),
+                             ["training.epochs=2", "training.jit_compile=false"])
         result = training_run.train(recipe, verbose=0)
         yield folder, result
     finally:
@@ -81,13 +87,16 @@ def test_finetune_keeps_the_frozen_base_as_trained(workdir, tmp_path):
 
 def test_print_config_is_a_recipe_that_reproduces_the_run(tmp_path, capsys):
     source = os.path.join(RECIPES, "spirals_graph.yaml")
-    overrides = ["--set", "training.epochs=2", "--set", "data.n_samples=300"]
+    # Without XLA, whose compile would be most of the two trainings' time; the round trip
+    # and the equal runs are what is checked.
+    sets = ["training.epochs=2", "data.n_samples=300", "training.jit_compile=false"]
+    overrides = [arg for item in sets for arg in ("--set", item)]
     assert cli.main(["print-config", source, *overrides]) == 0
     resolved_text = capsys.readouterr().out
     saved = tmp_path / "elsewhere" / "saved.yaml"
     saved.parent.mkdir()
     saved.write_text(resolved_text)
-    first = load_recipe(source, ["training.epochs=2", "data.n_samples=300"])
+    first = load_recipe(source, sets)
     again = load_recipe(str(saved))
     assert again.config == first.config  # nothing lost, nothing re-defaulted differently
     a = training_run.train(first, run_dir=str(tmp_path / "a"), verbose=0)
@@ -199,7 +208,9 @@ def test_readme_main_job_through_the_console_script(tmp_path):
 
 def test_resume_reaches_the_weights_of_an_uninterrupted_run(tmp_path, capsys):
     source = os.path.join(RECIPES, "spirals_graph.yaml")
-    small = ["data.n_samples=240", "training.batch_size=16"]
+    # Without XLA (three models would each compile it): resuming under XLA is checked in
+    # tests/framework/saving/test_checkpoints.py and test_run_safety.py.
+    small = ["data.n_samples=240", "training.batch_size=16", "training.jit_compile=false"]
     full = training_run.train(load_recipe(source, small + ["training.epochs=4"]),
                               run_dir=str(tmp_path / "full"), verbose=0)
     cut = tmp_path / "cut"
@@ -222,8 +233,8 @@ def test_resume_reaches_the_weights_of_an_uninterrupted_run(tmp_path, capsys):
     assert "has already trained 4 epochs (its recipe asks for 4); give --set " \
         "training.epochs=N with N > 4" in capsys.readouterr().err
     assert run_directory.read_yaml(str(cut / "overrides.yaml")) == [
-        "data.n_samples=240", "training.batch_size=16", "training.epochs=2",
-        "training.epochs=4"]
+        "data.n_samples=240", "training.batch_size=16", "training.jit_compile=false",
+        "training.epochs=2", "training.epochs=4"]
     assert cli.main(["train", "--resume", str(cut), "--set", "seed=3"]) == 2
     assert "only training.epochs=N" in capsys.readouterr().err
 
@@ -298,7 +309,7 @@ def test_schedule_and_learning_rate_callback_conflict_is_a_recipe_problem(tmp_pa
 def test_predict_with_a_single_input_graph_model(tmp_path, capsys):
     run = tmp_path / "graph"
     assert _train(os.path.join(RECIPES, "spirals_graph.yaml"), run,
-                  "--set", "data.n_samples=200") == 0
+                  "--set", "data.n_samples=200", "--set", "training.jit_compile=false") == 0
     np.savez(tmp_path / "points.npz", x=np.array([[0.1, 0.2], [-0.5, 0.3]], np.float32))
     assert cli.main(["predict", str(run), "--input", str(tmp_path / "points.npz"),
                      "--output", str(tmp_path / "p.csv")]) == 0

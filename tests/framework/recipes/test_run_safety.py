@@ -31,6 +31,32 @@ def _train(tmp_path, run="run", **kw):
     return training_run.train(_recipe(tmp_path, **kw), run_dir=str(tmp_path / run), verbose=0)
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One finished run of MOONS (3 epochs) and its final metrics. The tests that damage,
+    resume, evaluate or lock such a run work on their own copy of it (`_finished_run`)
+    instead of training the same run again. It trains without XLA, and so do its resumes and
+    evaluations: the compiles would be most of those tests' time, and what they check is how
+    the run directory's files are read and written. (Resuming an XLA run is checked in
+    test_history_follows_the_checkpoint_after_a_kill_before_its_write.)"""
+    folder = tmp_path_factory.mktemp("trained")
+    result = _train(folder, overrides=["training.jit_compile=false"])
+    return folder / "run", result.metrics
+
+
+def _finished_run(trained, tmp_path):
+    """What `_train(tmp_path)` leaves (but trained without XLA), copied from the module's
+    run: tmp_path/run, with its recipe at tmp_path/moons.yaml. Returns its final metrics."""
+    template, metrics = trained
+    (tmp_path / "moons.yaml").write_text(MOONS)
+    shutil.copytree(template, tmp_path / "run", symlinks=True)
+    record = run_directory.read_json(str(tmp_path / "run" / run_directory.USER_MODULES))
+    assert record == {"recipe_folder": str(template.parent), "modules": []}
+    run_directory.write_json(str(tmp_path / "run" / run_directory.USER_MODULES),
+                             {**record, "recipe_folder": str(tmp_path)})
+    return metrics
+
+
 def _kill_after_last_checkpoint(run):
     """What a kill -9 between the last checkpoint and the final files leaves behind."""
     for name in os.listdir(run / "checkpoints"):
@@ -53,22 +79,22 @@ def test_history_follows_the_checkpoint_after_a_kill_before_its_write(tmp_path):
     assert len(written["val_loss"]) == 5 and result.history["loss"] == written["loss"]
 
 
-def test_resume_finishes_a_run_killed_before_its_final_files(tmp_path, capsys):
+def test_resume_finishes_a_run_killed_before_its_final_files(trained, tmp_path, capsys):
     run = tmp_path / "run"
-    first = _train(tmp_path)
+    metrics = _finished_run(trained, tmp_path)
     _kill_after_last_checkpoint(run)
     assert cli.main(["evaluate", str(run)]) == 2
     assert f"graphfit train --resume {run}" in capsys.readouterr().err
     assert cli.main(["train", "--resume", str(run), "--verbose", "0"]) == 0
     assert (run / "checkpoints" / "final.index").is_file()
-    assert json.loads((run / "metrics.json").read_text()) == first.metrics
+    assert json.loads((run / "metrics.json").read_text()) == metrics
     assert cli.main(["evaluate", str(run)]) == 0
     assert len(json.loads((run / "history.json").read_text())["loss"]) == 3
 
 
-def test_resume_falls_back_from_a_truncated_latest_checkpoint(tmp_path):
+def test_resume_falls_back_from_a_truncated_latest_checkpoint(trained, tmp_path):
     run = tmp_path / "run"
-    _train(tmp_path)
+    _finished_run(trained, tmp_path)
     latest = run / "checkpoints" / "latest"
     (data,) = [p for p in latest.iterdir() if p.name.startswith("ckpt-3.data")]
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
@@ -79,9 +105,9 @@ def test_resume_falls_back_from_a_truncated_latest_checkpoint(tmp_path):
     assert (run / "checkpoints" / "final.index").is_file()
 
 
-def test_resume_survives_a_garbled_checkpoint_state_file(tmp_path):
+def test_resume_survives_a_garbled_checkpoint_state_file(trained, tmp_path):
     run = tmp_path / "run"
-    _train(tmp_path)
+    _finished_run(trained, tmp_path)
     _kill_after_last_checkpoint(run)
     (run / "checkpoints" / "latest" / "checkpoint").write_text("garbage {{ \0")
     with pytest.warns(RuntimeWarning, match="state file .* is garbled.*ckpt-3 instead"):
@@ -91,9 +117,9 @@ def test_resume_survives_a_garbled_checkpoint_state_file(tmp_path):
     assert "checkpoint.garbled" in kept and "ckpt-4.index" in kept
 
 
-def test_evaluate_falls_back_when_the_final_weights_are_damaged(tmp_path):
+def test_evaluate_falls_back_when_the_final_weights_are_damaged(trained, tmp_path):
     run = tmp_path / "run"
-    _train(tmp_path)
+    _finished_run(trained, tmp_path)
     (data,) = [p for p in (run / "checkpoints").iterdir() if p.name.startswith("final.data")]
     data.write_bytes(b"")
     with pytest.warns(RuntimeWarning, match="final weights .* cannot be read.*ckpt-3"):
@@ -101,9 +127,9 @@ def test_evaluate_falls_back_when_the_final_weights_are_damaged(tmp_path):
     assert set(results) == {"val", "test"}
 
 
-def test_a_second_writer_of_a_run_is_refused(tmp_path, capsys):
+def test_a_second_writer_of_a_run_is_refused(trained, tmp_path, capsys):
     run = tmp_path / "run"
-    _train(tmp_path)
+    _finished_run(trained, tmp_path)
     with run_directory.lock_run(str(run)):
         with pytest.raises(run_directory.RunBusy, match=f"in use by process {os.getpid()}"):
             training_run.resume(str(run), epochs=4, verbose=0)
@@ -114,9 +140,9 @@ def test_a_second_writer_of_a_run_is_refused(tmp_path, capsys):
     assert len(json.loads((run / "history.json").read_text())["loss"]) == 3  # untouched
 
 
-def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_note(tmp_path, capsys):
+def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_note(trained, tmp_path, capsys):
     run = tmp_path / "run"
-    _train(tmp_path)
+    _finished_run(trained, tmp_path)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     (run / run_directory.LOCK_FILE).write_text(f"{dead.pid}\n")
@@ -153,9 +179,9 @@ def test_a_loss_non_finite_from_the_first_epoch_stops_and_says_no_checkpoint(tmp
     assert len(json.loads((run / "history.json").read_text())["loss"]) == 1  # stopped at once
 
 
-def test_evaluate_a_run_whose_logs_cannot_be_written(tmp_path, capsys):
+def test_evaluate_a_run_whose_logs_cannot_be_written(trained, tmp_path, capsys):
     run = tmp_path / "run"
-    _train(tmp_path)
+    _finished_run(trained, tmp_path)
     shutil.rmtree(run / "logs")
     (run / "logs").write_text("not a folder: as unwritable as a read-only disk")
     assert cli.main(["evaluate", str(run)]) == 0
@@ -272,7 +298,7 @@ def _empty_data_files(folder):
             path.write_bytes(b"")
 
 
-def test_evaluate_fallback_and_garbled_resume_keep_tensorflow_quiet(tmp_path):
+def test_evaluate_fallback_and_garbled_resume_keep_tensorflow_quiet(trained, tmp_path):
     import gc
     import logging
 
@@ -282,7 +308,7 @@ def test_evaluate_fallback_and_garbled_resume_keep_tensorflow_quiet(tmp_path):
     handler = logging.Handler(logging.WARNING)
     handler.emit = lambda record: logged.append(record.getMessage())
     run = tmp_path / "run"
-    _train(tmp_path)
+    _finished_run(trained, tmp_path)
     gc.collect()
     tf.get_logger().addHandler(handler)
     try:
@@ -301,9 +327,9 @@ def test_evaluate_fallback_and_garbled_resume_keep_tensorflow_quiet(tmp_path):
     assert noise == []
 
 
-def test_resume_falls_back_to_best_when_no_latest_checkpoint_reads(tmp_path):
+def test_resume_falls_back_to_best_when_no_latest_checkpoint_reads(trained, tmp_path):
     run = tmp_path / "run"
-    _train(tmp_path)
+    _finished_run(trained, tmp_path)
     _kill_after_last_checkpoint(run)
     _empty_data_files(run / "checkpoints" / "latest")
     with pytest.warns(RuntimeWarning, match=r"no checkpoint in .*latest can be read.*ckpt-1 "
@@ -313,9 +339,9 @@ def test_resume_falls_back_to_best_when_no_latest_checkpoint_reads(tmp_path):
     assert (run / "checkpoints" / "final.index").is_file()
 
 
-def test_resume_with_every_checkpoint_damaged_says_so(tmp_path, capsys):
+def test_resume_with_every_checkpoint_damaged_says_so(trained, tmp_path, capsys):
     run = tmp_path / "run"
-    _train(tmp_path)
+    _finished_run(trained, tmp_path)
     _kill_after_last_checkpoint(run)
     _empty_data_files(run / "checkpoints" / "latest")
     _empty_data_files(run / "checkpoints" / "best")

@@ -11,22 +11,23 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import sys
 import tempfile
 
 import numpy as np
 import tensorflow as tf
 
-tf.config.set_logical_device_configuration(
-    tf.config.list_physical_devices("CPU")[0],
-    [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # tests/
+import two_cpus  # noqa: E402  (sets up 2 logical CPUs before TensorFlow starts)
+
+STRATEGY = two_cpus.STRATEGY
 
 import keras  # noqa: E402
 
 import graphfit as gf  # noqa: E402
 from graphfit import layers, optimizers  # noqa: E402
 
-STRATEGY = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(96, 5))
 Y_BIN = (X[:, :1] + 0.5 * X[:, 1:2] ** 2 > 0.5).astype("float64")

@@ -2,7 +2,8 @@
 same numbers as one device (float64, same global batches).
 
 Logical devices must be set before TensorFlow initializes its devices, so every case runs in
-one subprocess (`mirrored_equivalence_script.py`), which prints the differences as JSON.
+one subprocess (`mirrored_equivalence_script.py`), which prints the differences as JSON; the
+other two-CPU scripts run in the same process (fixture `two_cpu_results`, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import pytest
 
 from .script_results import script_results
 
-SCRIPT = pathlib.Path(__file__).with_name("mirrored_equivalence_script.py")
+TWO_CPU_SCRIPT = pathlib.Path(__file__).with_name("mirrored_equivalence_script.py")
 TOLERANCE = 1e-6
 
 
 @pytest.fixture(scope="module")
-def results() -> dict:
-    return script_results(SCRIPT)
+def results(two_cpu_results) -> dict:
+    return script_results(TWO_CPU_SCRIPT, two_cpu_results)
 
 
 def test_sgd_momentum_matches_one_device(results):

@@ -3,7 +3,8 @@ normalization and ClassMeans' per-class sums give the same numbers as one device
 the same global batches, an uneven last batch included).
 
 Logical devices must be set before TensorFlow initializes its devices, so every case runs in
-one subprocess (`sync_statistics_script.py`), which prints the differences as JSON.
+one subprocess (`sync_statistics_script.py`), which prints the differences as JSON; the
+other two-CPU scripts run in the same process (fixture `two_cpu_results`, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import pytest
 
 from .script_results import script_results
 
-SCRIPT = pathlib.Path(__file__).with_name("sync_statistics_script.py")
+TWO_CPU_SCRIPT = pathlib.Path(__file__).with_name("sync_statistics_script.py")
 
 
 @pytest.fixture(scope="module")
-def results() -> dict:
-    return script_results(SCRIPT)
+def results(two_cpu_results) -> dict:
+    return script_results(TWO_CPU_SCRIPT, two_cpu_results)
 
 
 def test_synchronized_batch_norm_matches_one_device(results):
