@@ -230,6 +230,9 @@ class LossScaleOptimizer(Optimizer):
     def stop_reason(self) -> str | None:
         return self.inner_optimizer.stop_reason()
 
+    def set_steps_per_epoch(self, steps: int | None) -> None:
+        self.inner_optimizer.set_steps_per_epoch(steps)
+
     def scale_loss(self, loss):
         """`loss * loss_scale`, for a custom step that calls `apply_gradients` itself."""
         loss = tf.convert_to_tensor(loss)

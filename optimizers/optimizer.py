@@ -299,6 +299,13 @@ class Optimizer(tf.Module):
         """
         return None
 
+    def set_steps_per_epoch(self, steps: int | None) -> None:
+        """Told by `fit` before each epoch how many steps the epoch has (None when it is
+        not known yet, and at the end of the fit). Optimizers whose state should forget at
+        the pace of passes over the data (Levenberg–Marquardt's running scale) read it;
+        first-order optimizers ignore it."""
+        del steps
+
     # ------------------------------------------------------------------------------ steps
 
     def minimize(self, loss_fn: Callable[[], tuple[Any, Any]], variables,

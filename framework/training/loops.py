@@ -296,26 +296,33 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     logs: dict = {}
     tested_epoch = None
     epoch = initial_epoch
-    for epoch in range(initial_epoch, epochs):
-        callbacks.on_epoch_begin(epoch)
-        if cached is not None:
-            cached.refresh()  # a callback may have changed a frozen weight
-        train_state, train_feed = (state, train) if cached is None else cached.stage(
-            "train", state, train)
-        logs = run_stage(model, train_state, "train", train_feed, epoch, callbacks)
-        if val is not None and (epoch + 1) % validation_freq == 0:
-            val_logs = _evaluate_stage(model, state, "val", val, epoch, callbacks, cached)
-            logs.update(_prefixed("val", val_logs))
-        last = epoch == epochs - 1
-        if test is not None and (last or (test_freq and (epoch + 1) % test_freq == 0)):
-            test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks, cached)
-            logs.update(_prefixed("test", test_logs))
-            tested_epoch = epoch
-        logs.update(_layer_counters(model))
-        state_of_fit.epoch.assign(epoch + 1)  # before the callbacks: checkpoints save it
-        callbacks.on_epoch_end(epoch, logs)
-        if model.stop_training:
-            break
+    optimizer = state.optimizer
+    try:
+        for epoch in range(initial_epoch, epochs):
+            callbacks.on_epoch_begin(epoch)
+            if optimizer is not None:  # a dataset's count is known after a pass
+                optimizer.set_steps_per_epoch(train.steps)
+            if cached is not None:
+                cached.refresh()  # a callback may have changed a frozen weight
+            train_state, train_feed = (state, train) if cached is None else cached.stage(
+                "train", state, train)
+            logs = run_stage(model, train_state, "train", train_feed, epoch, callbacks)
+            if val is not None and (epoch + 1) % validation_freq == 0:
+                val_logs = _evaluate_stage(model, state, "val", val, epoch, callbacks, cached)
+                logs.update(_prefixed("val", val_logs))
+            last = epoch == epochs - 1
+            if test is not None and (last or (test_freq and (epoch + 1) % test_freq == 0)):
+                test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks, cached)
+                logs.update(_prefixed("test", test_logs))
+                tested_epoch = epoch
+            logs.update(_layer_counters(model))
+            state_of_fit.epoch.assign(epoch + 1)  # before the callbacks: checkpoints save it
+            callbacks.on_epoch_end(epoch, logs)
+            if model.stop_training:
+                break
+    finally:
+        if optimizer is not None:  # steps outside fit (train_on_batch) are passes of their own
+            optimizer.set_steps_per_epoch(None)
     if test is not None and tested_epoch != epoch:
         # Training stopped early: the test numbers must describe the final weights.
         test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks, cached)

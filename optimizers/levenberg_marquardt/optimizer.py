@@ -88,7 +88,8 @@ class LevenbergMarquardt(Optimizer):
             (the default) adds it on the direct solver on one device for mean squared error
             and residual losses of float64 models; True forces it (refused where it cannot
             apply), False turns it off. With it the running scale D halves its memory each
-            step (docs/levenberg_marquardt.md, "Geodesic acceleration").
+            pass over the data (each step outside `fit`; docs/levenberg_marquardt.md,
+            "Geodesic acceleration").
         name: the optimizer's name.
 
     Raises:
@@ -162,6 +163,7 @@ class LevenbergMarquardt(Optimizer):
         self._converged = self.add_variable("converged", False, tf.bool)
         self._reason = self.add_variable("convergence_reason", NOT_CONVERGED, tf.int32)
         self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
+        self._scale_memory = lm_damping.ScaleMemory()  # per step; fit sets it per pass
         self._eps = None  # the machine epsilon of the trained variables, set by a step
         self._per_size: dict[str, dict[str, tf.Variable]] = {}  # n → its scale, cg_start
 
@@ -185,8 +187,8 @@ class LevenbergMarquardt(Optimizer):
     @property
     def damping_scale(self) -> tf.Variable | None:
         """MINPACK's scale: the running maximum of diag(JᵀJ) over the steps (with geodesic
-        acceleration, the earlier maximum halved per step), per parameter (float64 variable;
-        None before `build`). D is this vector under "marquardt"."""
+        acceleration, the earlier maximum halved per pass over the data), per parameter
+        (float64 variable; None before `build`). D is this vector under "marquardt"."""
         return self._scale
 
     def reset_state(self) -> None:
@@ -200,6 +202,12 @@ class LevenbergMarquardt(Optimizer):
         for state in (self._scale, self._cg_start):
             if state is not None:
                 state.assign(tf.zeros_like(state))
+
+    def set_steps_per_epoch(self, steps: int | None) -> None:
+        """With geodesic acceleration the running scale halves its memory once per pass over
+        the data: `fit` says how many steps a pass has (`damping.ScaleMemory`)."""
+        validation.positive_int("steps", steps, allow_none=True)
+        self._scale_memory.set_steps_per_pass(steps)
 
     def stop_reason(self) -> str | None:
         """Why `fit` should stop, once: the convergence message, then the flag is cleared so
@@ -332,10 +340,10 @@ class LevenbergMarquardt(Optimizer):
                              else np.float64).eps)
         self._eps = eps  # for the stop message (Python: once per trace)
         # Both solvers scale by the running maximum of diag(JᵀJ) (for cg, of its estimate);
-        # with geodesic acceleration it has a memory (damping.SCALE_MEMORY), but not in the
+        # with geodesic acceleration it has a memory (damping.ScaleMemory), but not in the
         # m < n form, where the steps stay plain.
         memory = 1.0 if rows_of is None else tf.where(
-            linear.under, tf.constant(1.0, tf.float64), lm_damping.SCALE_MEMORY)
+            linear.under, tf.constant(1.0, tf.float64), self._scale_memory.value())
         scale = lm_damping.running_scale(self._scale.read_value(), linear.diag, memory)
         self._scale.assign(scale)
         d = lm_damping.scaling(scale, self.damping, eps)

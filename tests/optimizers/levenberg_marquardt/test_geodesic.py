@@ -144,3 +144,40 @@ def test_fewer_rows_than_parameters_take_the_plain_steps_bit_for_bit():
         assert all(np.array_equal(a, b) for a, b in zip(w_auto, w_plain))
         np.testing.assert_array_equal(s_auto, s_plain)
     assert not np.array_equal(runs[0][0][0][0], runs[0][-1][0][0])  # it moved
+
+
+def test_the_scale_forgets_once_per_pass_over_the_data_in_fit_and_per_step_outside():
+    # With the acceleration the running scale halves its memory once per pass: in a fit of
+    # three steps per epoch each step multiplies the earlier maximum by 0.5 ** (1/3); a step
+    # outside fit (the public train_step) is a pass of its own and halves it. The earlier
+    # maximum is set far above any diag(JᵀJ), so the new scale is that product alone.
+    model = gf.Sequential([layers.Formula("b0 * exp(b1 * x)",
+                                          params={"b0": START[0], "b1": START[1]})],
+                          dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False,
+                  steps_per_execution=1)
+    model.fit(X[:, None], Y[:, None], batch_size=None, epochs=1, verbose=0)  # builds
+    scale = model.optimizer.damping_scale
+    far_above = scale.numpy() * 1e12
+    seen = []
+
+    class AfterFirstStep(gf.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append(scale.numpy().copy())
+
+    scale.assign(far_above)
+    model.fit(X[:, None], Y[:, None], batch_size=3, epochs=1, shuffle=False, verbose=0,
+              callbacks=[AfterFirstStep()])
+    assert seen  # (the tiny steps then meet xtol: the fit may stop after the first)
+    np.testing.assert_allclose(seen[0], 0.5 ** (1 / 3) * far_above, rtol=1e-12)
+
+    scale.assign(far_above)
+    model.train_step((tf.constant(X[:3, None]), tf.constant(Y[:3, None])))
+    np.testing.assert_allclose(scale.numpy(), 0.5 * far_above, rtol=1e-12)
+
+
+def test_steps_per_epoch_must_be_a_positive_count():
+    optimizer = optimizers.LevenbergMarquardt()
+    with pytest.raises(ValueError, match="steps"):
+        optimizer.set_steps_per_epoch(0)
+    optimizer.set_steps_per_epoch(None)  # unknown: each step a pass
