@@ -233,6 +233,9 @@ class LossScaleOptimizer(Optimizer):
     def set_steps_per_epoch(self, steps: int | None) -> None:
         self.inner_optimizer.set_steps_per_epoch(steps)
 
+    def check_default_step(self, losses: dict, distributed: bool) -> None:
+        self.inner_optimizer.check_default_step(losses, distributed)
+
     def scale_loss(self, loss):
         """`loss * loss_scale`, for a custom step that calls `apply_gradients` itself."""
         loss = tf.convert_to_tensor(loss)

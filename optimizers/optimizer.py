@@ -299,6 +299,13 @@ class Optimizer(tf.Module):
         """
         return None
 
+    def check_default_step(self, losses: dict, distributed: bool) -> None:
+        """Raises a ValueError before the first step when the default training step cannot
+        minimise `losses` (the compiled losses, by output) with this optimizer, on one
+        device or (`distributed`) under a tf.distribute strategy; `fit` and `graphfit
+        validate` call it after `build`. First-order optimizers minimise any loss."""
+        del losses, distributed
+
     def set_steps_per_epoch(self, steps: int | None) -> None:
         """Told by `fit` before each epoch how many steps the epoch has (None when it is
         not known yet, and at the end of the fit). Optimizers whose state should forget at

@@ -13,7 +13,7 @@ from graphfit.core.shapes import shape_text
 from graphfit.training.losses import LossKind
 
 __all__ = ["check_same_length", "check_finite", "check_features", "check_labels",
-           "label_assertions", "LABEL_CHECK_MARK", "NonFiniteData"]
+           "label_assertions", "LABEL_CHECK_MARK", "NonFiniteData", "OptimizerMismatch"]
 
 
 def _leaves(name: str, value) -> list[tuple[str, np.ndarray]]:
@@ -50,6 +50,11 @@ def check_same_length(named: dict[str, object]) -> int:
 
 class NonFiniteData(ValueError):
     """The data holds NaN or infinite values (a problem of the data, not of the model)."""
+
+
+class OptimizerMismatch(ValueError):
+    """The compiled optimizer cannot minimise the compiled loss with the default training
+    step (`Optimizer.check_default_step`), found before the first step."""
 
 
 def check_finite(named: dict[str, object]) -> None:

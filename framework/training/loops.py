@@ -20,7 +20,7 @@ from graphfit.training import distribution
 from graphfit.training.compiled_steps import overrides_step
 from graphfit.training.feeds import make_feed
 from graphfit.training.frozen_cache import check_cache_frozen, start_cached_fit
-from graphfit.training.input_checks import LABEL_CHECK_MARK
+from graphfit.training.input_checks import LABEL_CHECK_MARK, OptimizerMismatch
 from graphfit.training.preparation import prepare_for_feed
 from graphfit.training.stage_metrics import stage_prefix
 
@@ -74,6 +74,14 @@ def _prepare(model, state, feed, stage: str) -> None:
     """`prepare_for_feed`, then the labels checked against the outputs; before any step."""
     prepare_for_feed(model, state, feed)
     state.check_labels(model, feed, stage)
+    if stage == "train" and state.optimizer is not None and not overrides_step(model,
+                                                                             "train_step"):
+        # What the optimizer cannot minimise is refused now, not at the first step's trace.
+        try:
+            state.optimizer.check_default_step(state.loss_set.losses,
+                                               state.strategy is not None)
+        except ValueError as error:
+            raise OptimizerMismatch(str(error)) from None
     if stage == "train" and not feed.is_dataset and feed.element_spec[1] is not None:
         for layer in model.flatten_layers(include_self=False):  # layers reading labels
             if getattr(layer, "uses_labels", False) and hasattr(layer, "check_labels"):

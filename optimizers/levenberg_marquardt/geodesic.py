@@ -40,8 +40,8 @@ import tensorflow as tf
 
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 
-__all__ = ["ALPHA", "STEP", "applies", "acceleration_product", "trial_acceleration",
-           "acceptable"]
+__all__ = ["ALPHA", "STEP", "applies", "check_possible", "acceleration_product",
+           "trial_acceleration", "acceptable"]
 
 # The largest ratio 2‖a‖/‖δ‖ (in the scaled norm) of a correction a trial takes.
 ALPHA = 0.75
@@ -60,21 +60,35 @@ def applies(setting, solver: str, batch, variables: Sequence[tf.Variable]) -> bo
     variables are all float64 (the central differences of `r_vv` need float64's precision).
 
     Raises:
-        ValueError: for True where it cannot apply, naming why.
+        ValueError: for True where it cannot apply, naming why (`check_possible`).
     """
-    possible = (solver == "direct" and batch.replicas is None
-                and lm_residuals.gradient_from_rows(batch.loss_set.losses))
-    if setting is True and not possible:
-        losses = sorted(type(loss).__name__ for loss in batch.loss_set.losses.values())
-        raise ValueError(
-            "LevenbergMarquardt(geodesic_acceleration=True) needs the direct solver on one "
-            "device and a loss that is a sum of squared residuals (mean squared error or a "
-            f"residual loss); this step has solver={solver!r}"
-            f"{', a tf.distribute strategy' if batch.replicas is not None else ''} and "
-            f"losses {losses}. Use 'auto', which adds it where it applies, or False.")
+    distributed, losses = batch.replicas is not None, batch.loss_set.losses
+    if setting is True:
+        check_possible(solver, distributed, losses)
+    possible = _possible(solver, distributed, losses)
     if setting == "auto":
         return possible and all(v.dtype == tf.float64 for v in variables)
     return possible and setting is True
+
+
+def check_possible(solver: str, distributed: bool, losses: dict) -> None:
+    """Raises the ValueError of `geodesic_acceleration=True` where it cannot apply: the cg
+    solver, a tf.distribute strategy (`distributed`), or a loss (of `losses`, by output) that
+    is not a sum of squared residuals. `LevenbergMarquardt.check_default_step` calls it before
+    the first step, so `graphfit validate` reports it."""
+    if _possible(solver, distributed, losses):
+        return
+    names = sorted(type(loss).__name__ for loss in losses.values())
+    raise ValueError(
+        "LevenbergMarquardt(geodesic_acceleration=True) needs the direct solver on one "
+        "device and a loss that is a sum of squared residuals (mean squared error or a "
+        f"residual loss); this step has solver={solver!r}"
+        f"{', a tf.distribute strategy' if distributed else ''} and "
+        f"losses {names}. Use 'auto', which adds it where it applies, or False.")
+
+
+def _possible(solver: str, distributed: bool, losses: dict) -> bool:
+    return solver == "direct" and not distributed and lm_residuals.gradient_from_rows(losses)
 
 
 def acceleration_product(rows_of: Callable[[], tf.Tensor], variables: Sequence[tf.Variable],

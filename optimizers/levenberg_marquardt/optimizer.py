@@ -203,6 +203,16 @@ class LevenbergMarquardt(Optimizer):
             if state is not None:
                 state.assign(tf.zeros_like(state))
 
+    def check_default_step(self, losses: dict, distributed: bool) -> None:
+        """Refuses, before the first step, a loss LM cannot write as a sum of squares and
+        `geodesic_acceleration=True` where it cannot apply (both are checked again when the
+        step is traced, for steps that `fit` does not prepare)."""
+        lm_residuals.check_linearizable(losses)
+        if self.geodesic_acceleration is True and self._scale is not None:
+            solver = lm_cg.resolve_solver(self.solver, int(self._scale.shape[0]),
+                                          self.max_parameters)
+            lm_geodesic.check_possible(solver, distributed, losses)
+
     def set_steps_per_epoch(self, steps: int | None) -> None:
         """With geodesic acceleration the running scale halves its memory once per pass over
         the data: `fit` says how many steps a pass has (`damping.ScaleMemory`)."""

@@ -21,7 +21,7 @@ from graphfit.recipes.reading.recipe import Recipe, load_recipe
 from graphfit.recipes.running import distribution, run_directory
 from graphfit.recipes.running.builder import build_model, compile_arguments
 from graphfit.recipes.running.data_loading import DataError, Splits, load_splits
-from graphfit.training.input_checks import NonFiniteData
+from graphfit.training.input_checks import NonFiniteData, OptimizerMismatch
 from graphfit.training.stage_metrics import MetricMismatch
 
 __all__ = ["Prepared", "prepare", "evaluate_run", "load_run", "sample_shape"]
@@ -182,9 +182,12 @@ def _model_key(config) -> tuple:
 
 def _stage_key(config, stage: str, error: Exception) -> tuple:
     """The recipe key behind a stage's data problem: a separate source, else `data` for bad
-    values and `loss` for labels that do not fit the loss."""
+    values and `loss` for labels that do not fit the loss (`metrics` and `optimizer` for
+    what cannot work with them)."""
     if isinstance(error, MetricMismatch):
         return ("metrics",)
+    if isinstance(error, OptimizerMismatch):
+        return ("optimizer",)
     separate = {"val": "validation_data", "test": "test_data"}.get(stage)
     if separate and config["training"][separate] is not None:
         return ("training", separate)

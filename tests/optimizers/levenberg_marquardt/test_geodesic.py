@@ -13,6 +13,7 @@ import tensorflow as tf
 import graphfit as gf
 from graphfit import layers, optimizers
 from graphfit.optimizers.levenberg_marquardt import geodesic
+from graphfit.training.input_checks import OptimizerMismatch
 
 X = np.linspace(0.0, 2.0, 9)
 Y = 1.5 * np.exp(0.8 * X) + 0.05 * np.cos(7 * X)  # not exactly the model: r ≠ 0 at the fit
@@ -115,13 +116,19 @@ def test_geodesic_acceleration_argument_is_checked():
     assert optimizers.LevenbergMarquardt.from_config(config).geodesic_acceleration is False
 
 
-def test_forcing_it_on_a_cross_entropy_is_refused_with_the_reason():
+@pytest.mark.parametrize("loss, solver", [("sparse_categorical_crossentropy", "direct"),
+                                          ("mse", "cg")])
+def test_forcing_it_where_it_cannot_apply_is_refused_before_the_first_step(loss, solver):
+    # Refused when fit prepares (as `graphfit validate` does), not when the step is traced.
     model = gf.Sequential([layers.Dense(3)], input_shape=(2,), dtype="float64")
-    model.compile(optimizer=optimizers.LevenbergMarquardt(geodesic_acceleration=True),
-                  loss="sparse_categorical_crossentropy", jit_compile=False)
+    model.compile(optimizer=optimizers.LevenbergMarquardt(geodesic_acceleration=True,
+                                                          solver=solver),
+                  loss=loss, jit_compile=False)
     x = np.random.default_rng(0).normal(size=(12, 2))
-    with pytest.raises(ValueError, match="sum of squared residuals"):
-        model.fit(x, np.arange(12) % 3, batch_size=None, epochs=1, verbose=0)
+    y = np.arange(12) % 3 if loss != "mse" else np.zeros((12, 3))
+    with pytest.raises(OptimizerMismatch, match=f"sum of squared residuals.*solver='{solver}'"):
+        model.fit(x, y, batch_size=None, epochs=1, verbose=0)
+    assert model.compile_state.steps.tracing_counts().get("train_step", 0) == 0
 
 
 def test_fewer_rows_than_parameters_take_the_plain_steps_bit_for_bit():
