@@ -230,8 +230,8 @@ class LossScaleOptimizer(Optimizer):
     def stop_reason(self) -> str | None:
         return self.inner_optimizer.stop_reason()
 
-    def set_steps_per_epoch(self, steps: int | None) -> None:
-        self.inner_optimizer.set_steps_per_epoch(steps)
+    def set_steps_per_pass(self, steps: int | None) -> None:
+        self.inner_optimizer.set_steps_per_pass(steps)
 
     def check_default_step(self, losses: dict, distributed: bool) -> None:
         self.inner_optimizer.check_default_step(losses, distributed)

@@ -306,10 +306,11 @@ class Optimizer(tf.Module):
         validate` call it after `build`. First-order optimizers minimise any loss."""
         del losses, distributed
 
-    def set_steps_per_epoch(self, steps: int | None) -> None:
-        """Told by `fit` before each epoch how many steps the epoch has (None when it is
-        not known yet, and at the end of the fit). Optimizers whose state should forget at
-        the pace of passes over the data (Levenberg–Marquardt's running scale) read it;
+    def set_steps_per_pass(self, steps: int | None) -> None:
+        """Told by `fit`, before its first epoch, how many steps one pass over the training
+        data takes (its batches; None when the data cannot say, a dataset of unknown
+        length, and again when the fit ends). Optimizers whose state should forget at the
+        pace of passes over the data (Levenberg–Marquardt's running scale) read it;
         first-order optimizers ignore it."""
         del steps
 

@@ -250,6 +250,10 @@ class DatasetFeed:
         if cardinality == 0:
             raise ValueError(f"{names[0]} is an empty dataset: it yields no batches.")
         self.steps = steps if steps is not None else (cardinality if cardinality >= 0 else None)
+        # One pass over the data: the dataset's batches, or for an endless one its epoch;
+        # None when the dataset cannot say (a filter), even after a pass.
+        self.batches_per_pass = (cardinality if cardinality >= 0 else
+                                 steps if cardinality == tf.data.INFINITE_CARDINALITY else None)
         self.cycles = steps is not None  # keep the iterator; restart a finite dataset when done
         self._iterator = None
 

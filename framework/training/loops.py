@@ -305,11 +305,11 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     tested_epoch = None
     epoch = initial_epoch
     optimizer = state.optimizer
+    if optimizer is not None:  # once, so a resumed fit's steps are those of an unbroken one
+        optimizer.set_steps_per_pass(train.batches_per_pass)
     try:
         for epoch in range(initial_epoch, epochs):
             callbacks.on_epoch_begin(epoch)
-            if optimizer is not None:  # a dataset's count is known after a pass
-                optimizer.set_steps_per_epoch(train.steps)
             if cached is not None:
                 cached.refresh()  # a callback may have changed a frozen weight
             train_state, train_feed = (state, train) if cached is None else cached.stage(
@@ -330,7 +330,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
                 break
     finally:
         if optimizer is not None:  # steps outside fit (train_on_batch) are passes of their own
-            optimizer.set_steps_per_epoch(None)
+            optimizer.set_steps_per_pass(None)
     if test is not None and tested_epoch != epoch:
         # Training stopped early: the test numbers must describe the final weights.
         test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks, cached)

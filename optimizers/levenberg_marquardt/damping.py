@@ -49,8 +49,10 @@ class ScaleMemory:
     A minibatch's `diag(JᵀJ)` varies from batch to batch; halved at every step the maximum
     followed each batch rather than the data (on the float64 sinc benchmark, 20 batches a
     pass, MSE 1e-5 took a median of 9.5 epochs over seeds 0-9 against 6.5 with the memory per
-    pass). `fit` says how many steps a pass has (`set_steps_per_pass`); outside `fit`, or
-    when the count is unknown, a step is a pass. A full batch is one step per pass either way.
+    pass). `fit` says how many steps a pass has (`set_steps_per_pass`: the training data's
+    batches, whatever `steps_per_epoch` says, or an endless dataset's epoch). Outside `fit`,
+    and for a dataset of unknown length (a filter), each step is a pass, for the whole fit,
+    so a resumed fit steps as an unbroken one. A full batch is one step per pass either way.
 
     A float64 variable, so a new count needs no new trace. A plain object holds it: the
     optimizer's checkpoints leave it out (each `fit` sets it again).

@@ -213,7 +213,7 @@ class LevenbergMarquardt(Optimizer):
                                           self.max_parameters)
             lm_geodesic.check_possible(solver, distributed, losses)
 
-    def set_steps_per_epoch(self, steps: int | None) -> None:
+    def set_steps_per_pass(self, steps: int | None) -> None:
         """With geodesic acceleration the running scale halves its memory once per pass over
         the data: `fit` says how many steps a pass has (`damping.ScaleMemory`)."""
         validation.positive_int("steps", steps, allow_none=True)

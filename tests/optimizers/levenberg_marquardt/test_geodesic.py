@@ -153,38 +153,59 @@ def test_fewer_rows_than_parameters_take_the_plain_steps_bit_for_bit():
     assert not np.array_equal(runs[0][0][0][0], runs[0][-1][0][0])  # it moved
 
 
-def test_the_scale_forgets_once_per_pass_over_the_data_in_fit_and_per_step_outside():
-    # With the acceleration the running scale halves its memory once per pass: in a fit of
-    # three steps per epoch each step multiplies the earlier maximum by 0.5 ** (1/3); a step
-    # outside fit (the public train_step) is a pass of its own and halves it. The earlier
-    # maximum is set far above any diag(JᵀJ), so the new scale is that product alone.
+class _ScaleAfterEachStep(gf.callbacks.Callback):
+    def __init__(self, scale, fail=False):
+        super().__init__()
+        self.scale, self.fail, self.seen = scale, fail, []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen.append(self.scale.numpy().copy())
+        if self.fail:
+            raise RuntimeError("a callback failed")
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["lm", "loss_scale_optimizer"])
+def test_the_scale_forgets_once_per_pass_over_the_data_in_fit_and_per_step_outside(wrapped):
+    # With the acceleration the running scale halves its memory once per pass over the
+    # training data: 9 examples in batches of 3 make each step multiply the earlier maximum
+    # by 0.5 ** (1/3), whatever steps_per_epoch says. A dataset of unknown length, and a
+    # step outside fit (the public train_step, also after a fit that failed), halve it per
+    # step. The earlier maximum is set far above any diag(JᵀJ), so the new scale is that
+    # product alone. A LossScaleOptimizer passes the count on.
     model = gf.Sequential([layers.Formula("b0 * exp(b1 * x)",
                                           params={"b0": START[0], "b1": START[1]})],
                           dtype="float64")
-    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False,
-                  steps_per_execution=1)
-    model.fit(X[:, None], Y[:, None], batch_size=None, epochs=1, verbose=0)  # builds
-    scale = model.optimizer.damping_scale
+    lm = optimizers.LevenbergMarquardt()
+    model.compile(optimizer=optimizers.LossScaleOptimizer(lm) if wrapped else lm, loss="mse",
+                  jit_compile=False, steps_per_execution=1)
+    x, y = X[:, None], Y[:, None]
+    model.fit(x, y, batch_size=None, epochs=1, verbose=0)  # builds
+    scale = lm.damping_scale
     far_above = scale.numpy() * 1e12
-    seen = []
 
-    class AfterFirstStep(gf.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            seen.append(scale.numpy().copy())
+    def first_step_of(data, **kwargs):
+        scale.assign(far_above)
+        spy = _ScaleAfterEachStep(scale)
+        model.fit(*data, epochs=1, shuffle=False, verbose=0, callbacks=[spy], **kwargs)
+        return spy.seen[0]  # (the tiny steps may meet xtol: a fit can stop after one)
 
+    np.testing.assert_allclose(first_step_of((x, y), batch_size=3, steps_per_epoch=1),
+                               0.5 ** (1 / 3) * far_above, rtol=1e-12)
+    unknown_length = tf.data.Dataset.from_tensor_slices((x, y)).filter(
+        lambda *_: True).batch(3)
+    assert int(unknown_length.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    np.testing.assert_allclose(first_step_of((unknown_length,)), 0.5 * far_above, rtol=1e-12)
+
+    with pytest.raises(RuntimeError, match="a callback failed"):
+        model.fit(x, y, batch_size=3, epochs=1, verbose=0,
+                  callbacks=[_ScaleAfterEachStep(scale, fail=True)])
     scale.assign(far_above)
-    model.fit(X[:, None], Y[:, None], batch_size=3, epochs=1, shuffle=False, verbose=0,
-              callbacks=[AfterFirstStep()])
-    assert seen  # (the tiny steps then meet xtol: the fit may stop after the first)
-    np.testing.assert_allclose(seen[0], 0.5 ** (1 / 3) * far_above, rtol=1e-12)
-
-    scale.assign(far_above)
-    model.train_step((tf.constant(X[:3, None]), tf.constant(Y[:3, None])))
+    model.train_step((tf.constant(x[:3]), tf.constant(y[:3])))
     np.testing.assert_allclose(scale.numpy(), 0.5 * far_above, rtol=1e-12)
 
 
-def test_steps_per_epoch_must_be_a_positive_count():
+def test_steps_per_pass_must_be_a_positive_count():
     optimizer = optimizers.LevenbergMarquardt()
     with pytest.raises(ValueError, match="steps"):
-        optimizer.set_steps_per_epoch(0)
-    optimizer.set_steps_per_epoch(None)  # unknown: each step a pass
+        optimizer.set_steps_per_pass(0)
+    optimizer.set_steps_per_pass(None)  # unknown: each step a pass
