@@ -329,7 +329,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
             if model.stop_training:
                 break
     finally:
-        if optimizer is not None:  # steps outside fit (train_on_batch) are passes of their own
+        if optimizer is not None:  # steps outside fit (model.train_step) are passes of their own
             optimizer.set_steps_per_pass(None)
     if test is not None and tested_epoch != epoch:
         # Training stopped early: the test numbers must describe the final weights.
