@@ -7,7 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import per_example, validation
+from graphfit.core import affine_records, per_example, validation
 from graphfit.core.layer import InputSpec, Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
@@ -108,6 +108,8 @@ class Dense(Layer):
             outputs = tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [0]])
         if self.bias is not None:
             outputs = outputs + self.compute_value(self.bias)
+        # For LevenbergMarquardt's closed-form Jacobian (a no-op outside its block).
+        affine_records.record_affine(self.kernel, self.bias, inputs, outputs)
         return activate(self, self.activation, outputs)
 
     def get_config(self) -> dict[str, Any]:

@@ -52,4 +52,5 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
     if gradient_from_rows(batch):
         gradients = None
     return lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
-                               gradients, allow_under=whole_batch)
+                               gradients, allow_under=whole_batch,
+                               rows_per_example=per_example)

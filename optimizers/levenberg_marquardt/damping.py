@@ -9,9 +9,10 @@ It is solved in the scaled variables `u = D^½ δ`, `(Ã + λ I) u = −D^-½ b`
 of `diag(A)` over the steps so far (`running_scale`; with geodesic acceleration each earlier
 value is halved per step), so a parameter whose column of J has collapsed (a saturated
 exponential, a term that has faded) keeps the damping its (recent) effect earned instead of
-being free to jump to infinity. When
-rounding makes the matrix indefinite (Cholesky yields NaN, which TensorFlow reports instead of
-raising), an eigendecomposition with the negative eigenvalues clipped to zero solves it.
+being free to jump to infinity. Below the damping at which rounding in JᵀJ can make the
+matrix indefinite (`ScaledSystem`'s resolution), an eigendecomposition with the negative
+eigenvalues clipped to zero solves it, computed once per step; a Cholesky factorization that
+fails above it (it yields NaN, which TensorFlow reports instead of raising) rejects the trial.
 
 In the underdetermined case (m rows < n parameters) the same step comes from the m × m system:
 `δ = −D⁻¹ Cᵀ (C D⁻¹ Cᵀ + λ I)⁻¹ ρ`, where `Cᵀρ = b`; `C` and `ρ` arrive padded with zero rows to
@@ -143,9 +144,14 @@ class ScaledSystem:
             (0: trust Cholesky at every λ). Below it the eigen solve runs without a Cholesky
             attempt, which would fail, and TensorFlow logs a warning for each failure: near a
             minimum of a float32 model, on most trials.
+        first_damping: λ of the step's first trial, or None. λ only grows from trial to
+            trial within a step, so when the first is below the resolution the
+            eigendecomposition is computed once, here, and every trial below it reuses it
+            (near a float32 minimum, where most trials are: one `eigh` of a 61 × 61 matrix
+            costs ten Cholesky factorizations). None: a trial decomposes when it needs to.
     """
 
-    def __init__(self, matrix, b, rho, d, under, resolution=0.0):
+    def __init__(self, matrix, b, rho, d, under, resolution=0.0, first_damping=None):
         self.matrix, self.b, self.d, self.under = matrix, b, d, under
         self.resolution = tf.cast(resolution, matrix.dtype)
         inv_sqrt = tf.math.rsqrt(d)
@@ -162,6 +168,23 @@ class ScaledSystem:
         # P is Ã (over) or C D⁻¹ Cᵀ (under, zero-padded); rhs its right-hand side. Cholesky
         # and eigh read only its lower triangle, so rounding asymmetry does not matter.
         self.p, self.rhs = tf.cond(under, wide, over)
+        self._eigen = None
+        if first_damping is not None:
+            # Not decomposed: NaN, so a trial whose Cholesky fails above the resolution (not
+            # once in the 54 NIST fits and the sinc benchmark) is rejected and λ grows. A
+            # second eigh in the loop would cost the first epoch a tenth of a second.
+            n = tf.shape(self.p)[0]
+            self._eigen = tf.cond(first_damping < self.resolution, self._decompose, lambda: (
+                tf.fill([n], tf.constant(float("nan"), self.p.dtype)),
+                tf.zeros([n, n], self.p.dtype)))
+
+    def _decompose(self):
+        """`(values, vectors)` of P; values NaN when P is not finite (an overflowed JᵀJ:
+        eigh would raise, so it decomposes the identity instead)."""
+        finite = tf.reduce_all(tf.math.is_finite(self.p))
+        safe = tf.where(finite, self.p, tf.eye(tf.shape(self.p)[0], dtype=self.p.dtype))
+        values, vectors = tf.linalg.eigh(safe)
+        return tf.where(finite, values, tf.constant(float("nan"), values.dtype)), vectors
 
     def solve(self, damping, b=None) -> tuple[tf.Tensor, tf.Tensor]:
         """δ = −(A + λD)⁻¹ b for the damping λ (absolute, same dtype), and whether Cholesky
@@ -181,18 +204,14 @@ class ScaledSystem:
         def cholesky():
             return tf.linalg.cholesky_solve(factor, rhs[:, None])[:, 0]
 
-        def eigen():
-            # eigh raises on a non-finite matrix (an overflowed JᵀJ): solve a finite one and
-            # return NaN, which the trial rejects.
-            finite = tf.reduce_all(tf.math.is_finite(self.p))
-            safe = tf.where(finite, self.p, tf.eye(n, dtype=self.p.dtype))
-            values, vectors = tf.linalg.eigh(safe)
-            values = tf.where(finite, values, tf.constant(float("nan"), values.dtype))
+        def eigen(values, vectors):
+            # A non-finite P gives NaN, which the trial rejects.
             inverse = 1.0 / (tf.maximum(values, 0.0) + damping)
             return tf.linalg.matvec(vectors, inverse * tf.linalg.matvec(vectors, rhs,
                                                                         transpose_a=True))
 
-        v = tf.cond(ok, cholesky, eigen)
+        decomposition = self._decompose if self._eigen is None else lambda: self._eigen
+        v = tf.cond(ok, cholesky, lambda: eigen(*decomposition()))
         # Both back-transformations cost O(n²), far below the solve: selecting one is cheaper
         # per trial than a tf.cond, which the trial loop would run and trace every time.
         wide = tf.linalg.matvec(self.matrix, v, transpose_a=True) / self.d

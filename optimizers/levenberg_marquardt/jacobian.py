@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from graphfit.core import per_example
 from graphfit.optimizers.levenberg_marquardt import chunks as lm_chunks
+from graphfit.optimizers.levenberg_marquardt.layerwise_jacobian import layerwise_jacobian
 
 __all__ = ["MODES", "choose_mode", "chunk_examples", "jacobian", "per_example_jacobian",
            "normal_equations", "check_parameter_count", "CHUNK_BUDGET"]
@@ -214,7 +215,7 @@ def _products(c, rho):
 
 def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
                      variables: Sequence[tf.Variable], mode: str, solve_dtype: tf.DType,
-                     allow_under: bool = True):
+                     allow_under: bool = True, rows_per_example: int | None = None):
     """The linearized least-squares problem of a batch, accumulated over chunks of examples.
 
     Args:
@@ -230,6 +231,8 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
         solve_dtype: the dtype of the results.
         allow_under: False: always the overdetermined form (`M = CᵀC`), as for a slice of
             a batch split over replicas.
+        rows_per_example: the rows of one example, when static: "per_example" mode then
+            takes the Jacobian in closed form where that is exact (`layerwise_jacobian`).
 
     Returns:
         `(M, g, diag, rho, under)`, all in `solve_dtype` but `under` (a bool tensor):
@@ -249,7 +252,8 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
     def body(i, a, g, c_n, rho_n, m):
         part = chunks.part(i)
         if mode == "per_example":
-            c, rho = per_example_jacobian(rows_of_kept, part, variables)
+            closed = layerwise_jacobian(rows_of_kept, part, variables, rows_per_example)
+            c, rho = closed or per_example_jacobian(rows_of_kept, part, variables)
         else:
             c, rho = jacobian(lambda: rows_of_kept(part), variables, mode)
         rho = tf.reshape(rho, [-1])

@@ -358,17 +358,17 @@ class LevenbergMarquardt(Optimizer):
         self._scale.assign(scale)
         d = lm_damping.scaling(scale, self.damping, eps)
         limits = lm_update.damping_range(linear.diag, d, n)
+        lam = lm_update.starting_damping(self._damping.read_value(), self.initial_damping, limits)
         if isinstance(linear, lm_matrix_free.MatrixFreeLinearization):
             system = lm_cg.MatrixFreeSystem(linear, d, self.cg_iterations, self.cg_tolerance,
                                             self._cg_start)
         else:  # JᵀJ's products are in the model's dtype: resolved to its epsilon
             system = lm_damping.ScaledSystem(linear.matrix, linear.b, linear.rho, d,
-                                             linear.under, n * eps * limits.scale)
+                                             linear.under, n * eps * limits.scale, lam)
         f0 = tf.cast(loss0, tf.float64)
         steps = lm_trial.variable_steps(variables)
         tests = lm_convergence.convergence_tests(scale, steps.x0, self.ftol, self.xtol, eps)
         gradient_met = lm_convergence.gradient_converged(linear.b, linear.diag, f0, self.gtol)
-        lam = lm_update.starting_damping(self._damping.read_value(), self.initial_damping, limits)
 
         def evaluate():
             loss_new, aux_new = loss_fn()

@@ -72,7 +72,8 @@ class Linearization(NamedTuple):
 
 def linearize(rows_for: Callable, data, num_examples, chunk: int,
               variables: Sequence[tf.Variable], mode: str,
-              gradients: Sequence[tf.Tensor], allow_under: bool = True) -> Linearization:
+              gradients: Sequence[tf.Tensor], allow_under: bool = True,
+              rows_per_example: int | None = None) -> Linearization:
     """The `Linearization` of a batch at the variables' current values.
 
     Args:
@@ -86,13 +87,16 @@ def linearize(rows_for: Callable, data, num_examples, chunk: int,
             None: then b is Cᵀρ, which equals ½∇f (the step then runs no backward pass
             of the loss; see `residuals`).
         allow_under: False keeps the overdetermined form (JᵀJ) even when m < n.
+        rows_per_example: the rows of one example, when static (see
+            `jacobian.normal_equations`).
 
     Returns:
         The `Linearization`, in float64.
     """
     f64 = tf.float64
     matrix, g_lin, diag, rho, under = lm_jacobian.normal_equations(
-        rows_for, data, num_examples, chunk, variables, mode, f64, allow_under)
+        rows_for, data, num_examples, chunk, variables, mode, f64, allow_under,
+        rows_per_example)
     # b = ½∇f: the true gradient overdetermined; Cᵀρ in the m × m system, which solves
     # exactly that system.
     if gradients is None:  # Cᵀρ: ½∇f overdetermined, exactly (see residuals.py)

@@ -419,3 +419,40 @@ def test_below_float32_resolution_the_solve_never_tries_a_failing_cholesky(monke
     plain = lm_damping.ScaledSystem(_c(matrix), _c(b), tf.zeros(n, tf.float64), _c(d),
                                     tf.constant(False))
     assert not bool(plain.solve(_c(floor64))[1]) and not np.isfinite(factors[-1].numpy()).all()
+
+
+def test_the_decomposition_below_resolution_is_computed_once_per_step(monkeypatch):
+    # With the step's first λ given, the eigendecomposition runs once, before the trials,
+    # when that λ is below the resolution; each trial below it gives the per-trial result.
+    # Above the resolution nothing is decomposed, and a Cholesky that still fails (an
+    # overflowed JᵀJ) solves to NaN, which the trial rejects.
+    rng = np.random.default_rng(1)
+    c = rng.normal(size=(50, 3))
+    c = np.concatenate([c, c[:, :1]], axis=1)  # rank-deficient: P is singular
+    matrix, b, d, n = c.T @ c, c.T @ rng.normal(size=50), np.diag(c.T @ c), 4
+    resolution = n * float(np.finfo(np.float32).eps)
+    calls = []
+    eigh = tf.linalg.eigh
+    monkeypatch.setattr(tf.linalg, "eigh", lambda m: calls.append(1) or eigh(m))
+
+    def system(first):
+        return lm_damping.ScaledSystem(_c(matrix), _c(b), tf.zeros(n, tf.float64), _c(d),
+                                       tf.constant(False), resolution, first)
+
+    per_trial = system(None)
+    once = system(_c(1e-3 * resolution))
+    assert len(calls) == 1
+    for lam in (1e-3 * resolution, 1e-2 * resolution, 0.5 * resolution):
+        expected, _ = per_trial.solve(_c(lam))
+        delta, used_cholesky = once.solve(_c(lam))
+        assert not bool(used_cholesky)
+        np.testing.assert_allclose(delta, expected, rtol=1e-12)
+    assert len(calls) == 4  # three for the per-trial system, one for the whole step
+    above = system(_c(10 * resolution))
+    assert len(calls) == 4
+    assert bool(above.solve(_c(10 * resolution))[1])
+    overflowed = lm_damping.ScaledSystem(
+        _c(np.where(np.eye(n) > 0, np.inf, matrix)), _c(b), tf.zeros(n, tf.float64),
+        _c(np.full(n, 1.0)), tf.constant(False), resolution, _c(10 * resolution))
+    delta, used_cholesky = overflowed.solve(_c(10 * resolution))
+    assert not bool(used_cholesky) and np.isnan(delta.numpy()).all()

@@ -17,14 +17,15 @@ import graphfit as gf
 from graphfit import layers, optimizers
 
 # The traced step of the 1-20-1 tanh MLP with mean squared error (benchmarks/lm.py's sinc).
-# The library: conds' branches and loops' bodies (12, and 2 for the cond that cleans up an
-# overflowed Jacobian only when JᵀJ's diagonal is not finite).
-MAX_FUNCTIONS = 14
-MAX_CONTROL_FLOW = 7  # If / StatelessIf / While ops, nested ones included
-# All nodes, the library's included: 1099 (1170 before the step stopped differentiating
-# the loss itself, whose gradient b = Jᵀr the Jacobian already gives; 1089 before the
-# chunks held real examples only, `chunks.ExampleChunks`, +10 for the rows' weights).
-MAX_NODES = 1120
+# The library: conds' branches and loops' bodies (12, 2 for the cond that cleans up an
+# overflowed Jacobian only when JᵀJ's diagonal is not finite, and 2 for the cond that
+# decomposes JᵀJ once per step when λ starts below its resolution).
+MAX_FUNCTIONS = 16
+MAX_CONTROL_FLOW = 8  # If / StatelessIf / While ops, nested ones included
+# All nodes, the library's included: 827 since the Jacobian of Dense layers is taken in
+# closed form (`layerwise_jacobian`; 1099 with pfor, 1170 before the step stopped
+# differentiating the loss itself, whose gradient b = Jᵀr the Jacobian already gives).
+MAX_NODES = 850
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +64,9 @@ def test_the_traced_step_stays_within_its_op_budget(traced):
     # One factorization per trial, traced once (the loop's body); no symmetrizing transpose
     # of JᵀJ (Cholesky and eigh read its lower triangle).
     assert ops["Cholesky"] == 1 and ops["Transpose"] == 0, ops
+    # One eigendecomposition per step at most, outside the trial loop; no pfor (whose
+    # vectorized ops are named after its loop_body).
+    assert ops["SelfAdjointEigV2"] == 1, ops
+    names = [n.name for n in graph_def.node] + [
+        n.name for f in graph_def.library.function for n in f.node_def]
+    assert not any("loop_body" in name for name in names)

@@ -1,0 +1,144 @@
+"""The per-example Jacobian in closed form, layer by layer, for models made of affine layers.
+
+When examples are independent and every trained variable belongs to an affine layer
+(`layers.Dense`: `z = x · W + b`), example i's rows depend on `W` only through `z_i`, so
+
+    ∂r_i/∂W = x_i ⊗ ∂r_i/∂z_i,    ∂r_i/∂b = ∂r_i/∂z_i,
+
+and one backward pass of `Σ_i r_i` gives every `∂r_i/∂z_i` (the rows of other examples do not
+depend on `z_i`). With k rows per example it takes k backward passes, one per row position.
+This is the same Jacobian as `jacobian.per_example_jacobian` (each example differentiated on
+a batch of its own, vectorized by pfor) at a fraction of the ops: on the 1-20-1 sinc MLP, 69
+against 313 for the Jacobian and `JᵀJ`, and half the trace time.
+
+It applies only where it is exact, which is checked while tracing: each trained variable must
+be read only by the affine layers that report it (`core.affine_records`), as many times as
+they report it; a variable read elsewhere as well (a tied weight, a layer without a closed
+form, a nested `tf.function`) leaves the Jacobian to pfor. So does eager execution (no graph
+to check) and more than `MAX_ROWS_PER_EXAMPLE` rows per example.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.core import affine_records
+
+__all__ = ["MAX_ROWS_PER_EXAMPLE", "layerwise_jacobian"]
+
+# Each row position costs a backward pass of the whole chunk: beyond this many rows per
+# example (a softmax over many classes) pfor's single vectorized pass traces fewer ops.
+MAX_ROWS_PER_EXAMPLE = 16
+
+
+def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable],
+                       rows_per_example: int | None):
+    """`(C, rho)` of `rows_for(data)` in closed form, or None where that is not exact.
+
+    Args:
+        rows_for: `rows_for(part) -> (rows, rho)`, flat, example by example, the same
+            number of rows per example.
+        data: a structure of tensors whose first axis is the example.
+        variables: the trained variables (n scalars in all).
+        rows_per_example: the rows of one example (a Python int), or None when not static.
+
+    Returns:
+        `(C, rho)` as `jacobian.per_example_jacobian` returns them, or None (nothing is
+        computed then; the ops traced for the check are pruned from the graph).
+    """
+    k = rows_per_example
+    if (not tf.inside_function() or not variables or k is None
+            or not 1 <= k <= MAX_ROWS_PER_EXAMPLE):
+        return None
+    graph = tf.compat.v1.get_default_graph()
+    ops_before = len(graph.get_operations())
+    with tf.GradientTape(watch_accessed_variables=False, persistent=k > 1) as tape:
+        tape.watch(variables)
+        with affine_records.recording() as records:
+            rows, rho = rows_for(data)
+        if k == 1:
+            sums = [tf.reduce_sum(rows)]
+        else:
+            by_example = tf.reshape(rows, [-1, k])
+            sums = [tf.reduce_sum(by_example[:, j]) for j in range(k)]
+    trained = {v.ref() for v in variables}
+    records = [r for r in records if any(v.ref() in trained for v in r.variables)]
+    if not _reads_are_recorded(graph.get_operations()[ops_before:], variables, records):
+        return None
+    outputs = [r.outputs for r in records]
+    per_row = [tape.gradient(total, outputs, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+               for total in sums]
+    del tape
+    columns = {v.ref(): [] for v in variables}
+    for i, record in enumerate(records):
+        # (examples, k, [positions,] units): example-major rows, as `rows` orders them.
+        dz = tf.stack([_per_example(g[i]) for g in per_row], axis=1)
+        units = record.outputs.shape[-1]
+        x = _per_example(record.inputs)
+        kernel, *bias = record.variables
+        columns[kernel.ref()].append(_outer(x, dz, k, x.shape[-1] * units))
+        if bias:
+            columns[bias[0].ref()].append(
+                dz if record.outputs.shape.rank == 2 else tf.reduce_sum(dz, axis=2))
+    dtype = rows.dtype
+    parts = []
+    for v in variables:
+        size = int(np.prod(v.shape.as_list()))
+        total = tf.add_n(columns[v.ref()]) if len(columns[v.ref()]) > 1 else columns[v.ref()][0]
+        parts.append(tf.reshape(tf.cast(total, dtype), [-1, size]))
+    return tf.concat(parts, axis=1), rho
+
+
+def _per_example(t: tf.Tensor) -> tf.Tensor:
+    """`t` (batch, ..., features) as (batch, positions, features); rank 2 is left as is."""
+    if t.shape.rank == 2:
+        return t
+    return tf.reshape(t, [tf.shape(t)[0], -1, tf.shape(t)[-1]])
+
+
+def _outer(x: tf.Tensor, dz: tf.Tensor, k: int, size: int) -> tf.Tensor:
+    """The kernel's Jacobian (examples, k, features · units): `x ⊗ dz` per example and row,
+    summed over the positions of a rank > 2 input."""
+    if x.shape.rank == 2:  # x (b, f), dz (b, k, u): a broadcast product traces and runs cheapest
+        product = x[:, None, :, None] * dz[:, :, None, :]
+    else:  # x (b, p, f), dz (b, k, p, u)
+        product = tf.einsum("bpf,bkpu->bkfu", x, dz)
+    return tf.reshape(product, [-1, k, size])
+
+
+def _reads_are_recorded(new_ops, variables, records) -> bool:
+    """Whether every trained variable is covered by a record, and the ops traced for the
+    rows read each one exactly as often as the records say (one read per record)."""
+    recorded = Counter(v.ref() for r in records for v in r.variables)
+    if any(recorded[v.ref()] == 0 for v in variables):
+        return False
+    handles = {}
+    for v in variables:
+        handle = getattr(v, "handle", None)
+        if handle is None or tf.is_symbolic_tensor(handle):
+            return False  # a distributed or otherwise wrapped variable: not checked here
+        handles[id(handle)] = v.ref()
+    reads = Counter()
+    for op in new_ops:
+        for t in op.inputs:
+            if t.dtype == tf.resource:
+                source = _captured_source(t)
+                if id(source) in handles:
+                    reads[handles[id(source)]] += 1
+    return all(reads[v.ref()] == recorded[v.ref()] for v in variables)
+
+
+def _captured_source(t):
+    """The tensor outside every function graph that `t` captures (a variable's eager handle),
+    or `t` itself when it is not a capture."""
+    while tf.is_symbolic_tensor(t) and t.op.type == "Placeholder":
+        outer = {id(internal): external for external, internal in
+                 getattr(t.graph, "captures", ())}.get(id(t))
+        if outer is None:
+            return t
+        t = outer
+    return t
