@@ -15,7 +15,8 @@ It applies only where it is exact, which is checked while tracing: each trained 
 be read only by the affine layers that report it (`core.affine_records`), as many times as
 they report it; a variable read elsewhere as well (a tied weight, a layer without a closed
 form, a nested `tf.function`) leaves the Jacobian to pfor. So does eager execution (no graph
-to check) and more than `MAX_ROWS_PER_EXAMPLE` rows per example.
+to check), a layer called inside a control-flow branch or loop of its own, and more than
+`MAX_ROWS_PER_EXAMPLE` rows per example.
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable
             sums = [tf.reduce_sum(by_example[:, j]) for j in range(k)]
     trained = {v.ref() for v in variables}
     records = [r for r in records if any(v.ref() in trained for v in r.variables)]
+    # A layer called inside a tf.cond or loop of its own records tensors of that inner graph,
+    # which this tape cannot differentiate with respect to.
+    if any(tf.is_symbolic_tensor(t) and t.graph is not graph
+           for r in records for t in (r.inputs, r.outputs)):
+        return None
     if not _reads_are_recorded(graph.get_operations()[ops_before:], variables, records):
         return None
     outputs = [r.outputs for r in records]

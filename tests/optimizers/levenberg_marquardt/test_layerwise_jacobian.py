@@ -142,6 +142,24 @@ def test_a_variable_read_outside_its_affine_layer_is_left_to_pfor():
     assert closed is None
 
 
+class _Gated(Layer):
+    """Calls its Dense inside a tf.cond branch: the records are the branch's tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = layers.Dense(2, activation="tanh")
+
+    def call(self, inputs, training=False):
+        return tf.cond(tf.reduce_sum(inputs) > -1e300, lambda: self.inner(inputs),
+                       lambda: inputs[:, :2])
+
+
+def test_a_dense_called_inside_a_cond_branch_is_left_to_pfor():
+    model = gf.Sequential([_Gated()], input_shape=(3,), dtype="float64")
+    closed, _ = _closed_and_reference(model, tf.constant(RNG.normal(size=(4, 3))), 2)
+    assert closed is None
+
+
 def test_the_normal_equations_of_a_tied_model_stay_exact():
     """Where the closed form does not apply, per-example mode falls back to pfor."""
     gf.set_seed(4)
