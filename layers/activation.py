@@ -50,6 +50,8 @@ class Activation(Layer):
         array([[0., 2.]], dtype=float32)
     """
 
+    keeps_example_axis = True
+
     xla_friendly_on_cpu = True
     casts_integer_inputs = True  # computes on floats: integer features are cast
 

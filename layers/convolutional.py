@@ -106,6 +106,8 @@ class Conv2D(Layer):
         TensorShape([2, 16, 16, 8])
     """
 
+    keeps_example_axis = True
+
     xla_friendly_on_cpu = False  # measured: XLA on CPU makes small conv nets ~2x slower
     casts_integer_inputs = True  # computes on floats: integer features are cast
 

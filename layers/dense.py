@@ -48,6 +48,8 @@ class Dense(Layer):
         [(3, 4), (4,)]
     """
 
+    keeps_example_axis = True
+
     xla_friendly_on_cpu = True
     casts_integer_inputs = True  # computes on floats: integer features are cast
 
@@ -108,8 +110,10 @@ class Dense(Layer):
             outputs = tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [0]])
         if self.bias is not None:
             outputs = outputs + self.compute_value(self.bias)
-        # For LevenbergMarquardt's closed-form Jacobian (a no-op outside its block).
-        affine_records.record_affine(self.kernel, self.bias, inputs, outputs)
+        # For LevenbergMarquardt's closed-form Jacobian (a no-op outside its block), which
+        # needs the variables themselves in the product: not a subclass's transform of them.
+        if type(self).compute_value is Layer.compute_value:
+            affine_records.record_affine(self.kernel, self.bias, inputs, outputs)
         return activate(self, self.activation, outputs)
 
     def get_config(self) -> dict[str, Any]:

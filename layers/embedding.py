@@ -46,6 +46,8 @@ class Embedding(Layer):
         TensorShape([1, 3, 4])
     """
 
+    keeps_example_axis = True
+
     xla_friendly_on_cpu = True
     casts_floating_inputs = False  # float ids stay exact: bfloat16 would round 257 to 256
 

@@ -72,6 +72,8 @@ class Formula(Layer):
                     ^
     """
 
+    keeps_example_axis = True
+
     xla_friendly_on_cpu = True
     casts_integer_inputs = True  # computes on floats: integer features are cast
 

@@ -50,6 +50,8 @@ class LayerNormalization(Layer):
         array([[-0.9995,  0.9995]], dtype=float32)
     """
 
+    keeps_example_axis = True
+
     xla_friendly_on_cpu = True
     casts_integer_inputs = True  # computes on floats: integer features are cast
 

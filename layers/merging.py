@@ -46,6 +46,8 @@ class Concatenate(Layer):
         TensorShape([2, 4])
     """
 
+    keeps_example_axis = True
+
     xla_friendly_on_cpu = True
     casts_integer_inputs = True  # computes on floats: integer features are cast
 
@@ -95,6 +97,8 @@ class Add(Layer):
         >>> layers.Add()([tf.ones((2, 3)), tf.ones((2, 3))]).numpy()[0]
         array([2., 2., 2.], dtype=float32)
     """
+
+    keeps_example_axis = True
 
     xla_friendly_on_cpu = True
     casts_integer_inputs = True  # computes on floats: integer features are cast

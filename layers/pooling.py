@@ -15,6 +15,8 @@ __all__ = ["MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D"]
 class _Pooling2D(Layer):
     """Shared argument handling of the windowed pooling layers."""
 
+    keeps_example_axis = True
+
     xla_friendly_on_cpu = False  # measured: XLA on CPU slows small conv/pool nets down
     casts_integer_inputs = True  # computes on floats: integer features are cast
     _pool = staticmethod(tf.nn.max_pool2d)
@@ -147,6 +149,8 @@ class GlobalAveragePooling2D(Layer):
         >>> layers.GlobalAveragePooling2D()(tf.ones((2, 5, 5, 3))).shape
         TensorShape([2, 3])
     """
+
+    keeps_example_axis = True
 
     xla_friendly_on_cpu = False
     casts_integer_inputs = True  # computes on floats: integer features are cast

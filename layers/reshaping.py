@@ -36,6 +36,8 @@ class Flatten(Layer):
         TensorShape([2, 48])
     """
 
+    keeps_example_axis = True
+
     xla_friendly_on_cpu = True
 
     def __init__(self, data_format=None, name: str | None = None, dtype=None, trainable=True):
@@ -74,6 +76,8 @@ class Reshape(Layer):
         >>> layers.Reshape((-1, 2))(tf.ones((2, 6))).shape
         TensorShape([2, 3, 2])
     """
+
+    keeps_example_axis = True
 
     xla_friendly_on_cpu = True
 

@@ -95,6 +95,13 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
     Such a layer computes something else on a batch of one, so LevenbergMarquardt's
     per-example Jacobian avoids models holding one. Set it on a custom layer that does."""
 
+    keeps_example_axis: bool = False
+    """Whether `call` keeps the examples on the first axis: output `[i]` comes from input
+    `[i]` (a Dense, a Flatten, a convolution), not from a transposed or refolded batch.
+    LevenbergMarquardt takes the Jacobian of Dense layers in closed form only in a model
+    whose layers all say so, since it reads each Dense's first axis as the examples. Built-in
+    layers that keep it say so; False (the default) for a custom layer, which may set it."""
+
     function_arguments: tuple[str, ...] = ()
     """The constructor arguments that take a function as a `'package.module:name'` reference
     (BlackBox's `function`, GradientHook's `fn`). A recipe naming one lists it as user code:

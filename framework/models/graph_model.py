@@ -66,6 +66,8 @@ class GraphModel(Model):
         ['digit', 'is_even']
     """
 
+    keeps_example_axis = True
+
     # Each layer casts its own inputs: the container passes the data on as it came, so an
     # Embedding's float ids reach it unrounded by a 16-bit compute dtype (as in Keras).
     casts_floating_inputs = False

@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
+from graphfit.optimizers.levenberg_marquardt import layerwise_jacobian as lm_layerwise
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
 from graphfit.optimizers.levenberg_marquardt.forward_values import examples_independent
@@ -53,4 +54,5 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
         gradients = None
     return lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
                                gradients, allow_under=whole_batch,
-                               rows_per_example=per_example)
+                               layerwise_rows=(per_example if lm_layerwise.applies_to(batch.model)
+                                               else None))

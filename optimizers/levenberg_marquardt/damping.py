@@ -11,8 +11,9 @@ value is halved per step), so a parameter whose column of J has collapsed (a sat
 exponential, a term that has faded) keeps the damping its (recent) effect earned instead of
 being free to jump to infinity. Below the damping at which rounding in JᵀJ can make the
 matrix indefinite (`ScaledSystem`'s resolution), an eigendecomposition with the negative
-eigenvalues clipped to zero solves it, computed once per step; a Cholesky factorization that
-fails above it (it yields NaN, which TensorFlow reports instead of raising) rejects the trial.
+eigenvalues clipped to zero solves it, computed once per step; so does it a Cholesky
+factorization that fails (it yields NaN, which TensorFlow reports instead of raising) within
+`EIGEN_MARGIN` times the resolution; one that fails further above rejects the trial.
 
 In the underdetermined case (m rows < n parameters) the same step comes from the m × m system:
 `δ = −D⁻¹ Cᵀ (C D⁻¹ Cᵀ + λ I)⁻¹ ρ`, where `Cᵀρ = b`; `C` and `ρ` arrive padded with zero rows to
@@ -28,7 +29,11 @@ from __future__ import annotations
 import tensorflow as tf
 
 __all__ = ["scaling", "running_scale", "ScaledSystem", "nielsen_update", "MAX_DAMPING",
-           "SCALE_MEMORY", "ScaleMemory"]
+           "EIGEN_MARGIN", "SCALE_MEMORY", "ScaleMemory"]
+
+# Below this multiple of the resolution `ScaledSystem` decomposes JᵀJ once per step, before
+# the trials, so that a trial whose Cholesky fails there still has the eigen solve.
+EIGEN_MARGIN = 10.0
 
 # λ never grows past this (relative to the largest scaled diagonal): a larger one means that
 # no step reduces the loss, which the optimizer reports as convergence.
@@ -145,10 +150,11 @@ class ScaledSystem:
             attempt, which would fail, and TensorFlow logs a warning for each failure: near a
             minimum of a float32 model, on most trials.
         first_damping: λ of the step's first trial, or None. λ only grows from trial to
-            trial within a step, so when the first is below the resolution the
-            eigendecomposition is computed once, here, and every trial below it reuses it
-            (near a float32 minimum, where most trials are: one `eigh` of a 61 × 61 matrix
-            costs ten Cholesky factorizations). None: a trial decomposes when it needs to.
+            trial within a step, so when the first is below `EIGEN_MARGIN` times the
+            resolution the eigendecomposition is computed once, here, and every trial that
+            needs it reuses it (near a float32 minimum most trials do: one `eigh` of a 61 × 61
+            matrix costs ten Cholesky factorizations). None: a trial decomposes when it needs
+            to.
     """
 
     def __init__(self, matrix, b, rho, d, under, resolution=0.0, first_damping=None):
@@ -170,11 +176,14 @@ class ScaledSystem:
         self.p, self.rhs = tf.cond(under, wide, over)
         self._eigen = None
         if first_damping is not None:
-            # Not decomposed: NaN, so a trial whose Cholesky fails above the resolution (not
-            # once in the 54 NIST fits and the sinc benchmark) is rejected and λ grows. A
-            # second eigh in the loop would cost the first epoch a tenth of a second.
+            # Decomposed also a little above the resolution, where Cholesky can still fail
+            # (JᵀJ's rounding grows with the rows of a chunk: float32 chunks of thousands of
+            # rows fail at up to three times it). Far above it, a Cholesky that fails (an
+            # overflowed JᵀJ) solves to NaN: the trial is rejected and λ grows. A second eigh
+            # inside the trial loop would cost the first epoch a tenth of a second.
             n = tf.shape(self.p)[0]
-            self._eigen = tf.cond(first_damping < self.resolution, self._decompose, lambda: (
+            near = first_damping < EIGEN_MARGIN * self.resolution
+            self._eigen = tf.cond(near, self._decompose, lambda: (
                 tf.fill([n], tf.constant(float("nan"), self.p.dtype)),
                 tf.zeros([n, n], self.p.dtype)))
 

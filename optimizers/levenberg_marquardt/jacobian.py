@@ -215,7 +215,7 @@ def _products(c, rho):
 
 def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
                      variables: Sequence[tf.Variable], mode: str, solve_dtype: tf.DType,
-                     allow_under: bool = True, rows_per_example: int | None = None):
+                     allow_under: bool = True, layerwise_rows: int | None = None):
     """The linearized least-squares problem of a batch, accumulated over chunks of examples.
 
     Args:
@@ -231,8 +231,9 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
         solve_dtype: the dtype of the results.
         allow_under: False: always the overdetermined form (`M = CᵀC`), as for a slice of
             a batch split over replicas.
-        rows_per_example: the rows of one example, when static: "per_example" mode then
-            takes the Jacobian in closed form where that is exact (`layerwise_jacobian`).
+        layerwise_rows: the rows of one example, for a model whose layers keep the examples
+            on the first axis (`layerwise_jacobian.applies_to`): "per_example" mode then takes
+            the Jacobian in closed form where that is exact. None: pfor.
 
     Returns:
         `(M, g, diag, rho, under)`, all in `solve_dtype` but `under` (a bool tensor):
@@ -252,7 +253,7 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
     def body(i, a, g, c_n, rho_n, m):
         part = chunks.part(i)
         if mode == "per_example":
-            closed = layerwise_jacobian(rows_of_kept, part, variables, rows_per_example)
+            closed = layerwise_jacobian(rows_of_kept, part, variables, layerwise_rows)
             c, rho = closed or per_example_jacobian(rows_of_kept, part, variables)
         else:
             c, rho = jacobian(lambda: rows_of_kept(part), variables, mode)

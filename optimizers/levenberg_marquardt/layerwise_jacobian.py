@@ -11,12 +11,16 @@ This is the same Jacobian as `jacobian.per_example_jacobian` (each example diffe
 a batch of its own, vectorized by pfor) at a fraction of the ops: on the 1-20-1 sinc MLP, 69
 against 313 for the Jacobian and `JᵀJ`, and half the trace time.
 
-It applies only where it is exact, which is checked while tracing: each trained variable must
-be read only by the affine layers that report it (`core.affine_records`), as many times as
-they report it; a variable read elsewhere as well (a tied weight, a layer without a closed
+It applies only where it is exact. The model's layers must all keep the examples on the first
+axis (`applies_to`: the built-in layers and models do; a custom one says so with
+`keeps_example_axis`), and a `Dense` reports only when it multiplies by its variables
+themselves (not a subclass's transform of them). Then, while tracing: each trained variable
+must be read only by the affine layers that report it (`core.affine_records`), as many times
+as they report it; a variable read elsewhere as well (a tied weight, a layer without a closed
 form, a nested `tf.function`) leaves the Jacobian to pfor. So does eager execution (no graph
 to check), a layer called inside a control-flow branch or loop of its own, and more than
-`MAX_ROWS_PER_EXAMPLE` rows per example.
+`MAX_ROWS_PER_EXAMPLE` rows per example. Under a `tf.distribute` strategy each replica reads
+its own variables' handles, and the same check applies.
 """
 
 from __future__ import annotations
@@ -29,11 +33,19 @@ import tensorflow as tf
 
 from graphfit.core import affine_records
 
-__all__ = ["MAX_ROWS_PER_EXAMPLE", "layerwise_jacobian"]
+__all__ = ["MAX_ROWS_PER_EXAMPLE", "applies_to", "layerwise_jacobian"]
 
 # Each row position costs a backward pass of the whole chunk: beyond this many rows per
 # example (a softmax over many classes) pfor's single vectorized pass traces fewer ops.
 MAX_ROWS_PER_EXAMPLE = 16
+
+
+def applies_to(model) -> bool:
+    """Whether every layer of `model` (itself included) keeps the examples on the first
+    axis (`Layer.keeps_example_axis`), so that a Dense's first axis is the examples. A
+    custom layer or model that does not say so could transpose to time-major or fold time
+    into the batch axis, where the closed form would pair the wrong rows."""
+    return all(getattr(layer, "keeps_example_axis", False) for layer in model.flatten_layers())
 
 
 def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable],
@@ -80,14 +92,15 @@ def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable
                for total in sums]
     del tape
     columns = {v.ref(): [] for v in variables}
-    for i, record in enumerate(records):
+    for i, record in enumerate(records):  # the chunk's examples along the first axis
         # (examples, k, [positions,] units): example-major rows, as `rows` orders them.
         dz = tf.stack([_per_example(g[i]) for g in per_row], axis=1)
         units = record.outputs.shape[-1]
         x = _per_example(record.inputs)
         kernel, *bias = record.variables
-        columns[kernel.ref()].append(_outer(x, dz, k, x.shape[-1] * units))
-        if bias:
+        if kernel.ref() in columns:
+            columns[kernel.ref()].append(_outer(x, dz, k, x.shape[-1] * units))
+        if bias and bias[0].ref() in columns:
             columns[bias[0].ref()].append(
                 dz if record.outputs.shape.rank == 2 else tf.reduce_sum(dz, axis=2))
     dtype = rows.dtype

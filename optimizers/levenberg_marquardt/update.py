@@ -73,7 +73,7 @@ class Linearization(NamedTuple):
 def linearize(rows_for: Callable, data, num_examples, chunk: int,
               variables: Sequence[tf.Variable], mode: str,
               gradients: Sequence[tf.Tensor], allow_under: bool = True,
-              rows_per_example: int | None = None) -> Linearization:
+              layerwise_rows: int | None = None) -> Linearization:
     """The `Linearization` of a batch at the variables' current values.
 
     Args:
@@ -87,8 +87,8 @@ def linearize(rows_for: Callable, data, num_examples, chunk: int,
             None: then b is Cᵀρ, which equals ½∇f (the step then runs no backward pass
             of the loss; see `residuals`).
         allow_under: False keeps the overdetermined form (JᵀJ) even when m < n.
-        rows_per_example: the rows of one example, when static (see
-            `jacobian.normal_equations`).
+        layerwise_rows: the rows of one example, for the closed-form Jacobian (see
+            `jacobian.normal_equations`); None: pfor.
 
     Returns:
         The `Linearization`, in float64.
@@ -96,7 +96,7 @@ def linearize(rows_for: Callable, data, num_examples, chunk: int,
     f64 = tf.float64
     matrix, g_lin, diag, rho, under = lm_jacobian.normal_equations(
         rows_for, data, num_examples, chunk, variables, mode, f64, allow_under,
-        rows_per_example)
+        layerwise_rows)
     # b = ½∇f: the true gradient overdetermined; Cᵀρ in the m × m system, which solves
     # exactly that system.
     if gradients is None:  # Cᵀρ: ½∇f overdetermined, exactly (see residuals.py)

@@ -10,7 +10,10 @@ import graphfit as gf
 from graphfit import layers, optimizers
 from graphfit.core import Layer
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
-from graphfit.optimizers.levenberg_marquardt.layerwise_jacobian import layerwise_jacobian
+from graphfit.optimizers.levenberg_marquardt.layerwise_jacobian import (
+    applies_to,
+    layerwise_jacobian,
+)
 
 RNG = np.random.default_rng(3)
 
@@ -43,6 +46,8 @@ def _closed_and_reference(model, x, rows_per_example):
 
 
 class _Twice(gf.Model):
+    keeps_example_axis = True  # its call keeps the examples first: the closed form applies
+
     def __init__(self, dtype=None):
         super().__init__(dtype=dtype)
         self.shared = layers.Dense(3, activation="tanh")
@@ -64,6 +69,8 @@ class _Tied(gf.Model):
 
 class _Residual(Layer):
     """`x + dense(x)`: a layer holding a Dense, with the input added back."""
+
+    keeps_example_axis = True
 
     def __init__(self, units):
         super().__init__()
@@ -175,7 +182,7 @@ def test_the_normal_equations_of_a_tied_model_stay_exact():
     @tf.function
     def normal(mode):
         return lm_jacobian.normal_equations(rows_for, {"x": x}, tf.constant(5), 5, variables,
-                                            mode, tf.float64, False, rows_per_example=3)[0]
+                                            mode, tf.float64, False, layerwise_rows=3)[0]
 
     np.testing.assert_allclose(normal("per_example"), normal("reverse"), rtol=1e-12,
                                atol=1e-13)
@@ -211,3 +218,59 @@ def test_an_lm_fit_takes_the_same_steps_with_and_without_the_closed_form(monkeyp
     np.testing.assert_allclose(closed_loss, pfor_loss, rtol=1e-9)
     for a, b in zip(closed_weights, pfor_weights):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+
+
+class _TimeMajor(Layer):
+    """Runs its Dense on the time-major transpose of (batch, time, features): the Dense's
+    first axis is then time, not the examples."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = layers.Dense(3, activation="tanh")
+
+    def call(self, inputs, training=False):
+        return tf.transpose(self.inner(tf.transpose(inputs, [1, 0, 2])), [1, 0, 2])
+
+
+class _PositiveDense(layers.Dense):
+    """A Dense whose kernel is softplus of its variable: the product is not by the variable."""
+
+    def compute_value(self, value):
+        value = super().compute_value(value)
+        return tf.nn.softplus(value) if value.shape.rank == 2 else value
+
+
+def _lm_losses(model_fn, x, y, mode="auto"):
+    gf.set_seed(6)
+    model = model_fn()
+    model.compile(optimizer=optimizers.LevenbergMarquardt(jacobian_mode=mode), loss="mse")
+    return model.fit(x, y, batch_size=4, epochs=3, verbose=0, shuffle=False).history["loss"]
+
+
+@pytest.mark.parametrize("case", ["time_major", "transformed_kernel"])
+def test_models_the_closed_form_would_misread_train_as_with_the_exact_jacobian(case):
+    """A custom layer that moves the examples off the first axis (batch 4 = time 4, so the
+    shapes even agree), and a Dense subclass multiplying by a transform of its kernel."""
+    if case == "time_major":
+        x = RNG.normal(size=(8, 4, 5))  # 18 parameters, 12 rows per example: per_example
+        y = RNG.normal(size=(8, 12))
+
+        def model_fn():
+            return gf.Sequential([_TimeMajor(), layers.Flatten()], input_shape=(4, 5),
+                                 dtype="float64")
+    else:
+        x = RNG.normal(size=(8, 3))
+        y = RNG.normal(size=(8, 2))
+
+        def model_fn():
+            return gf.Sequential([_PositiveDense(2)], input_shape=(3,), dtype="float64")
+
+    model = model_fn()
+    if case == "time_major":
+        assert not applies_to(model)
+    else:
+        assert applies_to(model)
+        closed, _ = _closed_and_reference(model, tf.constant(x), 2)
+        assert closed is None  # the subclass reports nothing
+    np.testing.assert_allclose(_lm_losses(model_fn, x, y), _lm_losses(model_fn, x, y, "reverse"),
+                               rtol=1e-9)

@@ -448,9 +448,22 @@ def test_the_decomposition_below_resolution_is_computed_once_per_step(monkeypatc
         assert not bool(used_cholesky)
         np.testing.assert_allclose(delta, expected, rtol=1e-12)
     assert len(calls) == 4  # three for the per-trial system, one for the whole step
-    above = system(_c(10 * resolution))
+    above = system(_c(lm_damping.EIGEN_MARGIN * resolution))
     assert len(calls) == 4
-    assert bool(above.solve(_c(10 * resolution))[1])
+    assert bool(above.solve(_c(lm_damping.EIGEN_MARGIN * resolution))[1])
+    # Indefinite beyond the resolution (rounding over many rows): a Cholesky that fails
+    # within the margin still gets the eigen solve, from the step's one decomposition.
+    values, vectors = np.linalg.eigh(matrix / np.sqrt(np.outer(d, d)))
+    values[0] = -5 * resolution  # P + 3·resolution·I is indefinite
+    indefinite = (vectors * values) @ vectors.T * np.sqrt(np.outer(d, d))
+    lam = _c(3 * resolution)
+    expected, _ = lm_damping.ScaledSystem(_c(indefinite), _c(b), tf.zeros(n, tf.float64),
+                                          _c(d), tf.constant(False), resolution).solve(lam)
+    delta, used_cholesky = lm_damping.ScaledSystem(
+        _c(indefinite), _c(b), tf.zeros(n, tf.float64), _c(d), tf.constant(False), resolution,
+        lam).solve(lam)
+    assert not bool(used_cholesky) and np.isfinite(expected.numpy()).all()
+    np.testing.assert_allclose(delta, expected, rtol=1e-10)
     overflowed = lm_damping.ScaledSystem(
         _c(np.where(np.eye(n) > 0, np.inf, matrix)), _c(b), tf.zeros(n, tf.float64),
         _c(np.full(n, 1.0)), tf.constant(False), resolution, _c(10 * resolution))
