@@ -97,10 +97,12 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
 
     keeps_example_axis: bool = False
     """Whether `call` keeps the examples on the first axis: output `[i]` comes from input
-    `[i]` (a Dense, a Flatten, a convolution), not from a transposed or refolded batch.
+    `[i]` (a Dense, a Flatten, a convolution), and every layer it calls gets the examples on
+    its first axis too (not a time-major transpose, nor time folded into the batch axis).
     LevenbergMarquardt takes the Jacobian of Dense layers in closed form only in a model
     whose layers all say so, since it reads each Dense's first axis as the examples. Built-in
-    layers that keep it say so; False (the default) for a custom layer, which may set it."""
+    layers that keep it say so, and the layer contract checks the first half; False (the
+    default) for a custom layer, which may set it."""
 
     function_arguments: tuple[str, ...] = ()
     """The constructor arguments that take a function as a `'package.module:name'` reference

@@ -32,7 +32,10 @@ plain script on a user's own layer as well as in a test suite.
     hooks (their values reach the float32 variables);
 11. `reference`: a Keras layer twin (given the layer's weights by position) or a
     callable `reference(layer, input_data) -> expected inference outputs`; the outputs
-    must match (for a Keras twin, in training mode too when deterministic).
+    must match (for a Keras twin, in training mode too when deterministic);
+12. a layer that says `keeps_example_axis` (LevenbergMarquardt's closed-form Jacobian relies
+    on it) gives, in inference, the outputs of the examples in reverse order for inputs
+    in reverse order.
 """
 
 from __future__ import annotations
@@ -181,7 +184,23 @@ def run_layer_test(
     _check_freezing(layer, inputs, snapshot, variable_ids, expected_trainable)
     _check_mixed_policy(layer_cls, layer, inputs, outputs, expected_hooks)
     _check_reference(layer, reference, inputs, input_data, training_deterministic, close)
+    _check_example_axis(layer, inputs, outputs, close)
     return layer
+
+
+def _check_example_axis(layer: Layer, inputs, outputs, close) -> None:
+    """Output i comes from input i, when the layer says so: reversing the examples of the
+    inputs reverses those of the outputs."""
+    if not layer.keeps_example_axis:
+        return
+    flat = tf.nest.flatten(inputs)
+    if flat[0].shape.rank == 0 or flat[0].shape[0] is None or flat[0].shape[0] < 2:
+        return
+    reverse = lambda t: tf.reverse(t, [0])  # noqa: E731
+    reversed_outputs = layer(tf.nest.map_structure(reverse, inputs))
+    close(reversed_outputs, tf.nest.map_structure(reverse, outputs),
+          "keeps_example_axis is True, but reversing the examples of the inputs does not "
+          "reverse those of the outputs")
 
 
 def _comparer(atol: float, rtol: float) -> Callable[[Any, Any, str], None]:

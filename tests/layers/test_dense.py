@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import layers
-from graphfit.core import per_example
+from graphfit.core import Layer, per_example, register_layer
 from graphfit.testing import assert_gradients_match_keras, run_layer_test
 
 
@@ -89,3 +89,19 @@ def test_a_single_example_through_a_small_kernel_matches_matmul_and_its_gradient
     for target in (layer.kernel, x):
         np.testing.assert_allclose(tape.gradient(out, target).numpy(),
                                    tape.gradient(ref, target).numpy(), rtol=1e-14)
+
+
+def test_the_contract_refuses_a_layer_that_claims_to_keep_the_example_axis_but_rolls_it():
+    @register_layer
+    class RolledExamples(Layer):
+        """Output i is input i - 1: not the example axis LevenbergMarquardt relies on."""
+
+        keeps_example_axis = True
+
+        def call(self, x, training=False):
+            return tf.roll(x, 1, axis=0)
+
+    with pytest.raises(AssertionError, match="keeps_example_axis is True"):
+        run_layer_test(RolledExamples, {}, np.arange(6.0, dtype="float32")
+                                  .reshape(3, 2), expected_output_shape=(3, 2),
+                                  expected_trainable=0, expected_non_trainable=0)
