@@ -174,6 +174,8 @@ class ScaledSystem:
         # P is Ã (over) or C D⁻¹ Cᵀ (under, zero-padded); rhs its right-hand side. Cholesky
         # and eigh read only its lower triangle, so rounding asymmetry does not matter.
         self.p, self.rhs = tf.cond(under, wide, over)
+        # Built once, here: inside the trial loop tf.eye is five ops per trial.
+        self._eye = tf.eye(tf.shape(self.p)[0], dtype=self.p.dtype)
         self._eigen = None
         if first_damping is not None:
             # Decomposed also a little above the resolution, where Cholesky can still fail
@@ -191,7 +193,7 @@ class ScaledSystem:
         """`(values, vectors)` of P; values NaN when P is not finite (an overflowed JᵀJ:
         eigh would raise, so it decomposes the identity instead)."""
         finite = tf.reduce_all(tf.math.is_finite(self.p))
-        safe = tf.where(finite, self.p, tf.eye(tf.shape(self.p)[0], dtype=self.p.dtype))
+        safe = tf.where(finite, self.p, self._eye)
         values, vectors = tf.linalg.eigh(safe)
         return tf.where(finite, values, tf.constant(float("nan"), values.dtype)), vectors
 
@@ -203,9 +205,8 @@ class ScaledSystem:
         rhs = self.rhs if b is None else tf.where(
             self.under, tf.fill(tf.shape(b), tf.constant(float("nan"), b.dtype)),
             -self.inv_sqrt_d * b)
-        n = tf.shape(self.p)[0]
         # Below the resolution, the factor (of a safely shifted matrix) goes unused.
-        shifted = self.p + tf.maximum(damping, self.resolution) * tf.eye(n, dtype=self.p.dtype)
+        shifted = self.p + tf.maximum(damping, self.resolution) * self._eye
         factor = tf.linalg.cholesky(shifted)
         ok = tf.reduce_all(tf.math.is_finite(tf.linalg.band_part(factor, -1, 0))) & (
             damping >= self.resolution)
