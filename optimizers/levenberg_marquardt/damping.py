@@ -11,9 +11,9 @@ value is halved per step), so a parameter whose column of J has collapsed (a sat
 exponential, a term that has faded) keeps the damping its (recent) effect earned instead of
 being free to jump to infinity. Below the damping at which rounding in JᵀJ can make the
 matrix indefinite (`ScaledSystem`'s resolution), an eigendecomposition with the negative
-eigenvalues clipped to zero solves it, computed once per step; so does it a Cholesky
-factorization that fails (it yields NaN, which TensorFlow reports instead of raising) within
-`EIGEN_MARGIN` times the resolution; one that fails further above rejects the trial.
+eigenvalues clipped to zero solves it, computed once per step. The same decomposition solves a
+trial whose Cholesky factorization fails (it yields NaN, which TensorFlow reports instead of
+raising) within `EIGEN_MARGIN` times the resolution; further above, such a trial is rejected.
 
 In the underdetermined case (m rows < n parameters) the same step comes from the m × m system:
 `δ = −D⁻¹ Cᵀ (C D⁻¹ Cᵀ + λ I)⁻¹ ρ`, where `Cᵀρ = b`; `C` and `ρ` arrive padded with zero rows to

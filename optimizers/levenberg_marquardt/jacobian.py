@@ -12,7 +12,9 @@ their order, each in row-major order):
 example at a time: each example's rows differentiated on a batch of one, all examples at once
 with `tf.vectorized_map` (torch-levenberg-marquardt's `vmap(jacrev)`). Its work grows linearly
 with the examples, where whole-batch reverse mode's grows with their square, but it is exact
-only when the model treats examples independently.
+only when the model treats examples independently. For models of Dense layers
+`normal_equations` takes the same Jacobian in closed form instead, where that is exact
+(`layerwise_jacobian`).
 
 `choose_mode` and `chunk_examples` pick the mode and the examples per chunk (see there: the
 work of reverse mode grows with the rows of a chunk, that of forward mode with the
