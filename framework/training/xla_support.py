@@ -123,7 +123,8 @@ class ShapeLog:
                 self._rows[width] = tf.Variable(
                     tf.fill([self.capacity, width], tf.constant(-1, tf.int64)), trainable=False,
                     name="xla_shape_log")
-                self._counts[width] = tf.Variable(0, trainable=False, dtype=tf.int32,
+                # int64: an int32 variable lives in host memory, out of an XLA GPU step's reach.
+                self._counts[width] = tf.Variable(0, trainable=False, dtype=tf.int64,
                                                   name="xla_shape_count")
         return self._rows[width], self._counts[width]
 

@@ -157,11 +157,13 @@ class LevenbergMarquardt(Optimizer):
         self.initial_damping = float(initial_damping)
         self.jacobian_mode = jacobian_mode
         # State that persists across steps and is checkpointed: λ (negative until the first
-        # step sets it), ν, and the convergence flag with its reason code.
+        # step sets it), ν, and the convergence flag with its reason code. The code is int64:
+        # TensorFlow keeps int32 variables in host memory, where an XLA step on a GPU cannot
+        # reach them.
         self._damping = self.add_variable("damping", -1.0, tf.float64)
         self._growth = self.add_variable("damping_growth", 2.0, tf.float64)
         self._converged = self.add_variable("converged", False, tf.bool)
-        self._reason = self.add_variable("convergence_reason", NOT_CONVERGED, tf.int32)
+        self._reason = self.add_variable("convergence_reason", NOT_CONVERGED, tf.int64)
         self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
         self._scale_memory = lm_damping.ScaleMemory()  # per step; fit sets it per pass
         self._eps = None  # the machine epsilon of the trained variables, set by a step
@@ -388,7 +390,7 @@ class LevenbergMarquardt(Optimizer):
         self._growth.assign(result.growth)
         code, values = result.code, result.values
         converged = code != NOT_CONVERGED
-        self._reason.assign(tf.where(converged, code, self._reason))
+        self._reason.assign(tf.where(converged, tf.cast(code, tf.int64), self._reason))
         self._converged.assign(converged | self._converged)
         return values
 

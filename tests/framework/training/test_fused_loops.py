@@ -100,3 +100,28 @@ def test_the_fused_loop_logs_its_batch_shapes_and_auto_drops_xla_when_they_keep_
     with pytest.warns(UserWarning, match="distinct input shapes"):
         model.fit(x, y, batch_size=5, epochs=1, verbose=0)
     assert model.compile_state.steps.loop_kind("train") == "graph"
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "LevenbergMarquardt"])
+def test_no_variable_a_compiled_fit_creates_is_int32(optimizer):
+    # TensorFlow keeps int32 variables in host memory; an XLA program on a GPU cannot read or
+    # write them ("Trying to access resource ... located in device CPU:0 from device GPU:0").
+    created = []
+
+    def record(next_creator, **kwargs):
+        variable = next_creator(**kwargs)
+        created.append((variable.name, variable.dtype))
+        return variable
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((24, 3)).astype(np.float32)
+    y = rng.standard_normal((24, 1)).astype(np.float32)
+    with tf.variable_creator_scope(record):
+        model = gf.Sequential([layers.Dense(2, activation="tanh"), layers.Dense(1)],
+                              input_shape=(3,))
+        model.compile(optimizer, "mse", metrics=["mae"], jit_compile=True)
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0, validation_data=(x, y))
+    assert model.compile_state.steps.loop_kind("train") == "xla_chunk"
+    names = {name for name, _ in created}
+    assert any("xla_shape_count" in name for name in names), sorted(names)
+    assert not [name for name, dtype in created if dtype == tf.int32]

@@ -66,6 +66,15 @@ def test_state_variables_exist_before_the_first_step_and_are_in_the_collection()
     assert optimizer.stop_reason() is None
 
 
+def test_no_state_variable_is_int32():
+    # TensorFlow keeps int32 variables in host memory: an XLA step on a GPU cannot read or
+    # write them ("Trying to access resource ... located in device CPU:0 from device GPU:0").
+    optimizer = _lm()
+    int32 = [v.name for v in optimizer.variables if v.dtype == tf.int32]
+    assert not int32, f"int32 state variables, out of reach of an XLA step on a GPU: {int32}"
+    assert optimizer.convergence_reason.dtype == tf.int64
+
+
 # ------------------------------------------------------------------------ residual rows
 
 
