@@ -10,6 +10,12 @@ os.environ.setdefault("GRAPHFIT_PLOTS", "0")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+# The tests compare float32 arithmetic with float32 references (Keras, NumPy, a tape) at
+# float32's tolerances; on NVIDIA GPUs from Ampere on, TensorFlow would run float32 products in
+# TF32 (a 10-bit mantissa) and miss them by 1e-3. No effect on a CPU.
+tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
 @pytest.fixture(autouse=True)
