@@ -1,10 +1,14 @@
 """The matmul peak of this machine: GFLOP/s of one large square matrix product, per dtype.
 
 A training step cannot do arithmetic faster than the machine multiplies large matrices, so a
-large square product (2048 x 2048 by default: big enough for the libraries' best kernels, small
-enough to time in tens of milliseconds) is the yardstick `throughput.py` divides by. It is timed
-two ways, TensorFlow's own kernel (oneDNN on CPU) and XLA, and the faster counts: the question
-is what the hardware can do, not what one path does.
+large square product (by default 2048 x 2048 on a CPU, 8192 x 8192 on a GPU: big enough for the
+libraries' best kernels, small enough to time in tens of milliseconds) is the yardstick
+`throughput.py` divides by. It is timed two ways, TensorFlow's own kernel (oneDNN on CPU, cuBLAS
+on a GPU) and XLA, and the faster counts: the question is what the hardware can do, not what one
+path does. On a GPU ten products are queued back to back and timed together, so that neither
+the launch nor the fetch of the result counts. On NVIDIA GPUs from Ampere on, TensorFlow runs
+float32 products in TF32 unless `tf.config.experimental.enable_tensor_float_32_execution(False)`,
+so the float32 peak there is TF32's.
 
 Used by `throughput.py`, which times one product per dtype in each round of its interleaved
 repeats, so that the peak and the contenders see the same load. Alone:
@@ -23,7 +27,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
-DEFAULT_SIZE = 2048
+DEFAULT_SIZE = 2048  # on a CPU
+GPU_SIZE = 8192  # a GPU's tensor cores need larger products to reach their peak
+GPU_PRODUCTS = 10
+
+
+def on_gpu() -> bool:
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def default_size() -> int:
+    return GPU_SIZE if on_gpu() else DEFAULT_SIZE
 
 
 class MatmulPeak:
@@ -34,8 +48,11 @@ class MatmulPeak:
         size: the side of the square matrices.
     """
 
-    def __init__(self, dtype: str, size: int = DEFAULT_SIZE):
+    def __init__(self, dtype: str, size: int | None = None):
+        size = size or default_size()
         self.dtype, self.size = dtype, size
+        # One product is milliseconds on a GPU: time several, so launch and fetch don't count.
+        self.products = GPU_PRODUCTS if on_gpu() else 1
         rng = tf.random.Generator.from_seed(0)
         self.a = tf.cast(rng.normal([size, size]), dtype)
         self.b = tf.cast(rng.normal([size, size]), dtype)
@@ -47,11 +64,15 @@ class MatmulPeak:
             fn(self.a, self.b).numpy()
 
     def time_once(self) -> None:
-        """One timed product per path; appends its GFLOP/s to `runs`."""
+        """`products` back-to-back products per path, then one element fetched (which waits for
+        them all: a GPU runs them asynchronously); appends the GFLOP/s to `runs`."""
         for name, fn in self._paths.items():
             started = time.perf_counter()
-            fn(self.a, self.b).numpy()
-            self.runs[name].append(self.flops / (time.perf_counter() - started) / 1e9)
+            for _ in range(self.products):
+                product = fn(self.a, self.b)
+            product[0, 0].numpy()
+            elapsed = time.perf_counter() - started
+            self.runs[name].append(self.products * self.flops / elapsed / 1e9)
 
     def gflops(self) -> tuple[float, str]:
         """(the median GFLOP/s of the faster path, its name)."""
@@ -63,7 +84,9 @@ class MatmulPeak:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
-    parser.add_argument("--size", type=int, default=DEFAULT_SIZE)
+    parser.add_argument("--size", type=int, default=None,
+                        help=f"side of the square product (default {DEFAULT_SIZE} on a CPU, "
+                             f"{GPU_SIZE} on a GPU)")
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
     peaks = [MatmulPeak(dtype, args.size) for dtype in args.dtypes]
@@ -74,7 +97,7 @@ def main(argv=None) -> None:
         value, path = peak.gflops()
         detail = ", ".join(f"{name} {statistics.median(r):.0f}" for name, r in peak.runs.items())
         print(f"{peak.dtype}: {value:.0f} GFLOP/s ({path}; medians: {detail}; "
-              f"{args.size}x{args.size}, {args.repeats} repeats)")
+              f"{peak.size}x{peak.size}, {args.repeats} repeats)")
 
 
 if __name__ == "__main__":

@@ -26,19 +26,20 @@ training step achieves, samples/s x the training FLOPs per sample (`model.flops(
 ["training_step"] / 128`: forward pass, loss, backward pass and update, as TensorFlow's
 profiler counts the traced step), and that as a fraction of the machine's matmul peak in the
 policy's compute dtype: the median GFLOP/s of one large square product (`matmul_peak.py`,
-2048 x 2048 unless `--peak-size`; the faster of TensorFlow's kernel and XLA), timed once per
-round of the same interleaved repeats.
+2048 x 2048 on a CPU and 8192 x 8192 on a GPU unless `--peak-size`; the faster of TensorFlow's
+kernel and XLA), timed once per round of the same interleaved repeats.
 
-All use batch 128, SGD(learning_rate=0.01, momentum=0.9), SparseCategoricalCrossentropy
-(from_logits=True), accuracy, a fresh shuffle every epoch, and `verbose=0` (no progress bar to
-draw). Each contender is warmed up on one epoch of the same arrays (tracing and compilation
-excluded: graphfit compiles its loop for the arrays' length), then one timed call trains
-`--epochs` epochs; this is repeated `--repeats` times, interleaved across contenders, and the
-best run (or, with `--stat median`, the median) is reported: other processes can only slow a run
-down, so the best run is the most reproducible estimate of each contender's speed. A timed call
-is the whole `fit` (or the whole hand loop), data conversion included.
-Afterwards every contender's final weights are scored by the same hand-written forward pass on a
-fixed subset: one whose loss did not go down fails the run, so nobody measures a no-op.
+All use batch 128 (`--batch-size`), SGD(learning_rate=0.01, momentum=0.9),
+SparseCategoricalCrossentropy(from_logits=True), accuracy, a fresh shuffle every epoch, and
+`verbose=0` (no progress bar to draw). Each contender is warmed up on one epoch of the same
+arrays (tracing and compilation excluded: graphfit compiles its loop for the arrays' length),
+then one timed call trains `--epochs` epochs; this is repeated `--repeats` times, interleaved
+across contenders, and the best run (or, with `--stat median`, the median) is reported: other
+processes can only slow a run down, so the best run is the most reproducible estimate of each
+contender's speed. A timed call is the whole `fit` (or the whole hand loop), data conversion
+included. Afterwards every contender's final weights are scored by the same hand-written forward
+pass on a fixed subset: one whose loss did not go down fails the run, so nobody measures a
+no-op.
 
 This is a benchmark, not a test: pytest never runs it and nothing asserts on time. The targets
 printed next to the ratios are the project's goals, not checks: graphfit at least 2.5x Keras on
@@ -53,6 +54,9 @@ Usage:
     python benchmarks/throughput.py --dtype-policy float32   # float32 rows only
     python benchmarks/throughput.py --hand-jit off  # the hand loop without XLA (faster for convs
                                                     # on CPU, where XLA loses to oneDNN)
+    python benchmarks/throughput.py --dtype-policy float32 mixed_float16   # on a GPU
+    python benchmarks/throughput.py --workloads mlp --mlp-width 4096 --batch-size 2048 \
+        --mlp-samples 131072 --dtype-policy float32 mixed_float16   # a GPU-sized MLP
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ import graphfit as gf  # noqa: E402
 from graphfit import layers  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from matmul_peak import DEFAULT_SIZE, MatmulPeak  # noqa: E402
+from matmul_peak import DEFAULT_SIZE, GPU_SIZE, MatmulPeak  # noqa: E402
 from throughput_report import BATCH_SIZE, COMPUTE_DTYPES, report  # noqa: E402
 
 LEARNING_RATE = 0.01
@@ -97,6 +101,7 @@ class Workload:
     build_graphfit: Callable[[], gf.Model]
     build_keras: Callable[[], keras.Model]
     forward: Callable[[list, tf.Tensor], tf.Tensor]  # hand-written, on Keras-ordered weights
+    batch_size: int = BATCH_SIZE
 
 
 def _mlp_forward(weights, x):
@@ -106,7 +111,7 @@ def _mlp_forward(weights, x):
     return tf.matmul(h, w2) + b2
 
 
-def mlp_workload(samples: int) -> Workload:
+def mlp_workload(samples: int, width: int = 256, batch_size: int = BATCH_SIZE) -> Workload:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((samples, 784)).astype(np.float32)
     teacher = rng.standard_normal((784, 10)).astype(np.float32)
@@ -114,18 +119,19 @@ def mlp_workload(samples: int) -> Workload:
 
     def build_graphfit():
         return gf.Sequential(
-            [layers.Dense(256, activation="relu"), layers.Dense(256, activation="relu"),
+            [layers.Dense(width, activation="relu"), layers.Dense(width, activation="relu"),
              layers.Dense(10)],
             input_shape=(784,),
         )
 
     def build_keras():
         return keras.Sequential(
-            [keras.Input((784,)), keras.layers.Dense(256, activation="relu"),
-             keras.layers.Dense(256, activation="relu"), keras.layers.Dense(10)]
+            [keras.Input((784,)), keras.layers.Dense(width, activation="relu"),
+             keras.layers.Dense(width, activation="relu"), keras.layers.Dense(10)]
         )
 
-    return Workload("mlp", "MLP 784-256-256-10", x, y, build_graphfit, build_keras, _mlp_forward)
+    return Workload("mlp", f"MLP 784-{width}-{width}-10", x, y, build_graphfit, build_keras,
+                    _mlp_forward, batch_size)
 
 
 def _conv_forward(weights, x):
@@ -137,7 +143,7 @@ def _conv_forward(weights, x):
     return tf.matmul(h, w2) + b2
 
 
-def conv_workload(copies: int) -> Workload:
+def conv_workload(copies: int, batch_size: int = BATCH_SIZE) -> Workload:
     images, labels = gf.datasets.load_digits(as_images=True)
     x = np.tile(images, (copies, 1, 1, 1))
     y = np.tile(labels, copies)
@@ -160,7 +166,7 @@ def conv_workload(copies: int) -> Workload:
         )
 
     title = f"conv net, digits x{copies}"
-    return Workload("conv", title, x, y, build_graphfit, build_keras, _conv_forward)
+    return Workload("conv", title, x, y, build_graphfit, build_keras, _conv_forward, batch_size)
 
 
 # ----------------------------------------------------------------------------- contenders
@@ -173,13 +179,15 @@ class _FitContender:
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       **compile_kwargs)
         self.x, self.y = workload.x, workload.y
+        self.batch_size = workload.batch_size
         self.losses: list[float] = []
 
     def warm_up(self) -> None:
-        self.model.fit(self.x, self.y, batch_size=BATCH_SIZE, epochs=1, verbose=0, shuffle=True)
+        self.model.fit(self.x, self.y, batch_size=self.batch_size, epochs=1, verbose=0,
+                       shuffle=True)
 
     def train(self, epochs: int) -> None:
-        history = self.model.fit(self.x, self.y, batch_size=BATCH_SIZE, epochs=epochs,
+        history = self.model.fit(self.x, self.y, batch_size=self.batch_size, epochs=epochs,
                                  verbose=0, shuffle=True)
         self.losses += history.history["loss"]
 
@@ -195,13 +203,15 @@ class GraphfitContender(_FitContender):
                          gf.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM),
                          policy, **({} if policy == "float32" else {"dtype_policy": policy}))
         # The arithmetic of one training step, per sample (the batch's share).
-        self.flops_per_sample = model.flops(batch_size=BATCH_SIZE)["training_step"] / BATCH_SIZE
+        batch = workload.batch_size
+        self.flops_per_sample = model.flops(batch_size=batch)["training_step"] / batch
 
     def settings(self) -> str:
         state = self.model.compile_state
         sizer = state.sizers["train"]
         chunk = sizer.next_size()  # what "auto" settled on after the timed epochs
-        calls = -(-(len(self.x) // BATCH_SIZE) // chunk) + (1 if len(self.x) % BATCH_SIZE else 0)
+        batch = self.batch_size
+        calls = -(-(len(self.x) // batch) // chunk) + (1 if len(self.x) % batch else 0)
         return (f"jit_compile={state.jit_compile_setting!r} -> {state.jit_compile} "
                 f"({state.steps.loop_kind('train')} loop), steps_per_execution="
                 f"{sizer.setting!r} -> {chunk} steps/call (~{calls} calls/epoch)")
@@ -238,6 +248,7 @@ class HandLoopContender:
     def __init__(self, workload: Workload, initial: list[np.ndarray], jit_compile: bool = True,
                  shuffle_buffer: int | None = None):
         self.x, self.y = workload.x, workload.y
+        self.batch_size = workload.batch_size
         self.jit_compile = jit_compile
         self.shuffle_buffer = shuffle_buffer  # None: the whole data set, a full shuffle like fit's
         self.variables = [tf.Variable(w) for w in initial]
@@ -269,7 +280,7 @@ class HandLoopContender:
     def _dataset(self, x, y) -> tf.data.Dataset:
         return (tf.data.Dataset.from_tensor_slices((x, y))
                 .shuffle(self.shuffle_buffer or len(x), reshuffle_each_iteration=True)
-                .batch(BATCH_SIZE)
+                .batch(self.batch_size)
                 .prefetch(tf.data.AUTOTUNE))
 
     def _epochs(self, dataset: tf.data.Dataset, epochs: int) -> None:
@@ -380,13 +391,17 @@ def parse_args(argv=None):
     parser.add_argument("--workloads", nargs="+", choices=("mlp", "conv"),
                         default=["mlp", "conv"])
     parser.add_argument("--mlp-samples", type=int, default=60_000)
+    parser.add_argument("--mlp-width", type=int, default=256,
+                        help="units of the MLP's two hidden layers")
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
     parser.add_argument("--conv-copies", type=int, default=4,
                         help="how many times the 1797 digits images are replicated")
     parser.add_argument("--dtype-policy", nargs="+", choices=POLICIES,
                         default=["float32", "mixed_bfloat16"],
                         help="dtype policies to train under (default: float32 mixed_bfloat16)")
-    parser.add_argument("--peak-size", type=int, default=DEFAULT_SIZE,
-                        help="side of the square matmul the peak is measured on")
+    parser.add_argument("--peak-size", type=int, default=None,
+                        help="side of the square matmul the peak is measured on (default "
+                             f"{DEFAULT_SIZE} on a CPU, {GPU_SIZE} on a GPU)")
     parser.add_argument("--hand-jit", choices=("on", "off"), default="on",
                         help="XLA for the hand loop's step (default: on, as specified)")
     parser.add_argument("--hand-shuffle-buffer", type=int, default=None,
@@ -394,7 +409,8 @@ def parse_args(argv=None):
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
     args.dtype_policy = list(dict.fromkeys(args.dtype_policy))  # each once, in order
-    for name in ("epochs", "repeats", "mlp_samples", "conv_copies", "peak_size",
+    for name in ("epochs", "repeats", "mlp_samples", "mlp_width", "batch_size", "conv_copies",
+                 "peak_size",
                  "hand_shuffle_buffer"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer")
@@ -403,8 +419,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    builders = {"mlp": lambda: mlp_workload(args.mlp_samples),
-                "conv": lambda: conv_workload(args.conv_copies)}
+    builders = {"mlp": lambda: mlp_workload(args.mlp_samples, args.mlp_width, args.batch_size),
+                "conv": lambda: conv_workload(args.conv_copies, args.batch_size)}
     workloads = [builders[key]() for key in args.workloads]
     peaks = {COMPUTE_DTYPES[p]: MatmulPeak(COMPUTE_DTYPES[p], args.peak_size)
              for p in args.dtype_policy}

@@ -95,16 +95,17 @@ def report(workloads, all_results, peaks, args) -> None:
               "hand loop", "graphfit / Keras", "graphfit / hand loop", "vs own float32"]
     rows = [_row(w, all_results[w.key], policy, peaks)
             for w in workloads for policy in args.dtype_policy]
+    peak_size = next(iter(peaks.values())).size
     caption = (f"fit throughput in samples/s ({args.stat} of {args.repeats} interleaved repeats "
-               f"of {args.epochs} epochs; batch {BATCH_SIZE}, SGD(0.01, momentum 0.9), sparse "
+               f"of {args.epochs} epochs; batch {args.batch_size}, SGD(0.01, momentum 0.9), sparse "
                f"CE from logits, accuracy, shuffle on; hand loop float32, XLA {args.hand_jit}); "
                f"GFLOP/s of graphfit's training step (model.flops) and its fraction of the "
-               f"matmul peak of the policy's compute dtype ({args.peak_size}x{args.peak_size})")
+               f"matmul peak of the policy's compute dtype ({peak_size} squared)")
     print(f"{caption}\n")
     _print_table(header, rows, args.markdown)
     bullet = "- " if args.markdown else "  "
     print(f"machine: {_machine()}")
-    print(_peaks_line(peaks, args.peak_size, args.repeats))
+    print(_peaks_line(peaks, peak_size, args.repeats))
     print("settings and checks:")
     for workload in workloads:
         for r in all_results[workload.key]:
