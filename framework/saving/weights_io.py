@@ -108,8 +108,14 @@ def mismatch_reason(error: Exception, model) -> str:
     text = str(error)
     if "expected dtype" not in text or "original dtype" not in text:
         return text
+    saved_name = text.split("original dtype ", 1)[1].split()[0]
+    if saved_name == "int32" and text.split("expected dtype ", 1)[1].split()[0] == "int64":
+        return ("it holds an int32 state variable where this graphfit keeps int64 "
+                "(Levenberg–Marquardt's convergence code: TensorFlow keeps int32 variables "
+                "off the GPU, out of an XLA step's reach), so an earlier graphfit wrote it: "
+                "resume it with that version, or start the fit afresh.")
     saved = {"float": "float32", "double": "float64", "half": "float16"}.get(
-        text.split("original dtype ", 1)[1].split()[0], "another dtype")
+        saved_name, "another dtype")
     return (f"it holds {saved} variables, and the model's are {model.variable_dtype.name} "
             f"(dtype policy {model.dtype_policy.name!r}). float32 variables load under "
             f"'float32', 'mixed_bfloat16' and 'mixed_float16'; build the model with the dtype "

@@ -189,6 +189,28 @@ def test_a_mismatched_checkpoint_raises_and_leaves_the_model_as_it_was(tmp_path)
         np.testing.assert_array_equal(variable.numpy(), value)
 
 
+def test_a_checkpoint_with_the_earlier_int32_lm_state_says_so_and_changes_nothing(tmp_path):
+    # Before LM's convergence code became int64 (XLA on a GPU cannot reach int32 variables),
+    # checkpoints held it as int32: rewrite a fresh checkpoint that way, as that graphfit did.
+    model = _trained(tmp_path, gf.optimizers.LevenbergMarquardt())
+    path = checkpoints.Checkpointer(str(tmp_path), model).latest_path()
+    reader = tf.train.load_checkpoint(path)
+    dtypes = reader.get_variable_to_dtype_map()
+    names = sorted(dtypes)
+    codes = [n for n in names if n.startswith("optimizer/_reason/")]
+    assert len(codes) == 1 and dtypes[codes[0]] == tf.int64, codes
+    tensors = [reader.get_tensor(n).astype(np.int32) if n in codes else reader.get_tensor(n)
+               for n in names]
+    tf.raw_ops.SaveV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=tensors)
+    before = [v.numpy() for v in model.variables + list(model.optimizer.variables)]
+    with pytest.raises(ValueError, match="int32 state variable .* an earlier graphfit wrote"):
+        checkpoints.restore_latest(model, str(tmp_path))
+    after = [v.numpy() for v in model.variables + list(model.optimizer.variables)]
+    for value, again in zip(before, after):
+        np.testing.assert_array_equal(again, value)
+
+
 def test_no_checkpoint_yet_and_nothing_created_before_a_save(tmp_path):
     folder = tmp_path / "missing"
     model = _build_model()
