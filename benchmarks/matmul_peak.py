@@ -36,10 +36,6 @@ def on_gpu() -> bool:
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-def default_size() -> int:
-    return GPU_SIZE if on_gpu() else DEFAULT_SIZE
-
-
 class MatmulPeak:
     """Times `size x size` products in `dtype`, TensorFlow's kernel and XLA's.
 
@@ -49,10 +45,11 @@ class MatmulPeak:
     """
 
     def __init__(self, dtype: str, size: int | None = None):
-        size = size or default_size()
+        gpu = on_gpu()
+        size = size or (GPU_SIZE if gpu else DEFAULT_SIZE)
         self.dtype, self.size = dtype, size
         # One product is milliseconds on a GPU: time several, so launch and fetch don't count.
-        self.products = GPU_PRODUCTS if on_gpu() else 1
+        self.products = GPU_PRODUCTS if gpu else 1
         rng = tf.random.Generator.from_seed(0)
         self.a = tf.cast(rng.normal([size, size]), dtype)
         self.b = tf.cast(rng.normal([size, size]), dtype)

@@ -410,8 +410,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     args.dtype_policy = list(dict.fromkeys(args.dtype_policy))  # each once, in order
     for name in ("epochs", "repeats", "mlp_samples", "mlp_width", "batch_size", "conv_copies",
-                 "peak_size",
-                 "hand_shuffle_buffer"):
+                 "peak_size", "hand_shuffle_buffer"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer")
     return args
