@@ -9,7 +9,8 @@
    its row says "not installed" otherwise), seeds 0..N-1 (initial weights and batch order),
    each race in a fresh process, seeds interleaved. Per race: the first epoch (graphfit's
    traces the step), the steady-state epoch (median of the later ones), the epochs and wall
-   time until the full-data MSE is <= 1e-5 and <= 1e-7, the best MSE; then the medians over
+   time until the full-data MSE is <= 1e-5 and <= 1e-7 (training time: the clock stops while
+   the MSE is measured), the best MSE; then the medians over
    the seeds and graphfit's ratio to torch's. graphfit trains in one `fit` with its default
    compile settings, the MSE taken by an epoch-end callback, as a user would.
 2. NIST StRD: all 27 nonlinear problems shipped in tests/optimizers/levenberg_marquardt/
@@ -58,10 +59,12 @@ class _Race:
     """The clock of one contender: full-data MSE after every epoch, until the budget is spent
     or the MSE reaches 1e-7.
 
-    The wall time runs from the start of training, compilation and the MSE evaluations
-    included (for every contender alike); the first epoch's time is kept apart (graphfit's
-    traces the step), the steady-state epoch is the median of the later ones, evaluations
-    left out.
+    The clock runs from the start of training (graphfit's `fit` call: its set-up and the
+    step's tracing included) and stops while the MSE is measured: the measurement is the
+    benchmark's instrument, not the contender's work (graphfit's is a `tf.function` whose
+    first call converts and traces it, about 0.15 s that torch's eager evaluation does not
+    pay). The first epoch's time is kept apart (graphfit's traces the step), the
+    steady-state epoch is the median of the later ones.
     """
 
     def __init__(self, mse, budget: float):
@@ -69,19 +72,22 @@ class _Race:
         self.reached: dict[float, float] = {}
         self.best, self.epoch_seconds = np.inf, []
         self.epochs_to: dict[float, int] = {}
-        self.start = self.last = time.perf_counter()
+        self.trained = 0.0  # seconds of training so far, the evaluations left out
+        self.last = time.perf_counter()
 
     def epoch_done(self) -> bool:
         """Records an epoch that just ended; True once the budget is spent or 1e-7 reached."""
-        self.epoch_seconds.append(time.perf_counter() - self.last)
+        seconds = time.perf_counter() - self.last
+        self.epoch_seconds.append(seconds)
+        self.trained += seconds
         value = self.mse()
         self.best = min(self.best, value)
         for target in (1e-5, 1e-7):
             if value <= target and target not in self.reached:
-                self.reached[target] = time.perf_counter() - self.start
+                self.reached[target] = self.trained
                 self.epochs_to[target] = len(self.epoch_seconds)
-        self.last = time.perf_counter()
-        return self.last - self.start >= self.budget or 1e-7 in self.reached
+        self.last = time.perf_counter()  # the clock restarts after the evaluation
+        return self.trained >= self.budget or 1e-7 in self.reached
 
     def result(self) -> dict:
         steady = self.epoch_seconds[1:] or self.epoch_seconds
@@ -102,7 +108,9 @@ def _graphfit_sinc(budget: float, seed: int, threads: int | None = None) -> dict
         tf.config.threading.set_inter_op_parallelism_threads(threads)
     gf.set_seed(seed)
     x, y = _sinc_data()
-    model = gf.Sequential([layers.Dense(20, activation="tanh"), layers.Dense(1)])
+    # Built here, before the clock starts, as torch's modules are when constructed.
+    model = gf.Sequential([layers.Dense(20, activation="tanh"), layers.Dense(1)],
+                          input_shape=(1,))
     # graphfit's defaults: jit_compile and steps_per_execution "auto".
     model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
     x_all, y_all = tf.constant(x), tf.constant(y)
@@ -177,7 +185,8 @@ def sinc_table(budget: float, seeds: int, threads: int | None = None) -> None:
     print(f"\nsinc(10x), 20 000 points, 1-20-1 tanh MLP, batch 1000, float32, budget {budget:.0f} s"
           f" per race; each race in a fresh process (seeds interleaved), one fit (graphfit, "
           f"defaults) or epoch loop (torch), the full-data MSE measured after every epoch; "
-          f"times from the start of training, tracing and MSE evaluations included{pools}\n")
+          f"times from the start of training, tracing included, the MSE evaluations left out "
+          f"(for both){pools}\n")
     print("| contender | seed | first epoch (s) | steady epoch (ms) | epochs to 1e-5 "
           "| time to MSE <= 1e-5 (s) | time to MSE <= 1e-7 (s) | best MSE |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

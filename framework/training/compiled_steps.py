@@ -192,7 +192,7 @@ class CompiledSteps(step_taps.TapSwitches):
         self.predict_step = self._compile_step(self._predict_step)
         self._array_loops, self._dataset_loops = {}, {}
         self._fused.forget()
-        self._retrace_training()
+        self.retrace_training()
 
     def _prepare_shape_log(self, stage: str, data) -> None:
         if self.jit_compile:
@@ -364,7 +364,9 @@ class CompiledSteps(step_taps.TapSwitches):
         return distribution.on_replicas(self.strategy, self.predict_step, batch)
 
     # ------------------------------------------------------------------ introspection
-    def _retrace_training(self) -> None:
+    def retrace_training(self) -> None:
+        """Forgets the traced training step and loops: the next training call traces them
+        again (new taps, or an optimizer whose trace relied on smaller batches)."""
         traced = self._train_step if self.gradient_taps is None else self._train_step_with_taps
         self.train_step = self._compile_step(traced)
         self._array_loops = {k: f for k, f in self._array_loops.items() if k[0] != "train"}

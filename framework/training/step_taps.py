@@ -1,7 +1,7 @@
 """Switching on the recordings a training step can make: gradient, node and activation taps.
 
 A mixin of `CompiledSteps`: each switch creates its tap variables once, outside any trace, and
-has the training step and loops traced again (`CompiledSteps._retrace_training`).
+has the training step and loops traced again (`CompiledSteps.retrace_training`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __all__ = ["TapSwitches"]
 
 class TapSwitches:
     """The tap switches of `CompiledSteps` (which provides `model`, `variables`, `strategy`,
-    the tap attributes and `_retrace_training`)."""
+    the tap attributes and `retrace_training`)."""
 
     def enable_gradient_taps(self) -> None:
         """Makes every training step copy its raw gradients into tap variables, from now on.
@@ -36,7 +36,7 @@ class TapSwitches:
                             name=f"gradient_tap_{v.name.split(':')[0].replace('/', '_')}")
                 for v in self.variables
             ]
-        self._retrace_training()
+        self.retrace_training()
 
     def _refuse_under_strategy(self, what: str) -> None:
         if self.strategy is not None:
@@ -57,7 +57,7 @@ class TapSwitches:
         if self.node_taps is None or not self.node_taps.matches(names, every_n_steps, capacity):
             self.node_taps = node_taps.NodeTaps(self.model, self.variables, names,
                                                 every_n_steps, capacity)
-            self._retrace_training()
+            self.retrace_training()
 
     def enable_activation_taps(self, names, every_n_steps: int = 1, capacity: int = 1) -> None:
         """As `enable_node_taps`, for d(loss)/d(each named layer's output) from the step's
@@ -67,7 +67,7 @@ class TapSwitches:
         if taps is None or not taps.matches(names, every_n_steps, capacity):
             self.activation_taps = activation_taps.ActivationTaps(self.model, names,
                                                                   every_n_steps, capacity)
-            self._retrace_training()
+            self.retrace_training()
 
     def recorded_gradients(self) -> list[tuple[tf.Variable, tf.Variable]]:
         """(variable, tap) pairs whose tap the traced train step fills: empty before the

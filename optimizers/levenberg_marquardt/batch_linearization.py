@@ -24,7 +24,8 @@ def gradient_from_rows(batch) -> bool:
 
 
 def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode: str,
-                    chunk_size: int | None, whole_batch: bool = True):
+                    chunk_size: int | None, whole_batch: bool = True,
+                    largest_batch: int | None = None):
     """The `update.Linearization` of `batch` at the variables' values.
 
     Args:
@@ -37,6 +38,8 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
         chunk_size: the optimizer's `jacobian_chunk_size` (None: automatic).
         whole_batch: False for a replica's slice, always through JᵀJ (the m < n system of
             one chunk does not add up over replicas).
+        largest_batch: the most examples a batch of this fit holds (`fit` says so), or
+            None: a batch known to fit in one chunk is linearized without the chunk loop.
     """
     data, rows_for, per_example = lm_residuals.batch_rows(batch, y_pred0)
     independent = examples_independent(batch.model, batch.loss_set)
@@ -48,6 +51,7 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
             "(mixes_examples=True), so the Jacobian is not exact. Use 'auto' or 'reverse'.",
             stacklevel=4)
     chunk = lm_jacobian.chunk_examples(n, per_example, mode, chunk_size)
+    single_chunk = largest_batch is not None and largest_batch <= chunk
     # b = Cᵀρ wherever it is the gradient, whether or not a tape took one: the step is the
     # same with TensorBoard's taps on or off.
     if gradient_from_rows(batch):
@@ -55,4 +59,5 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
     return lm_update.linearize(rows_for, data, batch.num_examples, chunk, variables, mode,
                                gradients, allow_under=whole_batch,
                                layerwise_rows=(per_example if lm_layerwise.applies_to(batch.model)
-                                               else None))
+                                               else None),
+                               single_chunk=single_chunk)

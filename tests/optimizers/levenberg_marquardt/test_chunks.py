@@ -132,3 +132,72 @@ def test_the_cg_diagonals_count_an_overlapped_example_once():
     # Rademacher probes: unbiased, and here within a few per cent (example 3 dominates);
     # counted twice it would be near 2.
     np.testing.assert_allclose(estimate / expected, [1.0, 1.0], atol=0.15)
+
+
+def _while_loops(model) -> int:
+    graph_def = model.compile_state.steps.train_step_graph().as_graph_def()
+    ops = [n.op for n in graph_def.node] + [
+        n.op for f in graph_def.library.function for n in f.node_def]
+    return ops.count("While")
+
+
+@pytest.mark.parametrize("mode", ["per_example", "reverse", "forward"])
+def test_a_batch_known_to_fit_one_chunk_gives_the_chunk_loops_numbers_bit_for_bit(mode):
+    gf.set_seed(2)
+    model = gf.Sequential([layers.Dense(3, activation="tanh"), layers.Dense(2)],
+                          input_shape=(2,), dtype="float64")
+    x, y = tf.constant(RNG.normal(size=(9, 2))), tf.constant(RNG.normal(size=(9, 2)))
+    variables = model.trainable_variables
+
+    @tf.function(autograph=False)
+    def linearized(single_chunk):
+        def rows_for(part):
+            rows = tf.reshape(model(part["x"], training=True) - part["y"], [-1])
+            return rows, tf.stop_gradient(rows)
+
+        return lm_jacobian.normal_equations(
+            rows_for, {"x": x, "y": y}, tf.shape(x)[0], 16, variables, mode, tf.float64,
+            layerwise_rows=2, single_chunk=single_chunk)
+
+    for looped, single in zip(linearized(False), linearized(True)):
+        np.testing.assert_array_equal(single.numpy(), looped.numpy())
+
+
+def test_fit_linearizes_its_batches_without_the_chunk_loop_until_they_outgrow_a_chunk():
+    x, y = RNG.normal(size=(32, 2)), RNG.normal(size=(32, 1))
+    gf.set_seed(0)
+    model = gf.Sequential([layers.Dense(3, activation="tanh"), layers.Dense(1)],
+                          input_shape=(2,), dtype="float64")
+    start = model.get_weights()
+    model.compile(optimizer=optimizers.LevenbergMarquardt(jacobian_chunk_size=8), loss="mse")
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    assert _while_loops(model) == 1  # the trial loop only
+    # Batches of 16 do not fit a chunk of 8: the step is traced again, with the chunk loop.
+    model.set_weights(start)
+    model.optimizer.reset_state()
+    history = model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    assert _while_loops(model) == 2
+    # The same fit as a model whose first trace already had the chunk loop.
+    fresh = gf.Sequential([layers.Dense(3, activation="tanh"), layers.Dense(1)],
+                          input_shape=(2,), dtype="float64")
+    fresh.set_weights(start)
+    fresh.compile(optimizer=optimizers.LevenbergMarquardt(jacobian_chunk_size=8), loss="mse")
+    expected = fresh.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_array_equal(history.history["loss"], expected.history["loss"])
+    # Smaller batches again: the traced step (with the loop) serves them; no new trace.
+    steps = model.compile_state.steps.train_step
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    assert model.compile_state.steps.train_step is steps
+
+
+def test_a_dataset_fit_after_an_array_fit_gets_the_chunk_loop_back():
+    x, y = RNG.normal(size=(12, 2)), RNG.normal(size=(12, 1))
+    gf.set_seed(0)
+    model = gf.Sequential([layers.Dense(3, activation="tanh"), layers.Dense(1)],
+                          input_shape=(2,), dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    model.fit(x, y, batch_size=6, epochs=1, verbose=0)
+    assert _while_loops(model) == 1
+    # A dataset cannot say how large its batches get.
+    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(6), epochs=1, verbose=0)
+    assert _while_loops(model) == 2

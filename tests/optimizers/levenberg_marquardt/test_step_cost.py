@@ -16,17 +16,18 @@ import pytest
 import graphfit as gf
 from graphfit import layers, optimizers
 
-# The traced step of the 1-20-1 tanh MLP with mean squared error (benchmarks/lm.py's sinc).
-# The library: conds' branches and loops' bodies (12, 2 for the cond that cleans up an
+# The traced step of the 1-20-1 tanh MLP with mean squared error (benchmarks/lm.py's sinc),
+# in `fit`, whose batches fit one Jacobian chunk: no loop over chunks.
+# The library: conds' branches and loops' bodies (10, 2 for the cond that cleans up an
 # overflowed Jacobian only when JᵀJ's diagonal is not finite, and 2 for the cond that
 # decomposes JᵀJ once per step when λ starts below its resolution).
-MAX_FUNCTIONS = 16
-MAX_CONTROL_FLOW = 8  # If / StatelessIf / While ops, nested ones included
-# All nodes, the library's included: 812 since the Jacobian of Dense layers is taken in
-# closed form (`layerwise_jacobian`) and the damped system's identity is built once per step
-# (827 before that, 1099 with pfor, 1170 before the step stopped differentiating the loss
-# itself, whose gradient b = Jᵀr the Jacobian already gives).
-MAX_NODES = 830
+MAX_FUNCTIONS = 14
+MAX_CONTROL_FLOW = 7  # If / StatelessIf / While ops, nested ones included
+# All nodes, the library's included: 731 since a batch that `fit` says fits one chunk is
+# linearized without the chunk loop (812 with it; 827 before the damped system's identity was
+# built once per step, 1099 with pfor for the Dense layers' Jacobian, 1170 before the step
+# stopped differentiating the loss itself, whose gradient b = Jᵀr the Jacobian already gives).
+MAX_NODES = 745
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,7 @@ def test_the_traced_step_stays_within_its_op_budget(traced):
     # One eigendecomposition per step at most, outside the trial loop; no pfor (whose
     # vectorized ops are named after its loop_body).
     assert ops["SelfAdjointEigV2"] == 1, ops
+    assert ops["While"] == 1, ops  # the trial loop; no loop over chunks
     names = [n.name for n in graph_def.node] + [
         n.name for f in graph_def.library.function for n in f.node_def]
     assert not any("loop_body" in name for name in names)
