@@ -233,9 +233,6 @@ class LossScaleOptimizer(Optimizer):
     def set_steps_per_pass(self, steps: int | None) -> None:
         self.inner_optimizer.set_steps_per_pass(steps)
 
-    def set_largest_batch(self, examples: int | None) -> bool:
-        return self.inner_optimizer.set_largest_batch(examples)
-
     def check_default_step(self, losses: dict, distributed: bool) -> None:
         self.inner_optimizer.check_default_step(losses, distributed)
 

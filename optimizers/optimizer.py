@@ -314,16 +314,6 @@ class Optimizer(tf.Module):
         first-order optimizers ignore it."""
         del steps
 
-    def set_largest_batch(self, examples: int | None) -> bool:
-        """Told by `fit`, before its first epoch, how many examples its largest training
-        batch holds (None when the data cannot say, a dataset, and again when the fit ends).
-        An optimizer whose traced step can specialize on it (Levenberg–Marquardt's
-        linearization, in one piece when a batch fits in one Jacobian chunk) reads it; it
-        returns True when a step traced before relied on smaller batches, and `fit` then
-        traces the training step again. First-order optimizers ignore it."""
-        del examples
-        return False
-
     # ------------------------------------------------------------------------------ steps
 
     def minimize(self, loss_fn: Callable[[], tuple[Any, Any]], variables,

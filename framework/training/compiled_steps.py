@@ -27,7 +27,7 @@ import warnings
 
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, host_errors, step_context, update_hooks
+from graphfit.core import autograph_scope, batch_bounds, host_errors, step_context, update_hooks
 from graphfit.core.step_types import StepResult, unpack_data
 from graphfit.training import (
     activation_taps,
@@ -121,6 +121,10 @@ class CompiledSteps(step_taps.TapSwitches):
         self.train_data_spec = None
         # {stage: {output: (name, spec, loss kind)}}: dataset labels are checked batch by batch.
         self.label_checks: dict[str, dict] = {}
+        # The largest training batch `fit` promised (`expect_batches`), and the batch size the
+        # traced training step relied on (`core.batch_bounds`; None: none).
+        self._largest_batch: int | None = None
+        self._batch_limit: int | None = None
         self.train_step = self._compile_step(self._train_step)
         self.test_step = self._compile_step(self._test_step)
         self.predict_step = self._compile_step(self._predict_step)
@@ -220,10 +224,30 @@ class CompiledSteps(step_taps.TapSwitches):
         # Update hooks that an overridden step did not collect itself run after it, once;
         # label-reading layers (ClassMeans) see the batch's labels in it too.
         with update_hooks.collect_updates() as pending, \
-                step_context.training_step(unpack_data(data)[1]):
+                step_context.training_step(unpack_data(data)[1]), \
+                batch_bounds.promised(self._largest_batch) as promise:
             result = autograph_scope.convert_user_code(self.model.train_step)(data)
         update_hooks.apply_updates(pending, distribution.replica_share(tf.float64))
+        self._relied_on(promise.limit)
         return _check_result(result, "train_step")
+
+    def expect_batches(self, largest: int | None) -> None:
+        """Told by `fit`, before its first epoch, how many examples its largest training
+        batch holds (None: it cannot say, a dataset). The training step traced from now on
+        is promised that (`core.batch_bounds`: Levenberg–Marquardt then linearizes a batch
+        that fits one Jacobian chunk without the loop over chunks); a step traced earlier
+        that relied on smaller batches is traced again, so larger ones get the loop back
+        and its bounded memory. Smaller batches keep the traced step."""
+        self._largest_batch = largest
+        limit = self._batch_limit
+        if limit is not None and (largest is None or largest > limit):
+            self.retrace_training()
+
+    def _relied_on(self, limit: int | None) -> None:
+        """Records, at trace time, the batch size a traced training step relied on."""
+        if limit is not None:
+            self._batch_limit = limit if self._batch_limit is None else min(self._batch_limit,
+                                                                            limit)
 
     def _train_step_with_taps(self, data):
         from graphfit.optimizers.gradient_record import collect_gradients  # imports graphfit
@@ -369,6 +393,7 @@ class CompiledSteps(step_taps.TapSwitches):
         again (new taps, or an optimizer whose trace relied on smaller batches)."""
         traced = self._train_step if self.gradient_taps is None else self._train_step_with_taps
         self.train_step = self._compile_step(traced)
+        self._batch_limit = None  # nothing traced relies on a batch size yet
         self._array_loops = {k: f for k, f in self._array_loops.items() if k[0] != "train"}
         self._dataset_loops.pop("train", None)
         self._fused.forget(("train",))

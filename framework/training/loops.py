@@ -307,10 +307,10 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     optimizer = state.optimizer
     if optimizer is not None:  # once, so a resumed fit's steps are those of an unbroken one
         optimizer.set_steps_per_pass(train.batches_per_pass)
-        if optimizer.set_largest_batch(None if train.is_dataset else train.batch_size):
-            state.steps.retrace_training()  # the traced step relied on smaller batches
-            if cached is not None:
-                cached.state.steps.retrace_training()
+    largest = None if train.is_dataset else train.batch_size
+    for steps in (state.steps, None if cached is None else cached.state.steps):
+        if steps is not None:  # the step this fit traces is promised its batch size
+            steps.expect_batches(largest)
     try:
         for epoch in range(initial_epoch, epochs):
             callbacks.on_epoch_begin(epoch)
@@ -335,7 +335,6 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     finally:
         if optimizer is not None:  # steps outside fit (model.train_step) are passes of their own
             optimizer.set_steps_per_pass(None)
-            optimizer.set_largest_batch(None)  # and batches of any size
     if test is not None and tested_epoch != epoch:
         # Training stopped early: the test numbers must describe the final weights.
         test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks, cached)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+from graphfit.core import batch_bounds
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import layerwise_jacobian as lm_layerwise
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
@@ -38,8 +39,10 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
         chunk_size: the optimizer's `jacobian_chunk_size` (None: automatic).
         whole_batch: False for a replica's slice, always through JᵀJ (the m < n system of
             one chunk does not add up over replicas).
-        largest_batch: the most examples a batch of this fit holds (`fit` says so), or
-            None: a batch known to fit in one chunk is linearized without the chunk loop.
+        largest_batch: the most examples a batch holds, as `fit` promises its traced step
+            (`core.batch_bounds`), or None. A batch known to fit one chunk is linearized
+            without the chunk loop, and the step reports that it relied on the chunk
+            (`batch_bounds.rely_on`).
     """
     data, rows_for, per_example = lm_residuals.batch_rows(batch, y_pred0)
     independent = examples_independent(batch.model, batch.loss_set)
@@ -52,6 +55,8 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
             stacklevel=4)
     chunk = lm_jacobian.chunk_examples(n, per_example, mode, chunk_size)
     single_chunk = largest_batch is not None and largest_batch <= chunk
+    if single_chunk:  # Python, at trace time: larger batches need the chunk loop again
+        batch_bounds.rely_on(chunk)
     # b = Cᵀρ wherever it is the gradient, whether or not a tape took one: the step is the
     # same with TensorBoard's taps on or off.
     if gradient_from_rows(batch):

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import validation
+from graphfit.core import batch_bounds, validation
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch, reads_backward_pass
 from graphfit.core.variables import as_tf_variable
@@ -168,10 +168,6 @@ class LevenbergMarquardt(Optimizer):
         self._scale_memory = lm_damping.ScaleMemory()  # per step; fit sets it per pass
         self._eps = None  # the machine epsilon of the trained variables, set by a step
         self._per_size: dict[str, dict[str, tf.Variable]] = {}  # n → its scale, cg_start
-        # The most examples a training batch holds (`set_largest_batch`), and the value a
-        # traced step relied on (None: it relied on none).
-        self._largest_batch: int | None = None
-        self._traced_largest_batch: int | None = None
 
     # ---------------------------------------------------------------------------- state
 
@@ -224,22 +220,6 @@ class LevenbergMarquardt(Optimizer):
         the data: `fit` says how many steps a pass has (`damping.ScaleMemory`)."""
         validation.positive_int("steps", steps, allow_none=True)
         self._scale_memory.set_steps_per_pass(steps)
-
-    def set_largest_batch(self, examples: int | None) -> bool:
-        """`fit` says how many examples its largest training batch holds (None: it cannot
-        say, or the fit ended). A step traced while it is known linearizes a batch that fits
-        in one Jacobian chunk without the loop over chunks (`jacobian.normal_equations`);
-        the result is the same, the first epoch about a tenth of a second shorter.
-
-        Returns:
-            True when a step traced before relied on smaller batches (or `examples` is None
-            and one relied on any): `fit` then traces the step again, so that larger batches
-            are cut into chunks and memory stays bounded.
-        """
-        validation.positive_int("examples", examples, allow_none=True)
-        self._largest_batch = examples
-        relied = self._traced_largest_batch
-        return relied is not None and (examples is None or examples > relied)
 
     def stop_reason(self) -> str | None:
         """Why `fit` should stop, once: the convergence message, then the flag is cleared so
@@ -358,14 +338,12 @@ class LevenbergMarquardt(Optimizer):
                 or reads_backward_pass(loss_fn) or not lm_batch.gradient_from_rows(batch))
 
     def _linearize(self, batch, variables, n, gradients, y_pred0, whole_batch: bool = True):
-        """`batch_linearization.linearize_batch` with this optimizer's Jacobian settings
-        (and, for a whole batch, the largest batch `fit` announced)."""
-        largest = self._largest_batch if whole_batch else None
-        if whole_batch:  # Python, at trace time: what this trace relies on
-            self._traced_largest_batch = largest
+        """`batch_linearization.linearize_batch` with this optimizer's Jacobian settings;
+        a whole batch with the size `fit` promises its traced step (`core.batch_bounds`)."""
         return lm_batch.linearize_batch(batch, variables, n, gradients, y_pred0,
                                         self.jacobian_mode, self.jacobian_chunk_size,
-                                        whole_batch, largest)
+                                        whole_batch,
+                                        batch_bounds.largest() if whole_batch else None)
 
     def _trials(self, loss_fn, variables, n, loss0, flat0, linear, rows_of=None):
         """Tries up to `attempts_per_step` damped steps on the linearization `linear`

@@ -10,6 +10,7 @@ from graphfit.optimizers.levenberg_marquardt import chunks as lm_chunks
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import matrix_free as lm_matrix_free
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
+from graphfit.training.compiled_steps import CompiledSteps
 
 RNG = np.random.default_rng(3)
 
@@ -142,11 +143,15 @@ def _while_loops(model) -> int:
 
 
 @pytest.mark.parametrize("mode", ["per_example", "reverse", "forward"])
-def test_a_batch_known_to_fit_one_chunk_gives_the_chunk_loops_numbers_bit_for_bit(mode):
+@pytest.mark.parametrize("examples, dtype", [(9, "float64"), (4, "float64"), (9, "float32")])
+def test_a_batch_known_to_fit_one_chunk_gives_the_chunk_loops_numbers_bit_for_bit(
+        mode, examples, dtype):
+    # 2 rows per example against n = 17 parameters: 4 examples are the m < n system.
     gf.set_seed(2)
     model = gf.Sequential([layers.Dense(3, activation="tanh"), layers.Dense(2)],
-                          input_shape=(2,), dtype="float64")
-    x, y = tf.constant(RNG.normal(size=(9, 2))), tf.constant(RNG.normal(size=(9, 2)))
+                          input_shape=(2,), dtype=dtype)
+    x = tf.constant(RNG.normal(size=(examples, 2)), dtype)
+    y = tf.constant(RNG.normal(size=(examples, 2)), dtype)
     variables = model.trainable_variables
 
     @tf.function(autograph=False)
@@ -159,35 +164,56 @@ def test_a_batch_known_to_fit_one_chunk_gives_the_chunk_loops_numbers_bit_for_bi
             rows_for, {"x": x, "y": y}, tf.shape(x)[0], 16, variables, mode, tf.float64,
             layerwise_rows=2, single_chunk=single_chunk)
 
-    for looped, single in zip(linearized(False), linearized(True)):
-        np.testing.assert_array_equal(single.numpy(), looped.numpy())
+    looped, single = linearized(False), linearized(True)
+    assert bool(single[4]) == (examples == 4)  # under
+    for a, b in zip(looped, single):
+        np.testing.assert_array_equal(b.numpy(), a.numpy())
+
+
+def _fit(batch_sizes, chunk=8, start=None, **fit_args):
+    x, y = np.linspace(-1, 1, 32)[:, None], np.sin(3 * np.linspace(-1, 1, 32))[:, None]
+    gf.set_seed(0)
+    model = gf.Sequential([layers.Dense(3, activation="tanh"), layers.Dense(1)],
+                          input_shape=(1,), dtype="float64")
+    if start is not None:
+        model.set_weights(start)
+    model.compile(optimizer=optimizers.LevenbergMarquardt(jacobian_chunk_size=chunk),
+                  loss="mse")
+    losses = [model.fit(x, y, batch_size=b, epochs=2, shuffle=False, verbose=0,
+                        **fit_args).history["loss"] for b in batch_sizes]
+    return model, losses
 
 
 def test_fit_linearizes_its_batches_without_the_chunk_loop_until_they_outgrow_a_chunk():
-    x, y = RNG.normal(size=(32, 2)), RNG.normal(size=(32, 1))
-    gf.set_seed(0)
-    model = gf.Sequential([layers.Dense(3, activation="tanh"), layers.Dense(1)],
-                          input_shape=(2,), dtype="float64")
-    start = model.get_weights()
-    model.compile(optimizer=optimizers.LevenbergMarquardt(jacobian_chunk_size=8), loss="mse")
-    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    model, _ = _fit([8])
     assert _while_loops(model) == 1  # the trial loop only
-    # Batches of 16 do not fit a chunk of 8: the step is traced again, with the chunk loop.
-    model.set_weights(start)
-    model.optimizer.reset_state()
-    history = model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
-    assert _while_loops(model) == 2
-    # The same fit as a model whose first trace already had the chunk loop.
-    fresh = gf.Sequential([layers.Dense(3, activation="tanh"), layers.Dense(1)],
-                          input_shape=(2,), dtype="float64")
-    fresh.set_weights(start)
-    fresh.compile(optimizer=optimizers.LevenbergMarquardt(jacobian_chunk_size=8), loss="mse")
-    expected = fresh.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
-    np.testing.assert_array_equal(history.history["loss"], expected.history["loss"])
-    # Smaller batches again: the traced step (with the loop) serves them; no new trace.
     steps = model.compile_state.steps.train_step
-    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    model.fit(np.zeros((4, 1)), np.zeros((4, 1)), batch_size=4, verbose=0)
+    assert model.compile_state.steps.train_step is steps  # smaller batches: no new trace
+    # Batches of 16 do not fit a chunk of 8: the step is traced again, with the chunk loop.
+    model.fit(np.zeros((16, 1)), np.zeros((16, 1)), batch_size=16, verbose=0)
+    assert _while_loops(model) == 2
+    steps = model.compile_state.steps.train_step
+    model.fit(np.zeros((32, 1)), np.zeros((32, 1)), batch_size=32, verbose=0)
+    assert model.compile_state.steps.train_step is steps  # the loop serves any size
+
+
+def test_growing_batches_within_a_chunk_keep_the_traced_step():
+    model, _ = _fit([8], chunk=None)
+    steps = model.compile_state.steps.train_step
+    model.fit(np.zeros((32, 1)), np.zeros((32, 1)), batch_size=32, verbose=0)
     assert model.compile_state.steps.train_step is steps
+    assert _while_loops(model) == 1
+
+
+def test_a_fit_without_the_chunk_loop_takes_the_loops_steps_bit_for_bit(monkeypatch):
+    _, single = _fit([8, 5])
+    original = CompiledSteps.expect_batches  # no promise: the chunk loop, as for a dataset
+    monkeypatch.setattr(CompiledSteps, "expect_batches",
+                        lambda self, largest: original(self, None))
+    model, looped = _fit([8, 5])
+    assert _while_loops(model) == 2
+    np.testing.assert_array_equal(single, looped)
 
 
 def test_a_dataset_fit_after_an_array_fit_gets_the_chunk_loop_back():
@@ -201,3 +227,21 @@ def test_a_dataset_fit_after_an_array_fit_gets_the_chunk_loop_back():
     # A dataset cannot say how large its batches get.
     model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(6), epochs=1, verbose=0)
     assert _while_loops(model) == 2
+
+
+def test_the_frozen_feature_cache_traces_its_step_again_for_larger_batches(monkeypatch):
+    retraced = []
+    original = CompiledSteps.retrace_training
+    monkeypatch.setattr(CompiledSteps, "retrace_training",
+                        lambda self: retraced.append(self.model) or original(self))
+    x, y = RNG.normal(size=(32, 2)), RNG.normal(size=(32, 1))
+    gf.set_seed(0)
+    model = gf.Sequential([layers.Dense(4, activation="tanh", trainable=False),
+                           layers.Dense(3, activation="tanh"), layers.Dense(1)],
+                          input_shape=(2,), dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(jacobian_chunk_size=8), loss="mse")
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, cache_frozen=True)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)  # the whole model, not the cache's
+    assert retraced == []  # the model's own step was never traced
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, cache_frozen=True)
+    assert len(retraced) == 1 and retraced[0] is not model  # the cache's tail
