@@ -8,6 +8,9 @@ without the loop over Jacobian chunks, when a batch fits one chunk) reads `large
 it specializes, reports the size it relied on with `rely_on(limit)`. Before a fit with larger
 batches (or a dataset, whose batches it cannot bound) `CompiledSteps` traces the step again.
 Outside such a block (eager code, a step a user traces) `largest()` is None: no promise.
+The promise is about the batches `fit` feeds the step: a `train_step` override that enlarges
+its batch before the optimizer sees it (repeats it, concatenates another) breaks it, and the
+batch is then linearized in one piece (the same numbers, the memory of its whole Jacobian).
 
 Example:
 

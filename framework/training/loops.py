@@ -307,10 +307,10 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     optimizer = state.optimizer
     if optimizer is not None:  # once, so a resumed fit's steps are those of an unbroken one
         optimizer.set_steps_per_pass(train.batches_per_pass)
-    largest = None if train.is_dataset else train.batch_size
-    for steps in (state.steps, None if cached is None else cached.state.steps):
-        if steps is not None:  # the step this fit traces is promised its batch size
-            steps.expect_batches(largest)
+    # The training step this fit runs (the cache's, when it trains on cached features) is
+    # promised the fit's batch size.
+    training_steps = state.steps if cached is None else cached.state.steps
+    training_steps.expect_batches(None if train.is_dataset else train.batch_size)
     try:
         for epoch in range(initial_epoch, epochs):
             callbacks.on_epoch_begin(epoch)
