@@ -32,7 +32,7 @@ from typing import Iterator
 
 from graphfit.core.context_stack import ContextStack
 
-__all__ = ["BatchPromise", "largest", "promised", "rely_on"]
+__all__ = ["BatchPromise", "largest", "promised", "rely_on", "tightest"]
 
 
 @dataclasses.dataclass
@@ -71,4 +71,16 @@ def rely_on(limit: int) -> None:
     `limit` examples (larger ones still compute the same numbers, with more memory)."""
     promise = _promises.top()
     if promise is not None:
-        promise.limit = limit if promise.limit is None else min(promise.limit, limit)
+        promise.limit = tightest(promise.limit, limit)
+
+
+def tightest(*limits: int | None) -> int | None:
+    """The smallest of `limits` that are not None (None: none is), as limits combine.
+
+    Example:
+
+        >>> tightest(None, 8, 4), tightest(None, None)
+        (4, None)
+    """
+    known = [limit for limit in limits if limit is not None]
+    return min(known) if known else None

@@ -228,7 +228,8 @@ class CompiledSteps(step_taps.TapSwitches):
                 batch_bounds.promised(self._largest_batch) as promise:
             result = autograph_scope.convert_user_code(self.model.train_step)(data)
         update_hooks.apply_updates(pending, distribution.replica_share(tf.float64))
-        self._relied_on(promise.limit)
+        # At trace time: what the traced step relied on (`expect_batches` reads it).
+        self._batch_limit = batch_bounds.tightest(self._batch_limit, promise.limit)
         return _check_result(result, "train_step")
 
     def expect_batches(self, largest: int | None) -> None:
@@ -242,12 +243,6 @@ class CompiledSteps(step_taps.TapSwitches):
         limit = self._batch_limit
         if limit is not None and (largest is None or largest > limit):
             self.retrace_training()
-
-    def _relied_on(self, limit: int | None) -> None:
-        """Records, at trace time, the batch size a traced training step relied on."""
-        if limit is not None:
-            self._batch_limit = limit if self._batch_limit is None else min(self._batch_limit,
-                                                                            limit)
 
     def _train_step_with_taps(self, data):
         from graphfit.optimizers.gradient_record import collect_gradients  # imports graphfit

@@ -241,7 +241,7 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
             examples (`fit` says how large its batches get): the batch is then linearized
             as a whole, without the loop over chunks. The result is the same (bit for bit);
             the loop, its gathers and its dynamic shapes cost the first epoch about a tenth
-            of a second and a small step about 0.1 ms. A larger batch is still linearized
+            of a second and a small step about 0.05-0.1 ms. A larger batch is still linearized
             exactly, in one piece (its memory is then that of its whole Jacobian).
 
     Returns:
