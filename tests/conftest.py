@@ -1,6 +1,8 @@
 """Shared test set-up: quiet TensorFlow, a fixed seed for every test, and one process for the
 scripts that compare training on two logical CPUs with one device."""
 
+import fcntl
+import json
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -8,30 +10,51 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # that check the plots turn them on (tests/framework/cli/test_export_and_plot_commands.py).
 os.environ.setdefault("GRAPHFIT_PLOTS", "0")
 
-import keras  # noqa: E402
 import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-# The tests compare float32 arithmetic with float32 references (Keras, NumPy, a tape) at
-# float32's tolerances; on NVIDIA GPUs from Ampere on, TensorFlow would run float32 products in
-# TF32 (a 10-bit mantissa) and miss them by 1e-3. No effect on a CPU.
-tf.config.experimental.enable_tensor_float_32_execution(False)
+
+def pytest_configure(config):
+    # pytest-xdist's controller (`-n 2`) runs no test: started there, TensorFlow would print
+    # its start-up lines to the terminal after the summary.
+    if config.getoption("numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    import tensorflow as tf
+
+    # The tests compare float32 arithmetic with float32 references (Keras, NumPy, a tape) at
+    # float32's tolerances; on NVIDIA GPUs from Ampere on, TensorFlow would run float32
+    # products in TF32 (a 10-bit mantissa) and miss them by 1e-3. No effect on a CPU.
+    tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
 @pytest.fixture(autouse=True)
 def fixed_seed():
     """Every test starts from the same Python, NumPy and TensorFlow seeds."""
+    import keras
+
     keras.utils.set_random_seed(1234)
     yield
 
 
 @pytest.fixture(scope="session")
-def two_cpu_results(request):
+def two_cpu_results(request, tmp_path_factory):
     """{script: its RESULT JSON or failure} for the `TWO_CPU_SCRIPT` of every test module in
     this session, all run in one fresh process (`script_results.scripts_results`): each would
-    pay TensorFlow's start-up in a process of its own."""
+    pay TensorFlow's start-up in a process of its own.
+
+    Under pytest-xdist (`-n 2`) the workers share one run: the first worker that needs the
+    results runs the scripts under a file lock and leaves them in the run's common temporary
+    directory; the others wait for the lock and read them (the scripts take about 20 s)."""
     from .framework.training.script_results import scripts_results
 
     scripts = sorted({str(item.module.TWO_CPU_SCRIPT) for item in request.session.items
                       if hasattr(getattr(item, "module", None), "TWO_CPU_SCRIPT")})
-    return scripts_results(scripts)
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return scripts_results(scripts)
+    shared = tmp_path_factory.getbasetemp().parent / "two_cpu_results.json"
+    with open(shared.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if shared.exists():
+            return json.loads(shared.read_text())
+        results = scripts_results(scripts)
+        shared.write_text(json.dumps(results))
+    return results
