@@ -13,16 +13,16 @@ os.environ.setdefault("GRAPHFIT_PLOTS", "0")
 import pytest  # noqa: E402
 
 
-def pytest_configure(config):
-    # pytest-xdist's controller (`-n 2`) runs no test: started there, TensorFlow would print
-    # its start-up lines to the terminal after the summary.
-    if config.getoption("numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ:
-        return
+@pytest.fixture(scope="session", autouse=True)
+def no_tensor_float_32():
+    """The tests compare float32 arithmetic with float32 references (Keras, NumPy, a tape) at
+    float32's tolerances; on NVIDIA GPUs from Ampere on, TensorFlow would run float32
+    products in TF32 (a 10-bit mantissa) and miss them by 1e-3. No effect on a CPU.
+
+    A fixture, not module code: pytest-xdist's controller (`-n 2`) loads this file but runs
+    no test, and TensorFlow started there prints its start-up lines after the summary."""
     import tensorflow as tf
 
-    # The tests compare float32 arithmetic with float32 references (Keras, NumPy, a tape) at
-    # float32's tolerances; on NVIDIA GPUs from Ampere on, TensorFlow would run float32
-    # products in TF32 (a 10-bit mantissa) and miss them by 1e-3. No effect on a CPU.
     tf.config.experimental.enable_tensor_float_32_execution(False)
 
 

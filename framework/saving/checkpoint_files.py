@@ -71,6 +71,9 @@ def candidates(folder: str) -> tuple[list[str], bool]:
     midway are not listed and never trusted); with a garbled one, every checkpoint in the
     folder.
     """
+    # TensorFlow joins a relative path in the state file to the folder it was given; an
+    # absolute folder keeps that from being joined twice.
+    folder = os.path.abspath(folder)
     state = _state(folder)
     if state is None:
         return [], False

@@ -177,7 +177,7 @@ def update_latest(run: str) -> str | None:
     """Points `<run's parent>/latest` at `run`: a relative symlink (a directory junction on
     Windows without symlink rights), replaced atomically. Returns the link's path, or None
     when the file system allows neither (`find_run` then still resolves `latest`)."""
-    run = os.path.abspath(run)
+    run = os.path.realpath(os.path.abspath(run))  # never `latest` itself: a link to itself
     parent = os.path.dirname(run)
     link = os.path.join(parent, LATEST)
     if os.path.exists(link) and not os.path.islink(link) and not _is_junction(link):

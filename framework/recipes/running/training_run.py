@@ -289,7 +289,9 @@ def resume(run: str, epochs: int | None = None, verbose: int = 2,
         ValueError: if `run` has no checkpoint to resume from, or is already complete.
         RunBusy: (a ValueError) if another process is writing the run.
     """
-    run = os.path.abspath(run)
+    # The concrete run: `runs/<name>/latest` is a link, which the finished run would
+    # otherwise point at itself.
+    run = os.path.realpath(os.path.abspath(os.path.expanduser(run)))
     recipe_file = run_directory.read_recipe(run)
     if not os.path.isfile(recipe_file):
         raise ValueError(f"{run} is not a graphfit run directory (it has no recipe.yaml)")

@@ -362,3 +362,18 @@ def test_a_run_dir_that_cannot_be_created_names_the_path_and_why(tmp_path):
         with pytest.raises(ValueError, match=r"cannot create the run directory /proc/x: "
                                              r"making /proc/x failed: No such file"):
             run_directory.create_run("x", "/proc/x")
+
+
+def test_resume_through_the_latest_link_keeps_it_pointing_at_the_run(tmp_path, monkeypatch):
+    # `--resume runs/<name>/latest` (as the README shows) used to finish by pointing latest
+    # at itself, a link loop that broke the history's write and every later use of latest.
+    monkeypatch.chdir(tmp_path)
+    recipe = _recipe(tmp_path, overrides=["training.jit_compile=false", "training.epochs=2"])
+    first = training_run.train(recipe, verbose=0)
+    latest = tmp_path / "runs" / "moons" / "latest"
+    assert os.path.realpath(latest) == first.run_dir
+    assert cli.main(["train", "--resume", "runs/moons/latest", "--set", "training.epochs=3",
+                     "--verbose", "0"]) == 0
+    assert os.path.islink(latest) and os.readlink(latest) == os.path.basename(first.run_dir)
+    history = json.loads((latest / "history.json").read_text())
+    assert len(history["loss"]) == 3

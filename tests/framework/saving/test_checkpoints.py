@@ -399,3 +399,19 @@ def test_a_run_killed_after_an_epoch_resumes_in_a_new_process_exactly(tmp_path):
     for name in expected.files:
         if name != "initial_epoch":
             np.testing.assert_array_equal(resumed[name], expected[name], err_msg=name)
+
+
+def test_a_checkpoint_folder_given_relative_to_the_working_directory_restores(
+        tmp_path, monkeypatch):
+    # TensorFlow prefixes the state file's relative paths with the folder it is given; the
+    # folder used to be joined a second time ("ck/latest/ck/latest/ckpt-2"), and a user was
+    # told that no saved state was left.
+    monkeypatch.chdir(tmp_path)
+    saved = _build_model()
+    _fit(saved, "ck", epochs=2)
+    assert checkpoints.resume_point("ck") == 2
+    fresh = _build_model()
+    fresh.build((None, 3))
+    assert checkpoints.restore_latest(fresh, "ck")["epoch"] == 2
+    for a, b in zip(saved.get_weights(), fresh.get_weights()):
+        np.testing.assert_array_equal(a, b)
