@@ -93,9 +93,13 @@ class ResidualLoss(keras.losses.Loss):
         self.mixes_examples = bool(mixes_examples)
 
     def residuals(self, y_true, y_pred) -> tf.Tensor:
-        """The residuals `fn(y_true, y_pred)` in the loss's dtype."""
+        """The residuals `fn(y_true, y_pred)` in the loss's dtype; labels one axis short of
+        the outputs, or one longer (a trailing axis of 1), are first matched to them as
+        Keras's own losses do: 1-D labels of a one-output model would otherwise broadcast
+        against its (batch, 1) outputs into a batch × batch matrix."""
         fn = autograph_scope.convert_user_code(self.fn)
-        return tf.convert_to_tensor(fn(tf.cast(y_true, y_pred.dtype), y_pred))
+        y_true, y_pred = _match_ranks(tf.cast(y_true, y_pred.dtype), y_pred)
+        return tf.convert_to_tensor(fn(y_true, y_pred))
 
     def call(self, y_true, y_pred):
         r = self.residuals(y_true, y_pred)
@@ -194,9 +198,11 @@ def element_weights(loss, y_true, y_pred, sample_weight) -> tf.Tensor:
     y_pred = tf.convert_to_tensor(y_pred)
     y_true = tf.cast(tf.convert_to_tensor(y_true), y_pred.dtype)
     averaged = kind in ("mse", "binary")  # these average over the last axis
-    if averaged:
+    shape = tf.shape(y_pred)
+    if averaged:  # labels broadcast against the outputs, as in Keras's loss
         y_true, y_pred = _match_ranks(y_true, y_pred)
-    value_shape = tf.shape(y_pred)[:1] if kind == "residuals" else tf.shape(y_pred)[:-1]
+        shape = tf.broadcast_dynamic_shape(tf.shape(y_true), tf.shape(y_pred))
+    value_shape = shape[:1] if kind == "residuals" else shape[:-1]
     values = tf.zeros(value_shape, y_pred.dtype)
     probe = _ReductionProbe(reduction=reduction, dtype=y_pred.dtype.name)
     with tf.GradientTape() as tape:
@@ -207,8 +213,8 @@ def element_weights(loss, y_true, y_pred, sample_weight) -> tf.Tensor:
     # The reduction is linear in the values, so this gradient is the exact weight.
     weights = tape.gradient(reduced, values)
     if averaged:
-        size = tf.cast(tf.shape(y_pred)[-1], y_pred.dtype)
-        return tf.stop_gradient(tf.broadcast_to(weights[..., None] / size, tf.shape(y_pred)))
+        size = tf.cast(shape[-1], y_pred.dtype)
+        return tf.stop_gradient(tf.broadcast_to(weights[..., None] / size, shape))
     return tf.stop_gradient(tf.broadcast_to(weights, value_shape))
 
 
@@ -304,10 +310,30 @@ def batch_rows(batch, y_pred0):
 
     per_example = 0
     for k in keys:
-        shape = pick(y_pred0, k).shape[1:]
+        shape = _row_shape(loss_set.losses[k], pick(batch.y, k), pick(y_pred0, k))
         per_example = None if per_example is None or not shape.is_fully_defined() \
             else per_example + int(np.prod(shape.as_list()))
     return data, rows_for, per_example
+
+
+def _row_shape(loss, y_true, y_pred) -> tf.TensorShape:
+    """The static shape of one example's rows of `loss` (`loss_rows`): the outputs' for a
+    cross-entropy, their broadcast with the labels' for mean squared error and binary
+    cross-entropy, the residuals' own for a residual loss (whose function is traced once
+    more for it). Not the outputs' alone: labels of another shape, or a residual function
+    with several rows per output, give more rows per example."""
+    kind = _kind(loss)
+    y_pred = tf.convert_to_tensor(y_pred)
+    if kind == "residuals":
+        return tf.TensorShape(loss.residuals(y_true, y_pred).shape[1:])
+    if kind in ("mse", "binary") and y_true is not None:
+        y_true, y_pred = _match_ranks(tf.cast(tf.convert_to_tensor(y_true), y_pred.dtype),
+                                      y_pred)
+        try:
+            return tf.broadcast_static_shape(y_true.shape, y_pred.shape)[1:]
+        except ValueError:  # shapes that cannot broadcast: the loss itself says so
+            return y_pred.shape[1:]
+    return y_pred.shape[1:]
 
 
 def _refuse_added_losses(context) -> None:
