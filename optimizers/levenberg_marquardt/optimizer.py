@@ -21,6 +21,7 @@ from graphfit.optimizers.levenberg_marquardt import finite_steps as lm_finite
 from graphfit.optimizers.levenberg_marquardt import geodesic as lm_geodesic
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import matrix_free as lm_matrix_free
+from graphfit.optimizers.levenberg_marquardt import model_checks as lm_model_checks
 from graphfit.optimizers.levenberg_marquardt import replicas as lm_replicas
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 from graphfit.optimizers.levenberg_marquardt import trial as lm_trial
@@ -250,12 +251,14 @@ class LevenbergMarquardt(Optimizer):
                 above `max_parameters`.
         """
         variables = [as_tf_variable(v) for v in variables]
+        lm_model_checks.check_trainable(variables)
         if batch is None:
             raise ValueError(
                 "LevenbergMarquardt needs the model's residuals, not only the loss value: use it "
                 "through model.compile(optimizer=LevenbergMarquardt(), loss=...) and fit, whose "
                 "training step passes the batch: optimizer.minimize(loss_fn, variables, batch)."
             )
+        lm_model_checks.warn_random_layers(batch.model)  # Python: once per trace
         n = sum(int(np.prod(v.shape.as_list())) for v in variables)
         solver = lm_cg.resolve_solver(self.solver, n, self.max_parameters)
         if solver == "direct":

@@ -1,0 +1,40 @@
+"""What LevenbergMarquardt says about a model it cannot train well: nothing trainable (an
+error), and layers that are random in training (a warning)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import graphfit as gf
+from graphfit import layers, optimizers
+
+X = np.random.default_rng(0).normal(size=(40, 3))
+Y = X @ np.array([[1.0], [2.0], [3.0]])
+
+
+def _fit(model):
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    return model.fit(X, Y, batch_size=None, epochs=2, verbose=0)
+
+
+def test_a_model_with_nothing_to_train_is_refused_with_what_to_do():
+    model = gf.Sequential([layers.Dense(1, trainable=False)], input_shape=(3,), dtype="float64")
+    with pytest.raises(ValueError, match="no trainable variables to fit.*Unfreeze"):
+        _fit(model)
+
+
+def test_dropout_in_the_model_is_named_in_a_warning():
+    model = gf.Sequential([layers.Dense(4), layers.Dropout(0.2, name="drop"), layers.Dense(1)],
+                          input_shape=(3,), dtype="float64")
+    with pytest.warns(UserWarning, match=r"'drop' \(Dropout\) is random in training"):
+        _fit(model)
+
+
+def test_a_deterministic_model_trains_without_the_warning():
+    model = gf.Sequential([layers.Dense(4), layers.Dropout(0.0), layers.Dense(1)],
+                          input_shape=(3,), dtype="float64")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*random in training")
+        history = _fit(model)
+    assert history.history["loss"][-1] < history.history["loss"][0]
