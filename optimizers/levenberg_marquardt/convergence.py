@@ -73,17 +73,20 @@ def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,
         predicted: the reduction the quadratic model predicts, `f0 − q(δ)`.
         gain: the gain ratio of the trial (`gain_ratio`).
         delta: the trial step δ (zeros when the solve was not finite).
-        finite: whether the solve gave a finite δ.
+        finite: whether the trial evaluated the loss at δ itself: the solve gave a finite δ
+            within `update.step_within_bound` (a trial that evaluated the start in its place
+            measured no reduction, which must not read as a converged one).
         stalled: whether the trial was rejected with the damping at its maximum.
 
     Returns:
-        FTOL when `|f0 − f_new| ≤ ftol·f0`, `predicted ≤ ftol·f0` and `gain ≤ 2`; XTOL when
-        `‖S δ‖ ≤ xtol·‖S x‖`; FTOL_AND_XTOL for both; else STALLED when `stalled`; else
-        NOT_CONVERGED.
+        FTOL when `|f0 − f_new| ≤ ftol·f0`, `0 ≤ predicted ≤ ftol·f0` and `gain ≤ 2`; XTOL
+        when `‖S δ‖ ≤ xtol·‖S x‖`; FTOL_AND_XTOL for both; else STALLED when `stalled`; else
+        NOT_CONVERGED. (A negative prediction is rounding, from a damping below the
+        resolution of `JᵀJ`: the quadratic model says nothing then.)
     """
     actual = f0 - f_new
     f_ok = finite & tf.math.is_finite(f_new) & (tf.abs(actual) <= tests.ftol * f0) & (
-        predicted <= tests.ftol * f0) & (gain <= 2.0)
+        predicted >= 0.0) & (predicted <= tests.ftol * f0) & (gain <= 2.0)
     x_ok = finite & (tf.norm(tests.column_norms * delta) <= tests.xtol * tests.x_norm)
     code = tf.where(f_ok & x_ok, FTOL_AND_XTOL,
                     tf.where(f_ok, FTOL, tf.where(x_ok, XTOL, NOT_CONVERGED)))

@@ -155,7 +155,7 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
                                                      problem.limits)
     stalled = tf.logical_not(accepted) & (damping >= problem.limits.top)
     code = lm_convergence.convergence_code(problem.tests, problem.f0, f_new, predicted, gain,
-                                           delta, finite, stalled)
+                                           delta, finite & within, stalled)
     kept = [tf.where(accepted, new, old) for new, old in zip(out, values)]
     return Attempt(accepted, new_damping, new_growth, code, kept)
 

@@ -187,6 +187,10 @@ def test_convergence_tests_floor_the_tolerances_at_eps():
     (0.5, 0.5, 1.0, [1.0, 0.0], True, True, STALLED),
     (1.0 - 1e-12, 1e-12, 1.0, [1.0, 0.0], True, True, FTOL),  # a test met beats STALLED
     (1.0, 0.0, 0.0, [0.0, 0.0], False, False, NOT_CONVERGED),  # no finite step
+    # A step past the bound (not evaluated: no reduction measured) with a negative prediction
+    # (rounding, below JᵀJ's resolution): a float32 fit read it as converged (a review).
+    (1.0, -6.6e8, 0.0, [8.7e7, 0.0], False, False, NOT_CONVERGED),
+    (1.0, -1e-3, 0.0, [1.0, 0.0], True, False, NOT_CONVERGED),  # negative prediction
 ])
 def test_convergence_code(f_new, predicted, gain, delta, finite, stalled, expected):
     tests = lm_convergence.ConvergenceTests(1e-10, 1e-10, _c([1.0, 1.0]), _c(1.0))
