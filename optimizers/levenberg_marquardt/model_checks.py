@@ -1,6 +1,6 @@
 """What Levenberg–Marquardt refuses, or warns about, in the model it is asked to train:
-nothing to train, and layers that are random in training (whose loss the gain ratio cannot
-judge)."""
+nothing to train, layers that are random in training (whose loss the gain ratio cannot
+judge), and a Dense bias that batch normalization subtracts again."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import warnings
 
 from graphfit.training.frozen_split import is_stochastic
 
-__all__ = ["check_trainable", "warn_random_layers"]
+__all__ = ["check_trainable", "warn_random_layers", "warn_cancelled_biases"]
 
 
 def check_trainable(variables) -> None:
@@ -34,3 +34,33 @@ def warn_random_layers(model) -> None:
             f"noise layers (or set their rate to 0), or train with a first-order optimizer "
             f"such as Adam. A layer that is in fact deterministic can set "
             f"stochastic_in_training = False.", stacklevel=4)
+
+
+def warn_cancelled_biases(model, damping: str) -> None:
+    """Warns (once per traced step) about a Dense bias that the next layer, a batch
+    normalization in training, subtracts again: the loss does not depend on it, its Jacobian
+    column is rounding noise (about 1e-16 of the others), and Marquardt's scaling
+    (`damping="marquardt"`) blows that noise up to the size of a real direction. The steps
+    then move the bias by about 1e16 and every trial fails, which ends the fit as if it had
+    converged. Found between consecutive layers of a model's own list (`Sequential`)."""
+    if damping != "marquardt":
+        return
+    from graphfit.layers.batch_normalization import BatchNormalization
+    from graphfit.layers.dense import Dense
+
+    layers = list(getattr(model, "layers", ()))
+    for before, after in zip(layers, layers[1:]):
+        cancels = (isinstance(before, Dense) and before.use_bias
+                   and getattr(before.activation, "__name__", "") == "linear"
+                   and isinstance(after, BatchNormalization) and after.trainable
+                   and not after.renorm and after.axis == -1)
+        if cancels:
+            warnings.warn(
+                f"Dense {before.name!r} adds a bias that the next layer, BatchNormalization "
+                f"{after.name!r}, subtracts again in training, so the loss does not depend on "
+                f"it: its Jacobian column is rounding noise, which LevenbergMarquardt's "
+                f"Marquardt scaling makes as large as a real direction, and its steps fail "
+                f"(the fit stops as if converged). Give {before.name!r} use_bias=False (the "
+                f"usual choice before batch normalization), or use "
+                f"LevenbergMarquardt(damping='identity').", stacklevel=4)
+

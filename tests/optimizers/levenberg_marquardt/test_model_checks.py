@@ -38,3 +38,27 @@ def test_a_deterministic_model_trains_without_the_warning():
         warnings.filterwarnings("error", message=".*random in training")
         history = _fit(model)
     assert history.history["loss"][-1] < history.history["loss"][0]
+
+
+def _normalized(use_bias):
+    return gf.Sequential([layers.Dense(6, use_bias=use_bias, name="hidden"),
+                          layers.BatchNormalization(name="bn"), layers.Activation("tanh"),
+                          layers.Dense(1)], input_shape=(3,), dtype="float64")
+
+
+def test_a_dense_bias_that_batch_normalization_cancels_is_named_in_a_warning():
+    # Its Jacobian column is rounding noise, which Marquardt's scaling blows up: every trial
+    # failed and the fit stopped as converged after its first epoch (a review).
+    with pytest.warns(UserWarning, match=r"Dense 'hidden' adds a bias .* 'bn', subtracts "
+                                         r"again.*use_bias=False"):
+        _fit(_normalized(use_bias=True))
+
+
+@pytest.mark.parametrize("use_bias, damping", [(False, "marquardt"), (True, "identity")])
+def test_the_warned_of_remedies_train_without_the_warning(use_bias, damping):
+    model = _normalized(use_bias)
+    model.compile(optimizer=optimizers.LevenbergMarquardt(damping=damping), loss="mse")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*subtracts again")
+        history = model.fit(X, Y, batch_size=None, epochs=6, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0] / 5, history.history
