@@ -141,6 +141,24 @@ def _docstring_kinds(cls) -> dict[str, set[str]]:
     return kinds
 
 
+def _documented(cls, name: str, longest: int = 200) -> str | None:
+    """The first sentence the class docstring's `Args:` section gives argument `name` (what
+    a wrongly typed value was meant to be: `damping: "marquardt" ... or "identity".`), for
+    graphfit's own classes (Keras's docstrings change from release to release)."""
+    if not cls.__module__.startswith("graphfit"):
+        return None
+    section = re.split(r"^Args:\s*$", inspect.getdoc(cls) or "", maxsplit=1, flags=re.M)
+    if len(section) < 2:
+        return None
+    found = re.search(rf"^([ \t]*){name}(?: \([^)]*\))?: *(.*(?:\n\1[ \t]+\S.*)*)",
+                      section[1], re.M)
+    if not found:
+        return None
+    text = " ".join(found.group(2).split())
+    sentence = re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
+    return sentence if len(sentence) <= longest else sentence[:longest - 3].rstrip() + "..."
+
+
 def declared_kinds(cls, name: str, parameter: inspect.Parameter) -> set[str] | None:
     """The YAML kinds `cls(name=...)` accepts, or None when nothing says."""
     hint = _annotations(cls).get(name, inspect.Parameter.empty)
@@ -252,7 +270,9 @@ def _declared_problem(cls, name: str, value) -> str | None:
         return None
     kinds = declared_kinds(owner, name, parameter)
     if kinds is not None:
-        return _kind_problem(value, kinds)
+        problem = _kind_problem(value, kinds)
+        documented = _documented(owner, name) if problem else None
+        return f"{problem} ({name}: {documented})" if documented else problem
     if (isinstance(value, str) and parameter.default in (None, inspect.Parameter.empty)
             and (_LOOKS_BOOL.match(value.strip()) or _LOOKS_NUMBER.match(value.strip()))):
         message = (f"got {value!r} (a string) where {cls.__name__} does not say it takes a "

@@ -77,7 +77,7 @@ def test_safe_mode_imports_and_calls_nothing_and_lists_the_code(marked_code):
     problems = _problems(recipe, safe=True)
     # What can be checked without user code still is: the quoted boolean.
     assert problems == [f"{recipe}:7:31: model.layers[2].use_bias: must be true or false, "
-                        f"got 'no' (a string)"]
+                        f"got 'no' (a string) (use_bias: whether to add the `bias` vector.)"]
     assert not marker.exists()
     fixed = load_recipe(recipe, ["model.layers[2].use_bias=false"], safe=True)
     assert not marker.exists()
@@ -343,7 +343,8 @@ def test_set_nan_learning_rate_gives_no_unquote_advice(tmp_path):
         "--set loss.from_logits=\"1\": loss.from_logits: must be true or false, got '1' "
         "(a string)",
         "--set optimizer.learning_rate=nan: optimizer.learning_rate: must be a number, got "
-        "'nan' (a string)"]
+        "'nan' (a string) (learning_rate: a non-negative float or a Keras "
+        "`LearningRateSchedule`.)"]
 
 
 # --- LearningRateScheduler: the list and mapping forms take the same numbers ------------------
@@ -359,3 +360,13 @@ def test_learning_rate_scheduler_takes_numbers_in_both_forms():
     assert gf.callbacks.LearningRateScheduler({"0": 0.1, 2: 1}).rate_for(3, 0.5) == 1.0
     assert gf.callbacks.LearningRateScheduler([0.1, np.float32(0.05)]).rate_for(5, 0.5) == \
         pytest.approx(0.05)
+
+
+def test_a_wrongly_typed_argument_quotes_what_the_class_documents_for_it(tmp_path):
+    # `damping` is LM's kind of damping, not λ (that is initial_damping): the message says
+    # what the argument is (a review).
+    path = _write(tmp_path, "d.yaml", "data: {source: moons, n_samples: 40}\n" + MODEL)
+    assert _problems(path, "optimizer={type: LevenbergMarquardt, damping: 0.01}") == [
+        '--set optimizer={type: LevenbergMarquardt, damping: 0.01}: optimizer.damping: must '
+        'be a string, got 0.01 (damping: "marquardt" (scale-invariant, MINPACK\'s choice) or '
+        '"identity".)']
