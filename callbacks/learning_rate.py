@@ -35,6 +35,11 @@ def _optimizer(callback: Callback):
             f"{type(callback).__name__} needs a compiled model whose optimizer has a "
             f"'learning_rate' attribute. Received optimizer: {optimizer!r}"
         )
+    if not getattr(optimizer, "uses_learning_rate", True):
+        stepper = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
+        raise ValueError(
+            f"{type(callback).__name__} would change nothing: {type(stepper).__name__} has "
+            f"no learning rate (it solves for the length of each step). Remove the callback.")
     return optimizer
 
 

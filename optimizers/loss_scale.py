@@ -201,6 +201,10 @@ class LossScaleOptimizer(Optimizer):
         return self.inner_optimizer.steps_across_replicas
 
     @property
+    def uses_learning_rate(self) -> bool:
+        return self.inner_optimizer.uses_learning_rate
+
+    @property
     def variables(self) -> list[tf.Variable]:
         """The inner optimizer's variables, then the loss scale and the step counter."""
         return [*self.inner_optimizer.variables, self.loss_scale, self.step_counter]

@@ -290,6 +290,10 @@ class Optimizer(tf.Module):
     #: `StepBatch.replicas`, see `graphfit.training.cross_replica`), as Levenberg–Marquardt
     #: does; False: the whole step runs on every replica.
     steps_across_replicas: bool = False
+    #: False when the step length is not a learning rate's (Levenberg–Marquardt solves for
+    #: it): the learning-rate callbacks refuse such an optimizer instead of logging a rate
+    #: that changes nothing.
+    uses_learning_rate: bool = True
 
     def stop_reason(self) -> str | None:
         """Why the optimizer asks `fit` to stop (e.g. it converged), or None to go on.

@@ -296,6 +296,20 @@ def test_a_learning_rate_that_follows_a_schedule_cannot_be_changed():
             callback.on_epoch_begin(0)
 
 
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_an_optimizer_without_a_learning_rate_is_refused_before_training(wrapped):
+    # LevenbergMarquardt solves for its step length: the scheduler used to log a falling
+    # rate that changed nothing (a review).
+    optimizer = gf.optimizers.LevenbergMarquardt()
+    if wrapped:
+        optimizer = gf.optimizers.LossScaleOptimizer(optimizer)
+    for callback in (ReduceLROnPlateau(), LearningRateScheduler([0.1, 0.01])):
+        callback.set_model(FakeModel(optimizer))
+        with pytest.raises(ValueError, match=f"{type(callback).__name__} would change nothing: "
+                                             f"LevenbergMarquardt has no learning rate"):
+            callback.on_train_begin()
+
+
 @pytest.mark.parametrize("output", ["fast", -0.5, float("nan"), True])
 def test_learning_rate_scheduler_rejects_a_bad_schedule_output(output):
     scheduler = LearningRateScheduler(lambda epoch, lr: output)
