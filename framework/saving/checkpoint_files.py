@@ -33,7 +33,9 @@ def checkpoint_number(path: str) -> int:
 
 
 def _scanned(folder: str) -> list[str]:
-    """The checkpoint prefixes whose index file is in `folder`, newest first."""
+    """The checkpoint prefixes whose index file is in `folder`, newest first (absolute, as
+    `candidates` gives them: `unreadable` joins the two lists)."""
+    folder = os.path.abspath(folder)
     names = os.listdir(folder) if os.path.isdir(folder) else []
     numbers = sorted((int(m.group(1)) for m in map(_INDEX.fullmatch, names) if m), reverse=True)
     return [os.path.join(folder, f"ckpt-{n}") for n in numbers]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import warnings
 
+from graphfit.layers.batch_normalization import BatchNormalization
+from graphfit.layers.dense import Dense
 from graphfit.training.frozen_split import is_stochastic
 
 __all__ = ["check_trainable", "warn_random_layers", "warn_cancelled_biases"]
@@ -23,8 +25,8 @@ def check_trainable(variables) -> None:
 def warn_random_layers(model) -> None:
     """Warns (once per traced step) about layers that draw random numbers in training: each
     trial is judged by the loss at two points, which such a layer makes differ by noise."""
-    random = [f"{layer.name!r} ({type(layer).__name__})" for layer in model.flatten_layers()
-              if layer is not model and is_stochastic(layer)]
+    random = [f"{layer.name!r} ({type(layer).__name__})"
+              for layer in model.flatten_layers(include_self=False) if is_stochastic(layer)]
     if random:
         warnings.warn(
             f"LevenbergMarquardt judges each trial step by comparing the loss before and "
@@ -45,9 +47,6 @@ def warn_cancelled_biases(model, damping: str) -> None:
     converged. Found between consecutive layers of a model's own list (`Sequential`)."""
     if damping != "marquardt":
         return
-    from graphfit.layers.batch_normalization import BatchNormalization
-    from graphfit.layers.dense import Dense
-
     layers = list(getattr(model, "layers", ()))
     for before, after in zip(layers, layers[1:]):
         cancels = (isinstance(before, Dense) and before.use_bias

@@ -415,3 +415,16 @@ def test_a_checkpoint_folder_given_relative_to_the_working_directory_restores(
     assert checkpoints.restore_latest(fresh, "ck")["epoch"] == 2
     for a, b in zip(saved.get_weights(), fresh.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_damaged_checkpoint_in_a_relative_folder_is_listed_once(tmp_path, monkeypatch):
+    # The state file's checkpoints and the folder's scanned ones are joined: both in the same
+    # (absolute) spelling, or each damaged checkpoint appears twice.
+    from graphfit.saving import checkpoint_files
+
+    monkeypatch.chdir(tmp_path)
+    _fit(_build_model(), "ck", epochs=2)
+    newest = sorted((tmp_path / "ck" / "latest").glob("ckpt-2.data-*"))[0]
+    newest.write_bytes(b"")
+    damaged = checkpoint_files.unreadable("ck/latest")
+    assert [os.path.basename(path) for path, _ in damaged] == ["ckpt-2"], damaged
