@@ -205,6 +205,10 @@ class LossScaleOptimizer(Optimizer):
         return self.inner_optimizer.uses_learning_rate
 
     @property
+    def graph_rewrites(self) -> dict | None:
+        return self.inner_optimizer.graph_rewrites
+
+    @property
     def variables(self) -> list[tf.Variable]:
         """The inner optimizer's variables, then the loss scale and the step counter."""
         return [*self.inner_optimizer.variables, self.loss_scale, self.step_counter]

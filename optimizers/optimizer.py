@@ -294,6 +294,9 @@ class Optimizer(tf.Module):
     #: it): the learning-rate callbacks refuse such an optimizer instead of logging a rate
     #: that changes nothing.
     uses_learning_rate: bool = True
+    #: Grappler settings for the compiled steps and loops of a model trained with this
+    #: optimizer (`graphfit.core.graph_rewrites`), or None for TensorFlow's own.
+    graph_rewrites: dict | None = None
 
     def stop_reason(self) -> str | None:
         """Why the optimizer asks `fit` to stop (e.g. it converged), or None to go on.

@@ -28,6 +28,7 @@ import warnings
 import tensorflow as tf
 
 from graphfit.core import autograph_scope, batch_bounds, host_errors, step_context, update_hooks
+from graphfit.core.graph_rewrites import graph_rewrites
 from graphfit.core.step_types import StepResult, unpack_data
 from graphfit.training import (
     activation_taps,
@@ -266,7 +267,8 @@ class CompiledSteps(step_taps.TapSwitches):
 
     # ------------------------------------------------------------------ loops over chunks
     def _in_scope(self, run):
-        with distribution.strategy_scope(self.strategy):
+        with distribution.strategy_scope(self.strategy), \
+                graph_rewrites(self.optimizer.graph_rewrites):
             return self._guarded(run)
 
     def _run_and_record(self, stage: str, batch, check_labels: bool = False,

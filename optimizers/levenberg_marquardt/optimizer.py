@@ -118,6 +118,11 @@ class LevenbergMarquardt(Optimizer):
     xla_friendly_on_cpu = False
     # The step length is solved for (λ sets it): a learning-rate callback would change nothing.
     uses_learning_rate = False
+    # The step is a thousand small ops on a small network: Grappler's second round and its
+    # memory optimizer cost the first call about 85 ms and change nearly nothing
+    # (`graphfit.core.graph_rewrites`; docs/levenberg_marquardt.md, "Where a small step's
+    # time goes").
+    graph_rewrites = {"meta_optimizer_iterations": "ONE", "memory_optimization": "NO_MEM_OPT"}
     #: Set by `LossScaleOptimizer`: skip a step whose start or linearization is not finite
     #: (`levenberg_marquardt.finite_steps`), leaving every variable, state and hook as it was.
     skip_non_finite_steps = False
