@@ -30,6 +30,9 @@ from graphfit.optimizers.levenberg_marquardt.convergence import NOT_CONVERGED
 from graphfit.optimizers.levenberg_marquardt.forward_values import examples_independent, split_aux
 from graphfit.optimizers.optimizer import Optimizer
 
+# Grappler's settings for the direct solver's step (`LevenbergMarquardt.graph_rewrites`).
+SMALL_STEP_REWRITES = {"meta_optimizer_iterations": "ONE", "memory_optimization": "NO_MEM_OPT"}
+
 __all__ = ["LevenbergMarquardt"]
 
 
@@ -118,11 +121,6 @@ class LevenbergMarquardt(Optimizer):
     xla_friendly_on_cpu = False
     # The step length is solved for (λ sets it): a learning-rate callback would change nothing.
     uses_learning_rate = False
-    # The step is a thousand small ops on a small network: Grappler's second round and its
-    # memory optimizer cost the first call about 85 ms and change nearly nothing
-    # (`graphfit.core.graph_rewrites`; docs/levenberg_marquardt.md, "Where a small step's
-    # time goes").
-    graph_rewrites = {"meta_optimizer_iterations": "ONE", "memory_optimization": "NO_MEM_OPT"}
     #: Set by `LossScaleOptimizer`: skip a step whose start or linearization is not finite
     #: (`levenberg_marquardt.finite_steps`), leaving every variable, state and hook as it was.
     skip_non_finite_steps = False
@@ -200,6 +198,17 @@ class LevenbergMarquardt(Optimizer):
         acceleration, the earlier maximum halved per pass over the data), per parameter
         (float64 variable; None before `build`). D is this vector under "marquardt"."""
         return self._scale
+
+    @property
+    def graph_rewrites(self) -> dict | None:
+        """Grappler's settings for the model's compiled steps (`graphfit.core.graph_rewrites`):
+        with the direct solver one round and no memory optimizer, whose work on a step of a
+        thousand small ops costs its first call about 85 ms and changes nearly nothing
+        (docs/levenberg_marquardt.md, "Where a small step's time goes"); TensorFlow's own
+        for the cg solver, whose large products the second round still speeds up."""
+        solver = self.solver if self._scale is None else lm_cg.resolve_solver(
+            self.solver, int(self._scale.shape[0]), self.max_parameters)
+        return dict(SMALL_STEP_REWRITES) if solver == "direct" else None
 
     def reset_state(self) -> None:
         """Forgets what earlier steps learned, as a new optimizer would: λ (set again by

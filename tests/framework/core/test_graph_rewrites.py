@@ -87,8 +87,6 @@ class _RecordsRewrites(layers.Dense):
 
 
 def test_a_levenberg_marquardt_model_traces_and_runs_its_loops_under_its_settings():
-    assert optimizers.LevenbergMarquardt.graph_rewrites == {
-        "meta_optimizer_iterations": "ONE", "memory_optimization": "NO_MEM_OPT"}
     gf.set_seed(0)
     x = np.linspace(-1, 1, 64, dtype=np.float32)[:, None]
     _RecordsRewrites.seen = []

@@ -244,3 +244,15 @@ def test_cg_trains_a_layer_that_branches_on_a_tensor():
     # A hard target for this net; the preconditioner's random probes follow the samples'
     # order, and so does the path: 2.57 → 2.09 in the samples' own order.
     assert history.history["loss"][-1] < 0.9 * history.history["loss"][0], history.history
+
+
+@pytest.mark.parametrize("solver, max_parameters, lean", [
+    ("direct", 5000, True), ("auto", 5000, True), ("auto", 2, False), ("cg", 5000, False)])
+def test_grappler_runs_one_round_for_the_direct_solvers_small_steps_only(solver, max_parameters,
+                                                                         lean):
+    optimizer = optimizers.LevenbergMarquardt(solver=solver, max_parameters=max_parameters)
+    optimizer.build([tf.Variable(np.zeros(3, np.float32))])
+    expected = {"meta_optimizer_iterations": "ONE", "memory_optimization": "NO_MEM_OPT"}
+    assert optimizer.graph_rewrites == (expected if lean else None)
+    # LossScaleOptimizer passes its inner optimizer's on.
+    assert optimizers.LossScaleOptimizer(optimizer).graph_rewrites == optimizer.graph_rewrites
