@@ -267,8 +267,9 @@ class CompiledSteps(step_taps.TapSwitches):
 
     # ------------------------------------------------------------------ loops over chunks
     def _in_scope(self, run):
-        with distribution.strategy_scope(self.strategy), \
-                graph_rewrites(self.optimizer.graph_rewrites):
+        # A model that only predicts was never compiled: no optimizer, TensorFlow's settings.
+        rewrites = None if self.optimizer is None else self.optimizer.graph_rewrites
+        with distribution.strategy_scope(self.strategy), graph_rewrites(rewrites):
             return self._guarded(run)
 
     def _run_and_record(self, stage: str, batch, check_labels: bool = False,

@@ -86,7 +86,7 @@ class _RecordsRewrites(layers.Dense):
         return super().call(inputs, training=training)
 
 
-def test_a_levenberg_marquardt_model_traces_and_runs_its_loops_under_its_settings():
+def test_a_levenberg_marquardt_model_traces_its_loops_under_its_settings():
     gf.set_seed(0)
     x = np.linspace(-1, 1, 64, dtype=np.float32)[:, None]
     _RecordsRewrites.seen = []
