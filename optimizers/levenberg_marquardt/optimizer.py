@@ -205,10 +205,15 @@ class LevenbergMarquardt(Optimizer):
         with the direct solver one round and no memory optimizer, whose work on a step of a
         thousand small ops costs its first call about 85 ms and changes nearly nothing
         (docs/levenberg_marquardt.md, "Where a small step's time goes"); TensorFlow's own
-        for the cg solver, whose large products the second round still speeds up."""
-        solver = self.solver if self._scale is None else lm_cg.resolve_solver(
-            self.solver, int(self._scale.shape[0]), self.max_parameters)
-        return dict(SMALL_STEP_REWRITES) if solver == "direct" else None
+        for the cg solver, whose large step a tenth of a second of first call does not
+        matter to."""
+        return dict(SMALL_STEP_REWRITES) if self._resolved_solver() == "direct" else None
+
+    def _resolved_solver(self) -> str:
+        """"direct" or "cg" for the parameters built for; before `build`, `solver` as given."""
+        if self._scale is None:
+            return self.solver
+        return lm_cg.resolve_solver(self.solver, int(self._scale.shape[0]), self.max_parameters)
 
     def reset_state(self) -> None:
         """Forgets what earlier steps learned, as a new optimizer would: λ (set again by
@@ -228,9 +233,7 @@ class LevenbergMarquardt(Optimizer):
         step is traced, for steps that `fit` does not prepare)."""
         lm_residuals.check_linearizable(losses)
         if self.geodesic_acceleration is True and self._scale is not None:
-            solver = lm_cg.resolve_solver(self.solver, int(self._scale.shape[0]),
-                                          self.max_parameters)
-            lm_geodesic.check_possible(solver, distributed, losses)
+            lm_geodesic.check_possible(self._resolved_solver(), distributed, losses)
 
     def set_steps_per_pass(self, steps: int | None) -> None:
         """With geodesic acceleration the running scale halves its memory once per pass over
