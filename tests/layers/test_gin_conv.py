@@ -209,4 +209,6 @@ def test_checkpoint_restores_the_mlp_weights(trained, tmp_path):
     restored.load_weights(model.save_weights(str(tmp_path / "gin")))
     for a, b in zip(restored.variables, model.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    np.testing.assert_allclose(restored(x).numpy(), model(x).numpy(), rtol=1e-6)
+    # Not bit for bit: on a GPU the neighbour sums are atomic adds, in no fixed order
+    # (measured on an H200: 1.04e-6 relative).
+    np.testing.assert_allclose(restored(x).numpy(), model(x).numpy(), rtol=1e-5)

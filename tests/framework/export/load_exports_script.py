@@ -36,6 +36,9 @@ def saved_model_cli_show(folder: str) -> dict:
 
 
 def main(cases_file: str, out_file: str, show_dir: str | None = None) -> None:
+    # As in the tests' process (conftest.py): on an Ampere or later GPU TensorFlow would run
+    # the float32 products in TF32 here, and miss the model's own predictions by 1e-3.
+    tf.config.experimental.enable_tensor_float_32_execution(False)
     with open(cases_file) as handle:
         cases = json.load(handle)
     arrays, report = {}, {}

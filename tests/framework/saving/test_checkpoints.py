@@ -290,7 +290,9 @@ def test_bad_which_and_step(tmp_path):
 
 
 def _spawn(*code_and_args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    # ROOT first, and whatever the environment already needs (TensorFlow on PYTHONPATH).
+    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=path)
     return subprocess.Popen([sys.executable, "-c", *code_and_args], cwd=ROOT, env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
