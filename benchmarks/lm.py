@@ -47,6 +47,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
+from machine import cpu_model  # noqa: E402  (beside this script)
 
 
 def _sinc_data():
@@ -219,20 +220,6 @@ def sinc_table(budget: float, seeds: int, threads: int | None = None) -> None:
                       f"{ours[key] / theirs[key]:.2f}x (target <= 0.5x)")
 
 
-def _cpu_model() -> str:
-    """The processor's name (Linux), or the platform's word for it. The ratios to torch move
-    with the machine: torch's sinc epoch took 44 ms on an earlier 2-core machine and 55 ms
-    on a 2-core AMD EPYC, graphfit's about 24 ms on both."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "processor unknown"
-
-
 def _reference_versions() -> str:
     """The versions of the contenders graphfit races, as installed."""
     from importlib import metadata
@@ -277,7 +264,7 @@ def main() -> None:
     import tensorflow as tf
 
     import graphfit as gf
-    print(f"machine: {os.cpu_count()} CPU cores ({_cpu_model()}), "
+    print(f"machine: {os.cpu_count()} CPU cores ({cpu_model()}), "
           f"{len(tf.config.list_physical_devices('GPU'))} GPU(s), {platform.machine()} "
           f"{platform.system()}; Python {platform.python_version()}, TensorFlow {tf.__version__}, "
           f"Keras {keras.__version__}, graphfit {gf.__version__}; {_reference_versions()}")
