@@ -47,7 +47,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
-from machine import cpu_model  # noqa: E402  (beside this script)
+
+from benchmarks.machine import cpu_model  # noqa: E402
 
 
 def _sinc_data():

@@ -17,12 +17,6 @@ whose steps alone are compiled, which compiles per batch shape only.
 Every Keras metric compiles under XLA; a metric function of the user's that does not (an op
 with no XLA kernel) fails the compilation before any step runs, and the stage then goes back to
 the step-by-step loop, with the metrics updated outside XLA as before.
-
-On a GPU an XLA `while` loop whose trip count is unknown when it compiles copies its condition to
-the host and waits for it at every iteration, so each step would pay a round trip to the host.
-There the loop runs `steps_per_iteration()` steps per iteration instead: an inner loop of a
-fixed trip count, which XLA runs without asking the host, then the last `steps % k` steps one
-at a time. The same steps run in the same order, so the numbers are the same.
 """
 
 from __future__ import annotations
@@ -33,9 +27,8 @@ import tensorflow as tf
 from graphfit.training.batches import gather_batch
 from graphfit.training.per_model_functions import per_model_function
 
-__all__ = ["FusedArrayLoops", "pad_rows", "run_steps", "steps_per_iteration",
-           "is_unsupported_op_error", "MAX_DATA_SIZES", "MIN_FUSED_STEPS",
-           "GPU_STEPS_PER_ITERATION"]
+__all__ = ["FusedArrayLoops", "pad_rows", "is_unsupported_op_error", "MAX_DATA_SIZES",
+           "MIN_FUSED_STEPS"]
 
 # Distinct array lengths one stage's fused loop compiles for before it gives way.
 MAX_DATA_SIZES = 4
@@ -44,10 +37,6 @@ MAX_DATA_SIZES = 4
 # last partial batch) runs the per-step XLA program, which costs less to compile than a loop
 # saves on a few steps.
 MIN_FUSED_STEPS = 8
-
-# Steps per iteration of the loop on a GPU (see the module's docstring); on a CPU XLA's `while`
-# runs in the compiled code itself, with no round trip to save, and the loop takes one.
-GPU_STEPS_PER_ITERATION = 16
 
 # What TensorFlow says when XLA cannot compile a jit-compiled function (before anything ran):
 # an op it has no kernel for, or a shape argument it cannot know at compile time (a user's
@@ -60,50 +49,6 @@ def is_unsupported_op_error(error: Exception) -> bool:
     """Whether `error` is XLA refusing to compile the loop (nothing ran)."""
     return isinstance(error, tf.errors.InvalidArgumentError) and any(
         mark in (error.message or "") for mark in _COMPILE_FAILURE_MARKS)
-
-
-def steps_per_iteration() -> int:
-    """How many steps one iteration of a fused loop runs on this machine's default device:
-    `GPU_STEPS_PER_ITERATION` where TensorFlow places work on a GPU, else 1."""
-    return GPU_STEPS_PER_ITERATION if tf.config.list_logical_devices("GPU") else 1
-
-
-def run_steps(step, steps, per_iteration: int = 1) -> None:
-    """Calls `step(i)` for i = 0 .. `steps` - 1 in order, inside `tf.while_loop`s.
-
-    With `per_iteration` > 1, an outer loop runs blocks of `per_iteration` steps in an inner
-    loop from one constant to another (a trip count XLA knows when it compiles), and a last loop
-    runs the `steps % per_iteration` left over.
-
-    Example:
-
-        >>> seen = tf.Variable(tf.zeros([7], tf.int32))
-        >>> def step(i):
-        ...     seen[i].assign(i + 10)
-        >>> tf.function(lambda: run_steps(step, tf.constant(5), per_iteration=2))()
-        >>> seen.numpy().tolist()
-        [10, 11, 12, 13, 14, 0, 0]
-    """
-    def one_step(i):
-        step(i)
-        return (i + 1,)
-
-    first_single = tf.constant(0)
-    if per_iteration > 1:
-        def block(b):
-            first = b * per_iteration
-
-            def step_in_block(u):
-                step(first + u)
-                return (u + 1,)
-
-            tf.while_loop(lambda u: u < per_iteration, step_in_block, (tf.constant(0),))
-            return (b + 1,)
-
-        blocks = steps // per_iteration
-        tf.while_loop(lambda b: b < blocks, block, (tf.constant(0),))
-        first_single = blocks * per_iteration
-    tf.while_loop(lambda i: i < steps, one_step, (first_single,))
 
 
 def pad_rows(index_batches, capacity: int) -> np.ndarray:
@@ -182,13 +127,12 @@ class FusedArrayLoops:
         return self._loops[key]
 
     def _build(self, stage: str, signature):
-        per_iteration = steps_per_iteration()
-
         def chunk(data, index_batches, steps):
             def step(i):
                 self._run_and_record(stage, gather_batch(data, index_batches[i]))
+                return (i + 1,)
 
-            run_steps(step, steps, per_iteration)
+            tf.while_loop(lambda i: i < steps, step, (tf.constant(0),))
             return steps
 
         compiled = per_model_function(chunk, jit_compile=True, autograph=False)

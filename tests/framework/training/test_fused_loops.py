@@ -71,56 +71,6 @@ def test_one_program_serves_every_chunk_size_and_the_loops_trace_once(fits):
     assert counts["train_step"] == 1 and counts["test_step"] == 1
 
 
-@pytest.mark.parametrize("per_iteration", [1, 3])
-def test_run_steps_calls_each_step_once_in_order_under_xla(per_iteration):
-    # Not int32: TensorFlow keeps int32 variables on the host, out of an XLA program's reach.
-    seen = tf.Variable(tf.fill([12], -1.0))
-    calls = tf.Variable(0.0)
-
-    def step(i):
-        seen.scatter_nd_update([[tf.cast(calls, tf.int32)]], [tf.cast(i, tf.float32)])
-        calls.assign_add(1.0)
-
-    run = tf.function(lambda steps: fused_loops.run_steps(step, steps, per_iteration),
-                      jit_compile=True)
-    # Fewer steps than a block, exactly blocks, and blocks plus a remainder.
-    for steps in (0, 1, 2, 3, 6, 7, 11):
-        seen.assign(tf.fill([12], -1.0))
-        calls.assign(0.0)
-        run(tf.constant(steps))
-        assert seen.numpy().tolist() == list(range(steps)) + [-1.0] * (12 - steps)
-
-
-def test_a_block_of_steps_is_a_loop_whose_trip_count_xla_knows():
-    counter = tf.Variable(0.0)
-    run = tf.function(
-        lambda steps: fused_loops.run_steps(lambda i: counter.assign_add(1.0), steps, 5),
-        jit_compile=True)
-    hlo = run.experimental_get_compiler_ir(tf.constant(12))(stage="optimized_hlo")
-    # The inner loop runs without asking for its condition (on a GPU, a round trip to the
-    # host at every iteration); the outer loop and the remainder's still ask.
-    assert hlo.count('"known_trip_count":{"n":"5"}') == 1, hlo
-    run(tf.constant(12))
-    assert counter.numpy() == 12.0
-
-
-def test_blocks_of_steps_train_exactly_as_one_step_per_iteration(fits, monkeypatch):
-    # What a GPU runs (`GPU_STEPS_PER_ITERATION`), here on the CPU: the chunks of 8 and 5
-    # steps are 2 blocks of 3 and a remainder of 2, and 1 block and 2.
-    x, y, (fused, fused_logs), _ = fits
-    monkeypatch.setattr(fused_loops, "steps_per_iteration", lambda: 3)
-    traced_with = []
-    run_steps = fused_loops.run_steps
-    monkeypatch.setattr(fused_loops, "run_steps", lambda step, steps, per_iteration: (
-        traced_with.append(per_iteration), run_steps(step, steps, per_iteration))[1])
-    blocked, blocked_logs = _fit(ones, x, y)
-    assert traced_with == [3, 3]  # the train and val loops
-    assert blocked.compile_state.steps.loop_kind("train") == "xla_chunk"
-    assert blocked_logs == fused_logs
-    for a, b in zip(blocked.get_weights(), fused.get_weights()):
-        np.testing.assert_array_equal(a, b)
-
-
 def test_arrays_of_many_lengths_go_back_to_the_step_by_step_loop():
     loops = fused_loops.FusedArrayLoops(None, None)
     for length in range(1, fused_loops.MAX_DATA_SIZES + 1):
