@@ -2,8 +2,10 @@
 
 `lmder` stops on a relative reduction of the loss (ftol), a relative step size (xtol) or a
 gradient orthogonal to the residuals (gtol); the optimizer adds STALLED, when no step reduces
-the loss with the damping at its maximum. The codes are those of the optimizer's
-`convergence_reason` variable. docs/levenberg_marquardt.md explains the tests and the defaults.
+the loss with the damping at its maximum, and NOT_FINITE, when it stops from a loss that is NaN
+or inf (labels with NaN under `fit(check_finite=False)`, an overflowing model). The codes are
+those of the optimizer's `convergence_reason` variable. docs/levenberg_marquardt.md explains
+the tests and the defaults.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ __all__ = [
     "FTOL_AND_XTOL",
     "GTOL",
     "NOT_CONVERGED",
+    "NOT_FINITE",
     "STALLED",
     "XTOL",
     "ConvergenceTests",
@@ -29,7 +32,7 @@ __all__ = [
 ]
 
 # Convergence reason codes (the `convergence_reason` variable).
-NOT_CONVERGED, FTOL, XTOL, FTOL_AND_XTOL, GTOL, STALLED = 0, 1, 2, 3, 4, 5
+NOT_CONVERGED, FTOL, XTOL, FTOL_AND_XTOL, GTOL, STALLED, NOT_FINITE = 0, 1, 2, 3, 4, 5, 6
 
 
 class ConvergenceTests(NamedTuple):
@@ -81,8 +84,10 @@ def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,
     Returns:
         FTOL when `|f0 − f_new| ≤ ftol·f0`, `0 ≤ predicted ≤ ftol·f0` and `gain ≤ 2`; XTOL
         when `‖S δ‖ ≤ xtol·‖S x‖`; FTOL_AND_XTOL for both; else STALLED when `stalled`; else
-        NOT_CONVERGED. (A negative prediction is rounding, from a damping below the
-        resolution of `JᵀJ`: the quadratic model says nothing then.)
+        NOT_CONVERGED. Any of these but NOT_CONVERGED becomes NOT_FINITE when `f0` is NaN or
+        inf: nothing converged, and no step can reduce such a loss. (A negative prediction is
+        rounding, from a damping below the resolution of `JᵀJ`: the quadratic model says
+        nothing then.)
     """
     actual = f0 - f_new
     f_ok = finite & tf.math.is_finite(f_new) & (tf.abs(actual) <= tests.ftol * f0) & (
@@ -90,7 +95,8 @@ def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,
     x_ok = finite & (tf.norm(tests.column_norms * delta) <= tests.xtol * tests.x_norm)
     code = tf.where(f_ok & x_ok, FTOL_AND_XTOL,
                     tf.where(f_ok, FTOL, tf.where(x_ok, XTOL, NOT_CONVERGED)))
-    return tf.where((code == NOT_CONVERGED) & stalled, STALLED, code)
+    code = tf.where((code == NOT_CONVERGED) & stalled, STALLED, code)
+    return tf.where(tf.math.is_finite(f0) | (code == NOT_CONVERGED), code, NOT_FINITE)
 
 
 def gradient_converged(b: tf.Tensor, diag: tf.Tensor, f0: tf.Tensor, gtol: float) -> tf.Tensor:
@@ -125,6 +131,8 @@ def describe(code: int, ftol: float, xtol: float, gtol: float, eps: float | None
         'LevenbergMarquardt converged: gradient orthogonal to the residuals within gtol=1e-10'
         >>> describe(STALLED, 1e-15, 1e-15, 1e-10, 2**-52).split(":")[0]
         'LevenbergMarquardt stopped'
+        >>> describe(NOT_FINITE, 1e-15, 1e-15, 1e-10, 2**-52).split(". ")[0]
+        'LevenbergMarquardt stopped: the loss is NaN or inf, and no step can reduce it'
     """
     precision = {2.0**-23: "float32", 2.0**-52: "float64"}.get(eps, "the variables'")
 
@@ -138,6 +146,10 @@ def describe(code: int, ftol: float, xtol: float, gtol: float, eps: float | None
     if code == STALLED:
         return ("LevenbergMarquardt stopped: no step reduces the loss, with the damping at its "
                 "maximum")
+    if code == NOT_FINITE:
+        return ("LevenbergMarquardt stopped: the loss is NaN or inf, and no step can reduce it. "
+                "Look for NaN or inf in the labels or inputs (fit's check_finite=True, the "
+                "default, refuses them before training) or for an overflow in the model.")
     return "LevenbergMarquardt converged: " + {
         FTOL: loss,
         XTOL: step,

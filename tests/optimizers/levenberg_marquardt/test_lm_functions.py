@@ -12,6 +12,7 @@ from graphfit.optimizers.levenberg_marquardt.convergence import (
     FTOL,
     FTOL_AND_XTOL,
     NOT_CONVERGED,
+    NOT_FINITE,
     STALLED,
     XTOL,
 )
@@ -197,6 +198,36 @@ def test_convergence_code(f_new, predicted, gain, delta, finite, stalled, expect
     code = lm_convergence.convergence_code(tests, _c(1.0), _c(f_new), _c(predicted), _c(gain),
                                            _c(delta), tf.constant(finite), tf.constant(stalled))
     assert int(code) == expected
+
+
+@pytest.mark.parametrize("f0, f_new, delta, finite, stalled, expected", [
+    (np.nan, np.nan, [0.0, 0.0], False, True, NOT_FINITE),  # the stall of a NaN loss
+    (np.inf, np.inf, [0.0, 0.0], False, True, NOT_FINITE),
+    (np.nan, 0.5, [1e-12, 0.0], True, False, NOT_FINITE),  # a tiny step is not convergence
+    (np.nan, np.nan, [0.0, 0.0], False, False, NOT_CONVERGED),  # no stop: the trials go on
+    (1.0, np.nan, [1.0, 0.0], True, True, STALLED),  # a finite start: an ordinary stall
+])
+def test_a_non_finite_loss_never_reads_as_converged_or_stalled(f0, f_new, delta, finite,
+                                                                stalled, expected):
+    tests = lm_convergence.ConvergenceTests(1e-10, 1e-10, _c([1.0, 1.0]), _c(1.0))
+    code = lm_convergence.convergence_code(tests, _c(f0), _c(f_new), _c(0.5), _c(1.0),
+                                           _c(delta), tf.constant(finite), tf.constant(stalled))
+    assert int(code) == expected
+
+
+def test_a_fit_on_nan_labels_without_the_check_stops_saying_the_loss_is_not_finite():
+    import graphfit as gf
+
+    x = np.linspace(-1, 1, 40, dtype=np.float32)[:, None]
+    y = np.sinc(3 * x).astype(np.float32)
+    y[5] = np.nan
+    model = gf.Sequential([gf.layers.Dense(4, activation="tanh"), gf.layers.Dense(1)],
+                          input_shape=(1,))
+    model.compile(gf.optimizers.LevenbergMarquardt(), "mse")
+    history = model.fit(x, y, batch_size=40, epochs=5, verbose=0, check_finite=False)
+    assert len(history.history["loss"]) < 5  # it stopped
+    assert "the loss is NaN or inf" in history.stop_reason, history.stop_reason
+    assert "converged" not in history.stop_reason
 
 
 def test_gradient_converged_compares_the_largest_cosine():
