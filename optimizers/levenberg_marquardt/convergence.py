@@ -79,7 +79,8 @@ def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,
         finite: whether the trial evaluated the loss at δ itself: the solve gave a finite δ
             within `update.step_within_bound` (a trial that evaluated the start in its place
             measured no reduction, which must not read as a converged one).
-        stalled: whether the trial was rejected with the damping at its maximum.
+        stalled: whether the trial was rejected with the damping at its maximum, or from a
+            NaN or inf `f0` (no larger damping would help: `trial.attempt`).
 
     Returns:
         FTOL when `|f0 − f_new| ≤ ftol·f0`, `0 ≤ predicted ≤ ftol·f0` and `gain ≤ 2`; XTOL
@@ -109,12 +110,17 @@ def gradient_converged(b: tf.Tensor, diag: tf.Tensor, f0: tf.Tensor, gtol: float
         gtol: the tolerance.
 
     Returns:
-        A bool scalar, also true when `b` is zero (nothing to descend along).
+        A bool scalar, also true when `b` is zero (nothing to descend along); false when `f0`
+        or `b` is NaN or inf (the trials then decide: see `convergence_code`).
     """
     column_norms = tf.sqrt(diag)
     cosines = tf.where(column_norms > 0, tf.abs(b) / (column_norms * tf.sqrt(
         tf.maximum(f0, tf.constant(1e-300, f0.dtype)))), tf.zeros_like(b))
-    return tf.logical_or(tf.reduce_max(cosines) <= gtol, tf.logical_not(tf.reduce_any(b != 0)))
+    # (A NaN or inf in J reaches b = Jᵀr too, unless r is zero.)
+    finite = tf.reduce_all(tf.math.is_finite(tf.concat([b, [f0]], 0)))
+    # Every cosine, not their maximum: XLA's reduce_max skips a NaN.
+    return finite & tf.logical_or(tf.reduce_all(cosines <= gtol),
+                                  tf.logical_not(tf.reduce_any(b != 0)))
 
 
 def describe(code: int, ftol: float, xtol: float, gtol: float, eps: float | None) -> str:
@@ -131,8 +137,8 @@ def describe(code: int, ftol: float, xtol: float, gtol: float, eps: float | None
         'LevenbergMarquardt converged: gradient orthogonal to the residuals within gtol=1e-10'
         >>> describe(STALLED, 1e-15, 1e-15, 1e-10, 2**-52).split(":")[0]
         'LevenbergMarquardt stopped'
-        >>> describe(NOT_FINITE, 1e-15, 1e-15, 1e-10, 2**-52).split(". ")[0]
-        'LevenbergMarquardt stopped: the loss is NaN or inf, and no step can reduce it'
+        >>> describe(NOT_FINITE, 1e-15, 1e-15, 1e-10, 2**-52).split(":")[0]
+        'LevenbergMarquardt stopped'
     """
     precision = {2.0**-23: "float32", 2.0**-52: "float64"}.get(eps, "the variables'")
 
@@ -147,9 +153,10 @@ def describe(code: int, ftol: float, xtol: float, gtol: float, eps: float | None
         return ("LevenbergMarquardt stopped: no step reduces the loss, with the damping at its "
                 "maximum")
     if code == NOT_FINITE:
-        return ("LevenbergMarquardt stopped: the loss is NaN or inf, and no step can reduce it. "
-                "Look for NaN or inf in the labels or inputs (fit's check_finite=True, the "
-                "default, refuses them before training) or for an overflow in the model.")
+        return ("LevenbergMarquardt stopped: a step started from a NaN or inf loss, and no "
+                "trial gave a finite, smaller one. Look for NaN or inf in the labels or inputs "
+                "(fit's check_finite=True, the default, refuses them before training) or for "
+                "an overflow in the model.")
     return "LevenbergMarquardt converged: " + {
         FTOL: loss,
         XTOL: step,

@@ -179,12 +179,14 @@ class LevenbergMarquardt(Optimizer):
 
     @property
     def converged(self) -> tf.Variable:
-        """True once a convergence test was met (bool variable)."""
+        """True once the optimizer asks `fit` to stop (bool variable): a convergence test was
+        met, or the step stalled, or it started from a NaN or inf loss (`convergence_reason`)."""
         return self._converged
 
     @property
     def convergence_reason(self) -> tf.Variable:
-        """0 not converged, 1 ftol, 2 xtol, 3 both, 4 gtol, 5 no reduction possible."""
+        """0 not converged, 1 ftol, 2 xtol, 3 both, 4 gtol, 5 no reduction possible, 6 a NaN or
+        inf loss (int64 variable)."""
         return self._reason
 
     @property

@@ -153,7 +153,10 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
             problem.restore(accepted)
     new_damping, new_growth = lm_update.next_damping(damping, growth, gain, accepted,
                                                      problem.limits)
-    stalled = tf.logical_not(accepted) & (damping >= problem.limits.top)
+    # A rejected trial from a NaN or inf loss ends the step at once: a larger damping would
+    # only shorten the step, and carrying λ on to the next batch would stall that one too.
+    stalled = tf.logical_not(accepted) & ((damping >= problem.limits.top)
+                                          | tf.logical_not(tf.math.is_finite(problem.f0)))
     code = lm_convergence.convergence_code(problem.tests, problem.f0, f_new, predicted, gain,
                                            delta, finite & within, stalled)
     kept = [tf.where(accepted, new, old) for new, old in zip(out, values)]

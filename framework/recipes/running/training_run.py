@@ -180,9 +180,12 @@ def _nonfinite_message(run: str, config: dict, model, epoch: int | None) -> str:
     else:
         state = (f"no checkpoint was written (every epoch's loss was non-finite, so "
                  f"{folder} holds no good state)")
+    # An optimizer that solves for its step length (LevenbergMarquardt) has no rate to lower.
+    remedy = ("Lower the learning rate (or check the data and the loss)"
+              if getattr(model.optimizer, "uses_learning_rate", True) else
+              "Check the data (NaN or inf pass with training.check_finite: false) and the loss")
     return (f"the loss became non-finite{where}; training stopped there and no final weights "
-            f"were saved: {state}. Lower the learning rate (or check the data and the loss), "
-            f"then train again")
+            f"were saved: {state}. {remedy}, then train again")
 
 
 def _finish(run: str, prepared: Prepared, recorder: _HistoryFile) -> RunResult:

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from graphfit import cli
@@ -177,6 +178,26 @@ def test_a_loss_non_finite_from_the_first_epoch_stops_and_says_no_checkpoint(tmp
     assert "the loss became non-finite in epoch 1" in err
     assert "no checkpoint was written" in err and "latest checkpoint" not in err
     assert len(json.loads((run / "history.json").read_text())["loss"]) == 1  # stopped at once
+
+
+def test_a_levenberg_marquardt_run_on_a_nan_label_says_to_check_the_data(tmp_path, capsys):
+    # LM has no learning rate to lower; its own stop says why it stopped.
+    rows = ["x,y"] + [f"{x:.3f},{np.sinc(3 * x):.5f}" for x in np.linspace(-1, 1, 60)]
+    rows[7] = "-0.800,nan"
+    (tmp_path / "sinc_nan.csv").write_text("\n".join(rows) + "\n")
+    path = tmp_path / "lm.yaml"
+    path.write_text("data: {source: csv, path: sinc_nan.csv, features: [x], target: y}\n"
+                    "model: [{type: Dense, units: 8, activation: tanh}, {type: Dense, units: 1}]\n"
+                    "loss: mse\noptimizer: {type: LevenbergMarquardt}\n"
+                    "training: {epochs: 4, batch_size: null, check_finite: false}\n")
+    run = tmp_path / "run"
+    assert cli.main(["train", str(path), "--run-dir", str(run), "--verbose", "2"]) == 1
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert "a step started from a NaN or inf loss" in printed
+    assert "the loss became non-finite in epoch 1" in captured.err
+    assert "Check the data (NaN or inf pass with training.check_finite: false)" in captured.err
+    assert "learning rate" not in captured.err
 
 
 def test_evaluate_a_run_whose_logs_cannot_be_written(trained, tmp_path, capsys):

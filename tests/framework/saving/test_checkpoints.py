@@ -389,9 +389,12 @@ def test_a_run_killed_after_an_epoch_resumes_in_a_new_process_exactly(tmp_path):
     resume = _spawn(code, "resume", folder, str(tmp_path / "resumed.npz"))
     # The uninterrupted run, here while the subprocesses start.
     train_run("full", str(tmp_path / "full"), str(tmp_path / "full.npz"))
-    while (checkpoints.resume_point(folder) or 0) < 2 and killed.poll() is None:
+    deadline = time.monotonic() + 120  # a failure, not a hang, if epoch 2 is never saved
+    while ((checkpoints.resume_point(folder) or 0) < 2 and killed.poll() is None
+           and time.monotonic() < deadline):
         time.sleep(0.01)
     assert killed.poll() is None, "it ended before it could be killed: " + killed.stderr.read()
+    assert (checkpoints.resume_point(folder) or 0) >= 2, "no checkpoint of epoch 2 appeared"
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     resume.stdin.write("go\n")

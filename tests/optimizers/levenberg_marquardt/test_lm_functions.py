@@ -215,19 +215,41 @@ def test_a_non_finite_loss_never_reads_as_converged_or_stalled(f0, f_new, delta,
     assert int(code) == expected
 
 
-def test_a_fit_on_nan_labels_without_the_check_stops_saying_the_loss_is_not_finite():
+@pytest.mark.parametrize("case", ["nan label", "nan label, XLA", "nan label, batches of 10",
+                                  "inf loss, float64"])
+def test_a_fit_from_a_non_finite_loss_stops_saying_so(case):
+    # NaN labels pass fit's check only with check_finite=False; an output bias of 1e160 gives
+    # finite residuals whose squares overflow. Under XLA a NaN once read as the gradient test
+    # met (its reduce_max skips NaN); with batches, one NaN batch grew λ until the next batch
+    # "converged" (a review).
     import graphfit as gf
 
-    x = np.linspace(-1, 1, 40, dtype=np.float32)[:, None]
-    y = np.sinc(3 * x).astype(np.float32)
-    y[5] = np.nan
+    dtype = "float64" if "float64" in case else "float32"
+    x = np.linspace(-1, 1, 40)[:, None].astype(dtype)
+    y = np.sinc(3 * x).astype(dtype)
+    if "nan" in case:
+        y[5] = np.nan
     model = gf.Sequential([gf.layers.Dense(4, activation="tanh"), gf.layers.Dense(1)],
-                          input_shape=(1,))
-    model.compile(gf.optimizers.LevenbergMarquardt(), "mse")
-    history = model.fit(x, y, batch_size=40, epochs=5, verbose=0, check_finite=False)
-    assert len(history.history["loss"]) < 5  # it stopped
-    assert "the loss is NaN or inf" in history.stop_reason, history.stop_reason
+                          input_shape=(1,), dtype=dtype)
+    model.compile(gf.optimizers.LevenbergMarquardt(), "mse", jit_compile="XLA" in case)
+    if "inf" in case:
+        model.layers[-1].weights[-1].assign([1e160])
+    history = model.fit(x, y, batch_size=10 if "batches" in case else 40, epochs=5, verbose=0,
+                        check_finite=False)
+    assert len(history.history["loss"]) == 1  # it stopped in its first epoch
+    assert "started from a NaN or inf loss" in history.stop_reason, history.stop_reason
     assert "converged" not in history.stop_reason
+
+
+@pytest.mark.parametrize("f0, b, diag", [
+    (np.inf, [1.0, 0.0], [1.0, 1.0]),  # an overflowing sum of finite residuals: cosines 0
+    (4.0, [np.nan, 0.0], [1.0, 1.0]),
+    (4.0, [np.nan, np.nan], [np.nan, np.nan]),  # NaN columns of J (once read as zero columns)
+])
+def test_the_gradient_test_never_holds_for_a_non_finite_system(f0, b, diag):
+    assert not bool(lm_convergence.gradient_converged(_c(b), _c(diag), _c(f0), 0.5))
+    under_xla = tf.function(lm_convergence.gradient_converged, jit_compile=True)
+    assert not bool(under_xla(_c(b), _c(diag), _c(f0), 0.5))
 
 
 def test_gradient_converged_compares_the_largest_cosine():
