@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=${TMPDIR:-/tmp}/graphfit-gpu-wheels
+rm -rf "$work"  # one version of each wheel
 mkdir -p "$work/site" .tfc
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
