@@ -166,15 +166,22 @@ def test_an_explicit_run_dir_taken_by_a_live_run_is_refused(tmp_path):
         run_directory.claim_new_run("x", str(tmp_path / "file"))
 
 
-def test_a_loss_non_finite_from_the_first_epoch_stops_and_says_no_checkpoint(tmp_path, capsys):
-    path = tmp_path / "nan.yaml"
-    path.write_text("data: {source: sinc, n_samples: 200}\n"
-                    "model: [{type: Dense, units: 16, activation: tanh}, {type: Dense, units: 1}]\n"
-                    "loss: mse\noptimizer: {type: SGD, learning_rate: 1.0e+30}\n"
-                    "training: {epochs: 6, batch_size: 8}\n")
+def _train_a_failing_recipe(tmp_path, capsys, data, units, rest, verbose="0"):
+    """Trains a Dense(units, tanh) -> Dense(1) recipe that must fail (exit status 1); returns
+    (run folder, captured output)."""
+    path = tmp_path / "failing.yaml"
+    path.write_text(f"data: {data}\nmodel: [{{type: Dense, units: {units}, activation: tanh}}, "
+                    f"{{type: Dense, units: 1}}]\nloss: mse\n{rest}")
     run = tmp_path / "run"
-    assert cli.main(["train", str(path), "--run-dir", str(run), "--verbose", "0"]) == 1
-    err = capsys.readouterr().err
+    assert cli.main(["train", str(path), "--run-dir", str(run), "--verbose", verbose]) == 1
+    return run, capsys.readouterr()
+
+
+def test_a_loss_non_finite_from_the_first_epoch_stops_and_says_no_checkpoint(tmp_path, capsys):
+    run, captured = _train_a_failing_recipe(
+        tmp_path, capsys, "{source: sinc, n_samples: 200}", 16,
+        "optimizer: {type: SGD, learning_rate: 1.0e+30}\ntraining: {epochs: 6, batch_size: 8}\n")
+    err = captured.err
     assert "the loss became non-finite in epoch 1" in err
     assert "no checkpoint was written" in err and "latest checkpoint" not in err
     assert len(json.loads((run / "history.json").read_text())["loss"]) == 1  # stopped at once
@@ -185,14 +192,10 @@ def test_a_levenberg_marquardt_run_on_a_nan_label_says_to_check_the_data(tmp_pat
     rows = ["x,y"] + [f"{x:.3f},{np.sinc(3 * x):.5f}" for x in np.linspace(-1, 1, 60)]
     rows[7] = "-0.800,nan"
     (tmp_path / "sinc_nan.csv").write_text("\n".join(rows) + "\n")
-    path = tmp_path / "lm.yaml"
-    path.write_text("data: {source: csv, path: sinc_nan.csv, features: [x], target: y}\n"
-                    "model: [{type: Dense, units: 8, activation: tanh}, {type: Dense, units: 1}]\n"
-                    "loss: mse\noptimizer: {type: LevenbergMarquardt}\n"
-                    "training: {epochs: 4, batch_size: null, check_finite: false}\n")
-    run = tmp_path / "run"
-    assert cli.main(["train", str(path), "--run-dir", str(run), "--verbose", "2"]) == 1
-    captured = capsys.readouterr()
+    _, captured = _train_a_failing_recipe(
+        tmp_path, capsys, "{source: csv, path: sinc_nan.csv, features: [x], target: y}", 8,
+        "optimizer: {type: LevenbergMarquardt}\n"
+        "training: {epochs: 4, batch_size: null, check_finite: false}\n", verbose="2")
     printed = captured.out + captured.err
     assert "a step started from a NaN or inf loss" in printed
     assert "the loss became non-finite in epoch 1" in captured.err
