@@ -290,9 +290,10 @@ def evaluate_run(run: str, verbose: int = 0,
                 board = [TensorBoard(_writable_log_dir(_log_dir(prepared.recipe.config, run)))]
                 # The test point of the run's last epoch, as fit wrote it.
                 board[0].evaluation_step = max(_epochs_trained(run) - 1, 0)
+            # Checked when the data loaded, as training.check_finite says.
             results[stage] = prepared.model.evaluate(x, y, batch_size=batch_size, stage=stage,
                                                      verbose=verbose, return_dict=True,
-                                                     callbacks=board)
+                                                     callbacks=board, check_finite=False)
     return results
 
 

@@ -29,6 +29,7 @@ import dataclasses
 import math
 import os
 import sys
+import warnings
 from typing import Any
 
 from graphfit.callbacks.callback import Callback
@@ -89,19 +90,38 @@ class _HistoryFile(Callback):
 
 
 class _StopWhenNotFinite(Callback):
-    """Stops a recipe run at the end of the first epoch whose loss is NaN or infinite: later
-    epochs cannot recover, and the checkpoints skip them anyway."""
+    """Stops a recipe run at the end of the first epoch whose training loss is NaN or infinite:
+    later epochs cannot recover, and the checkpoints skip them anyway.
+
+    A non-finite validation or test loss says something about that data (NaN or inf that
+    `training.check_finite: false` let through), not about training: it is warned about, once
+    per key, and the run goes on to save its weights.
+    """
 
     def __init__(self):
         super().__init__()
         self.epoch: int | None = None
+        self._warned: set[str] = set()
 
     def on_epoch_end(self, epoch, logs=None):
         for key, value in (logs or {}).items():
-            if key.endswith("loss") and not math.isfinite(float(value)):
-                self.epoch = epoch
-                self.model.stop_training = True
-                return
+            if not key.endswith("loss") or math.isfinite(float(value)):
+                continue
+            if key.startswith(("val_", "test_")):
+                self._warn(key, float(value), epoch)
+                continue
+            self.epoch = epoch
+            self.model.stop_training = True
+            return
+
+    def _warn(self, key: str, value: float, epoch: int) -> None:
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        split = "validation" if key.startswith("val_") else "test"
+        warnings.warn(f"{key} is {value} after epoch {epoch + 1}, while training's loss is "
+                      f"finite: the {split} data holds NaN or inf (training.check_finite: "
+                      f"false lets them through). Training goes on.", stacklevel=2)
 
 
 def _history_of(records: list[dict]) -> dict[str, list]:
@@ -200,8 +220,9 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile) -> RunResult:
     for stage, data in (("val", splits.val), ("test", splits.test)):
         if data is not None:
             sx, sy = data if isinstance(data, tuple) else (data, None)
+            # Checked when the data loaded, as training.check_finite says (as for fit).
             metrics[stage] = model.evaluate(sx, sy, batch_size=batch_size, stage=stage,
-                                            verbose=0, return_dict=True)
+                                            verbose=0, return_dict=True, check_finite=False)
     from graphfit import plots  # matplotlib loads only when drawing
 
     # The test split's predicted classes, for the confusion matrix: under several workers

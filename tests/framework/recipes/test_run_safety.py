@@ -166,19 +166,19 @@ def test_an_explicit_run_dir_taken_by_a_live_run_is_refused(tmp_path):
         run_directory.claim_new_run("x", str(tmp_path / "file"))
 
 
-def _train_a_failing_recipe(tmp_path, capsys, data, units, rest, verbose="0"):
-    """Trains a Dense(units, tanh) -> Dense(1) recipe that must fail (exit status 1); returns
-    (run folder, captured output)."""
+def _train_recipe(tmp_path, capsys, data, units, rest, verbose="0", status=1):
+    """Trains a Dense(units, tanh) -> Dense(1) recipe that must end with exit `status` (1: it
+    fails); returns (run folder, captured output)."""
     path = tmp_path / "failing.yaml"
     path.write_text(f"data: {data}\nmodel: [{{type: Dense, units: {units}, activation: tanh}}, "
                     f"{{type: Dense, units: 1}}]\nloss: mse\n{rest}")
     run = tmp_path / "run"
-    assert cli.main(["train", str(path), "--run-dir", str(run), "--verbose", verbose]) == 1
+    assert cli.main(["train", str(path), "--run-dir", str(run), "--verbose", verbose]) == status
     return run, capsys.readouterr()
 
 
 def test_a_loss_non_finite_from_the_first_epoch_stops_and_says_no_checkpoint(tmp_path, capsys):
-    run, captured = _train_a_failing_recipe(
+    run, captured = _train_recipe(
         tmp_path, capsys, "{source: sinc, n_samples: 200}", 16,
         "optimizer: {type: SGD, learning_rate: 1.0e+30}\ntraining: {epochs: 6, batch_size: 8}\n")
     err = captured.err
@@ -189,10 +189,8 @@ def test_a_loss_non_finite_from_the_first_epoch_stops_and_says_no_checkpoint(tmp
 
 def test_a_levenberg_marquardt_run_on_a_nan_label_says_to_check_the_data(tmp_path, capsys):
     # LM has no learning rate to lower; its own stop says why it stopped.
-    rows = ["x,y"] + [f"{x:.3f},{np.sinc(3 * x):.5f}" for x in np.linspace(-1, 1, 60)]
-    rows[7] = "-0.800,nan"
-    (tmp_path / "sinc_nan.csv").write_text("\n".join(rows) + "\n")
-    _, captured = _train_a_failing_recipe(
+    _sinc_csv(tmp_path / "sinc_nan.csv", 60, nan_row=7)
+    _, captured = _train_recipe(
         tmp_path, capsys, "{source: csv, path: sinc_nan.csv, features: [x], target: y}", 8,
         "optimizer: {type: LevenbergMarquardt}\n"
         "training: {epochs: 4, batch_size: null, check_finite: false}\n", verbose="2")
@@ -201,6 +199,32 @@ def test_a_levenberg_marquardt_run_on_a_nan_label_says_to_check_the_data(tmp_pat
     assert "the loss became non-finite in epoch 1" in captured.err
     assert "Check the data (NaN or inf pass with training.check_finite: false)" in captured.err
     assert "learning rate" not in captured.err
+
+
+def _sinc_csv(path, points, nan_row=None):
+    rows = ["x,y"] + [f"{x:.3f},{np.sinc(3 * x):.5f}" for x in np.linspace(-1, 1, points)]
+    if nan_row is not None:
+        rows[nan_row] = rows[nan_row].split(",")[0] + ",nan"
+    path.write_text("\n".join(rows) + "\n")
+
+
+def test_a_nan_only_in_the_test_data_is_warned_about_and_the_run_finishes(tmp_path, capsys):
+    # The test loss says nothing about training: the run used to fail, discard its weights
+    # and blame "the loss" (a review).
+    _sinc_csv(tmp_path / "train.csv", 80)
+    _sinc_csv(tmp_path / "test.csv", 20, nan_row=4)
+    csv = "{source: csv, path: %s, features: [x], target: y}"
+    with pytest.warns(UserWarning, match="test_loss is nan after epoch 2, while training's "
+                                         "loss is finite: the test data holds NaN or inf"):
+        run, _ = _train_recipe(
+            tmp_path, capsys, csv % "train.csv", 8,
+            "optimizer: {type: Adam, learning_rate: 0.01}\ntraining: {epochs: 2, batch_size: "
+            f"16, check_finite: false, test_data: {csv % 'test.csv'}}}\n", status=0)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["test"]["loss"] is None and metrics["val"]["loss"] > 0
+    assert (run / "checkpoints").is_dir() and any(
+        name.startswith("final") for name in os.listdir(run / "checkpoints"))
+    assert cli.main(["evaluate", str(run)]) == 0  # re-evaluated with the recipe's setting
 
 
 def test_evaluate_a_run_whose_logs_cannot_be_written(trained, tmp_path, capsys):
