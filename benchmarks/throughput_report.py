@@ -61,10 +61,10 @@ def _row(workload, results, policy: str, peaks) -> list[str]:
 def _machine() -> str:
     cpus = os.cpu_count()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cpus
-    gpus = len(tf.config.list_physical_devices("GPU"))
+    gpus = tf.config.list_physical_devices("GPU")
     gpu_names = [tf.config.experimental.get_device_details(gpu).get("device_name", "GPU")
-                 for gpu in tf.config.list_physical_devices("GPU")]
-    return (f"{usable} usable CPU cores (of {cpus}; {cpu_model()}), {gpus} GPU(s)"
+                 for gpu in gpus]
+    return (f"{usable} usable CPU cores (of {cpus}; {cpu_model()}), {len(gpus)} GPU(s)"
             f"{' (' + ', '.join(gpu_names) + ')' if gpu_names else ''}, {platform.machine()} "
             f"{platform.system()}; Python {platform.python_version()}, TensorFlow "
             f"{tf.__version__}, Keras {keras.__version__}, graphfit {gf.__version__}")

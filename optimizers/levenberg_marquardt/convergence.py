@@ -86,7 +86,7 @@ def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,
         FTOL when `|f0 − f_new| ≤ ftol·f0`, `0 ≤ predicted ≤ ftol·f0` and `gain ≤ 2`; XTOL
         when `‖S δ‖ ≤ xtol·‖S x‖`; FTOL_AND_XTOL for both; else STALLED when `stalled`; else
         NOT_CONVERGED. Any of these but NOT_CONVERGED becomes NOT_FINITE when `f0` is NaN or
-        inf: nothing converged, and no step can reduce such a loss. (A negative prediction is
+        inf: nothing converges from such a start. (A negative prediction is
         rounding, from a damping below the resolution of `JᵀJ`: the quadratic model says
         nothing then.)
     """
