@@ -89,7 +89,8 @@ class GraphReport:
         title: what was traced ("train step of model 'sequential'", a function's name).
         signature: the traced inputs, e.g. "x: float32[32, 64]".
         before: op counts of the traced graph (main graph plus reached library functions).
-        after: op counts after Grappler's default pipeline.
+        after: op counts after Grappler's default pipeline (for a step: with its optimizer's
+            `graph_rewrites`, as fit runs it).
         passes: what each pass did alone on the traced graph; the last is the pipeline.
         jit_compile: whether the function is compiled by XLA.
         xla: HLO counts and fusions when `jit_compile`, else None.
@@ -228,10 +229,11 @@ def _is_jit(function) -> bool:
     return bool(getattr(function, "_jit_compile", False))
 
 
-def _report(function, args, kwargs, title: str, passes, **extra) -> GraphReport:
+def _report(function, args, kwargs, title: str, passes, rewrites=None,
+            **extra) -> GraphReport:
     concrete = function.get_concrete_function(*args, **kwargs)
     graph_def, fetches = grappler.graph_def_of(concrete.graph)
-    optimized, effects = grappler.run_passes(graph_def, fetches, passes)
+    optimized, effects = grappler.run_passes(graph_def, fetches, passes, rewrites)
     jit = _is_jit(function)
     notes = list(extra.pop("notes", ()))
     xla = None
@@ -361,7 +363,12 @@ def step_graph(model, stage: str = "train", batch_size: int | None = 32, *, x=No
         args = ((x_spec, y_spec, None),)
     flop_counts, notes = model_flops(model, batch_size) if flops else (None, [])
     setting = model.compile_state.jit_compile_setting
+    # fit, evaluate and predict call the model's loops under its optimizer's Grappler
+    # settings (CompiledSteps), so the pipeline shown is the one they run.
+    optimizer = model.compile_state.optimizer
+    rewrites = None if optimizer is None else optimizer.graph_rewrites
     return _report(function, args, {}, f"{stage} step of model {model.name!r}", passes,
+                   rewrites,
                    model=ModelCounts.of(model), flops=flop_counts, stage=stage,
                    batch_size=batch_size, notes=notes,
                    xla_setting=_setting_text(setting, steps.jit_compile, model))

@@ -19,13 +19,15 @@ import collections
 import contextlib
 import dataclasses
 import threading
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from tensorflow.python.grappler import cluster as gcluster
 from tensorflow.python.grappler import tf_optimizer
+
+from graphfit.core.graph_rewrites import check_rewrites
 
 __all__ = ["PASSES", "OpCounts", "PassEffect", "graph_def_of", "count_ops", "optimize",
            "compare", "run_passes"]
@@ -203,7 +205,8 @@ def _cluster() -> Iterator[gcluster.Cluster]:
 
 
 def optimize(graph_def: graph_pb2.GraphDef, fetches: Sequence[str],
-             passes: Sequence[str] | None = None, cluster=None) -> graph_pb2.GraphDef:
+             passes: Sequence[str] | None = None, cluster=None,
+             rewrites: Mapping[str, object] | None = None) -> graph_pb2.GraphDef:
     """Runs Grappler on `graph_def`.
 
     Args:
@@ -212,19 +215,23 @@ def optimize(graph_def: graph_pb2.GraphDef, fetches: Sequence[str],
         passes: Grappler pass names (keys of `PASSES`, or any RewriterConfig optimizer name)
             to run alone, in order; None runs TensorFlow's default pipeline.
         cluster: a `grappler.cluster.Cluster` to reuse; None makes one for this run.
+        rewrites: settings that change the pipeline, as `graphfit.core.graph_rewrites` takes
+            them (an optimizer's `graph_rewrites`); None: TensorFlow's.
 
     Returns:
         The optimized GraphDef (with its optimized function library).
     """
     if cluster is None:
         with _cluster() as cluster:
-            return optimize(graph_def, fetches, passes, cluster)
+            return optimize(graph_def, fetches, passes, cluster, rewrites)
     meta_graph = meta_graph_pb2.MetaGraphDef()
     meta_graph.graph_def.CopyFrom(_placed(graph_def))
     meta_graph.collection_def["train_op"].node_list.value.extend(fetches)
     config = config_pb2.ConfigProto()
     rewrite = config.graph_options.rewrite_options
     rewrite.min_graph_nodes = -1  # optimize even the tiny example graphs
+    for field, value in check_rewrites(rewrites or {}).items():
+        setattr(rewrite, field, value)
     if passes:
         rewrite.optimizers.extend(passes)
     return tf_optimizer.OptimizeGraph(config, meta_graph, verbose=False, cluster=cluster)
@@ -383,8 +390,12 @@ def _display(key: tuple[str, str]) -> str:
 
 def run_passes(graph_def: graph_pb2.GraphDef, fetches: Sequence[str],
                passes: Sequence[str] = tuple(PASSES),
+               rewrites: Mapping[str, object] | None = None,
                ) -> tuple[graph_pb2.GraphDef, list[PassEffect]]:
     """Runs each pass alone on the traced graph, then the default pipeline.
+
+    `rewrites` changes the pipeline as the function's calls would (`optimize`); the last
+    effect's label names them.
 
     Returns:
         (the graph after the default pipeline, one `PassEffect` per pass and a last one for
@@ -395,6 +406,8 @@ def run_passes(graph_def: graph_pb2.GraphDef, fetches: Sequence[str],
         for name in passes:
             optimized = optimize(graph_def, fetches, [name], cluster)
             effects.append(compare(graph_def, optimized, name, PASSES.get(name, name)))
-        optimized = optimize(graph_def, fetches, cluster=cluster)
-    effects.append(compare(graph_def, optimized, DEFAULT, "default pipeline"))
+        optimized = optimize(graph_def, fetches, cluster=cluster, rewrites=rewrites)
+    label = "default pipeline" + (
+        " with " + ", ".join(f"{k}={v}" for k, v in rewrites.items()) if rewrites else "")
+    effects.append(compare(graph_def, optimized, DEFAULT, label))
     return optimized, effects

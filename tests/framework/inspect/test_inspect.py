@@ -253,3 +253,36 @@ def test_constant_folding_does_not_call_a_folded_constant_merged():
     assert effect.merged == []
     assert effect.folded == {"Mul": 1}
 
+
+
+# ------------------------------------------------- the optimizer's Grappler settings
+def test_grappler_settings_change_the_pipeline_that_runs():
+    graph_def, fetches = gf_inspect.grappler.graph_def_of(affine.get_concrete_function().graph)
+    folded = gf_inspect.grappler.optimize(graph_def, fetches)
+    kept = gf_inspect.grappler.optimize(graph_def, fetches,
+                                        rewrites={"constant_folding": False})
+    assert gf_inspect.grappler.count_ops(folded).by_type == {"Const": 1}
+    assert gf_inspect.grappler.count_ops(kept).by_type.get("Mul") == 1
+    with pytest.raises(ValueError, match="Unknown Grappler setting 'folding'"):
+        gf_inspect.grappler.optimize(graph_def, fetches, rewrites={"folding": False})
+
+
+def test_a_step_report_runs_the_optimizer_s_grappler_settings(dense):
+    # fit runs an LM model's loops with one Grappler round and no memory optimizer; the
+    # report's pipeline is that one, and says so. SGD keeps TensorFlow's.
+    model = gf.Sequential([layers.Dense(4, activation="tanh"), layers.Dense(1)])
+    model.build((None, 2))
+    model.compile(optimizer=gf.optimizers.LevenbergMarquardt(), loss="mse")
+    report = gf_inspect.step_graph(model, "train", batch_size=8, flops=False)
+    rewrites = model.compile_state.optimizer.graph_rewrites  # set for the built parameters
+    assert rewrites  # the direct solver's settings
+    pipeline = report.pass_effect("default")
+    assert pipeline.label == "default pipeline with " + ", ".join(
+        f"{key}={value}" for key, value in rewrites.items())
+    graph_def, fetches = gf_inspect.grappler.graph_def_of(
+        model.compile_state.steps.train_step.get_concrete_function(
+            (tf.TensorSpec([8, 2]), tf.TensorSpec([8, 1]), None)).graph)
+    expected = gf_inspect.grappler.optimize(graph_def, fetches, rewrites=rewrites)
+    assert report.after == gf_inspect.grappler.count_ops(expected)
+    _, _, sgd_reports = dense
+    assert sgd_reports["train"].pass_effect("default").label == "default pipeline"
