@@ -12,6 +12,7 @@ import weakref
 
 import tensorflow as tf
 
+from graphfit.core.graph_rewrites import check_rewrites
 from graphfit.training import distribution, input_checks
 from graphfit.training.compiled_steps import CompiledSteps
 from graphfit.training.execution_sizer import ExecutionSizer
@@ -79,6 +80,20 @@ def _check_metrics(metrics, argument: str):
         for identifier in item if isinstance(item, (list, tuple)) else [item]:
             check_metric_identifier(identifier)
     return metrics
+
+
+def _check_graph_rewrites(optimizer) -> None:
+    """A bad Grappler setting of the optimizer refused at compile, not at the first fit.
+
+    Settings that depend on the built variables (LM's) are checked again when the loops run.
+    """
+    settings = optimizer.graph_rewrites
+    if not settings:
+        return
+    try:
+        check_rewrites(settings)
+    except ValueError as error:
+        raise ValueError(f"{type(optimizer).__name__}.graph_rewrites: {error}") from None
 
 
 def _check_distributed_optimizer(strategy, optimizer) -> None:
@@ -150,6 +165,8 @@ class CompileState:
             self.optimizer = optimizers.LossScaleOptimizer(self.optimizer)
         if self.strategy is not None and self.optimizer is not None:
             _check_distributed_optimizer(self.strategy, self.optimizer)
+        if self.optimizer is not None:
+            _check_graph_rewrites(self.optimizer)
         self.loss_set = LossSet(loss, loss_weights) if loss is not None else None
         self.metrics_spec = _check_metrics(metrics, "metrics")
         self.weighted_metrics_spec = _check_metrics(weighted_metrics, "weighted_metrics")

@@ -76,6 +76,17 @@ def test_a_bad_setting_is_refused_with_what_is_valid(settings, message):
         check_rewrites(settings)
 
 
+class _MisspelledRewrites(optimizers.SGD):
+    graph_rewrites = {"remaping": False}
+
+
+def test_an_optimizer_s_bad_setting_is_refused_at_compile():
+    model = gf.Sequential([layers.Dense(1)])
+    with pytest.raises(ValueError, match=r"_MisspelledRewrites.graph_rewrites: Unknown Grappler "
+                                         r"setting 'remaping'"):
+        model.compile(optimizer=_MisspelledRewrites(0.1), loss="mse")
+
+
 class _RecordsRewrites(layers.Dense):
     """A Dense that records the thread's Grappler settings each time it is traced."""
 
