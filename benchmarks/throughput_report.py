@@ -58,7 +58,8 @@ def _row(workload, results, policy: str, peaks) -> list[str]:
     ]
 
 
-def _machine() -> str:
+def machine_line() -> str:
+    """The machine and the versions, for a benchmark's header."""
     cpus = os.cpu_count()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cpus
     gpus = tf.config.list_physical_devices("GPU")
@@ -108,7 +109,7 @@ def report(workloads, all_results, peaks, args) -> None:
     print(f"{caption}\n")
     _print_table(header, rows, args.markdown)
     bullet = "- " if args.markdown else "  "
-    print(f"machine: {_machine()}")
+    print(f"machine: {machine_line()}")
     print(_peaks_line(peaks, peak_size, args.repeats))
     print("settings and checks:")
     for workload in workloads:
