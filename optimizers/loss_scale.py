@@ -92,10 +92,9 @@ def _divided(gradient, scale):
     return gradient / tf.cast(scale, gradient.dtype)
 
 
-def _on_several_replicas() -> bool:
-    context = tf.distribute.get_replica_context()
-    return (tf.distribute.has_strategy() and context is not None
-            and context.num_replicas_in_sync > 1)
+def _in_a_strategy_replica() -> bool:
+    # Even one replica: its variables assign through merge_call, which a cond branch forbids.
+    return tf.distribute.has_strategy() and tf.distribute.get_replica_context() is not None
 
 
 class _LossScaleState(tf.Module):
@@ -305,7 +304,7 @@ class LossScaleOptimizer(Optimizer):
             apply(zip(unscaled, variables))
             self._grow_scale()
 
-        if _on_several_replicas():
+        if _in_a_strategy_replica():
             # A cond whose branch assigns mirrored variables cannot synchronize the replicas:
             # apply, then put every value back where the step is skipped.
             state = [*variables, *self.inner_optimizer.variables]

@@ -106,6 +106,17 @@ def test_skipped_step_under_mirrored_strategy(two_cpu_results):
     assert result["iterations"] == [4, 4] and result["scales"] == [2.0**11, 2.0**12]
 
 
+def test_skipped_step_under_a_one_replica_strategy():
+    """MirroredStrategy on one device (a CPU-only or one-GPU machine): its variables assign
+    through merge_call, which a cond cannot hold, so the skip is the select here too."""
+    with_bad = fitted(True)
+    mirrored = fitted(True, strategy=tf.distribute.MirroredStrategy(["/cpu:0"]))
+    assert mirrored.optimizer.iterations.numpy() == 4
+    assert mirrored.optimizer.loss_scale.numpy() == 2.0**11
+    for got, want in zip(_state(mirrored), _state(with_bad), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
 def test_matches_keras_step_by_step():
     coefficients = [1.0, 2.0, np.inf, 0.5, 3.0, np.nan, 1.5, 2.5]
     start = np.array([1.0, -2.0, 0.5], dtype="float32")
