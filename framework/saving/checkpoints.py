@@ -312,11 +312,14 @@ class Checkpointer:
         # Checkpoints written before records were saved have none: do not ask for them.
         objects = _present_in(saved, self._objects(optimizer, records=_RECORDS_KEY in saved))
         checkpoint = tf.train.Checkpoint(**objects)
+        slots = optimizer is not None and _holds_slots(saved)
+        if slots:
+            _check_slot_names(saved, optimizer, path)
         built = getattr(model, "built_input_spec", None) is not None
         if not built:
             checkpoint.read(path).expect_partial()
             return self._restored(path)
-        if optimizer is not None and _holds_slots(saved):
+        if slots:
             optimizer.build(model.trainable_variables)  # restore fills these slots
         variables = _variables_of(model, optimizer, self.fit_state, self._best_value)
         before = [v.numpy() for v in variables]
@@ -359,6 +362,24 @@ def _holds_slots(saved: dict) -> bool:
     """Whether the checkpoint (`saved`: its variable names) holds optimizer slots (not so if
     the optimizer never ran)."""
     return any(name.startswith("optimizer/_slots/") for name in saved)
+
+
+def _check_slot_names(saved: dict, optimizer, path: str) -> None:
+    """Refuses a checkpoint whose optimizer kept other slots per variable than `optimizer`.
+
+    Slots are saved by position, so Adam's `momentum` would restore into SGD's `momentum`
+    and its `velocity` be dropped, silently: the optimizer that saved it was another.
+    """
+    kept = {name.split("/")[3] for name in saved if name.startswith("optimizer/_slots/")}
+    part = _optimizer_parts(optimizer)["optimizer"]  # a LossScaleOptimizer's inner optimizer
+    expected = set(getattr(part, "slot_names", ()))
+    if kept != expected:
+        raise ValueError(
+            f"The checkpoint {path!r} was saved by an optimizer with the slots "
+            f"{', '.join(sorted(kept))} per variable, but this model's optimizer "
+            f"({type(part).__name__}) keeps {', '.join(sorted(expected)) or 'none'}. Compile "
+            f"the model with the optimizer that saved it to resume training, or read only "
+            f"the weights with model.load_weights({path!r}).")
 
 
 def _variables_of(model, optimizer, state, best) -> list[tf.Variable]:

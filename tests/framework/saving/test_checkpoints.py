@@ -189,6 +189,26 @@ def test_a_mismatched_checkpoint_raises_and_leaves_the_model_as_it_was(tmp_path)
         np.testing.assert_array_equal(variable.numpy(), value)
 
 
+@pytest.mark.parametrize("built", [True, False], ids=["built", "deferred"])
+def test_a_checkpoint_of_another_optimizer_is_refused(tmp_path, built):
+    # Slots are saved by position: Adam's "momentum" would fill SGD's, silently.
+    _trained(tmp_path, gf.optimizers.Adam(0.01))
+    other = _build_model(optimizer=gf.optimizers.SGD(0.05, momentum=0.9))
+    if built:
+        other.build((None, 3))
+    before = [v.numpy() for v in other.variables]
+    with pytest.raises(ValueError, match=r"saved by an optimizer with the slots momentum, "
+                                         r"velocity per variable, but this model's optimizer "
+                                         r"\(SGD\) keeps momentum.*model.load_weights"):
+        checkpoints.restore_latest(other, str(tmp_path))
+    for value, variable in zip(before, other.variables, strict=True):
+        np.testing.assert_array_equal(variable.numpy(), value)
+    assert int(checkpoints.fit_state(other).epoch) == 0
+    if built:  # the weights alone still load, as the message says
+        path = checkpoints.Checkpointer(str(tmp_path), other).latest_path("latest")
+        other.load_weights(path)
+
+
 def test_a_checkpoint_with_the_earlier_int32_lm_state_says_so_and_changes_nothing(tmp_path):
     # Before LM's convergence code became int64 (XLA on a GPU cannot reach int32 variables),
     # checkpoints held it as int32: rewrite a fresh checkpoint that way, as that graphfit did.
