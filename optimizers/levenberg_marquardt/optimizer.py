@@ -234,8 +234,23 @@ class LevenbergMarquardt(Optimizer):
         `geodesic_acceleration=True` where it cannot apply (both are checked again when the
         step is traced, for steps that `fit` does not prepare)."""
         lm_residuals.check_linearizable(losses)
+        if distributed and self._resolved_solver() == "cg":
+            self._refuse_cg_under_a_strategy(
+                None if self._scale is None else int(self._scale.shape[0]))
         if self.geodesic_acceleration is True and self._scale is not None:
             lm_geodesic.check_possible(self._resolved_solver(), distributed, losses)
+
+    def _refuse_cg_under_a_strategy(self, n: int | None) -> None:
+        """The matrix-free solver has no distributed form yet (n: the parameters, if known)."""
+        chose = ("" if self.solver == "cg" else
+                 f" chooses the cg solver for n={n} > max_parameters={self.max_parameters},"
+                 f" and cg")
+        direct = ("solver='direct'" if n is None else
+                  f"solver='direct' with max_parameters >= {n} (JᵀJ alone then takes "
+                  f"{n * n * 8 / 2**30:.2f} GiB)")
+        raise ValueError(
+            f"LevenbergMarquardt(solver={self.solver!r}){chose} does not run under a "
+            f"tf.distribute strategy yet: train on one device, or use {direct}.")
 
     def set_steps_per_pass(self, steps: int | None) -> None:
         """With geodesic acceleration the running scale halves its memory once per pass over
@@ -286,13 +301,7 @@ class LevenbergMarquardt(Optimizer):
         if solver == "direct":
             lm_jacobian.check_parameter_count(n, self.max_parameters)
         elif batch.replicas is not None:
-            chose = ("" if self.solver == "cg" else
-                     f" chooses the cg solver for n={n} > max_parameters={self.max_parameters},"
-                     f" and cg")
-            raise ValueError(
-                f"LevenbergMarquardt(solver={self.solver!r}){chose} does not run under a "
-                f"tf.distribute strategy yet: train on one device, or use solver='direct' with "
-                f"max_parameters >= {n} (JᵀJ alone then takes {n * n * 8 / 2**30:.2f} GiB).")
+            self._refuse_cg_under_a_strategy(n)
         self._solver_state(n, solver)
         lm_residuals.check_linearizable(batch.loss_set.losses)
         linear = None  # linearized in the step below; under a strategy, by every replica
