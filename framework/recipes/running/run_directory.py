@@ -155,11 +155,22 @@ def find_run(path: str) -> str:
     if not os.path.isfile(os.path.join(path, RECIPE_FILE)):
         raise ValueError(f"{path} is not a graphfit run directory (it has no {RECIPE_FILE})")
     if not os.path.isfile(os.path.join(path, CHECKPOINT + ".index")):
+        if _holds_a_checkpoint(path):
+            advice = (f"Finish it with `graphfit train --resume {path}` (it continues from "
+                      f"its latest checkpoint)")
+        else:
+            advice = (f"It wrote no checkpoint either, so nothing can be resumed: train its "
+                      f"recipe again (`graphfit train {os.path.join(path, RECIPE_FILE)}`)")
         raise ValueError(f"the run {path} has no final weights ({CHECKPOINT}): it did not "
-                         f"finish. Finish it with `graphfit train --resume {path}` (it "
-                         f"continues from its latest checkpoint)")
+                         f"finish. {advice}")
     use_recorded_modules(path)
     return path
+
+
+def _holds_a_checkpoint(run: str) -> bool:
+    """Whether a training checkpoint was written anywhere in the run (wherever the recipe's
+    ModelCheckpoint put it)."""
+    return any(name.endswith(".index") for _, _, names in os.walk(run) for name in names)
 
 
 def _newest_finished(parent: str) -> str:

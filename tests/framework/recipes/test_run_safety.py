@@ -425,3 +425,23 @@ def test_resume_through_the_latest_link_keeps_it_pointing_at_the_run(tmp_path, m
     assert os.path.islink(latest) and os.readlink(latest) == os.path.basename(first.run_dir)
     history = json.loads((latest / "history.json").read_text())
     assert len(history["loss"]) == 3
+
+
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["none", "written"])
+def test_an_unfinished_run_is_sent_where_it_can_go(tmp_path, checkpoint):
+    """`export`, `evaluate` and `predict` need a finished run: an unfinished one is sent to
+    --resume only when it wrote a checkpoint that --resume can continue from."""
+    run = tmp_path / "run"
+    (run / "checkpoints" / "latest").mkdir(parents=True)
+    (run / run_directory.RECIPE_FILE).write_text("name: unfinished\n")
+    if checkpoint:
+        (run / "checkpoints" / "latest" / "ckpt-1.index").write_bytes(b"")
+    with pytest.raises(ValueError) as error:
+        run_directory.find_run(str(run))
+    message = str(error.value)
+    assert "did not finish" in message
+    if checkpoint:
+        assert f"graphfit train --resume {run}" in message
+    else:
+        assert "--resume" not in message
+        assert f"train its recipe again (`graphfit train {run / 'recipe.yaml'}`)" in message
