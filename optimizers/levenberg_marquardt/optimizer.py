@@ -245,7 +245,7 @@ class LevenbergMarquardt(Optimizer):
         chose = ("" if self.solver == "cg" else
                  f" chooses the cg solver for n={n} > max_parameters={self.max_parameters},"
                  f" and cg")
-        direct = ("solver='direct'" if n is None else
+        direct = ("solver='direct'" if n is None or n <= self.max_parameters else
                   f"solver='direct' with max_parameters >= {n} (JᵀJ alone then takes "
                   f"{n * n * 8 / 2**30:.2f} GiB)")
         raise ValueError(

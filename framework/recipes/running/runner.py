@@ -93,12 +93,26 @@ def _build_and_compile(recipe: Recipe, splits: Splits):
     try:
         model.compile(**compile_arguments(config))
     except (ValueError, TypeError) as error:
-        raise _error(recipe, ("optimizer",), error) from None
+        raise _error(recipe, _compile_key(error), error) from None
     try:
         _build_on(model, splits.train)
     except ValueError as error:
         raise _error(recipe, _model_key(config), error) from None
     return model
+
+
+# compile's messages open with the argument they refuse; the recipe key that sets it.
+_COMPILE_KEYS = {"jit_compile": ("training", "jit_compile"),
+                 "steps_per_execution": ("training", "steps_per_execution"),
+                 "metrics": ("metrics",), "Layer ": ("model",)}
+
+
+def _compile_key(error: Exception) -> tuple:
+    text = str(error)
+    for opening, key in _COMPILE_KEYS.items():
+        if text.startswith(opening):
+            return key
+    return ("optimizer",)
 
 
 # What decides which rows land in which split (see data_loading): the data must be split
