@@ -261,6 +261,7 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
     """
     prepared = prepare(recipe)
     config, splits = recipe.config, prepared.splits
+    workers.check_same_training(recipe, splits, prepared.strategy, initial_epoch=0)
     if not distribution.is_chief(prepared.strategy):
         return _train_as_worker(prepared, run_dir or config["run_dir"])
     try:
@@ -361,6 +362,7 @@ def _resume_locked(run: str, recipe_file: str, overrides: list[str],
         raise ValueError(f"the run {run} has no intact checkpoint in {folder}/latest to resume "
                          f"from (a ModelCheckpoint with save_best_only writes none); train it "
                          f"again instead")
+    workers.check_same_training(recipe, prepared.splits, prepared.strategy, state["epoch"])
     total = recipe.config["training"]["epochs"]
     finished = os.path.isfile(os.path.join(run, run_directory.CHECKPOINT + ".index"))
     if state["epoch"] >= total and finished:

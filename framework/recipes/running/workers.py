@@ -17,15 +17,19 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 
 import tensorflow as tf
 
+from graphfit.recipes.reading.problems import Problem, RecipeError
 from graphfit.recipes.running import distribution
+from graphfit.training.loops import is_multi_worker
 
 __all__ = ["COLLECTIVE_ERRORS", "WorkerLost", "peers_named", "lost_worker_message",
-           "own_role", "notice"]
+           "own_role", "notice", "training_fingerprint", "check_same_training"]
 
 # What a collective raises when a peer is gone (connection reset, heartbeats stopped, the
 # cluster aborted its collectives) or a step waited longer than `distribute.timeout`.
@@ -115,3 +119,60 @@ def shown_run(run: str | None) -> str:
 
 
 __all__ += ["shown_run"]
+
+
+def training_fingerprint(config: dict, splits, initial_epoch: int) -> int:
+    """A number that differs when two workers would not run the same steps: the resolved
+    recipe (less `distribute` and `run_dir`, and less `data`, whose paths may differ from
+    machine to machine) with each split's shape, and the epoch training starts from."""
+    shapes = {}
+    for stage in ("train", "val", "test"):
+        pair = getattr(splits, stage)
+        if isinstance(pair, tuple):
+            shapes[stage] = [list(getattr(part, "shape", ())) for part in pair]
+    described = {"recipe": {key: value for key, value in config.items()
+                            if key not in ("distribute", "run_dir", "data")},
+                 "data": shapes, "initial_epoch": initial_epoch}
+    text = json.dumps(described, sort_keys=True, default=str)
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:15], 16)  # fits int64
+
+
+def check_same_training(recipe, splits, strategy, initial_epoch: int) -> None:
+    """Under several workers: stops every worker, before any step, when one was given
+    another recipe, other `--set` overrides, other data or another checkpoint than the
+    chief (their steps' collectives would not match, and TensorFlow's error says only that
+    two tensor shapes differ). Two collectives: the chief's fingerprint to all, then how
+    many disagree. Nothing happens outside a cluster.
+
+    Raises:
+        RecipeError: on every worker, the one that differs and the others.
+    """
+    if not is_multi_worker(strategy):
+        return
+    own = training_fingerprint(recipe.config, splits, initial_epoch)
+
+    def chief_only(context):
+        return tf.constant(own if context.replica_id_in_sync_group == 0 else 0, tf.int64)
+
+    def disagrees(context):
+        return tf.constant(int(own != chiefs), tf.int64)
+
+    chiefs = _summed(strategy, chief_only)
+    differing = _summed(strategy, disagrees)
+    if not differing:
+        return
+    if own != chiefs:
+        message = ("this worker's recipe, --set overrides, data or checkpoint differ from "
+                   "the chief's")
+    else:
+        message = (f"{differing} replica(s) of other workers were given another recipe, "
+                   f"--set overrides, data or checkpoint than the chief's")
+    raise RecipeError([Problem(("distribute",), (
+        f"{message}: every worker must run `graphfit train` with the same recipe, overrides "
+        f"and data (only TF_CONFIG differs). No worker trained."),
+        recipe.position(("distribute",)))])
+
+
+def _summed(strategy, value_of) -> int:
+    values = strategy.experimental_distribute_values_from_function(value_of)
+    return int(strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None))

@@ -242,3 +242,20 @@ def test_a_worker_whose_peers_never_start_gives_up_after_the_timeout(tmp_path):
            f"(127.0.0.1:{absent[1]})" in done.stderr
     assert "the cluster did not start within distribute.timeout=5 s" in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_workers_given_different_recipes_stop_before_training(tmp_path):
+    """Only TF_CONFIG may differ between workers: another override (here the epochs) would
+    make their collectives mismatch mid-step, with TensorFlow's shape error; both workers stop
+    first, each saying which side differs, and the chief claims no run directory."""
+    chief, other = _workers(tmp_path, lambda i: [
+        "train", RECIPE, *_distributed_sets(["training.epochs=3"] if i else []),
+        "--run-dir", f"run{i}"])
+    assert chief.returncode == 2 and other.returncode == 2, chief.stderr[-3000:]
+    assert "replica(s) of other workers were given another recipe, --set overrides, data or " \
+           "checkpoint than the chief's" in chief.stderr
+    assert "this worker's recipe, --set overrides, data or checkpoint differ from the " \
+           "chief's" in other.stderr
+    for done in (chief, other):
+        assert "No worker trained." in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "run0").exists() and not (tmp_path / "run1").exists()
