@@ -243,6 +243,13 @@ class LossScaleOptimizer(Optimizer):
     def check_default_step(self, losses: dict, distributed: bool) -> None:
         self.inner_optimizer.check_default_step(losses, distributed)
 
+    def minimize_loss_scale(self) -> tf.Tensor | None:
+        """The scale `minimize` differentiates `loss * scale` with (None when the inner
+        optimizer runs its own minimize, unscaled)."""
+        if _runs_own_minimize(self.inner_optimizer):
+            return None
+        return tf.identity(self.loss_scale)
+
     def scale_loss(self, loss):
         """`loss * loss_scale`, for a custom step that calls `apply_gradients` itself."""
         loss = tf.convert_to_tensor(loss)

@@ -298,6 +298,12 @@ class Optimizer(tf.Module):
     #: optimizer (`graphfit.core.graph_rewrites`), or None for TensorFlow's own.
     graph_rewrites: dict | None = None
 
+    def minimize_loss_scale(self) -> tf.Tensor | None:
+        """The factor `minimize` multiplies the loss by before differentiating it, read now
+        (a `LossScaleOptimizer`'s scale), or None for 1: what gradients read from its
+        backward pass (activation gradient taps) are divided by."""
+        return None
+
     def stop_reason(self) -> str | None:
         """Why the optimizer asks `fit` to stop (e.g. it converged), or None to go on.
 

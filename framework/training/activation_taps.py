@@ -180,6 +180,9 @@ class _TappedLossFn:
         self._loss_fn = loss_fn
         self._graph = _current_graph()
         self._tapped = False
+        # Gradients that reach the identities while the forward pass still runs are not the
+        # loss's: gradient taps differentiate the nodes inside it (node_taps).
+        self._forward_done = False
         self._calls: dict[str, int] = {}
         # Per layer, per floating output tensor: the gradient the backward pass brought.
         self._gradients: list[dict[int, tf.Tensor]] = [{} for _ in taps.names]
@@ -189,7 +192,9 @@ class _TappedLossFn:
             return self._loss_fn()  # later passes (LM's trials), or inside a loop / vmap
         self._tapped = True
         with layer_outputs.transform_outputs(self._taps.layers, self._route):
-            return self._loss_fn()
+            result = self._loss_fn()
+        self._forward_done = True
+        return result
 
     def _route(self, layer, outputs):
         k = self._taps.names.index(layer.name)
@@ -203,8 +208,10 @@ class _TappedLossFn:
         @tf.custom_gradient
         def tap(x):
             def gradient(upstream):
-                # Called while minimize differentiates: keep the step graph's first one.
-                if _current_graph() is self._graph and i not in self._gradients[k]:
+                # Called while minimize differentiates the loss: keep the step graph's
+                # first one.
+                if (self._forward_done and _current_graph() is self._graph
+                        and i not in self._gradients[k]):
                     self._gradients[k][i] = tf.convert_to_tensor(upstream)
                 return upstream
 
@@ -212,8 +219,11 @@ class _TappedLossFn:
 
         return tap(tensor)
 
-    def record(self, step) -> None:
+    def record(self, step, loss_scale=None) -> None:
         """Records the gradients the backward pass brought (after `minimize`).
+
+        `loss_scale`: the factor `minimize` multiplied the loss by before differentiating it
+        (`Optimizer.minimize_loss_scale`, read before `minimize`), divided out; None: 1.
 
         Raises:
             ValueError: for a layer that ran more or less than once in the forward pass.
@@ -238,7 +248,11 @@ class _TappedLossFn:
         if missing:
             warnings.warn(f"Activation gradient taps: the loss does not depend on the layers "
                           f"{missing}, so they have no gradient to record.", stacklevel=4)
-        taps._record([[g[i] for i in sorted(g)] for g in self._gradients], step)
+        gradients = [[g[i] for i in sorted(g)] for g in self._gradients]
+        if loss_scale is not None:
+            gradients = [[g / tf.cast(loss_scale, g.dtype) for g in parts]
+                         for parts in gradients]
+        taps._record(gradients, step)
 
 
 _NO_PASS = ("Activation gradient taps read ∂loss/∂(layer output) from the backward pass the "

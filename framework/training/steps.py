@@ -121,12 +121,14 @@ def train_step(model, data, *, taps: NodeTaps | None = None,
             loss_fn, step, lambda result: {"loss": result[0], "output": result[1].y_pred})
     if activation_taps is not None:  # d(loss)/d(layer output), read during backprop
         loss_fn = tapped = activation_taps.tapped_loss_fn(loss_fn)
+        # Read before minimize, which may change it: the scale its backward pass carries.
+        loss_scale = optimizer.minimize_loss_scale()
     minimize = autograph_scope.convert_user_code(optimizer.minimize)
     loss, forward = minimize(loss_fn, model.trainable_variables, batch)
     if node_tapped is not None:
         node_tapped.finish()
     if tapped is not None:
-        tapped.record(step)
+        tapped.record(step, loss_scale)
     probe.mark("update_hooks")
     # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
     # Under a tf.distribute strategy: the replicas' share-weighted mean (one all-reduce).

@@ -89,6 +89,26 @@ def test_norms_and_histograms_equal_an_independent_tape(tmp_path, jit_compile,
             assert histogram[4, 2] == inside.sum()  # a bucket holds what lies in its range
 
 
+@pytest.mark.parametrize("compile_args, board_args, rtol", [
+    ({}, {"gradient_taps": ["middle", "out"]}, 1e-5),  # gradient taps backprop in the forward
+    ({"dtype_policy": "mixed_float16"}, {}, 2e-2),  # minimize differentiates loss × 2**15
+], ids=["with_gradient_taps", "loss_scaled"])
+def test_the_loss_gradient_is_recorded_whatever_else_differentiates(tmp_path, compile_args,
+                                                                   board_args, rtol):
+    x, y = _data()
+    model = _mlp()
+    model.compile(optimizer=gf.optimizers.SGD(LR), loss="mse", **compile_args)
+    expected = _reference(model, x, y, steps=2)
+    board = TensorBoard(str(tmp_path), activation_gradient_taps=["hidden", "middle"],
+                        **board_args)
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[board])
+    run = _values(tmp_path / "train")
+    for name in ("hidden", "middle"):
+        norms = [float(norm) for _, norm in run[f"activation_gradient_taps/{name}/norm"]]
+        np.testing.assert_allclose(norms, [np.linalg.norm(g[name]) for g in expected],
+                                   rtol=rtol, err_msg=name)
+
+
 def test_written_every_n_steps_at_their_global_steps(tmp_path):
     x, y = _data(n=24)
     model = _mlp()
