@@ -203,6 +203,23 @@ class ClassMeans(Layer):
                 f"(num_classes={self.num_classes}); {int(bad.sum())} label(s) lie outside, "
                 f"such as {ids[bad].ravel()[0].item()!r}. Fix the labels or raise num_classes.")
 
+    def label_checks(self, labels) -> list:
+        """`[(ok, message)]` for one training batch of fit's labels read from a dataset,
+        checked by the loop before the step (`input_checks.layer_label_assertions`): the
+        step's own assertions (below) do not run under XLA."""
+        with step_context.training_step(labels):
+            chosen = step_context.labels_for(self.name, self.labels_of)
+        if chosen is None:
+            return []
+        ids = tf.reshape(tf.convert_to_tensor(chosen), [-1])
+        if not (ids.dtype.is_integer or ids.dtype.is_floating):
+            return []  # the step's own check says what is wrong with them
+        ids = tf.cast(ids, tf.float64)
+        ok = tf.reduce_all((ids >= 0) & (ids < self.num_classes))
+        return [(ok, f"ClassMeans {self.name!r}: labels must lie in 0..{self.num_classes - 1} "
+                     f"(num_classes={self.num_classes}); a batch holds a label outside. Fix "
+                     f"the labels or raise num_classes.")]
+
     def _checked_labels(self, labels, inputs) -> tf.Tensor:
         labels = tf.convert_to_tensor(labels)
         if labels.shape.rank == 2 and labels.shape[-1] == 1:

@@ -13,7 +13,8 @@ from graphfit.core.shapes import shape_text
 from graphfit.training.losses import LossKind
 
 __all__ = ["check_same_length", "check_finite", "check_features", "check_labels",
-           "label_assertions", "LABEL_CHECK_MARK", "NonFiniteData", "OptimizerMismatch"]
+           "label_assertions", "layer_label_assertions", "label_check_reason",
+           "LABEL_CHECK_MARK", "NonFiniteData", "OptimizerMismatch"]
 
 
 def _leaves(name: str, value) -> list[tuple[str, np.ndarray]]:
@@ -182,3 +183,33 @@ def label_assertions(y, checks: dict) -> list:
             ops.append(tf.debugging.assert_less_equal(labels, tf.constant(1.0, tf.float64),
                                                       message=message))
     return ops
+
+
+def layer_label_assertions(model, y) -> list:
+    """In-graph checks of one training batch of labels from a dataset, by the layers that
+    read the labels (a `ClassMeans`): arrays are checked whole before training
+    (`layer.check_labels`), but inside the compiled step XLA drops a layer's own assertions.
+
+    Each such layer's `label_checks(y)` gives `(ok, message)` pairs: `ok` a scalar bool
+    tensor. Returns assertion ops whose failure message starts with `LABEL_CHECK_MARK`.
+    """
+    if y is None:
+        return []
+    ops = []
+    for layer in model.flatten_layers(include_self=False):
+        if getattr(layer, "uses_labels", False) and hasattr(layer, "label_checks"):
+            for ok, message in layer.label_checks(y):
+                ops.append(tf.debugging.assert_equal(ok, True,
+                                                     message=LABEL_CHECK_MARK + message))
+    return ops
+
+
+def label_check_reason(error: Exception) -> str | None:
+    """The message of a failed label check (`label_assertions`, `layer_label_assertions`)
+    without TensorFlow's wrapping ("assertion failed: [...] [Condition ...]", quotes
+    escaped), or None for another error."""
+    text = getattr(error, "message", str(error))
+    if LABEL_CHECK_MARK not in text:
+        return None
+    reason = text.split(LABEL_CHECK_MARK, 1)[1].split("\n")[0].split("] [")[0]
+    return reason.replace("\\'", "'").rstrip("]")

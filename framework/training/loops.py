@@ -20,7 +20,7 @@ from graphfit.training import distribution
 from graphfit.training.compiled_steps import overrides_step
 from graphfit.training.feeds import make_feed
 from graphfit.training.frozen_cache import check_cache_frozen, start_cached_fit
-from graphfit.training.input_checks import LABEL_CHECK_MARK, OptimizerMismatch
+from graphfit.training.input_checks import OptimizerMismatch, label_check_reason
 from graphfit.training.preparation import prepare_for_feed
 from graphfit.training.stage_metrics import stage_prefix
 
@@ -164,9 +164,9 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
         try:
             ran, iterator = _run_chunk(state, stage, feed, chunk, iterator, capacity)
         except tf.errors.InvalidArgumentError as error:
-            if LABEL_CHECK_MARK not in error.message:
+            reason = label_check_reason(error)
+            if reason is None:
                 raise
-            reason = error.message.split(LABEL_CHECK_MARK, 1)[1].split("\n")[0]
             raise ValueError(f"{reason} (batch {chunk.first_batch} or after).") from None
         if feed.is_dataset or chunk.index_batches.shape[1] == feed.batch_size:
             sizer.record(ran, time.perf_counter() - started)

@@ -99,6 +99,25 @@ def test_out_of_range_labels_stop_fit_before_training_even_under_xla():
     assert not model.layers[1].counts.numpy().any()  # nothing trained
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_out_of_range_labels_from_a_dataset_stop_fit_before_their_step(jit_compile):
+    """A dataset's batches are checked in the loop, before each step: under XLA the step's
+    own asserts are dropped and the out-of-range ids would silently miss their class."""
+    model = gf.Sequential([layers.Dense(4), layers.ClassMeans(3, name="centers"),
+                           layers.Dense(5)])
+    model.compile(optimizer="sgd", loss=SCCE, jit_compile=jit_compile, steps_per_execution=1)
+    x = np.ones((8, 2), "float32")
+    labels = np.array([0, 1, 2, 0, 1, 4, 2, 1])  # the 4 is in the second batch
+    dataset = tf.data.Dataset.from_tensor_slices((x, labels)).batch(4)
+    with pytest.raises(ValueError) as error:
+        model.fit(dataset, epochs=1, verbose=0)
+    assert str(error.value) == (
+        "ClassMeans 'centers': labels must lie in 0..2 (num_classes=3); a batch holds a label "
+        "outside. Fix the labels or raise num_classes. (batch 1 or after).")
+    # The first batch trained; the bad one never reached the means.
+    np.testing.assert_array_equal(model.layers[1].counts.numpy(), [2, 1, 1])
+
+
 def _two_output_model(lm=False):
     nodes = [gf.Node(layers.Dense(2, name="embedding"), "x"),
              gf.Node(layers.ClassMeans(3, momentum=0.5, labels_of="logits", name="centers"),
