@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import step_context, update_hooks, validation
+from graphfit.core import data_checks, step_context, update_hooks, validation
 from graphfit.core.layer import InputSpec, Layer
 from graphfit.core.registry import register_layer
 
@@ -230,7 +230,8 @@ class ClassMeans(Layer):
                 f"(batch,) or (batch, 1)); received labels of shape {labels.shape}. One-hot "
                 f"labels: pass their argmax.")
         labels = tf.cast(labels, tf.int32)
-        message = (f"ClassMeans {self.name!r}: labels must lie in 0..{self.num_classes - 1} "
+        message = (f"{data_checks.DATA_CHECK_MARK}ClassMeans {self.name!r}: labels must lie in "
+                   f"0..{self.num_classes - 1} "
                    f"(num_classes={self.num_classes}); a batch holds a label outside. Fix the "
                    f"labels or raise num_classes.")
         checks = [tf.debugging.assert_non_negative(labels, message=message),

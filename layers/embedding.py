@@ -7,7 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import validation
+from graphfit.core import data_checks, validation
 from graphfit.core.layer import Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
@@ -93,7 +93,8 @@ class Embedding(Layer):
             return tf.cast(inputs, tf.int32)  # bool, int8, uint8, ...
         whole = tf.debugging.assert_equal(
             inputs, tf.round(inputs), summarize=5,
-            message=(f"Embedding {self.name!r} looks up integer ids, but received floating "
+            message=(f"{data_checks.DATA_CHECK_MARK}Embedding {self.name!r} looks up integer "
+                     f"ids, but received floating "
                      f"values that are not whole numbers (they would be truncated to ids). "
                      f"Feed integer ids (or floats holding whole numbers); for continuous "
                      f"features use Dense instead of Embedding."))
@@ -101,7 +102,8 @@ class Embedding(Layer):
             return tf.cast(inputs, tf.int64)
 
     def _range_checks(self, ids) -> list:
-        message = (f"Embedding {self.name!r} has input_dim={self.input_dim}, so its ids must be "
+        message = (f"{data_checks.DATA_CHECK_MARK}Embedding {self.name!r} has "
+                   f"input_dim={self.input_dim}, so its ids must be "
                    f"in [0, {self.input_dim}); received an id outside that range. Raise "
                    f"input_dim to the vocabulary size, or remap the ids.")
         return [

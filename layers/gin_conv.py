@@ -7,7 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import validation
+from graphfit.core import data_checks, validation
 from graphfit.core.layer import Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments, graph_inputs
@@ -109,10 +109,30 @@ class GINConv(Layer):
         """The MLP's input, `(1 + epsilon) * h_i + sum over edges j->i of h_j`, (N, F)."""
         inputs = tf.nest.map_structure(self._convert_input, inputs)
         nodes, senders, receivers = _check_inputs(self, inputs)
+        # Without XLA an id out of range would fail inside gather with TensorFlow's message,
+        # or (a receiver) drop its edge silently; XLA drops these assertions, so the training
+        # loops also run `index_checks` on a dataset's batches (input_checks).
+        checks = [data_checks.assertion(ok, message)
+                  for ok, message in self.index_checks([nodes, senders, receivers])]
+        with tf.control_dependencies(checks):
+            senders, receivers = tf.identity(senders), tf.identity(receivers)
         messages = tf.gather(nodes, senders)
         incoming = tf.math.unsorted_segment_sum(messages, receivers, tf.shape(nodes)[0])
         epsilon = self.epsilon if self.epsilon_variable is None else self.epsilon_variable
         return (1.0 + tf.cast(epsilon, nodes.dtype)) * nodes + incoming
+
+    def index_checks(self, inputs) -> list:
+        """`[(ok, message)]`: every sender and receiver indexes one of the batch's nodes."""
+        nodes, senders, receivers = inputs
+        count = tf.cast(tf.shape(nodes)[0], tf.int64)
+        checks = []
+        for name, ids in (("senders", senders), ("receivers", receivers)):
+            ids = tf.cast(ids, tf.int64)
+            checks.append((tf.reduce_all((ids >= 0) & (ids < count)), (
+                f"GINConv {self.name!r}: {name} must index the batch's nodes, 0 to the node "
+                f"count - 1; an edge names a node outside. Build the batch with GraphSet, or "
+                f"offset each graph's node ids by the nodes of the graphs before it.")))
+        return checks
 
     def get_config(self) -> dict[str, Any]:
         return {

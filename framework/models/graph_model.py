@@ -96,6 +96,12 @@ class GraphModel(Model):
     def layers(self) -> list[Layer]:
         return list(self._graph_layers)
 
+    def layers_on_inputs(self) -> list[tuple[Layer, list[str]]]:
+        """(layer, the model input names it reads) of each node fed by model inputs only."""
+        return [(layer, sources)
+                for layer, (_, sources, _) in zip(self._graph_layers, self._structure.wiring)
+                if all(source in self.input_names for source in sources)]
+
     def arrange_inputs(self, x):
         """Inputs (data or specs) as a dict by input name, however they were given."""
         if isinstance(x, dict):

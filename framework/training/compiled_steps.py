@@ -284,6 +284,7 @@ class CompiledSteps(step_taps.TapSwitches):
             checks = input_checks.label_assertions(y, self.label_checks.get(stage, {}))
             if stage == "train":  # layers that read the labels in training (ClassMeans)
                 checks += input_checks.layer_label_assertions(self.model, y)
+            checks += input_checks.layer_input_assertions(self.model, x)  # a GINConv's ids
         with tf.control_dependencies(checks):  # a bad batch stops the loop before its step
             across = stage == "train" and self.optimizer.steps_across_replicas
             result = distribution.on_replicas(self.strategy, step, data, across)

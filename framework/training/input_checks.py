@@ -9,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from graphfit.core import data_checks
 from graphfit.core.shapes import shape_text
 from graphfit.training.losses import LossKind
 
 __all__ = ["check_same_length", "check_finite", "check_features", "check_labels",
-           "label_assertions", "layer_label_assertions", "label_check_reason",
+           "label_assertions", "layer_label_assertions", "layer_input_assertions",
            "LABEL_CHECK_MARK", "NonFiniteData", "OptimizerMismatch"]
 
 
@@ -148,7 +149,7 @@ def _check_target_shape(name: str, shape, output: tf.TensorSpec) -> None:
         )
 
 
-LABEL_CHECK_MARK = "graphfit label check: "
+LABEL_CHECK_MARK = data_checks.DATA_CHECK_MARK  # loops report these as ValueErrors
 
 
 def label_assertions(y, checks: dict) -> list:
@@ -198,18 +199,18 @@ def layer_label_assertions(model, y) -> list:
     ops = []
     for layer in model.flatten_layers(include_self=False):
         if getattr(layer, "uses_labels", False) and hasattr(layer, "label_checks"):
-            for ok, message in layer.label_checks(y):
-                ops.append(tf.debugging.assert_equal(ok, True,
-                                                     message=LABEL_CHECK_MARK + message))
+            ops += [data_checks.assertion(ok, message) for ok, message in layer.label_checks(y)]
     return ops
 
 
-def label_check_reason(error: Exception) -> str | None:
-    """The message of a failed label check (`label_assertions`, `layer_label_assertions`)
-    without TensorFlow's wrapping ("assertion failed: [...] [Condition ...]", quotes
-    escaped), or None for another error."""
-    text = getattr(error, "message", str(error))
-    if LABEL_CHECK_MARK not in text:
-        return None
-    reason = text.split(LABEL_CHECK_MARK, 1)[1].split("\n")[0].split("] [")[0]
-    return reason.replace("\\'", "'").rstrip("]")
+def layer_input_assertions(model, x) -> list:
+    """In-graph checks of one batch of model inputs from a dataset, by the layers that take
+    model inputs directly and check them (`index_checks`: a `GINConv`'s node ids), run by the
+    loop outside the step, so they hold under XLA too (which drops the layer's own)."""
+    ops = []
+    for layer, names in getattr(model, "layers_on_inputs", lambda: [])():
+        if hasattr(layer, "index_checks") and isinstance(x, dict):
+            checks = layer.index_checks([x[name] for name in names])
+            ops += [data_checks.assertion(ok, message) for ok, message in checks]
+    return ops
+

@@ -14,13 +14,13 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.callbacks import CallbackList
-from graphfit.core import validation
+from graphfit.core import data_checks, validation
 from graphfit.saving import checkpoints
 from graphfit.training import distribution
 from graphfit.training.compiled_steps import overrides_step
 from graphfit.training.feeds import make_feed
 from graphfit.training.frozen_cache import check_cache_frozen, start_cached_fit
-from graphfit.training.input_checks import OptimizerMismatch, label_check_reason
+from graphfit.training.input_checks import OptimizerMismatch
 from graphfit.training.preparation import prepare_for_feed
 from graphfit.training.stage_metrics import stage_prefix
 
@@ -164,7 +164,7 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
         try:
             ran, iterator = _run_chunk(state, stage, feed, chunk, iterator, capacity)
         except tf.errors.InvalidArgumentError as error:
-            reason = label_check_reason(error)
+            reason = data_checks.reason_of(error)
             if reason is None:
                 raise
             raise ValueError(f"{reason} (batch {chunk.first_batch} or after).") from None

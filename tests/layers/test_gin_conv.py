@@ -193,9 +193,10 @@ def test_flops_counts_the_mlps_of_a_graph_model(trained):
     # Hand-computed: each Dense of the MLP is a MatMul 2*n*k*units plus a bias add.
     assert per_layer["gin_mlp_1"]["forward"] == 2 * 1 * 2 * 16 + 16
     assert per_layer["gin_mlp_2"]["forward"] == 2 * 1 * 16 * 16 + 16
-    # The aggregation's (1 + eps) (one add), its scaling and the sum (2 features each); the
-    # profiler has no statistic for segment sums, and lists them as uncounted.
-    assert per_layer["gin"]["forward"] == 1 + 2 + 2
+    # The aggregation's (1 + eps) (one add), its scaling and the sum (2 features each), and
+    # the id checks (>= 0, < N, and: per sender and per receiver); the profiler has no
+    # statistic for segment sums, and lists them as uncounted.
+    assert per_layer["gin"]["forward"] == 1 + 2 + 2 + 2 * 3
     assert counts["uncounted_ops"]["forward"]["UnsortedSegmentSum"] >= 2
     assert counts["backward"] > 0
 
@@ -212,3 +213,32 @@ def test_checkpoint_restores_the_mlp_weights(trained, tmp_path):
     # Not bit for bit: on a GPU the neighbour sums are atomic adds, in no fixed order
     # (measured on an H200: 1.04e-6 relative).
     np.testing.assert_allclose(restored(x).numpy(), model(x).numpy(), rtol=1e-5)
+
+
+def test_an_edge_outside_the_batch_is_refused_in_a_call():
+    nodes, senders, receivers = small_graph()
+    for name, bad in (("senders", senders.copy()), ("receivers", receivers.copy())):
+        bad[2] = -1 if name == "receivers" else len(nodes)
+        inputs = [nodes, bad, receivers] if name == "senders" else [nodes, senders, bad]
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=rf"GINConv 'gin': {name} must index the batch's nodes"):
+            layers.GINConv(2, name="gin")(inputs)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_an_edge_outside_the_batch_from_a_dataset_stops_fit(jit_compile):
+    """XLA would clamp the sender (and any step drops a negative receiver's edge) silently:
+    the loop checks each batch before its step, whatever XLA does with the layer's asserts."""
+    x, y = graph_batch(0)
+    x["receivers"] = x["receivers"].copy()
+    x["receivers"][3] = len(x["node_features"])
+    model = gin_model()
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy",
+                  jit_compile=jit_compile)
+    before = None
+    with pytest.raises(ValueError, match=r"^GINConv 'gin': receivers must index the batch's "
+                                         r"nodes, 0 to the node count - 1; an edge names a node "
+                                         r"outside\. .*\(batch 0 or after\)\.$"):
+        model.fit(tf.data.Dataset.from_tensors((x, y)), epochs=1, verbose=0)
+        before = model.get_weights()
+    assert before is None
