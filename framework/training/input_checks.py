@@ -15,7 +15,8 @@ from graphfit.training.losses import LossKind
 
 __all__ = ["check_same_length", "check_finite", "check_features", "check_labels",
            "label_assertions", "layer_label_assertions", "layer_input_assertions",
-           "LABEL_CHECK_MARK", "NonFiniteData", "OptimizerMismatch"]
+           "LABEL_CHECK_MARK", "NonFiniteData", "OptimizerMismatch",
+           "LayerLabelMismatch"]
 
 
 def _leaves(name: str, value) -> list[tuple[str, np.ndarray]]:
@@ -57,6 +58,15 @@ class NonFiniteData(ValueError):
 class OptimizerMismatch(ValueError):
     """The compiled optimizer cannot minimise the compiled loss with the default training
     step (`Optimizer.check_default_step`), found before the first step."""
+
+
+class LayerLabelMismatch(ValueError):
+    """The labels do not fit a layer that reads them in training (a `ClassMeans` with fewer
+    classes), found before the first step; `layer_name` names the layer."""
+
+    def __init__(self, message: str, layer_name: str):
+        super().__init__(message)
+        self.layer_name = layer_name
 
 
 def check_finite(named: dict[str, object]) -> None:

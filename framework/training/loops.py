@@ -20,7 +20,7 @@ from graphfit.training import distribution
 from graphfit.training.compiled_steps import overrides_step
 from graphfit.training.feeds import make_feed
 from graphfit.training.frozen_cache import check_cache_frozen, start_cached_fit
-from graphfit.training.input_checks import OptimizerMismatch
+from graphfit.training.input_checks import LayerLabelMismatch, OptimizerMismatch
 from graphfit.training.preparation import prepare_for_feed
 from graphfit.training.stage_metrics import stage_prefix
 
@@ -85,7 +85,10 @@ def _prepare(model, state, feed, stage: str) -> None:
     if stage == "train" and not feed.is_dataset and feed.element_spec[1] is not None:
         for layer in model.flatten_layers(include_self=False):  # layers reading labels
             if getattr(layer, "uses_labels", False) and hasattr(layer, "check_labels"):
-                layer.check_labels(feed.y)
+                try:
+                    layer.check_labels(feed.y)
+                except ValueError as error:
+                    raise LayerLabelMismatch(str(error), layer.name) from None
 
 
 def _require_loss(model, state, stage: str) -> bool:

@@ -21,7 +21,11 @@ from graphfit.recipes.reading.recipe import Recipe, load_recipe
 from graphfit.recipes.running import distribution, run_directory
 from graphfit.recipes.running.builder import build_model, compile_arguments
 from graphfit.recipes.running.data_loading import DataError, Splits, load_splits
-from graphfit.training.input_checks import NonFiniteData, OptimizerMismatch
+from graphfit.training.input_checks import (
+    LayerLabelMismatch,
+    NonFiniteData,
+    OptimizerMismatch,
+)
 from graphfit.training.stage_metrics import MetricMismatch
 
 __all__ = ["Prepared", "prepare", "evaluate_run", "load_run", "sample_shape"]
@@ -202,10 +206,23 @@ def _stage_key(config, stage: str, error: Exception) -> tuple:
         return ("metrics",)
     if isinstance(error, OptimizerMismatch):
         return ("optimizer",)
+    if isinstance(error, LayerLabelMismatch):  # at the layer that reads the labels
+        layer = _layer_key(config, error.layer_name)
+        if layer is not None:
+            return layer
     separate = {"val": "validation_data", "test": "test_data"}.get(stage)
     if separate and config["training"][separate] is not None:
         return ("training", separate)
     return ("data",) if isinstance(error, NonFiniteData) else ("loss",)
+
+
+def _layer_key(config, name: str) -> tuple | None:
+    """The recipe key of the layer entry named `name` (model.layers[i] or model.nodes[i])."""
+    for section in ("layers", "nodes"):
+        for index, entry in enumerate(config["model"].get(section) or []):
+            if isinstance(entry, dict) and entry.get("name") == name:
+                return ("model", section, index)
+    return None
 
 
 def _pair(data):
