@@ -1,0 +1,36 @@
+"""The self-contained Python examples of the documentation pages run: every block that
+starts with its imports (the others are fragments of a page's running example), in page
+order in one folder, as a reader pasting them one after another would (a later block may
+read what an earlier one wrote)."""
+
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+
+
+def _blocks(page: pathlib.Path) -> list[tuple[int, str]]:
+    text = page.read_text()
+    return [(text[:match.start()].count("\n") + 1, match.group(1))
+            for match in re.finditer(r"```python\n(.*?)```", text, re.S)
+            if match.group(1).startswith(("import ", "from "))]
+
+
+def test_the_pages_have_examples_to_run():
+    assert sum(len(_blocks(page)) for page in PAGES) >= 10
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
+def test_a_page_s_self_contained_examples_run(page, tmp_path, monkeypatch):
+    # The examples' paths assume the repository's root: the folder sees its recipes.
+    (tmp_path / "recipes").symlink_to(ROOT / "recipes")
+    monkeypatch.chdir(tmp_path)
+    for line, code in _blocks(page):
+        try:
+            exec(compile(code, f"{page}:{line}", "exec"), {"__name__": "__doc_example__"})
+        except Exception as error:
+            pytest.fail(f"the example at {page.name}:{line} failed: "
+                        f"{type(error).__name__}: {error}")
