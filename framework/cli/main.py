@@ -215,6 +215,10 @@ def _train(args) -> int:
     if not is_chief(result.model):
         return EXIT_OK  # another worker than the chief: the chief reports the run
     print(f"run directory: {result.run_dir}")
+    if result.restored_epoch is not None:
+        # fit's own "Test:" line above measured the last epoch's weights.
+        print(f"final weights: epoch {result.restored_epoch + 1}'s, restored by EarlyStopping; "
+              f"the numbers below are theirs (train: that epoch's running means)")
     for stage, values in result.metrics.items():
         print(f"{stage}: " + ", ".join(f"{k}={v:.4f}" for k, v in values.items()))
     return EXIT_OK

@@ -57,6 +57,8 @@ class RunResult:
     metrics: dict[str, dict[str, float]]
     history: dict[str, list]
     model: Any
+    #: the 0-based epoch whose weights EarlyStopping restored (the final weights), or None
+    restored_epoch: int | None = None
 
 
 class _HistoryFile(Callback):
@@ -167,10 +169,9 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
     recorder = _HistoryFile(os.path.join(run, "history.json"), earlier, writes)
     stopper = _StopWhenNotFinite()
     model.nonfinite_step = None
+    callbacks = run_callbacks(prepared.recipe, run, monitor, initial_epoch, writes)
     model.fit(x, y, batch_size=training["batch_size"], epochs=training["epochs"],
-              verbose=verbose,
-              callbacks=run_callbacks(prepared.recipe, run, monitor, initial_epoch, writes)
-              + [recorder, stopper],
+              verbose=verbose, callbacks=callbacks + [recorder, stopper],
               validation_data=splits.val, test_data=splits.test, shuffle=training["shuffle"],
               # prepare() already ran every input check, the full-data NaN scan included.
               check_finite=False, initial_epoch=initial_epoch,
@@ -181,7 +182,10 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
     if (model.nonfinite_step is not None or stopper.epoch is not None
             or not math.isfinite(losses[-1])):
         raise TrainingFailed(_nonfinite_message(run, config, model, stopper.epoch))
-    return _finish(run, prepared, recorder)
+    # EarlyStopping(restore_best_weights): the final weights are an earlier epoch's.
+    restored = next((c.restored_epoch for c in callbacks
+                     if getattr(c, "restored_epoch", None) is not None), None)
+    return _finish(run, prepared, recorder, restored)
 
 
 def _nonfinite_message(run: str, config: dict, model, epoch: int | None) -> str:
@@ -208,12 +212,13 @@ def _nonfinite_message(run: str, config: dict, model, epoch: int | None) -> str:
             f"were saved: {state}. {remedy}, then train again")
 
 
-def _finish(run: str, prepared: Prepared, recorder: _HistoryFile) -> RunResult:
+def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
+            restored_epoch: int | None = None) -> RunResult:
     """Writes the final files: metrics.json, then the final weights, whose index file marks
     the run finished (a kill before it leaves a run that `resume` finishes)."""
     model, splits = prepared.model, prepared.splits
     recorder.write()
-    metrics = _final_metrics(recorder.history)
+    metrics = _final_metrics(recorder.history, restored_epoch)
     # The saved weights may be an earlier epoch's (EarlyStopping restores the best): the
     # final validation and test numbers are measured on them.
     batch_size = prepared.recipe.config["training"]["batch_size"]
@@ -229,7 +234,7 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile) -> RunResult:
     # predicting is a collective, so every worker takes part; the chief draws.
     labels = plots.labels_of_split(model, splits.test)
     if not recorder.writes:  # a worker other than the chief: the chief writes the files
-        return RunResult(run, metrics, recorder.history, model)
+        return RunResult(run, metrics, recorder.history, model, restored_epoch)
     run_directory.write_json(os.path.join(run, "metrics.json"), _finite_or_null(metrics))
     model.save_weights(os.path.join(run, run_directory.CHECKPOINT))
     if os.path.basename(os.path.dirname(run)) == prepared.recipe.config["name"]:
@@ -237,7 +242,7 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile) -> RunResult:
     # Last, once the run is complete: learning_curves.png, and confusion_matrix.png of the
     # test split for a classifier (a warning, not a failure, without matplotlib).
     plots.plot_finished_run(run, model, labels=labels)
-    return RunResult(run, metrics, recorder.history, model)
+    return RunResult(run, metrics, recorder.history, model, restored_epoch)
 
 
 def _finite_or_null(metrics: dict) -> dict:
@@ -422,7 +427,12 @@ def _warn_stateful_callbacks(config: dict) -> None:
                       stacklevel=3)
 
 
-def _final_metrics(history: dict) -> dict[str, dict[str, float]]:
-    """The last epoch's training numbers (val and test are measured on the saved weights)."""
-    return {"train": {key: float(values[-1]) for key, values in history.items()
-                      if values and not key.startswith(("val_", "test_"))}}
+def _final_metrics(history: dict, epoch: int | None = None) -> dict[str, dict[str, float]]:
+    """The training numbers of the epoch whose weights are saved: the last one's, or
+    `epoch`'s (0-based) when EarlyStopping restored an earlier epoch's weights (val and test
+    are measured on the saved weights)."""
+    train = {key: values for key, values in history.items()
+             if values and not key.startswith(("val_", "test_"))}
+    if epoch is not None and all(len(values) > epoch for values in train.values()):
+        return {"train": {key: float(values[epoch]) for key, values in train.items()}}
+    return {"train": {key: float(values[-1]) for key, values in train.items()}}
