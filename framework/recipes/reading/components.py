@@ -212,40 +212,32 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
     arguments = {k: v for k, v in entry.items() if k not in ("type", "class_path", *reserved)}
     accepted, open_ended = signature_arguments(cls)
     problems_before = len(checker.problems)
+    refused = set()  # the arguments already reported
     if not open_ended:
         for key in arguments:
             if key not in accepted:
+                refused.add(key)
                 guess = closest(key, accepted) or (
                     _FAMILIAR.get(key) if _FAMILIAR.get(key) in accepted else None)
                 hint = f"; did you mean {guess!r}?" if guess else "."
                 checker.report(path + (key,), f"{cls.__name__} has no argument "
                                               f"{short_repr(key)}{hint} Its arguments: "
                                               f"{', '.join(accepted)}")
-    for key, parameter in accepted.items():
-        if parameter.default is inspect.Parameter.empty and key not in arguments:
-            checker.report(path, f"{cls.__name__} needs the argument {key!r}")
+    missing = [key for key, parameter in accepted.items()
+               if parameter.default is inspect.Parameter.empty and key not in arguments]
+    for key in missing:
+        checker.report(path, f"{cls.__name__} needs the argument {key!r}")
     for key, value in arguments.items():
         found = argument_problem_at(cls, key, value) if key in accepted else None
         if found:
+            refused.add(key)
             checker.report(path + (key,) + found[0], found[1])
     if len(checker.problems) > problems_before:
+        if not missing:
+            _construct_without(cls, arguments, refused, path, checker)
         return INVALID
     constructed = _with_checked_functions(cls, arguments, path, checker)
-    if constructed is None:
-        return INVALID
-    try:
-        with names_unchanged():
-            cls(**constructed)
-    except KeyboardInterrupt:
-        raise
-    except SystemExit as error:  # a user class must not end graphfit
-        checker.report(path, f"{cls.__name__}: {user_code.describe_error(error)}")
-        return INVALID
-    except Exception as error:  # the constructor's own message is the most precise one
-        message = clean_message(error)
-        at = received_at(error, path, arguments)
-        prefix = "" if message.startswith(f"{cls.__name__}:") else f"{cls.__name__}: "
-        checker.report(at, prefix + message)
+    if constructed is None or not _constructs(cls, constructed, arguments, path, checker):
         return INVALID
     resolved = {k: entry[k] for k in ("type", "class_path") if k in entry}
     for key, parameter in accepted.items():
@@ -255,6 +247,41 @@ def check_component(entry, path: tuple, checker: Checker, family: ComponentFamil
             resolved[key] = parameter.default
     resolved.update({k: entry[k] for k in reserved if k in entry})
     return resolved
+
+
+def _constructs(cls, constructed: dict, arguments: dict, path: tuple, checker: Checker) -> bool:
+    """Whether `cls(**constructed)` runs; else its refusal is reported where it points."""
+    try:
+        with names_unchanged():
+            cls(**constructed)
+    except KeyboardInterrupt:
+        raise
+    except SystemExit as error:  # a user class must not end graphfit
+        checker.report(path, f"{cls.__name__}: {user_code.describe_error(error)}")
+        return False
+    except Exception as error:  # the constructor's own message is the most precise one
+        message = clean_message(error)
+        at = received_at(error, path, arguments)
+        prefix = "" if message.startswith(f"{cls.__name__}:") else f"{cls.__name__}: "
+        checker.report(at, prefix + message)
+        return False
+    return True
+
+
+def _construct_without(cls, arguments: dict, refused: set, path: tuple,
+                       checker: Checker) -> None:
+    """After some arguments were refused, the constructor still checks the others (with the
+    refused ones at their defaults), so that one report lists every problem: a constructor
+    stops at its first. User functions are not loaded for this trial."""
+    rest = {key: value for key, value in arguments.items() if key not in refused}
+    if any(key in rest for key in getattr(cls, "function_arguments", ())):
+        return
+    before = len(checker.problems)
+    if not _constructs(cls, rest, rest, path, checker) and any(
+            problem.path == path for problem in checker.problems[before:]):
+        # Refused as a whole (not at one of the other arguments): perhaps only because a
+        # refused argument is missing; that one is reported already.
+        del checker.problems[before:]
 
 
 def _placeholder_function(*args, **kwargs):
