@@ -43,6 +43,21 @@ def _batch_and_labels(prepared):
     return (samples if batch_size is None else min(batch_size, samples)), y
 
 
+def _graph_batch(prepared, batch_size):
+    """(the first training batch of a graph data set, what the steps are traced for), or
+    (None, "batch size N") for other data: a graph batch's rows are its nodes and edges, so
+    tracing every input at N rows would count N one-node graphs."""
+    from graphfit.datasets import GraphSet
+
+    train = prepared.splits.train
+    graphs = train[0] if isinstance(train, tuple) else None
+    if not isinstance(graphs, GraphSet) or batch_size is None:
+        return None, f"batch size {batch_size if batch_size is not None else 'any'}"
+    first = graphs.batch(range(batch_size))
+    return first, (f"the first training batch: {batch_size} graphs, "
+                   f"{len(first['node_features'])} nodes, {len(first['senders'])} edges")
+
+
 def _recipe_file(path: str) -> str | None:
     """The recipe to inspect: `path` itself, or the saved recipe of the run directory `path`
     names (None, after saying why, for a directory that is not a finished run)."""
@@ -74,19 +89,22 @@ def run(args) -> int:
     prepared = runner.prepare(recipe)
     model = prepared.model
     batch_size, y = _batch_and_labels(prepared)
+    x, traced_for = _graph_batch(prepared, batch_size)
+    if x is not None:
+        y = y[:batch_size]
     stages = gf_inspect.STAGES if args.stage == "all" else (args.stage,)
-    flops, notes = gf_inspect.model_flops(model, batch_size)
+    flops, notes = gf_inspect.model_flops(model, batch_size, inputs=x)
     print(f"{args.recipe}: model {model.name!r} ({len(model.layers)} layers, dtype policy "
-          f"{model.dtype_policy.name}), steps traced for "
-          f"batch size {batch_size if batch_size is not None else 'any'}; nothing was run "
-          f"or trained.")
+          f"{model.dtype_policy.name}), steps traced for {traced_for}; nothing was run or "
+          f"trained.")
     print(gf_inspect.ModelCounts.of(model).line())
     if flops is not None and flops.get("method"):
         print(f"FLOPs method: {flops['method']}")
     for note in (flops or {}).get("notes", ()):  # once for the model: e.g. what is not counted
         print(f"FLOPs note: {note}")
     for stage in stages:
-        report = gf_inspect.step_graph(model, stage, batch_size, y=y, flops=False)
+        report = gf_inspect.step_graph(model, stage, batch_size, x=x, y=y, flops=False,
+                                       keep_shapes=x is not None)
         report = dataclasses.replace(report, flops=flops, notes=report.notes + tuple(notes))
         print()
         print("\n".join(report.lines(model_details=False)))

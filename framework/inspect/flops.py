@@ -86,7 +86,7 @@ __all__ = ["count_flops"]
 
 _METHOD = (
     "TensorFlow profiler, tf.compat.v1.profiler.profile(graph, options=ProfileOptionBuilder."
-    "float_operation()), on tf.function graphs traced (never run) at batch_size={batch}, "
+    "float_operation()), on tf.function graphs traced (never run) at {batch}, "
     "before Grappler/XLA; the functions they call (loop bodies, cond branches, nested "
     "tf.functions) profiled too, once per call site; unused ops left out (tf.function prunes "
     "them). forward: model(x, training=False). training step: {step}. backward: the ops the "
@@ -98,13 +98,18 @@ _UNCOMPILED_STEP = ("model not compiled: gradient of the sum of the outputs (tra
                     "with respect to the trainable variables; no update")
 
 
-def count_flops(model, batch_size: int = 1) -> dict:
+def count_flops(model, batch_size: int = 1, inputs=None) -> dict:
     """Counts the FLOPs of `model`'s forward pass and training step at `batch_size`.
 
     Args:
         model: a built `graphfit.Model`; when compiled with a loss and an optimizer, the
             training step is its own (loss, gradients, optimizer update, update hooks).
-        batch_size: the batch size to count at (a positive integer).
+        batch_size: the batch size to count at (a positive integer): the rows of every
+            input, and of the labels.
+        inputs: an example batch (arrays, tensors or TensorSpecs in the model's input
+            structure) whose shapes to count at instead, where the inputs' rows are not the
+            examples: a graph batch's nodes and edges (`batch_size` then counts the labels,
+            one per graph). Only shapes and dtypes matter.
 
     Returns:
         A dict with "forward", "backward", "update", "training_step" (ints), "per_layer"
@@ -124,7 +129,8 @@ def count_flops(model, batch_size: int = 1) -> dict:
         raise TypeError(f"count_flops needs a graphfit Model. Received: {type(model).__name__}")
     batch_size = validation.positive_int("batch_size", batch_size)
     model.require_built("flops()")
-    x_spec = _at_batch(model.built_input_spec, batch_size, model, "inputs")
+    x_spec = (_at_batch(model.built_input_spec, batch_size, model, "inputs")
+              if inputs is None else tf.nest.map_structure(_spec_of, inputs))
     state = model.compile_state
     compiled = state is not None and state.loss_set is not None and state.optimizer is not None
     owners = flops_graph.LayerOwners(model)
@@ -165,7 +171,8 @@ def count_flops(model, batch_size: int = 1) -> dict:
         "update": phases["update"],
         "training_step": sum(flops for _, _, flops in train_ops),
         "per_layer": per_layer,
-        "method": _METHOD.format(batch=batch_size,
+        "method": _METHOD.format(batch=f"batch_size={batch_size}" if inputs is None
+                                 else _shapes_text(x_spec),
                                  step=_COMPILED_STEP if compiled else _UNCOMPILED_STEP),
         "forward_train": phases["forward_train"],
         "loss": phases["loss"],
@@ -180,6 +187,22 @@ def count_flops(model, batch_size: int = 1) -> dict:
 
 
 # ----------------------------------------------------------------------------- tracing
+def _spec_of(value) -> tf.TensorSpec:
+    if isinstance(value, tf.TensorSpec):
+        return value
+    value = tf.convert_to_tensor(value) if not hasattr(value, "dtype") else value
+    return tf.TensorSpec(value.shape, tf.as_dtype(value.dtype))
+
+
+def _shapes_text(spec) -> str:
+    """ "the shapes node_features[310, 9], senders[1500]" of an example batch."""
+    if isinstance(spec, dict):
+        parts = [f"{name}{list(s.shape)}" for name, s in spec.items()]
+    else:
+        parts = [str(list(s.shape)) for s in tf.nest.flatten(spec)]
+    return "the shapes " + ", ".join(parts)
+
+
 def _at_batch(spec, batch_size: int, model, what: str):
     """The spec structure with the batch axis set to `batch_size`; every shape static."""
 

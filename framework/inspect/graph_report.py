@@ -270,9 +270,9 @@ def function_graph(fn: Callable, *example_args, passes=tuple(grappler.PASSES),
 
 
 # ---------------------------------------------------------------------------- model steps
-def _with_batch(value, batch_size, dtype: tf.DType):
-    """A TensorSpec with batch axis `batch_size` for an example array, tensor or spec (floats
-    in the model's dtype, as `fit` converts them)."""
+def _with_batch(value, batch_size, dtype: tf.DType, keep: bool = False):
+    """A TensorSpec with batch axis `batch_size` (its own with `keep`) for an example array,
+    tensor or spec (floats in the model's dtype, as `fit` converts them)."""
     if isinstance(value, tf.TensorSpec):
         shape, value_dtype = value.shape.as_list(), value.dtype
     else:
@@ -280,7 +280,7 @@ def _with_batch(value, batch_size, dtype: tf.DType):
         shape, value_dtype = list(array.shape), tf.as_dtype(array.dtype)
         if value_dtype.is_floating or value_dtype == tf.bool:
             value_dtype = dtype
-    return tf.TensorSpec([batch_size, *shape[1:]], value_dtype)
+    return tf.TensorSpec(shape if keep else [batch_size, *shape[1:]], value_dtype)
 
 
 def _default_labels(model, state, batch_size):
@@ -300,7 +300,7 @@ def _default_labels(model, state, batch_size):
     return default_labels
 
 
-def _prepared_steps(model, stage: str, batch_size, x, y):
+def _prepared_steps(model, stage: str, batch_size, x, y, keep_shapes: bool = False):
     """The model's compiled steps, prepared (losses, metrics, slots) as `fit` would, and the
     step's input specs."""
     if not getattr(model, "compiled", False):
@@ -314,7 +314,8 @@ def _prepared_steps(model, stage: str, batch_size, x, y):
     if x is None:
         model.require_built("inspect.step_graph")
         x = model.built_input_spec
-    x_spec = tf.nest.map_structure(lambda v: _with_batch(v, batch_size, model.dtype),
+    keep = keep_shapes and x is not model.built_input_spec
+    x_spec = tf.nest.map_structure(lambda v: _with_batch(v, batch_size, model.dtype, keep),
                                    model.arrange_inputs(x))
     y_spec = None if y is None else tf.nest.map_structure(
         lambda v: _with_batch(v, batch_size, model.dtype), y)
@@ -327,7 +328,8 @@ def _prepared_steps(model, stage: str, batch_size, x, y):
 
 
 def step_graph(model, stage: str = "train", batch_size: int | None = 32, *, x=None, y=None,
-               passes=tuple(grappler.PASSES), flops: bool = True) -> GraphReport:
+               passes=tuple(grappler.PASSES), flops: bool = True,
+               keep_shapes: bool = False) -> GraphReport:
     """Reports on one compiled step of `model`: Grappler, XLA, variables and FLOPs.
 
     The step is traced (or its existing trace reused) for a batch of `batch_size`; no step
@@ -344,6 +346,8 @@ def step_graph(model, stage: str = "train", batch_size: int | None = 32, *, x=No
             and dtypes matter. `x` builds an unbuilt model.
         passes: the Grappler passes to run alone (see `function_graph`).
         flops: add `model.flops(batch_size)` to the report.
+        keep_shapes: trace at `x`'s own shapes, not at `batch_size` rows (a graph batch,
+            whose rows are nodes and edges; `batch_size` is then its graphs, the labels').
 
     Returns:
         A `GraphReport` with `model` and `flops` filled in.
@@ -355,13 +359,14 @@ def step_graph(model, stage: str = "train", batch_size: int | None = 32, *, x=No
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}. Received: stage={stage!r}")
     batch_size = validation.positive_int("batch_size", batch_size, allow_none=True)
-    steps, x_spec, y_spec = _prepared_steps(model, stage, batch_size, x, y)
+    steps, x_spec, y_spec = _prepared_steps(model, stage, batch_size, x, y, keep_shapes)
     if stage == "predict":
         function, args = steps.predict_step, ((x_spec,),)
     else:
         function = steps.train_step if stage == "train" else steps.test_step
         args = ((x_spec, y_spec, None),)
-    flop_counts, notes = model_flops(model, batch_size) if flops else (None, [])
+    flop_counts, notes = (model_flops(model, batch_size, x if keep_shapes else None)
+                          if flops else (None, []))
     setting = model.compile_state.jit_compile_setting
     # fit, evaluate and predict call the model's loops under its optimizer's Grappler
     # settings (CompiledSteps), so the pipeline shown is the one they run.
@@ -387,9 +392,11 @@ def _setting_text(setting, jit: bool, model) -> str:
     return f"jit_compile={setting}"
 
 
-def model_flops(model, batch_size: int | None) -> tuple[dict | None, list[str]]:
-    """(`model.flops(batch_size=...)`, []) from `graphfit.inspect.flops`, or (None, [why not])."""
+def model_flops(model, batch_size: int | None,
+                inputs=None) -> tuple[dict | None, list[str]]:
+    """(`model.flops(batch_size=..., inputs=...)`, []) from `graphfit.inspect.flops`, or
+    (None, [why not])."""
     try:
-        return model.flops(batch_size=batch_size or 1), []
+        return model.flops(batch_size=batch_size or 1, inputs=inputs), []
     except Exception as error:  # FLOPs are one line of the report; keep the rest
         return None, [f"FLOPs not computed: {type(error).__name__}: {error}"]

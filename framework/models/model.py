@@ -470,7 +470,7 @@ class Model(Layer):
         self.require_built("summary()")
         summary_lib.print_summary(self, print_fn or print, line_length)
 
-    def flops(self, batch_size: int = 1) -> dict:
+    def flops(self, batch_size: int = 1, inputs=None) -> dict:
         """FLOPs of the forward pass and of the training step, total and per layer.
 
         Counted by TensorFlow's profiler on the traced graphs (traced, never run: no variable
@@ -478,6 +478,8 @@ class Model(Layer):
 
         Args:
             batch_size: the batch size to count at.
+            inputs: an example batch whose shapes to count at instead (a graph batch: its
+                nodes and edges; `batch_size` is then its graphs, the labels' rows).
 
         Returns:
             {"forward", "backward", "update", "training_step": ints, "per_layer": {layer
@@ -497,4 +499,4 @@ class Model(Layer):
         """
         from graphfit.inspect import flops as flops_lib  # flops imports model lazily too
 
-        return flops_lib.count_flops(self, batch_size)
+        return flops_lib.count_flops(self, batch_size, inputs)

@@ -242,3 +242,21 @@ def test_an_edge_outside_the_batch_from_a_dataset_stops_fit(jit_compile):
         model.fit(tf.data.Dataset.from_tensors((x, y)), epochs=1, verbose=0)
         before = model.get_weights()
     assert before is None
+
+
+def test_flops_and_step_report_of_a_real_graph_batch(trained):
+    """A graph batch's rows are its nodes and edges: counted at an example batch's shapes
+    (`inputs=`), the MLPs run once per node, and the report traces those shapes."""
+    from graphfit import inspect as gf_inspect
+
+    model, _, batches = trained
+    x, y = batches[0]
+    nodes = len(x["node_features"])
+    counts = model.flops(batch_size=len(y), inputs=x)
+    assert counts["per_layer"]["gin_mlp_1"]["forward"] == 2 * nodes * 2 * 16 + nodes * 16
+    assert counts["per_layer"]["gin_mlp_2"]["forward"] == 2 * nodes * 16 * 16 + nodes * 16
+    assert f"node_features[{nodes}, 2]" in counts["method"]
+    report = gf_inspect.step_graph(model, "test", len(y), x=x, y=y, flops=False,
+                                   keep_shapes=True)
+    assert f"node_features: float32[{nodes}, 2]" in report.signature
+    assert f"senders: int32[{len(x['senders'])}]" in report.signature
