@@ -314,7 +314,7 @@ def _predict(args) -> int:
         prediction.check_output(args.output)  # before the model loads: fail fast
     except (ValueError, OSError) as error:
         raise _BadInput(f"--output {args.output}: {error}") from None
-    prepared, preprocessing = runner.load_run(run)
+    prepared, preprocessing = runner.load_run(run, data=False)  # the training data may be gone
     form = prediction.InputFormat.of_run(prepared.recipe.config["data"], args.id_column)
     try:
         x = prediction.read_inputs(args.input, preprocessing, form)

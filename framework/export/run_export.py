@@ -31,7 +31,7 @@ def export_run(run: str, output: str | None = None, *, layers=(),
     """
     from graphfit.recipes.running import runner  # recipes import much of graphfit
 
-    prepared, record = runner.load_run(run)
+    prepared, record = runner.load_run(run, data=False)  # the training data may be gone
     target = output or os.path.join(run, DEFAULT_FOLDER)
     return export_model(prepared.model, target, preprocessing=Preprocessing.from_record(record),
                         classify=classify, layers=layers)

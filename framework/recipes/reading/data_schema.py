@@ -123,6 +123,8 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
     full = os.path.abspath(os.path.join(_base_dir(path + ("path",), checker),
                                         os.path.expanduser(location)))
     resolved["path"] = full
+    if not getattr(checker, "data_files", True):
+        return  # a finished run's recipe, read to predict or export: its data may be gone
     if os.path.isdir(full):
         checker.report(path + ("path",), f"{full} is a folder; give the data file in it")
         return

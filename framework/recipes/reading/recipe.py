@@ -72,7 +72,8 @@ class Recipe:
 
 
 def recipe_from_text(text: str, source: str, overrides=(), base_dir: str | None = None,
-                     default_name: str = "recipe", safe: bool = False) -> Recipe:
+                     default_name: str = "recipe", safe: bool = False,
+                     data_files: bool = True) -> Recipe:
     """Checks recipe text (see `load_recipe`); `source` is the name used in messages."""
     document = parse_yaml(text, source, keep_going=True)
     document.positions.setdefault((), Position(source, 1, 1))
@@ -82,6 +83,7 @@ def recipe_from_text(text: str, source: str, overrides=(), base_dir: str | None 
     checker.problems.extend(document.problems)  # duplicate keys, reported with the rest
     checker.base_dir = os.path.abspath(base_dir or os.getcwd())
     checker.safe = safe
+    checker.data_files = data_files
     checker.base_references = []  # the user code a `model.base` run's recipe would run
     references = code_references(document.data, document.position)  # before checks add keys
     config = check_recipe(checker, default_name)
@@ -91,7 +93,7 @@ def recipe_from_text(text: str, source: str, overrides=(), base_dir: str | None 
                   references + checker.base_references, safe)
 
 
-def load_recipe(path: str, overrides=(), safe: bool = False) -> Recipe:
+def load_recipe(path: str, overrides=(), safe: bool = False, data_files: bool = True) -> Recipe:
     """Reads and checks a recipe file, reporting every problem at once.
 
     Args:
@@ -100,6 +102,8 @@ def load_recipe(path: str, overrides=(), safe: bool = False) -> Recipe:
         safe: check everything that can be checked without importing or calling any of the
             user's code (`imports:`, `class_path:`, `data.function:` are listed in
             `Recipe.user_code`, not imported). For recipes from people you do not trust.
+        data_files: check that the data files exist and hold the columns named; False for a
+            finished run's recipe read to predict or export, whose training data may be gone.
 
     Returns:
         The `Recipe`, defaults filled in, file paths made absolute.
@@ -125,7 +129,7 @@ def load_recipe(path: str, overrides=(), safe: bool = False) -> Recipe:
     text = _decode(raw, path)
     stem = os.path.splitext(os.path.basename(path))[0]
     return recipe_from_text(text, path, overrides, base_dir=os.path.dirname(os.path.abspath(path)),
-                            default_name=stem, safe=safe)
+                            default_name=stem, safe=safe, data_files=data_files)
 
 
 def _decode(raw: bytes, path: str) -> str:

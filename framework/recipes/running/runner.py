@@ -88,7 +88,8 @@ def prepare(recipe: Recipe, distribute: bool = True) -> Prepared:
     return Prepared(recipe, model, splits, strategy)
 
 
-def _build_and_compile(recipe: Recipe, splits: Splits):
+def _compiled_model(recipe: Recipe):
+    """The recipe's model, compiled, not built."""
     config = recipe.config
     try:
         model = build_model(config)
@@ -98,6 +99,12 @@ def _build_and_compile(recipe: Recipe, splits: Splits):
         model.compile(**compile_arguments(config))
     except (ValueError, TypeError) as error:
         raise _error(recipe, _compile_key(error), error) from None
+    return model
+
+
+def _build_and_compile(recipe: Recipe, splits: Splits):
+    model = _compiled_model(recipe)
+    config = recipe.config
     try:
         _build_on(model, splits.train)
     except ValueError as error:
@@ -236,8 +243,37 @@ def sample_shape(model) -> list[int] | dict:
     return spec.shape.as_list()[1:]
 
 
-def load_run(run: str) -> tuple[Prepared, dict]:
+def sample_dtype(model) -> str | dict:
+    """The dtype name of the model's input (a dict by name), recorded with `sample_shape` so
+    that a finished run's model builds without its data (integer graph indices stay int)."""
+    spec = model.built_input_spec
+    if isinstance(spec, dict):
+        return {name: s.dtype.name for name, s in spec.items()}
+    return spec.dtype.name
+
+
+def _recorded_input_spec(preprocessing: dict):
+    """The input spec recorded by `sample_shape` and `sample_dtype`, or None (a run from
+    before input dtypes were recorded)."""
+    import tensorflow as tf
+
+    shape, dtype = preprocessing.get("input_shape"), preprocessing.get("input_dtype")
+    if shape is None or dtype is None:
+        return None
+    if isinstance(shape, dict):
+        return {name: tf.TensorSpec([None, *shape[name]], dtype[name]) for name in shape}
+    return tf.TensorSpec([None, *shape], dtype)
+
+
+def load_run(run: str, data: bool = True) -> tuple[Prepared, dict]:
     """Rebuilds a finished run from its directory alone: recipe, data, model, weights.
+
+    Args:
+        run: the run directory.
+        data: load the recipe's data too (to evaluate on its splits). False (to predict or
+            export): the model is built from the input shape and dtype the run recorded, so
+            the training data may be gone; `splits` is then None. A run from before the
+            dtypes were recorded loads its data either way.
 
     Returns:
         The `Prepared` run (weights loaded) and its preprocessing record.
@@ -247,10 +283,16 @@ def load_run(run: str) -> tuple[Prepared, dict]:
         RecipeError: if its recipe no longer checks (a data file moved, ...).
     """
     run = run_directory.find_run(run)  # also puts the run's user modules back on sys.path
-    recipe = load_recipe(run_directory.read_recipe(run))
-    prepared = prepare(recipe, distribute=False)  # a finished run is evaluated on one device
-    _load_final_weights(prepared, run)
     preprocessing = run_directory.read_json(os.path.join(run, "preprocessing.json"))
+    spec = None if data else _recorded_input_spec(preprocessing)
+    recipe = load_recipe(run_directory.read_recipe(run), data_files=spec is None)
+    if spec is None:
+        prepared = prepare(recipe, distribute=False)  # a finished run: on one device
+    else:
+        model = _compiled_model(recipe)
+        model.build_for(spec, "x")
+        prepared = Prepared(recipe, model, None)
+    _load_final_weights(prepared, run)
     return prepared, preprocessing
 
 

@@ -42,7 +42,7 @@ from graphfit.recipes.running.run_callbacks import (
     run_callbacks,
     trial_id,
 )
-from graphfit.recipes.running.runner import Prepared, prepare, sample_shape
+from graphfit.recipes.running.runner import Prepared, prepare, sample_dtype, sample_shape
 
 __all__ = ["RunResult", "train", "resume", "hyperparameters", "trial_id",
            "checkpoint_folder"]
@@ -285,6 +285,7 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
         run_directory.record_user_modules(run, config, recipe.source)
         run_directory.write_json(os.path.join(run, "preprocessing.json"), {
             "input_shape": sample_shape(prepared.model),
+            "input_dtype": sample_dtype(prepared.model),
             "feature_names": splits.feature_names,
             "standardize": splits.standardizer.to_json() if splits.standardizer else None,
         })

@@ -91,3 +91,32 @@ def test_an_output_that_is_a_directory_exits_2_before_predicting(run, tmp_path, 
     assert _predict(run, tmp_path / "x.csv", tmp_path / "adir") == 2
     err = capsys.readouterr().err
     assert f"--output {tmp_path / 'adir'}" in err and "Traceback" not in err
+
+
+def test_predict_and_export_need_no_training_data(tmp_path, capsys):
+    """A finished run's model builds from the input shape and dtype it recorded: its
+    training CSV may be moved or deleted, and the predictions stay the same."""
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(40, 3))
+    text = "a,b,c,label\n" + "".join(f"{r[0]:.4f},{r[1]:.4f},{r[2]:.4f},{int(r[0] > 0)}\n"
+                                     for r in rows)
+    (tmp_path / "train.csv").write_text(text)
+    (tmp_path / "new.csv").write_text("".join(line.rsplit(",", 1)[0] + "\n"
+                                              for line in text.splitlines()))
+    (tmp_path / "r.yaml").write_text(
+        "data: {source: csv, path: train.csv, target: label, standardize: true}\n"
+        "model: [{type: Dense, units: 2}]\n"
+        "loss: {type: SparseCategoricalCrossentropy, from_logits: true}\n"
+        "training: {epochs: 1, batch_size: 16}\n")
+    run = training_run.train(load_recipe(str(tmp_path / "r.yaml")),
+                             run_dir=str(tmp_path / "run"), verbose=0).run_dir
+    assert _predict(run, tmp_path / "new.csv", tmp_path / "before.csv") == 0
+    os.remove(tmp_path / "train.csv")
+    assert _predict(run, tmp_path / "new.csv", tmp_path / "after.csv") == 0
+    assert (tmp_path / "after.csv").read_text() == (tmp_path / "before.csv").read_text()
+    assert cli.main(["export", run, "--output", str(tmp_path / "served")]) == 0
+    assert (tmp_path / "served" / "saved_model.pb").is_file()
+    capsys.readouterr()
+    # Evaluating needs the data: that still says which file is missing.
+    assert cli.main(["evaluate", run]) == 2
+    assert "data.path: file not found" in capsys.readouterr().err
