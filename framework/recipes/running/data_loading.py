@@ -43,9 +43,23 @@ class Standardizer:
 
     @classmethod
     def fit(cls, x: np.ndarray) -> "Standardizer":
+        """Mean and std per feature over its finite values: a NaN or inf that
+        `training.check_finite: false` lets through stays in its own cell instead of making
+        the whole feature NaN (a feature with none: mean 0, std 1).
+
+        Example:
+
+            >>> Standardizer.fit(np.array([[1.0], [np.nan], [3.0]])).mean.tolist()
+            [2.0]
+        """
         flat = x.reshape(len(x), -1).astype(np.float64)
-        std = flat.std(axis=0)
-        return cls(flat.mean(axis=0), np.where(std > 0, std, 1.0))
+        finite = np.isfinite(flat)
+        count = finite.sum(axis=0)
+        values = np.where(finite, flat, 0.0)
+        mean = values.sum(axis=0) / np.maximum(count, 1)
+        squares = np.where(finite, (flat - mean) ** 2, 0.0).sum(axis=0)
+        std = np.sqrt(squares / np.maximum(count, 1))
+        return cls(mean, np.where(std > 0, std, 1.0))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         flat = x.reshape(len(x), -1)

@@ -366,8 +366,9 @@ def _resume_locked(run: str, recipe_file: str, overrides: list[str],
     state = checkpoints.restore_latest(prepared.model, folder)
     if state is None:
         raise ValueError(f"the run {run} has no intact checkpoint in {folder}/latest to resume "
-                         f"from (a ModelCheckpoint with save_best_only writes none); train it "
-                         f"again instead")
+                         f"from (it stopped before its first epoch ended, its loss was "
+                         f"non-finite from the start, or its ModelCheckpoint has "
+                         f"save_best_only); train it again instead")
     workers.check_same_training(recipe, prepared.splits, prepared.strategy, state["epoch"])
     total = recipe.config["training"]["epochs"]
     finished = os.path.isfile(os.path.join(run, run_directory.CHECKPOINT + ".index"))
