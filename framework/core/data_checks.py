@@ -10,9 +10,12 @@ also runs in the loop, outside the step (`graphfit.training.input_checks`).
 Example:
 
     >>> import tensorflow as tf
-    >>> ok = tf.reduce_all(tf.constant([1, 2]) < 3)
-    >>> assertion(ok, "ids must be below 3").name.startswith("assert_equal")
-    True
+    >>> ids = tf.constant([1, 5])
+    >>> try:
+    ...     assertion(tf.reduce_all(ids < 3), "ids must be below 3")
+    ... except tf.errors.InvalidArgumentError as error:
+    ...     print(reason_of(error))
+    ids must be below 3
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ tells the callbacks.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 
@@ -164,13 +165,8 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
         if wants_batches:
             _batch_hook(callbacks, stage, "begin", chunk.first_batch, None)
         started = time.perf_counter()
-        try:
+        with _data_checks_as_value_errors(chunk.first_batch):
             ran, iterator = _run_chunk(state, stage, feed, chunk, iterator, capacity)
-        except tf.errors.InvalidArgumentError as error:
-            reason = data_checks.reason_of(error)
-            if reason is None:
-                raise
-            raise ValueError(f"{reason} (batch {chunk.first_batch} or after).") from None
         if feed.is_dataset or chunk.index_batches.shape[1] == feed.batch_size:
             sizer.record(ran, time.perf_counter() - started)
         total += ran
@@ -223,6 +219,19 @@ def agreed_seed(strategy, seed: int) -> int:
 
     values = strategy.experimental_distribute_values_from_function(chief_only)
     return int(strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None))
+
+
+@contextlib.contextmanager
+def _data_checks_as_value_errors(first_batch: int):
+    """A failed data check (`graphfit.core.data_checks`) inside the block becomes a ValueError
+    with its message alone and the batch it was found in; other errors pass unchanged."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as error:
+        reason = data_checks.reason_of(error)
+        if reason is None:
+            raise
+        raise ValueError(f"{reason} (batch {first_batch} or after).") from None
 
 
 def _ask_optimizer_to_stop(model, optimizer) -> None:
@@ -386,7 +395,9 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
     parts = []
     if feed.is_dataset:
         callbacks.on_predict_batch_begin(0)
-        outputs = state.steps.predict_dataset(feed.epoch_iterator(), feed.steps or 2**31 - 1)
+        with _data_checks_as_value_errors(0):
+            outputs = state.steps.predict_dataset(feed.epoch_iterator(),
+                                                  feed.steps or 2**31 - 1)
         parts.append([o.numpy() for o in outputs])
         callbacks.on_predict_batch_end(max((feed.steps or 1) - 1, 0), None)
     else:
@@ -395,7 +406,8 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
         for chunk in feed.chunks(0, _chunk_sizes(state, sizer, False)):
             callbacks.on_predict_batch_begin(chunk.first_batch)
             started = time.perf_counter()
-            outputs = state.steps.predict_arrays(x_tensors, chunk.index_batches)
+            with _data_checks_as_value_errors(chunk.first_batch):
+                outputs = state.steps.predict_arrays(x_tensors, chunk.index_batches)
             parts.append([o.numpy() for o in outputs])
             if chunk.index_batches.shape[1] == feed.batch_size:
                 sizer.record(chunk.num_batches, time.perf_counter() - started)
