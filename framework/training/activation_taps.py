@@ -250,8 +250,9 @@ class _TappedLossFn:
                           f"{missing}, so they have no gradient to record.", stacklevel=4)
         gradients = [[g[i] for i in sorted(g)] for g in self._gradients]
         if loss_scale is not None:
-            gradients = [[g / tf.cast(loss_scale, g.dtype) for g in parts]
-                         for parts in gradients]
+            # In float64: 2**16 is inf in float16, and small quotients would lose digits.
+            gradients = [[tf.cast(g, tf.float64) / tf.cast(loss_scale, tf.float64)
+                          for g in parts] for parts in gradients]
         taps._record(gradients, step)
 
 

@@ -89,15 +89,21 @@ def test_norms_and_histograms_equal_an_independent_tape(tmp_path, jit_compile,
             assert histogram[4, 2] == inside.sum()  # a bucket holds what lies in its range
 
 
-@pytest.mark.parametrize("compile_args, board_args, rtol", [
-    ({}, {"gradient_taps": ["middle", "out"]}, 1e-5),  # gradient taps backprop in the forward
-    ({"dtype_policy": "mixed_float16"}, {}, 2e-2),  # minimize differentiates loss × 2**15
-], ids=["with_gradient_taps", "loss_scaled"])
-def test_the_loss_gradient_is_recorded_whatever_else_differentiates(tmp_path, compile_args,
+@pytest.mark.parametrize("scale, board_args, rtol", [
+    (None, {"gradient_taps": ["middle", "out"]}, 1e-5),  # gradient taps backprop in the forward
+    (2.0**15, {}, 2e-2),  # mixed_float16: minimize differentiates loss × 2**15
+    (2.0**16, {}, 2e-2),  # which is inf in float16: divided out in float64
+], ids=["with_gradient_taps", "loss_scaled", "loss_scaled_past_float16"])
+def test_the_loss_gradient_is_recorded_whatever_else_differentiates(tmp_path, scale,
                                                                    board_args, rtol):
     x, y = _data()
     model = _mlp()
-    model.compile(optimizer=gf.optimizers.SGD(LR), loss="mse", **compile_args)
+    optimizer = gf.optimizers.SGD(LR)
+    if scale is None:
+        model.compile(optimizer=optimizer, loss="mse")
+    else:
+        model.compile(optimizer=gf.optimizers.LossScaleOptimizer(optimizer, initial_scale=scale),
+                      loss="mse", dtype_policy="mixed_float16")
     expected = _reference(model, x, y, steps=2)
     board = TensorBoard(str(tmp_path), activation_gradient_taps=["hidden", "middle"],
                         **board_args)
