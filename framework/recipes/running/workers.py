@@ -123,18 +123,31 @@ __all__ += ["shown_run"]
 
 def training_fingerprint(config: dict, splits, initial_epoch: int) -> int:
     """A number that differs when two workers would not run the same steps: the resolved
-    recipe (less `distribute` and `run_dir`, and less `data`, whose paths may differ from
-    machine to machine) with each split's shape, and the epoch training starts from."""
+    recipe (less `distribute` and `run_dir`; a file path counts by its file name, as the
+    same data may lie in another folder on each machine) with each split's shape, and the
+    epoch training starts from."""
     shapes = {}
     for stage in ("train", "val", "test"):
         pair = getattr(splits, stage)
         if isinstance(pair, tuple):
             shapes[stage] = [list(getattr(part, "shape", ())) for part in pair]
-    described = {"recipe": {key: value for key, value in config.items()
-                            if key not in ("distribute", "run_dir", "data")},
+    described = {"recipe": _without_folders({key: value for key, value in config.items()
+                                             if key not in ("distribute", "run_dir")}),
                  "data": shapes, "initial_epoch": initial_epoch}
     text = json.dumps(described, sort_keys=True, default=str)
     return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:15], 16)  # fits int64
+
+
+def _without_folders(value):
+    """`value` with every absolute path replaced by its last part (the recipe resolves the
+    data paths, a base run's folder, ... against its own folder)."""
+    if isinstance(value, dict):
+        return {key: _without_folders(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_folders(item) for item in value]
+    if isinstance(value, str) and os.path.isabs(value):
+        return os.path.basename(os.path.normpath(value))
+    return value
 
 
 def check_same_training(recipe, splits, strategy, initial_epoch: int) -> None:

@@ -259,3 +259,28 @@ def test_workers_given_different_recipes_stop_before_training(tmp_path):
     for done in (chief, other):
         assert "No worker trained." in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "run0").exists() and not (tmp_path / "run1").exists()
+
+
+def test_the_training_fingerprint_ignores_folders_and_sees_everything_else():
+    """Workers may keep the same data in other folders (paths count by file name); any other
+    difference of the recipe, the splits' shapes or the start epoch changes the number."""
+    import numpy as np
+
+    from graphfit.recipes.running.data_loading import Splits
+    from graphfit.recipes.running.workers import training_fingerprint
+
+    def recipe(folder, standardize=False):
+        return {"data": {"source": "csv", "path": f"{folder}/train.csv",
+                         "standardize": standardize},
+                "training": {"epochs": 2, "validation_data": {"path": f"{folder}/val.csv"}},
+                "model": {"base": {"run": f"{folder}/runs/base"}}, "run_dir": f"{folder}/run",
+                "distribute": {"strategy": "multi_worker", "timeout": 30}}
+
+    def splits(rows):
+        return Splits((np.zeros((rows, 3)), np.zeros(rows)), None, None, None, None)
+
+    chief = training_fingerprint(recipe("/hostA"), splits(8), 0)
+    assert training_fingerprint(recipe("/mnt/hostB"), splits(8), 0) == chief
+    assert training_fingerprint(recipe("/hostA", standardize=True), splits(8), 0) != chief
+    assert training_fingerprint(recipe("/hostA"), splits(9), 0) != chief
+    assert training_fingerprint(recipe("/hostA"), splits(8), 1) != chief
