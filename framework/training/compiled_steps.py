@@ -386,7 +386,9 @@ class CompiledSteps(step_taps.TapSwitches):
 
     def _predict_batch(self, batch):
         self._record_shape("predict", batch)
-        return distribution.on_replicas(self.strategy, self.predict_step, batch)
+        # Outside the (XLA-)compiled step, which drops a layer's own asserts: a GINConv's ids.
+        with tf.control_dependencies(input_checks.layer_input_assertions(self.model, batch[0])):
+            return distribution.on_replicas(self.strategy, self.predict_step, batch)
 
     # ------------------------------------------------------------------ introspection
     def retrace_training(self) -> None:

@@ -260,3 +260,30 @@ def test_flops_and_step_report_of_a_real_graph_batch(trained):
                                    keep_shapes=True)
     assert f"node_features: float32[{nodes}, 2]" in report.signature
     assert f"senders: int32[{len(x['senders'])}]" in report.signature
+
+
+@pytest.mark.parametrize("embedded", [False, True], ids=["direct", "through_dense"])
+def test_an_edge_outside_the_batch_stops_every_loop_under_xla(embedded):
+    """fit, evaluate and predict check a dataset's ids in the loop; the node count is the
+    rows of the model input the GINConv's node features come from, through a Dense too."""
+    x, y = graph_batch(1)
+    x["senders"] = x["senders"].copy()
+    x["senders"][0] = len(x["node_features"]) + 2
+    source = "node_features"
+    nodes = []
+    if embedded:
+        nodes.append(gf.Node(layers.Dense(4, name="embed"), "node_features"))
+        source = "embed"
+    nodes += [gf.Node(layers.GINConv(8, name="gin"), [source, "senders", "receivers"]),
+              gf.Node(layers.SegmentPooling("mean", name="readout"),
+                      ["gin", "graph_index", "node_counts"]),
+              gf.Node(layers.Dense(2, name="logits"), "readout")]
+    model = gf.GraphModel(inputs=INPUT_NAMES, nodes=nodes, outputs="logits")
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", jit_compile=True)
+    dataset = tf.data.Dataset.from_tensors((x, y))
+    message = r"^GINConv 'gin': senders must index the batch's nodes"
+    for run in (lambda: model.fit(dataset, epochs=1, verbose=0),
+                lambda: model.evaluate(dataset, verbose=0),
+                lambda: model.predict(dataset.map(lambda a, b: a), verbose=0)):
+        with pytest.raises(ValueError, match=message):
+            run()
