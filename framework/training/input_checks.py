@@ -62,11 +62,14 @@ class OptimizerMismatch(ValueError):
 
 class LayerLabelMismatch(ValueError):
     """The labels do not fit a layer that reads them in training (a `ClassMeans` with fewer
-    classes), found before the first step; `layer_name` names the layer."""
+    classes), found before the first step. `layer_name` names the layer; `position_from_end`
+    is its place among the model's layers counted from the last (0: the last; None when it
+    is not one of them), which a recipe's list of layers shares even after a base's."""
 
-    def __init__(self, message: str, layer_name: str):
+    def __init__(self, message: str, layer_name: str, position_from_end: int | None = None):
         super().__init__(message)
         self.layer_name = layer_name
+        self.position_from_end = position_from_end
 
 
 def check_finite(named: dict[str, object]) -> None:

@@ -89,7 +89,10 @@ def _prepare(model, state, feed, stage: str) -> None:
                 try:
                     layer.check_labels(feed.y)
                 except ValueError as error:
-                    raise LayerLabelMismatch(str(error), layer.name) from None
+                    top = [id(item) for item in model.layers]
+                    raise LayerLabelMismatch(
+                        str(error), layer.name, len(top) - 1 - top.index(id(layer))
+                        if id(layer) in top else None) from None
 
 
 def _require_loss(model, state, stage: str) -> bool:

@@ -214,7 +214,7 @@ def _stage_key(config, stage: str, error: Exception) -> tuple:
     if isinstance(error, OptimizerMismatch):
         return ("optimizer",)
     if isinstance(error, LayerLabelMismatch):  # at the layer that reads the labels
-        layer = _layer_key(config, error.layer_name)
+        layer = _layer_key(config, error.layer_name, error.position_from_end)
         if layer is not None:
             return layer
     separate = {"val": "validation_data", "test": "test_data"}.get(stage)
@@ -223,12 +223,17 @@ def _stage_key(config, stage: str, error: Exception) -> tuple:
     return ("data",) if isinstance(error, NonFiniteData) else ("loss",)
 
 
-def _layer_key(config, name: str) -> tuple | None:
-    """The recipe key of the layer entry named `name` (model.layers[i] or model.nodes[i])."""
+def _layer_key(config, name: str, position_from_end: int | None = None) -> tuple | None:
+    """The recipe key of the layer entry named `name` (model.layers[i] or model.nodes[i]),
+    or, for an entry without a name in a list of layers, the one at `position_from_end`
+    (a base run's layers come before the list's)."""
     for section in ("layers", "nodes"):
         for index, entry in enumerate(config["model"].get(section) or []):
             if isinstance(entry, dict) and entry.get("name") == name:
                 return ("model", section, index)
+    entries = config["model"].get("layers") or []
+    if position_from_end is not None and position_from_end < len(entries):
+        return ("model", "layers", len(entries) - 1 - position_from_end)
     return None
 
 
