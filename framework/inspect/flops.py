@@ -82,7 +82,7 @@ from graphfit.inspect import flops_graph
 from graphfit.optimizers import gradient_record
 from graphfit.training import steps
 
-__all__ = ["count_flops"]
+__all__ = ["count_flops", "output_rows"]
 
 _METHOD = (
     "TensorFlow profiler, tf.compat.v1.profiler.profile(graph, options=ProfileOptionBuilder."
@@ -106,10 +106,11 @@ def count_flops(model, batch_size: int = 1, inputs=None) -> dict:
             training step is its own (loss, gradients, optimizer update, update hooks).
         batch_size: the batch size to count at (a positive integer): the rows of every
             input, and of the labels.
-        inputs: an example batch (arrays, tensors or TensorSpecs in the model's input
-            structure) whose shapes to count at instead, where the inputs' rows are not the
-            examples: a graph batch's nodes and edges (`batch_size` then counts the labels,
-            one per graph). Only shapes and dtypes matter.
+        inputs: an example batch (arrays, tensors or TensorSpecs of known shapes, in the
+            model's input structure) whose shapes to count at instead, where the inputs'
+            rows are not the examples: a graph batch's nodes and edges. The labels then have
+            a row per row of the model's output (per graph), and `batch_size` is not used.
+            Only shapes and dtypes matter.
 
     Returns:
         A dict with "forward", "backward", "update", "training_step" (ints), "per_layer"
@@ -129,8 +130,11 @@ def count_flops(model, batch_size: int = 1, inputs=None) -> dict:
         raise TypeError(f"count_flops needs a graphfit Model. Received: {type(model).__name__}")
     batch_size = validation.positive_int("batch_size", batch_size)
     model.require_built("flops()")
-    x_spec = (_at_batch(model.built_input_spec, batch_size, model, "inputs")
-              if inputs is None else tf.nest.map_structure(_spec_of, inputs))
+    if inputs is None:
+        x_spec = _at_batch(model.built_input_spec, batch_size, model, "inputs")
+    else:
+        x_spec = tf.nest.map_structure(_spec_of, model.arrange_inputs(inputs))
+        batch_size = output_rows(model, x_spec)
     state = model.compile_state
     compiled = state is not None and state.loss_set is not None and state.optimizer is not None
     owners = flops_graph.LayerOwners(model)
@@ -188,10 +192,25 @@ def count_flops(model, batch_size: int = 1, inputs=None) -> dict:
 
 # ----------------------------------------------------------------------------- tracing
 def _spec_of(value) -> tf.TensorSpec:
-    if isinstance(value, tf.TensorSpec):
-        return value
-    value = tf.convert_to_tensor(value) if not hasattr(value, "dtype") else value
-    return tf.TensorSpec(value.shape, tf.as_dtype(value.dtype))
+    if not isinstance(value, tf.TensorSpec):
+        value = tf.convert_to_tensor(value) if not hasattr(value, "dtype") else value
+        value = tf.TensorSpec(value.shape, tf.as_dtype(value.dtype))
+    if not value.shape.is_fully_defined():
+        raise ValueError(f"FLOPs are counted from static shapes: the example inputs must have "
+                         f"known shapes, but one has shape {tuple(value.shape.as_list())}. "
+                         f"Give arrays, or TensorSpecs without None.")
+    return value
+
+
+def output_rows(model, x_spec) -> int:
+    """The rows of the model's (first) output for inputs of `x_spec` (traced, not run): the
+    examples a batch of these inputs holds, one label each (a graph batch: its graphs)."""
+    concrete = tf.function(lambda x: model(x, training=False)).get_concrete_function(x_spec)
+    rows = tf.nest.flatten(concrete.structured_outputs)[0].shape[0]
+    if rows is None:
+        raise ValueError("The model's output has no fixed number of rows for these inputs: "
+                         "give inputs of known shapes.")
+    return int(rows)
 
 
 def _shapes_text(spec) -> str:

@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import validation
+from graphfit.inspect import flops as flops_lib
 from graphfit.inspect import grappler, xla_report
 from graphfit.inspect.grappler import OpCounts, PassEffect
 from graphfit.inspect.xla_report import XlaReport
@@ -295,6 +296,8 @@ def _default_labels(model, state, batch_size):
     def default_labels(names, needed):
         if state.loss_set is None:
             return None
+        if not state.loss_set.built:  # its kinds are known once it has the outputs
+            state.loss_set.build(model.output_names, model.dtype)
         return labels(None) if names is None else {n: labels(n) for n in needed}
 
     return default_labels
@@ -317,6 +320,8 @@ def _prepared_steps(model, stage: str, batch_size, x, y, keep_shapes: bool = Fal
     keep = keep_shapes and x is not model.built_input_spec
     x_spec = tf.nest.map_structure(lambda v: _with_batch(v, batch_size, model.dtype, keep),
                                    model.arrange_inputs(x))
+    if keep:  # the labels have a row per output row (a graph batch: per graph)
+        batch_size = flops_lib.output_rows(model, x_spec)
     y_spec = None if y is None else tf.nest.map_structure(
         lambda v: _with_batch(v, batch_size, model.dtype), y)
     feed = SpecFeed(x_spec, y_spec, _default_labels(model, state, batch_size))

@@ -283,3 +283,32 @@ def test_errors_are_clear():
     ragged.build((None, None, 3))
     with pytest.raises(ValueError, match="static shapes"):
         ragged.flops()
+
+
+def test_counting_at_an_example_batch_equals_counting_at_its_rows():
+    """`inputs=` counts at an example's shapes, its labels one per output row: for a plain
+    model that is `batch_size` = its rows; shapes must be known."""
+    import graphfit as gf
+    from graphfit import inspect as gf_inspect
+    from graphfit import layers
+
+    model = gf.Sequential([layers.Dense(8, activation="relu"), layers.Dense(3)])
+    model.compile(loss="sparse_categorical_crossentropy", optimizer="sgd")
+    model.build((None, 4))
+    example = np.zeros((5, 4), "float32")
+    counts = model.flops(inputs=example)
+    assert counts["training_step"] == model.flops(batch_size=5)["training_step"]
+    assert counts["batch_size"] == 5 and "at the shapes [5, 4]" in counts["method"]
+    with pytest.raises(ValueError, match=r"must have known shapes, but one has shape "
+                                         r"\(None, 4\)"):
+        model.flops(inputs=tf.TensorSpec([None, 4]))
+    # The step report's default labels are class ids for a sparse categorical loss (a
+    # fresh model each: a step traced again for other shapes relaxes them to None).
+    report = gf_inspect.step_graph(model, "train", x=example, keep_shapes=True)
+    assert report.signature == "x: float32[5, 4], y: int64[5], sample_weight: None"
+    assert report.flops["training_step"] == counts["training_step"]
+    other = gf.Sequential([layers.Dense(3)])
+    other.compile(loss="sparse_categorical_crossentropy", optimizer="sgd")
+    other.build((None, 4))
+    report = gf_inspect.step_graph(other, "train", 9, flops=False)
+    assert report.signature == "x: float32[9, 4], y: int64[9], sample_weight: None"
