@@ -185,6 +185,8 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
     # EarlyStopping(restore_best_weights): the final weights are an earlier epoch's.
     restored = next((c.restored_epoch for c in callbacks
                      if getattr(c, "restored_epoch", None) is not None), None)
+    if restored is not None and restored >= len(losses) - 1:
+        restored = None  # the best epoch was the last: its weights are the final ones anyway
     return _finish(run, prepared, recorder, restored)
 
 

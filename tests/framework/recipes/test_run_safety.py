@@ -462,3 +462,16 @@ def test_restored_early_stopping_weights_are_the_final_numbers_and_say_so(tmp_pa
     assert metrics["train"]["loss"] == pytest.approx(history["loss"][0])
     assert metrics["val"]["loss"] == pytest.approx(history["val_loss"][0], rel=1e-5)
     assert "final weights: epoch 1's, restored by EarlyStopping" in captured.out
+
+
+def test_no_restored_weights_are_announced_when_the_best_epoch_is_the_last(tmp_path, capsys):
+    run, captured = _train_recipe(
+        tmp_path, capsys, "{source: sinc, n_samples: 64}", 4,
+        "optimizer: {type: SGD, learning_rate: 0.05}\ntraining: {epochs: 3, batch_size: 16}\n"
+        "callbacks: [{type: EarlyStopping, monitor: loss, patience: 5, "
+        "restore_best_weights: true}]\n", verbose="2", status=0)
+    history = json.loads((run / "history.json").read_text())
+    assert history["loss"][-1] == min(history["loss"])  # the training loss went down
+    assert "final weights:" not in captured.out
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["train"]["loss"] == pytest.approx(history["loss"][-1])
