@@ -31,6 +31,8 @@ from typing import Iterator, Mapping
 from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 from tensorflow.python.eager import context
 
+from graphfit.core.registry import did_you_mean
+
 __all__ = ["graph_rewrites", "check_rewrites"]
 
 _RewriterConfig = rewriter_config_pb2.RewriterConfig
@@ -53,6 +55,9 @@ def check_rewrites(settings: Mapping[str, object]) -> dict[str, int]:
     Raises:
         ValueError: an unknown field or value, naming it and the valid ones.
     """
+    if not isinstance(settings, Mapping):
+        raise ValueError(f"Grappler settings are a mapping {{setting: value}}, such as "
+                         f"{{'meta_optimizer_iterations': 'ONE'}}. Received: {settings!r}")
     values = {}
     for field, value in settings.items():
         if field in _TOGGLES:
@@ -67,8 +72,10 @@ def check_rewrites(settings: Mapping[str, object]) -> dict[str, int]:
                                  f"Received: {field}={value!r}")
             values[field] = _ENUMS[field].Value(value)
         else:
-            raise ValueError(f"Unknown Grappler setting {field!r}; graphfit sets "
-                             f"{', '.join(sorted((*_TOGGLES, *_ENUMS)))}")
+            known = sorted((*_TOGGLES, *_ENUMS))
+            raise ValueError(f"Unknown Grappler setting {field!r};"
+                             f"{did_you_mean(str(field), known, ' did you mean {!r}?')} "
+                             f"graphfit sets {', '.join(known)}")
     return values
 
 

@@ -67,7 +67,8 @@ def test_grappler_applies_them_to_the_calls_inside():
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"remaping": False}, "Unknown Grappler setting 'remaping'"),
+    ({"remaping": False}, "Unknown Grappler setting 'remaping'; did you mean 'remapping'?"),
+    ([("remapping", False)], "Grappler settings are a mapping {setting: value}"),
     ({"remapping": "off"}, "remapping takes True or False. Received: remapping='off'"),
     ({"meta_optimizer_iterations": 3}, "takes one of DEFAULT_NUM_ITERS, ONE, TWO"),
 ])
