@@ -447,31 +447,32 @@ def test_an_unfinished_run_is_sent_where_it_can_go(tmp_path, checkpoint):
         assert f"train its recipe again (`graphfit train {run / 'recipe.yaml'}`)" in message
 
 
+def _early_stopping_run(tmp_path, capsys, training: str, early_stopping: str):
+    """(history, metrics, stdout) of a sinc recipe run with EarlyStopping(restore_best_weights)."""
+    run, captured = _train_recipe(
+        tmp_path, capsys, "{source: sinc, n_samples: 64}", 4,
+        f"optimizer: {{type: SGD, learning_rate: 0.05}}\ntraining: {{epochs: 3, batch_size: 16"
+        f"{training}}}\ncallbacks: [{{type: EarlyStopping, {early_stopping}, "
+        f"restore_best_weights: true}}]\n", verbose="2", status=0)
+    return (json.loads((run / "history.json").read_text()),
+            json.loads((run / "metrics.json").read_text()), captured.out)
+
+
 def test_restored_early_stopping_weights_are_the_final_numbers_and_say_so(tmp_path, capsys):
     """EarlyStopping(restore_best_weights) saves an earlier epoch's weights: the final train
     numbers are that epoch's (as val and test, measured on them), and the summary says so
     (fit's own last "Test:" line measured the last epoch's weights)."""
-    run, captured = _train_recipe(
-        tmp_path, capsys, "{source: sinc, n_samples: 64}", 4,
-        "optimizer: {type: SGD, learning_rate: 0.05}\ntraining: {epochs: 3, batch_size: 16, "
-        "test_split: 0.25}\ncallbacks: [{type: EarlyStopping, patience: 1, min_delta: 100.0, "
-        "restore_best_weights: true}]\n", verbose="2", status=0)
-    history = json.loads((run / "history.json").read_text())
-    metrics = json.loads((run / "metrics.json").read_text())
+    history, metrics, out = _early_stopping_run(tmp_path, capsys, ", test_split: 0.25",
+                                                "patience: 1, min_delta: 100.0")
     assert len(history["loss"]) == 2  # stopped after epoch 2; epoch 1 is the best
     assert metrics["train"]["loss"] == pytest.approx(history["loss"][0])
     assert metrics["val"]["loss"] == pytest.approx(history["val_loss"][0], rel=1e-5)
-    assert "final weights: epoch 1's, restored by EarlyStopping" in captured.out
+    assert "final weights: epoch 1's, restored by EarlyStopping" in out
 
 
 def test_no_restored_weights_are_announced_when_the_best_epoch_is_the_last(tmp_path, capsys):
-    run, captured = _train_recipe(
-        tmp_path, capsys, "{source: sinc, n_samples: 64}", 4,
-        "optimizer: {type: SGD, learning_rate: 0.05}\ntraining: {epochs: 3, batch_size: 16}\n"
-        "callbacks: [{type: EarlyStopping, monitor: loss, patience: 5, "
-        "restore_best_weights: true}]\n", verbose="2", status=0)
-    history = json.loads((run / "history.json").read_text())
+    history, metrics, out = _early_stopping_run(tmp_path, capsys, "",
+                                                "monitor: loss, patience: 5")
     assert history["loss"][-1] == min(history["loss"])  # the training loss went down
-    assert "final weights:" not in captured.out
-    metrics = json.loads((run / "metrics.json").read_text())
+    assert "final weights:" not in out
     assert metrics["train"]["loss"] == pytest.approx(history["loss"][-1])
