@@ -99,6 +99,22 @@ def test_shuffling_is_reproducible_from_the_seed(digits):
         np.testing.assert_array_equal(a, b)
 
 
+def test_tensors_train_like_the_same_arrays_and_stay_unchanged(digits):
+    """Tensors are read through NumPy views (no copy): the same steps as the arrays."""
+    x, y = digits[0][:200], digits[1][:200]
+    tensors = tf.constant(x), tf.constant(y)
+    results = []
+    for data in ((x, y), tensors):
+        gf.set_seed(3)
+        model = _compile(_mlp())
+        model.fit(*data, batch_size=32, epochs=2, verbose=0)
+        model.evaluate(*data, verbose=0)
+        results.append(model.get_weights())
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(tensors[0].numpy(), x)
+
+
 def test_a_dataset_trains_like_the_same_arrays(digits):
     x, y = digits
     first = _compile(_mlp())
