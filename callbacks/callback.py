@@ -72,6 +72,16 @@ class Callback:
     def on_train_end(self, logs=None):
         """Called once at the end of `fit`."""
 
+    #: Whether the callback may set the weights training keeps once it ends (EarlyStopping's
+    #: restore_best_weights): `fit` then runs its last test after `restore_final_weights`.
+    restores_weights: bool = False
+
+    def restore_final_weights(self) -> bool:
+        """Called by `fit` once the epochs end, before its last test evaluation and
+        `on_train_end`: sets the weights training keeps, if the callback chooses them.
+        Returns whether it changed the model's weights."""
+        return False
+
     def on_epoch_begin(self, epoch: int, logs=None):
         """Called at the start of epoch `epoch` (0-based)."""
 

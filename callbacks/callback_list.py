@@ -202,6 +202,16 @@ class CallbackList(Callback):
         for callback in self.callbacks:
             callback.on_train_end(logs)
 
+    @property
+    def restores_weights(self) -> bool:
+        return any(callback.restores_weights for callback in self.callbacks)
+
+    def restore_final_weights(self) -> bool:
+        changed = False
+        for callback in self.callbacks:
+            changed = callback.restore_final_weights() or changed
+        return changed
+
     def on_epoch_begin(self, epoch, logs=None):
         logs = dict(logs or {})
         for callback in self.callbacks:

@@ -211,6 +211,7 @@ class EarlyStopping(MonitorCallback):
         self._reset()
 
     def _reset(self) -> None:
+        self._last_epoch = None
         self.wait = 0
         self.stopped_epoch = 0
         self.best: float | None = None
@@ -259,11 +260,28 @@ class EarlyStopping(MonitorCallback):
                     f"{format_value(self.baseline)} in {epochs} ({best})")
         return f"EarlyStopping: {self.monitor} did not improve{by} for {epochs} ({best})"
 
+    @property
+    def restores_weights(self) -> bool:
+        return self.restore_best_weights
+
+    def restore_final_weights(self) -> bool:
+        """Sets the best epoch's weights (with `restore_best_weights`), before `fit`'s last
+        test evaluation, so that its test numbers describe the weights kept. Returns whether
+        they differ from the last epoch's."""
+        if not self.restore_best_weights or self.best_weights is None:
+            return False
+        if self.restored_epoch is None:
+            self.model.set_weights(self.best_weights)
+            self.restored_epoch = self.best_epoch
+        return self.restored_epoch != self._last_epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last_epoch = epoch
+
     def on_train_end(self, logs=None):
         stopped_here = self.stopped_epoch > 0
         if self.restore_best_weights and self.best_weights is not None:
-            self.model.set_weights(self.best_weights)
-            self.restored_epoch = self.best_epoch
+            self.restore_final_weights()  # fit has called it already; a custom loop may not
             restored = f"restored the weights of epoch {self.best_epoch + 1}"
             reason = getattr(self.model, "stop_reason", None)
             if reason and stopped_here and reason.startswith("EarlyStopping:"):

@@ -337,8 +337,12 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
             if val is not None and (epoch + 1) % validation_freq == 0:
                 val_logs = _evaluate_stage(model, state, "val", val, epoch, callbacks, cached)
                 logs.update(_prefixed("val", val_logs))
+            # A callback that chooses the kept weights (EarlyStopping's restore_best_weights)
+            # does so once the epochs end: the last test waits for them.
             last = epoch == epochs - 1
-            if test is not None and (last or (test_freq and (epoch + 1) % test_freq == 0)):
+            periodic = test_freq and (epoch + 1) % test_freq == 0
+            if (test is not None and (last or periodic)
+                    and not (last and callbacks.restores_weights)):
                 test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks, cached)
                 logs.update(_prefixed("test", test_logs))
                 tested_epoch = epoch
@@ -350,8 +354,10 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     finally:
         if optimizer is not None:  # steps outside fit (model.train_step) are passes of their own
             optimizer.set_steps_per_pass(None)
-    if test is not None and tested_epoch != epoch:
-        # Training stopped early: the test numbers must describe the final weights.
+    restored = callbacks.restore_final_weights()
+    if test is not None and (tested_epoch != epoch or restored):
+        # Training stopped early, or a callback restored other weights: the test numbers
+        # must describe the final weights.
         test_logs = _evaluate_stage(model, state, "test", test, epoch, callbacks, cached)
         logs.update(_prefixed("test", test_logs))
     callbacks.on_train_end(logs)

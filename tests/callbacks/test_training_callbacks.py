@@ -368,6 +368,29 @@ def test_early_stopping_restores_the_best_epochs_weights_in_fit(moons, capsys):
     assert model.stop_reason is None
 
 
+@pytest.mark.parametrize("patience, stops", [(2, True), (9, False)],
+                         ids=["stopped", "ran_all_epochs"])
+def test_the_last_test_measures_the_weights_early_stopping_keeps(moons, patience, stops):
+    """With restore_best_weights, fit's last test runs on the restored weights, whether
+    training stopped early (after that epoch's own test_freq test) or ran all its epochs
+    (whose last test waits for the restore)."""
+    x, y = moons
+    model = _model()
+    script = Scripted("val_score", [0.5, 0.3, 0.4, 0.45, 0.6])
+    stopper = EarlyStopping("val_score", patience=patience, mode="min",
+                            restore_best_weights=True)
+    history = model.fit(x[:64], y[:64], epochs=5, verbose=0, test_data=(x[64:], y[64:]),
+                        test_freq=1, callbacks=[script, stopper])
+    assert (stopper.stopped_epoch > 0) == stops
+    for restored, best in zip(model.get_weights(), script.weights[1], strict=True):
+        np.testing.assert_array_equal(restored, best)
+    kept = model.evaluate(x[64:], y[64:], verbose=0, return_dict=True)
+    assert history.history["test_loss"][-1] == pytest.approx(kept["loss"], rel=1e-6)
+    assert history.test_epoch[-1] == history.epoch[-1]
+    # Every epoch tested once, and the stopped fit's last epoch again after the restore.
+    assert history.test_epoch == history.epoch + ([history.epoch[-1]] if stops else [])
+
+
 def test_auto_mode_reads_the_direction_of_compiled_metrics(moons):
     x, y = moons
     model = _model()
