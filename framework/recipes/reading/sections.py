@@ -232,14 +232,27 @@ def _check_learning_rate_callbacks(resolved: dict, checker: Checker) -> None:
     optimizer, entries = resolved.get("optimizer"), resolved.get("callbacks")
     while isinstance(optimizer, dict) and isinstance(optimizer.get("inner_optimizer"), dict):
         optimizer = optimizer["inner_optimizer"]  # a LossScaleOptimizer's rate is its inner's
-    if not isinstance(optimizer, dict) or not isinstance(optimizer.get("learning_rate"), dict):
+    if not isinstance(optimizer, dict):
+        return
+    if isinstance(optimizer.get("learning_rate"), dict):
+        clash = "optimizer.learning_rate is a schedule; use one or the other"
+    elif not getattr(_optimizer_class(optimizer.get("type")), "uses_learning_rate", True):
+        clash = (f"{optimizer['type']} has no learning rate (it solves for the length of each "
+                 f"step), so it would change nothing; remove the callback")
+    else:
         return
     for index, entry in enumerate(entries if isinstance(entries, list) else []):
         if isinstance(entry, dict) and entry.get("type") in ("ReduceLROnPlateau",
                                                              "LearningRateScheduler"):
             checker.report(("callbacks", index, "type"),
-                           f"{entry['type']} sets the learning rate, but optimizer.learning_rate "
-                           f"is a schedule; use one or the other")
+                           f"{entry['type']} sets the learning rate, but {clash}")
+
+
+def _optimizer_class(name):
+    """The registered optimizer class of that name, or None (an unknown or custom one)."""
+    from graphfit.core.registry import OPTIMIZERS
+
+    return OPTIMIZERS.get(name) if isinstance(name, str) and name in OPTIMIZERS else None
 
 
 def _check_splits(resolved: dict, checker: Checker) -> None:
