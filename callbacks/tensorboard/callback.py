@@ -361,12 +361,21 @@ class TensorBoard(Callback):
             tbw.write_histograms(self.model, gradients, "gradients", epoch)
         if not gradients and self.model.trainable_variables and not self._warned_no_gradients:
             self._warned_no_gradients = True
-            warnings.warn(
-                f"TensorBoard: the optimizer {type(self.model.optimizer).__name__} reported no "
-                "gradients, so only weight histograms are written. An optimizer that "
-                "overrides minimize() can report its gradient with "
-                "graphfit.optimizers.gradient_record.record_gradients(gradients, variables).",
-                stacklevel=2)
+            from graphfit.training.compiled_steps import overrides_step  # imports callbacks
+
+            if overrides_step(self.model, "train_step"):
+                who = (f"model {self.model.name!r}'s own train_step reported no gradients "
+                       f"(optimizer.minimize() reports them, apply_gradients() does not)")
+                how = ("Call graphfit.optimizers.gradient_record.record_gradients(gradients, "
+                       "variables) in the step, or use self.optimizer.minimize(...)")
+            else:
+                who = (f"the optimizer {type(self.model.optimizer).__name__} reported no "
+                       f"gradients")
+                how = ("An optimizer that overrides minimize() can report its gradient with "
+                       "graphfit.optimizers.gradient_record.record_gradients(gradients, "
+                       "variables)")
+            warnings.warn(f"TensorBoard: {who}, so only weight histograms are written. {how}.",
+                          stacklevel=2)
 
     def _write_graph(self) -> None:
         steps = self._compiled_steps()
