@@ -243,6 +243,9 @@ class LossScaleOptimizer(Optimizer):
     def check_default_step(self, losses: dict, distributed: bool) -> None:
         self.inner_optimizer.check_default_step(losses, distributed)
 
+    def check_sample_weight(self, sample_weight) -> None:
+        self.inner_optimizer.check_sample_weight(sample_weight)
+
     def minimize_loss_scale(self) -> tf.Tensor | None:
         """The scale `minimize` differentiates `loss * scale` with (None when the inner
         optimizer runs its own minimize, unscaled)."""

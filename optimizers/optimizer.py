@@ -319,6 +319,12 @@ class Optimizer(tf.Module):
         validate` call it after `build`. First-order optimizers minimise any loss."""
         del losses, distributed
 
+    def check_sample_weight(self, sample_weight) -> None:
+        """Raises a ValueError before the first step when this optimizer cannot use these
+        sample weights (`fit`'s in-memory `sample_weight`, a NumPy array); first-order
+        optimizers take any."""
+        del sample_weight
+
     def set_steps_per_pass(self, steps: int | None) -> None:
         """Told by `fit`, before its first epoch, how many steps one pass over the training
         data takes (its batches; None when the data cannot say, a dataset of unknown

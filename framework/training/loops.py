@@ -81,6 +81,9 @@ def _prepare(model, state, feed, stage: str) -> None:
         try:
             state.optimizer.check_default_step(state.loss_set.losses,
                                                state.strategy is not None)
+            if not feed.is_dataset and feed.sample_weight is not None:
+                for weights in tf.nest.flatten(feed.sample_weight):
+                    state.optimizer.check_sample_weight(weights)
         except ValueError as error:
             raise OptimizerMismatch(str(error)) from None
     if stage == "train" and not feed.is_dataset and feed.element_spec[1] is not None:

@@ -240,6 +240,17 @@ class LevenbergMarquardt(Optimizer):
         if self.geodesic_acceleration is True and self._scale is not None:
             lm_geodesic.check_possible(self._resolved_solver(), distributed, losses)
 
+    def check_sample_weight(self, sample_weight) -> None:
+        """Refuses a negative sample weight: the residuals are sqrt(w)·r, so it would make
+        them NaN and every step fail."""
+        weights = np.asarray(sample_weight, dtype=np.float64).ravel()
+        negative = np.flatnonzero(weights < 0)
+        if negative.size:
+            raise ValueError(
+                f"LevenbergMarquardt needs sample_weight >= 0 (it weighs each residual by "
+                f"sqrt(w)); {negative.size} weight(s) are negative, such as "
+                f"{weights[negative[0]]:g} at index {negative[0]}.")
+
     def _refuse_cg_under_a_strategy(self, n: int | None) -> None:
         """The matrix-free solver has no distributed form yet (n: the parameters, if known)."""
         chose = ("" if self.solver == "cg" else

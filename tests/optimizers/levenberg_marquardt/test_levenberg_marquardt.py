@@ -629,3 +629,22 @@ def test_an_eager_step_equals_the_graph_step_and_logs_no_pfor_retracing():
     for eager_w, graph_w in zip(weights[True], weights[False]):
         np.testing.assert_allclose(eager_w, graph_w, rtol=1e-9, atol=1e-12)
     assert not [m for m in logged if "retracing" in m], logged
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "loss_scaled"])
+def test_a_negative_sample_weight_is_refused_before_the_first_step(wrapped):
+    # sqrt(w)·r is NaN for w < 0: every step would fail and report "no step reduces the loss".
+    model = _small_model()
+    optimizer = _lm()
+    model.compile(optimizer=optimizers.LossScaleOptimizer(optimizer) if wrapped else optimizer,
+                  loss="mse")
+    x, y = RNG.normal(size=(6, 4)), RNG.normal(size=(6, 2))
+    weights = np.ones(6)
+    weights[4] = -0.5
+    before = model.get_weights()
+    with pytest.raises(ValueError, match=r"LevenbergMarquardt needs sample_weight >= 0 .* 1 "
+                                         r"weight\(s\) are negative, such as -0.5 at index 4"):
+        model.fit(x, y, sample_weight=weights, epochs=1, verbose=0)
+    for a, b in zip(before, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    model.fit(x, y, sample_weight=np.abs(weights), epochs=1, verbose=0)  # zero and up: fine
