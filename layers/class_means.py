@@ -198,10 +198,14 @@ class ClassMeans(Layer):
             return
         bad = (ids < 0) | (ids >= self.num_classes)
         if bad.any():
-            raise ValueError(
-                f"ClassMeans {self.name!r}: labels must lie in 0..{self.num_classes - 1} "
-                f"(num_classes={self.num_classes}); {int(bad.sum())} label(s) lie outside, "
-                f"such as {ids[bad].ravel()[0].item()!r}. Fix the labels or raise num_classes.")
+            raise ValueError(self._outside(f"{int(bad.sum())} label(s) lie outside, such as "
+                                           f"{ids[bad].ravel()[0].item()!r}"))
+
+    def _outside(self, found: str) -> str:
+        """The message of labels outside the classes; `found` says which."""
+        return (f"ClassMeans {self.name!r}: labels must lie in 0..{self.num_classes - 1} "
+                f"(num_classes={self.num_classes}); {found}. Fix the labels or raise "
+                f"num_classes.")
 
     def label_checks(self, labels) -> list:
         """`[(ok, message)]` for one training batch of fit's labels read from a dataset,
@@ -216,9 +220,7 @@ class ClassMeans(Layer):
             return []  # the step's own check says what is wrong with them
         ids = tf.cast(ids, tf.float64)
         ok = tf.reduce_all((ids >= 0) & (ids < self.num_classes))
-        return [(ok, f"ClassMeans {self.name!r}: labels must lie in 0..{self.num_classes - 1} "
-                     f"(num_classes={self.num_classes}); a batch holds a label outside. Fix "
-                     f"the labels or raise num_classes.")]
+        return [(ok, self._outside("a batch holds a label outside"))]
 
     def _checked_labels(self, labels, inputs) -> tf.Tensor:
         labels = tf.convert_to_tensor(labels)
@@ -230,10 +232,7 @@ class ClassMeans(Layer):
                 f"(batch,) or (batch, 1)); received labels of shape {labels.shape}. One-hot "
                 f"labels: pass their argmax.")
         labels = tf.cast(labels, tf.int32)
-        message = (f"{data_checks.DATA_CHECK_MARK}ClassMeans {self.name!r}: labels must lie in "
-                   f"0..{self.num_classes - 1} "
-                   f"(num_classes={self.num_classes}); a batch holds a label outside. Fix the "
-                   f"labels or raise num_classes.")
+        message = data_checks.DATA_CHECK_MARK + self._outside("a batch holds a label outside")
         checks = [tf.debugging.assert_non_negative(labels, message=message),
                   tf.debugging.assert_less(labels, self.num_classes, message=message),
                   tf.debugging.assert_equal(tf.shape(labels)[0], tf.shape(inputs)[0], message=(

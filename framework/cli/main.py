@@ -216,7 +216,7 @@ def _train(args) -> int:
         return EXIT_OK  # another worker than the chief: the chief reports the run
     print(f"run directory: {result.run_dir}")
     if result.restored_epoch is not None:
-        # fit's own "Test:" line above measured the last epoch's weights.
+        # The train numbers are that epoch's too, not the last epoch's of the progress lines.
         print(f"final weights: epoch {result.restored_epoch + 1}'s, restored by EarlyStopping; "
               f"the numbers below are theirs (train: that epoch's running means)")
     for stage, values in result.metrics.items():

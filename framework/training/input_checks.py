@@ -226,4 +226,3 @@ def layer_input_assertions(model, x) -> list:
             checks = layer.index_checks([x[name] for name in names])
             ops += [data_checks.assertion(ok, message) for ok, message in checks]
     return ops
-

@@ -461,7 +461,7 @@ def _early_stopping_run(tmp_path, capsys, training: str, early_stopping: str):
 def test_restored_early_stopping_weights_are_the_final_numbers_and_say_so(tmp_path, capsys):
     """EarlyStopping(restore_best_weights) saves an earlier epoch's weights: the final train
     numbers are that epoch's (as val and test, measured on them), and the summary says so
-    (fit's own last "Test:" line measured the last epoch's weights)."""
+    (the progress lines above it are the last epoch's)."""
     history, metrics, out = _early_stopping_run(tmp_path, capsys, ", test_split: 0.25",
                                                 "patience: 1, min_delta: 100.0")
     assert len(history["loss"]) == 2  # stopped after epoch 2; epoch 1 is the best
