@@ -33,6 +33,7 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from graphfit.core import autograph_scope, validation
+from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch, loss_and_aux
 from graphfit.core.variables import as_tf_variable
@@ -260,6 +261,7 @@ class LossScaleOptimizer(Optimizer):
 
     # ------------------------------------------------------------------------------ steps
 
+    @graphfit_api
     def minimize(self, loss_fn: Callable[[], tuple[Any, Any]], variables,
                  batch: StepBatch | None = None) -> tuple[Any, Any]:
         """One loss-scaled step (see the class docstring).
@@ -289,6 +291,7 @@ class LossScaleOptimizer(Optimizer):
             aux = aux.skipping_updates(~finite)
         return loss, aux
 
+    @graphfit_api
     def apply_gradients(self, grads_and_vars) -> tf.Variable:
         """Applies gradients of a loss scaled by `scale_loss`, or skips them (see the class
         docstring).

@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 import tensorflow as tf
 
 from graphfit.core import autograph_scope
+from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.step_types import StepBatch, loss_and_aux
 from graphfit.core.variables import as_tf_variable
 from graphfit.optimizers import per_example_clipping, schedules, transforms
@@ -335,6 +336,7 @@ class Optimizer(tf.Module):
 
     # ------------------------------------------------------------------------------ steps
 
+    @graphfit_api
     def minimize(self, loss_fn: Callable[[], tuple[Any, Any]], variables,
                  batch: StepBatch | None = None) -> tuple[Any, Any]:
         """One step: differentiate `loss_fn` with respect to exactly `variables`, then update.
@@ -377,6 +379,7 @@ class Optimizer(tf.Module):
         autograph_scope.convert_user_code(self.apply_gradients)(zip(gradients, variables))
         return loss, aux
 
+    @graphfit_api
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, tf.Variable]]) -> tf.Variable:
         """Applies one step of gradients (see the module docstring for the order of work).
 

@@ -3,10 +3,6 @@ config, naming, the registry and seeding, and the one home of each shared helper
 validators (`validation`), the thread-local `ContextStack`, "did you mean" (`did_you_mean`),
 `count_parameters` and `shape_text`. Nothing here imports the rest of graphfit."""
 
-from graphfit.core import autograph_scope
-
-autograph_scope.skip_graphfit_modules()  # before anything in graphfit is traced
-
 from graphfit.core.context_stack import ContextStack
 from graphfit.core.dtype_policy import DTypePolicy, dtype_policy
 from graphfit.core.input_spec import InputSpec

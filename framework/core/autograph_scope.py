@@ -1,17 +1,19 @@
 """AutoGraph converts the user's code, never graphfit's own.
 
 A `tf.function` with AutoGraph on rewrites every Python function it reaches, so that `if` and
-`for` over tensors become `tf.cond` and `tf.while_loop`. TensorFlow skips its own modules and
-Keras (`tensorflow.python.autograph.core.config.CONVERSION_RULES`); graphfit's layers, losses,
-optimizers and training loop were converted on every trace, which cost seconds: the first
-epoch of a two-layer MLP took 2.4 s, 0.5 s without it. graphfit writes its graph control flow
-explicitly (`tf.cond`, `tf.while_loop`), so its modules join that list here.
+`for` over tensors become `tf.cond` and `tf.while_loop`. graphfit writes its graph control
+flow explicitly (`tf.cond`, `tf.while_loop`) and traces its own steps and loops with
+`autograph=False`. What the user writes still converts: where graphfit calls user code inside
+a trace (a layer's `call`, an activation function, a loss or residual function, an optimizer's
+`update_rule`, `minimize` or `apply_gradients`, a gradient transform, a variable constraint),
+`convert_user_code` hands it to AutoGraph, as Keras 2 did for subclassed layers. Converted user
+code that calls back into graphfit (a layer, `super().train_step`, `apply_gradients`) meets
+entry points marked with the public `tf.autograph.experimental.do_not_convert` (`graphfit_api`),
+as Keras marks its own, so AutoGraph's recursion stops there.
 
-What the user writes still converts: where graphfit calls user code inside a trace (a layer's
-`call`, an activation function, a loss or residual function, an optimizer's `update_rule`,
-`minimize` or `apply_gradients`, a gradient transform, a variable constraint),
-`convert_user_code` hands it to AutoGraph, as Keras 2 did for subclassed layers. Metric
-functions go through Keras's `MeanMetricWrapper`, which never converted them, in Keras either.
+`convert_user_code` uses `tf.__internal__.autograph.tf_convert`, the call Keras 2 made for the
+same purpose: the public `tf.autograph.to_graph` raises on code whose source it cannot read
+(a doctest, a REPL session) where this runs it unconverted with a warning.
 """
 
 from __future__ import annotations
@@ -20,21 +22,14 @@ from typing import Callable
 
 import tensorflow as tf
 from tensorflow.python.autograph.core import ag_ctx as _autograph_context
-from tensorflow.python.autograph.core import config as _autograph_config
-from tensorflow.python.autograph.core import config_lib as _autograph_rules
 
-__all__ = ["skip_graphfit_modules", "convert_user_code"]
+__all__ = ["graphfit_api", "convert_user_code"]
 
 _PACKAGE = __name__.split(".")[0]
 
-
-def skip_graphfit_modules() -> None:
-    """Adds graphfit's package to AutoGraph's do-not-convert rules (once)."""
-    rules = _autograph_config.CONVERSION_RULES
-    if any(isinstance(rule, _autograph_rules.DoNotConvert) and rule.matches(_PACKAGE)
-           for rule in rules):
-        return
-    _autograph_config.CONVERSION_RULES = (_autograph_rules.DoNotConvert(_PACKAGE),) + tuple(rules)
+#: Marks a graphfit function that user code calls inside a trace: AutoGraph leaves it (and
+#: what it calls) unconverted.
+graphfit_api = tf.autograph.experimental.do_not_convert
 
 
 def convert_user_code(fn: Callable) -> Callable:
@@ -50,9 +45,9 @@ def convert_user_code(fn: Callable) -> Callable:
 
 def _defined_by_graphfit(fn: Callable) -> bool:
     """Whether `fn` is graphfit's own code: a method graphfit defines and the user did not
-    override (`Model.train_step`, `LevenbergMarquardt.minimize`, `Dense.call`). AutoGraph
-    would convert it as user-requested code, bypassing the do-not-convert rules, and its
-    source conversion cost a third of the first trace of a Levenberg–Marquardt step."""
+    override (`Model.train_step`, `LevenbergMarquardt.minimize`, `Dense.call`), which
+    AutoGraph would otherwise convert as user-requested code."""
     function = getattr(fn, "__func__", fn)
+    function = getattr(function, "__wrapped__", function)  # through graphfit_api
     module = getattr(function, "__module__", None) or ""
     return module == _PACKAGE or module.startswith(_PACKAGE + ".")

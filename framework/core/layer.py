@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from graphfit.core import autograph_scope, layer_outputs
 from graphfit.core import config as constructor_config
+from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.dtype_policy import DTypePolicy, dtype_policy
 from graphfit.core.input_spec import InputSpec
 from graphfit.core.layer_errors import build_error, mixed_dtype_error
@@ -195,6 +196,7 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
         """The dtype of the layer's inputs, arithmetic and outputs."""
         return self.dtype_policy.compute_dtype
 
+    @graphfit_api
     def compute_value(self, value):
         """`value` (a variable or tensor) in the compute dtype, for use in `call`.
 
@@ -226,6 +228,7 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
             f"{type(self).__name__} must implement call(self, inputs, training=False)."
         )
 
+    @graphfit_api
     def __call__(self, inputs, *args, training: bool = False, **kwargs):
         training = _python_bool(training, self)
         inputs = tf.nest.map_structure(self._convert_input, inputs)

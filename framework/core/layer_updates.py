@@ -11,6 +11,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from graphfit.core import update_hooks
+from graphfit.core.autograph_scope import graphfit_api
 
 __all__ = ["LayerUpdates"]
 
@@ -18,6 +19,7 @@ __all__ = ["LayerUpdates"]
 class LayerUpdates:
     """The update-hook methods of `Layer` (a mixin: it reads `name` and `_trainable`)."""
 
+    @graphfit_api
     def add_update(self, variable: tf.Variable, value) -> None:
         """Declares `variable <- value`, applied once per training step after the optimizer.
 
@@ -27,6 +29,7 @@ class LayerUpdates:
         """
         self._register(variable, value, update_hooks.ASSIGN, None)
 
+    @graphfit_api
     def add_moving_average(self, variable: tf.Variable, value, momentum: float) -> None:
         """Declares `variable <- variable * momentum + value * (1 - momentum)`.
 
@@ -34,6 +37,7 @@ class LayerUpdates:
         """
         self._register(variable, value, update_hooks.MOVING_AVERAGE, _momentum(momentum))
 
+    @graphfit_api
     def add_update_over_replicas(self, variable: tf.Variable, value, *, momentum=None,
                                  sums=None, finish=None) -> None:
         """`add_update` (or `add_moving_average` with `momentum`), saying how `value`

@@ -32,6 +32,7 @@ from typing import Any, Iterator
 
 import tensorflow as tf
 
+from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.context_stack import ContextStack
 
 __all__ = ["StepContext", "training_step", "current", "labels_for", "add_loss"]
@@ -76,6 +77,7 @@ def current() -> StepContext | None:
     return _contexts.top()
 
 
+@graphfit_api
 def labels_for(layer_name: str, labels_of: str | None):
     """The labels a layer reads: those of output `labels_of` (None: the only output).
 
@@ -111,6 +113,7 @@ def labels_for(layer_name: str, labels_of: str | None):
     return labels[labels_of]
 
 
+@graphfit_api
 def add_loss(name: str, value) -> bool:
     """Adds a scalar loss to the open training step; returns False (adding nothing) when no
     step is open, so a layer called outside `fit` computes it for nothing."""

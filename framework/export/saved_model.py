@@ -42,7 +42,7 @@ class _Export(tf.Module):
 def _check_no_python(model, concrete) -> None:
     """Refuses a function that runs Python (tf.numpy_function / py_function): a SavedModel
     cannot hold it."""
-    problem = xla_support.find_unsupported_op(concrete.graph, model)
+    problem = xla_support.find_python_op(concrete.graph, model)
     if problem is not None:
         raise ValueError(
             f"cannot export model {model.name!r}: {problem.layer} runs Python code "

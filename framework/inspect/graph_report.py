@@ -28,7 +28,7 @@ from graphfit.inspect import flops as flops_lib
 from graphfit.inspect import grappler, xla_report
 from graphfit.inspect.grappler import OpCounts, PassEffect
 from graphfit.inspect.xla_report import XlaReport
-from graphfit.training.preparation import SpecFeed, prepare_for_feed
+from graphfit.training.feeds import SpecFeed
 
 __all__ = ["GraphReport", "ModelCounts", "function_graph", "step_graph", "model_flops",
            "flops_line", "STAGES"]
@@ -325,7 +325,7 @@ def _prepared_steps(model, stage: str, batch_size, x, y, keep_shapes: bool = Fal
     y_spec = None if y is None else tf.nest.map_structure(
         lambda v: _with_batch(v, batch_size, model.dtype), y)
     feed = SpecFeed(x_spec, y_spec, _default_labels(model, state, batch_size))
-    prepare_for_feed(model, state, feed)
+    state.prepare(model, feed)
     if state.steps.run_eagerly:
         raise ValueError("The model was compiled with run_eagerly=True, so its steps are not "
                          "traced into graphs; compile it without run_eagerly to inspect them.")

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import update_hooks
+from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.dtype_policy import dtype_policy
 from graphfit.core.layer import Layer
 from graphfit.core.step_types import StepResult
@@ -205,6 +206,7 @@ class Model(Layer):
         return list(self._signature.update_ops[1])
 
     # ---------------------------------------------------------------------------- steps
+    @graphfit_api
     def train_step(self, data) -> StepResult:
         """One training step on a batch; override it to customise training, as in Keras.
 
@@ -224,11 +226,13 @@ class Model(Layer):
         """
         return steps.train_step(self, data)
 
+    @graphfit_api
     def test_step(self, data) -> StepResult:
         """One evaluation step on a batch (`evaluate`, validation, test); overridable like
         `train_step`. The default returns the compiled loss and the outputs."""
         return steps.test_step(self, data)
 
+    @graphfit_api
     def predict_step(self, data):
         """The outputs for one batch of `predict`; overridable. `data` is (x,) or x."""
         return steps.predict_step(self, data)

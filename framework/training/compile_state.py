@@ -7,10 +7,6 @@ the model's weights only; the optimizer's slots belong to training checkpoints.
 from __future__ import annotations
 
 import numbers
-import warnings
-import weakref
-
-import tensorflow as tf
 
 from graphfit.core.graph_rewrites import check_rewrites
 from graphfit.training import distribution, input_checks
@@ -18,56 +14,9 @@ from graphfit.training.compiled_steps import CompiledSteps
 from graphfit.training.execution_sizer import ExecutionSizer
 from graphfit.training.losses import LossSet
 from graphfit.training.stage_metrics import STAGES, StageMetrics, check_metric_identifier
+from graphfit.training.xla_support import resolve_jit_compile
 
-__all__ = ["CompileState", "resolve_jit_compile"]
-
-
-_TOLD_NO_XLA: "weakref.WeakSet" = weakref.WeakSet()
-
-
-def resolve_jit_compile(setting, model, optimizer=None) -> bool:
-    """True when the steps should be compiled with XLA.
-
-    "auto" compiles with XLA when every layer supports it (`Layer.supports_jit`; once per
-    model, a warning names those that do not) and, on a CPU-only machine, when
-    neither a layer nor the optimizer is known to run slower under XLA there (their
-    `xla_friendly_on_cpu`): measured on a 2-core CPU, XLA (which then runs a whole chunk of
-    steps as one program, `graphfit.training.fused_loops`) trains a dense MLP 1.3 to 1.4x
-    faster than TensorFlow's graph, but a small convolutional net about ten times slower,
-    because TensorFlow's own CPU convolutions (oneDNN) beat XLA's, and Levenberg–Marquardt's
-    step compiles for seconds. The compute dtype does not change the choice: under
-    "mixed_bfloat16" oneDNN's bfloat16 matmuls are about twice as fast as XLA's on a CPU with
-    AMX, but on the MLP the graph's per-op cost outweighs that (XLA's fused loop was still
-    1.1 to 1.3x faster; docs/performance.md). Once traced, the steps drop XLA themselves for
-    ops it cannot compile and for inputs whose shape keeps changing
-    (`graphfit.training.xla_support`).
-
-    Raises:
-        ValueError: jit_compile=True on a model with a layer whose `supports_jit` is False.
-    """
-    layers = list(model.flatten_layers())
-    unsupported = [f"{l.name!r} ({type(l).__name__})" for l in layers if not l.supports_jit]
-    if setting is False:
-        return False
-    if unsupported:
-        if setting is True:
-            raise ValueError(
-                f"jit_compile=True, but layers {', '.join(unsupported)} of model "
-                f"{model.name!r} do not support XLA (their supports_jit is False). Compile "
-                f"with jit_compile='auto' or False.")
-        if model not in _TOLD_NO_XLA:  # once per model: compile runs again on every fit
-            _TOLD_NO_XLA.add(model)
-            warnings.warn(
-                f"jit_compile='auto': model {model.name!r} runs without XLA, because layers "
-                f"{', '.join(unsupported)} cannot be XLA-compiled (supports_jit=False).",
-                stacklevel=4)
-        return False
-    if setting is True:
-        return True
-    if tf.config.list_physical_devices("GPU"):
-        return True
-    friendly = [l.xla_friendly_on_cpu for l in layers]
-    return all(friendly) and (optimizer is None or optimizer.xla_friendly_on_cpu)
+__all__ = ["CompileState"]
 
 
 def _check_metrics(metrics, argument: str):
@@ -202,10 +151,22 @@ class CompileState:
         return [n for n in output_names if n in needed]
 
     def prepare(self, model, feed) -> None:
-        """Builds what the data needs: losses, metrics, optimizer slots, compiled steps.
+        """Builds the model for `feed`'s inputs, arranges its labels by output, and builds
+        what the data needs: losses, metrics, optimizer slots and the compiled steps.
 
-        The model is built, and the feed's labels arranged by output, before this runs.
+        Args:
+            model: the model.
+            feed: an `ArrayFeed`, `DatasetFeed` or `SpecFeed` (`graphfit.training.feeds`).
+
+        Raises:
+            ValueError: when the inputs do not fit the built model, or the labels do not fit
+                its outputs.
         """
+        # Under a tf.distribute strategy the weights are created mirrored, one per replica.
+        with distribution.strategy_scope(self.strategy):
+            model.build_for(feed.element_spec[0], feed.names[0])
+        names = model.output_names
+        feed.arrange_targets(names, self.outputs_needing_labels(names))
         y_spec = feed.element_spec[1]
         if self.loss_set is not None and not self.loss_set.built:
             self.loss_set.build(model.output_names, model.dtype)
@@ -232,10 +193,9 @@ class CompileState:
                 with distribution.strategy_scope(self.strategy):  # mirrored slots
                     self.optimizer.build(variables)
             self.jit_compile = self.strategy is None and resolve_jit_compile(
-                self.jit_compile_setting, model, self.optimizer)
+                self.jit_compile_setting, model, self.optimizer, feed.varying_shapes)
             self.steps = CompiledSteps(model, self.loss_set, self.optimizer, self.stage_metrics,
                                        self.jit_compile, self.run_eagerly,
-                                       jit_required=self.jit_compile_setting is True,
                                        strategy=self.strategy)
             self._steps_key = key
         self.steps.stage_metrics = self.stage_metrics

@@ -19,8 +19,8 @@ import tensorflow as tf
 
 from graphfit.training import graph_feeds, input_checks
 
-__all__ = ["ArrayFeed", "DatasetFeed", "make_feed", "Chunk", "spec_of", "arrange_targets",
-           "DEFAULT_BATCH_SIZE"]
+__all__ = ["ArrayFeed", "DatasetFeed", "SpecFeed", "make_feed", "Chunk", "spec_of",
+           "arrange_targets", "gather_batch", "as_tuple", "DEFAULT_BATCH_SIZE"]
 
 # fit's default. A dataset is already batched, so for a dataset fit's batch_size must stay at
 # this default (or None); anything else is refused as a mistake.
@@ -143,6 +143,7 @@ class ArrayFeed:
     """
 
     is_dataset = False
+    varying_shapes = False  # every batch but a pass's last has the same shape
 
     def __init__(self, x, y, sample_weight, batch_size: int | None, shuffle: bool, seed: int,
                  names=("x", "y"), steps: int | None = None):
@@ -238,6 +239,7 @@ class DatasetFeed:
 
     is_dataset = True
     from_graphs = False  # batches built from a GraphSet (shuffled and padded per epoch)
+    varying_shapes = False  # batches change shape beyond their rows (graphs)
 
     def __init__(self, dataset: tf.data.Dataset, steps: int | None, names=("x", "y"),
                  steps_argument: str = "steps_per_epoch"):
@@ -307,6 +309,34 @@ class DatasetFeed:
         return self._iterator
 
 
+class SpecFeed:
+    """A feed of specs only, for building the steps without data (`graphfit inspect`).
+
+    Args:
+        x_spec: the inputs' `TensorSpec`s.
+        y_spec: the labels' specs, or None to ask `default_labels`.
+        default_labels: `(output_names, needed) -> y_spec`, called once the model is built
+            (the labels' shape follows the outputs); None leaves the labels out.
+    """
+
+    names = ("x", "y")
+    is_dataset = False
+    varying_shapes = False
+
+    def __init__(self, x_spec, y_spec=None, default_labels=None):
+        self.x_spec, self.y_spec, self.default_labels = x_spec, y_spec, default_labels
+
+    @property
+    def element_spec(self):
+        return self.x_spec, self.y_spec, None
+
+    def arrange_targets(self, output_names, needed) -> None:
+        if self.y_spec is not None:
+            self.y_spec = arrange_targets(self.y_spec, output_names, needed, self.names[1])
+        elif self.default_labels is not None:
+            self.y_spec = self.default_labels(output_names, needed)
+
+
 def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False,
               steps=None, check_finite=True, names=("x", "y"), seed=0,
               steps_argument="steps_per_epoch"):
@@ -325,7 +355,7 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
                                             shuffle=shuffle, seed=seed,
                                             check_finite=check_finite, names=names)
         feed = DatasetFeed(dataset, steps, names, steps_argument)
-        feed.from_graphs = True
+        feed.from_graphs = feed.varying_shapes = True
         return feed
     if isinstance(x, tf.data.Dataset):
         if y is not None:
@@ -353,3 +383,21 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
     if check_finite:
         input_checks.check_finite(named)
     return ArrayFeed(x, y, sample_weight, batch_size, shuffle, seed, names, steps)
+
+
+def gather_batch(data, indices):
+    """The rows `indices` of every array in `data` (a structure of tensors, samples first).
+
+    Example:
+
+        >>> x, y = gather_batch((tf.constant([[1.0], [2.0], [3.0]]), tf.constant([4, 5, 6])),
+        ...                     [2, 0])
+        >>> x.numpy().ravel().tolist(), y.numpy().tolist()
+        ([3.0, 1.0], [6, 4])
+    """
+    return tf.nest.map_structure(lambda t: tf.gather(t, indices), data)
+
+
+def as_tuple(element) -> tuple:
+    """A dataset element as `(x, ...)`: a bare `x` becomes `(x,)`."""
+    return element if isinstance(element, tuple) else (element,)

@@ -109,8 +109,7 @@ class _ModelCache:
         tail.build_for(spec_of(sample))
         tail.compile_state = state  # the tail's default steps read the compiled loss
         self.steps = CompiledSteps(tail, state.loss_set, state.optimizer, state.stage_metrics,
-                                   state.jit_compile, state.run_eagerly,
-                                   jit_required=state.jit_compile_setting is True)
+                                   state.jit_compile, state.run_eagerly)
         self.sizers = {stage: ExecutionSizer(state.sizers[stage].setting)
                        for stage in ("train", "val", "test")}
         self.entries: dict[str, _Entry] = {}

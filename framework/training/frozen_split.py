@@ -26,7 +26,7 @@ from typing import Callable
 import tensorflow as tf
 
 from graphfit.core import update_hooks
-from graphfit.training.per_model_functions import per_model_function
+from graphfit.training.compiled_steps import traced_function
 
 __all__ = ["STOCHASTIC_ATTRIBUTE", "FrozenSplit", "frozen_outputs", "is_stochastic", "split_frozen"]
 
@@ -183,7 +183,7 @@ def frozen_outputs(split: FrozenSplit, x, batch_size: int, training: bool):
         with update_hooks.collect_updates():
             return split.run_frozen(batch, training)
 
-    traced = per_model_function(forward, reduce_retracing=True)
+    traced = traced_function(forward, reduce_retracing=True)
     total = int(tf.shape(tf.nest.flatten(x)[0])[0])
     parts = [traced(tf.nest.map_structure(lambda t, s=start: t[s:s + batch_size], x))
              for start in range(0, total, batch_size)]

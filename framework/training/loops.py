@@ -17,12 +17,10 @@ import tensorflow as tf
 from graphfit.callbacks import CallbackList
 from graphfit.core import data_checks, validation
 from graphfit.saving import checkpoints
-from graphfit.training import distribution
 from graphfit.training.compiled_steps import overrides_step
 from graphfit.training.feeds import make_feed
 from graphfit.training.frozen_cache import check_cache_frozen, start_cached_fit
 from graphfit.training.input_checks import LayerLabelMismatch, OptimizerMismatch
-from graphfit.training.preparation import prepare_for_feed
 from graphfit.training.stage_metrics import stage_prefix
 
 __all__ = ["fit", "evaluate", "predict", "is_multi_worker", "agreed_seed", "MULTI_WORKER_CHUNK"]
@@ -72,8 +70,8 @@ def _first_batches(feed, steps, steps_argument):
 
 
 def _prepare(model, state, feed, stage: str) -> None:
-    """`prepare_for_feed`, then the labels checked against the outputs; before any step."""
-    prepare_for_feed(model, state, feed)
+    """`CompileState.prepare`, then the labels checked against the outputs; before any step."""
+    state.prepare(model, feed)
     state.check_labels(model, feed, stage)
     if stage == "train" and state.optimizer is not None and not overrides_step(model,
                                                                              "train_step"):
@@ -397,8 +395,6 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
                                     steps=steps, check_finite=False, steps_argument="steps"),
                           steps, "steps")
     state = model.state_for_predict()
-    with distribution.strategy_scope(getattr(state, "strategy", None)):  # mirrored weights
-        model.build_for(feed.element_spec[0], feed.names[0])
     state.prepare(model, feed)
     verbose = validation.verbosity(verbose, allow_auto=True)
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,

@@ -11,7 +11,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from graphfit.training.batches import as_tuple, gather_batch
+from graphfit.training.feeds import as_tuple, gather_batch
 
 __all__ = ["array_loop", "dataset_loop"]
 
@@ -22,14 +22,21 @@ def _output_arrays(model, size, dynamic: bool) -> list[tf.TensorArray]:
             for s in tf.nest.flatten(model.output_spec)]
 
 
+def _written(arrays, index, outputs) -> list[tf.TensorArray]:
+    return [a.write(index, o) for a, o in zip(arrays, tf.nest.flatten(outputs))]
+
+
 def array_loop(model, predict_batch: Callable) -> Callable:
     """`loop(data, index_batches)`: one predict step per row of sample indices."""
     def loop(data, index_batches):
         steps = tf.shape(index_batches)[0]
-        arrays = _output_arrays(model, steps, dynamic=False)
-        for i in tf.range(steps):
-            outputs = tf.nest.flatten(predict_batch(gather_batch(data, index_batches[i])))
-            arrays = [a.write(i, o) for a, o in zip(arrays, outputs)]
+
+        def step(i, arrays):
+            outputs = predict_batch(gather_batch(data, index_batches[i]))
+            return i + 1, _written(arrays, i, outputs)
+
+        _, arrays = tf.while_loop(lambda i, _: i < steps, step,
+                                  (tf.constant(0), _output_arrays(model, steps, False)))
         return [a.concat() for a in arrays]
 
     return loop
@@ -39,15 +46,20 @@ def dataset_loop(model, predict_batch: Callable) -> Callable:
     """`loop(iterator, num_steps)`: up to `num_steps` predict steps, fewer when the dataset
     ends."""
     def loop(iterator, num_steps):
-        arrays = _output_arrays(model, 0, dynamic=True)
-        done = tf.constant(0, tf.int32)
-        for _ in tf.range(num_steps):
+        def step(done, _, arrays):
             element = iterator.get_next_as_optional()
-            if not element.has_value():
-                break
-            outputs = tf.nest.flatten(predict_batch(as_tuple(element.get_value())))
-            arrays = [a.write(done, o) for a, o in zip(arrays, outputs)]
-            done += 1
+            more = element.has_value()
+
+            def write():
+                outputs = predict_batch(as_tuple(element.get_value()))
+                return done + 1, _written(arrays, done, outputs)
+
+            done, arrays = tf.cond(more, write, lambda: (done, arrays))
+            return done, more, arrays
+
+        _, _, arrays = tf.while_loop(
+            lambda done, more, _: more & (done < num_steps), step,
+            (tf.constant(0), tf.constant(True), _output_arrays(model, 0, True)))
         return [a.concat() for a in arrays]
 
     return loop

@@ -1,47 +1,54 @@
-"""What XLA cannot compile well: ops it has no kernel for, and inputs whose shape keeps changing.
+"""What a model holds that XLA cannot compile, found before any step is traced.
 
-`jit_compile="auto"` asks two questions of a model. Before tracing, each layer's declared
-`Layer.supports_jit`; after tracing a step, the step's graph (and the functions it calls) for
-ops that run Python (`tf.numpy_function`, `tf.py_function`), which XLA cannot compile. While
-training, XLA compiles the step once per distinct input shape: `ShapeLog` counts the shapes a
-compiled step has seen, inside the compiled loop, so that a model fed a new shape every batch
-(graphs with a variable number of nodes) can drop XLA instead of recompiling every batch.
+`compile(jit_compile=...)` is resolved once, when the steps are built (`resolve_jit_compile`):
+from each layer's declared `Layer.supports_jit`, then from the ops of the model's traced
+training-mode forward pass, each looked up in TensorFlow's kernel registry for an XLA kernel
+on this machine's device. `jit_compile=True` on a model that cannot compile is refused there,
+naming the layer; "auto" runs such a model without XLA, saying once why. What the forward pass
+does not show (a metric function, an overridden `train_step`) is left to XLA, whose own error
+then surfaces.
+
+TensorFlow has no public query of the XLA kernel registry: `kernels.get_registered_kernels_for_op`
+(`tensorflow.python.framework.kernels`) is the one private API this module uses.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import warnings
+import weakref
+
 import tensorflow as tf
+from tensorflow.python.framework import kernels
 
-__all__ = ["UNSUPPORTED_OPS", "XlaUnsupportedError", "find_unsupported_op", "ShapeLog",
-           "MAX_XLA_SHAPES"]
+from graphfit.core import update_hooks
 
-# Ops that call back into Python: XLA has no kernel for them.
-UNSUPPORTED_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+__all__ = ["PythonOp", "find_python_op", "op_without_xla_kernel", "resolve_jit_compile"]
 
-# Distinct input shapes a compiled step may see before XLA is dropped: a full batch and a last,
-# smaller one per stage stay under it; a new shape every batch goes over it quickly.
-MAX_XLA_SHAPES = 4
+# Ops that call back into Python: a SavedModel cannot hold them, and XLA cannot compile them.
+PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+
+# Graph inputs and outputs, which XLA takes as parameters rather than kernels.
+_GRAPH_BOUNDARY = frozenset({"Placeholder", "_Arg", "_Retval", "NoOp"})
+
+_TOLD_NO_XLA: "weakref.WeakSet" = weakref.WeakSet()
 
 
-class XlaUnsupportedError(ValueError):
-    """A traced step holds an op XLA cannot compile; `layer` names where it came from."""
+@dataclasses.dataclass(frozen=True)
+class PythonOp:
+    """An op of a traced graph and the layer whose name scope holds it."""
 
-    def __init__(self, op_type: str, op_name: str, layer: str):
-        self.op_type, self.op_name, self.layer = op_type, op_name, layer
-        super().__init__(
-            f"{layer} runs a {op_type} op ({op_name!r}: tf.numpy_function or tf.py_function), "
-            f"which XLA cannot compile. Compile with jit_compile=False or 'auto' (which then "
-            f"runs without XLA), or replace the Python function with TensorFlow ops; a layer "
-            f"that needs one should set supports_jit = False."
-        )
+    op_type: str
+    op_name: str
+    layer: str
 
 
 def _graph_ops(graph):
-    """The ops of `graph` and of every function it calls (nested tf.functions)."""
+    """(type, name) of the ops of `graph` and of every function it calls."""
     for op in graph.get_operations():
         yield op.type, op.name
-    functions = getattr(graph, "_functions", {}) or {}
-    for function in list(functions.values()):
+    for function in list((getattr(graph, "_functions", {}) or {}).values()):
         definition = getattr(function, "cached_definition", None) or getattr(
             function, "definition", None)
         for node in getattr(definition, "node_def", []):
@@ -63,71 +70,91 @@ def _layer_of(op_name: str, model) -> str:
     return f"layer {found[1].name!r} ({type(found[1]).__name__})"
 
 
-def find_unsupported_op(graph, model) -> XlaUnsupportedError | None:
-    """The first op of `graph` XLA cannot compile, as an error naming its layer; or None."""
+def find_python_op(graph, model) -> PythonOp | None:
+    """The first op of `graph` that runs Python (`tf.numpy_function`, `tf.py_function`)."""
     for op_type, op_name in _graph_ops(graph):
-        if op_type in UNSUPPORTED_OPS:
-            return XlaUnsupportedError(op_type, op_name, _layer_of(op_name, model))
+        if op_type in PYTHON_OPS:
+            return PythonOp(op_type, op_name, _layer_of(op_name, model))
     return None
 
 
-class ShapeLog:
-    """The distinct input shapes one compiled step has seen, recorded inside the loop.
+@functools.lru_cache(maxsize=None)
+def _has_xla_kernel(op_type: str, device: str) -> bool:
+    registered = kernels.get_registered_kernels_for_op(op_type).kernel
+    return any(kernel.device_type == device for kernel in registered)
 
-    A row per shape (the dimensions of every input tensor, concatenated), up to
-    `MAX_XLA_SHAPES + 1` rows; `count` says how many are filled.
+
+def op_without_xla_kernel(graph, model, device: str = "XLA_CPU_JIT") -> PythonOp | None:
+    """The first op of `graph` that XLA has no kernel for on `device`, or None."""
+    for op_type, op_name in _graph_ops(graph):
+        if op_type not in _GRAPH_BOUNDARY and not _has_xla_kernel(op_type, device):
+            return PythonOp(op_type, op_name, _layer_of(op_name, model))
+    return None
+
+
+def _forward_graph(model):
+    def forward(x):
+        with update_hooks.collect_updates():  # listed and dropped: nothing runs
+            return model(x, training=True)
+
+    return tf.function(forward, autograph=False).get_concrete_function(
+        model.built_input_spec).graph
+
+
+def _xla_problem(model, on_gpu: bool) -> str | None:
+    """Why `model` cannot be XLA-compiled, or None."""
+    unsupported = [f"{l.name!r} ({type(l).__name__})" for l in model.flatten_layers()
+                   if not l.supports_jit]
+    if unsupported:
+        return (f"layers {', '.join(unsupported)} cannot be XLA-compiled "
+                f"(supports_jit=False)")
+    device = "XLA_GPU_JIT" if on_gpu else "XLA_CPU_JIT"
+    op = op_without_xla_kernel(_forward_graph(model), model, device)
+    if op is not None:
+        return (f"{op.layer} runs a {op.op_type} op ({op.op_name!r}), which XLA cannot "
+                f"compile (it has no kernel for it)")
+    return None
+
+
+def resolve_jit_compile(setting, model, optimizer=None, varying_shapes: bool = False) -> bool:
+    """Whether the steps of `model` are compiled with XLA, decided once, before tracing.
+
+    Args:
+        setting: `compile`'s jit_compile: True, False or "auto".
+        model: the built model.
+        optimizer: the compiled optimizer, or None.
+        varying_shapes: the training data's batches change shape beyond their row count
+            (graph batches): "auto" then runs without XLA, which would compile every batch.
+
+    "auto" compiles with XLA when the model can be compiled and, on a machine without a GPU,
+    when every layer and the optimizer say XLA makes them no slower there
+    (`xla_friendly_on_cpu`: convolutions, pooling and Levenberg–Marquardt's step do not;
+    docs/performance.md has the measurements).
+
+    Raises:
+        ValueError: jit_compile=True on a model that cannot be compiled, naming the layer.
     """
-
-    def __init__(self, capacity: int = MAX_XLA_SHAPES + 1):
-        self.capacity = capacity
-        self._rows: dict[int, tf.Variable] = {}
-        self._counts: dict[int, tf.Variable] = {}
-
-    def record(self, data, rows=None) -> None:
-        """Adds the shape of `data` (a nest of tensors) when new; runs in the traced loop.
-
-        Args:
-            data: the batch, or (with `rows`) the arrays batches are gathered from.
-            rows: the batch size (a scalar tensor) standing for the first dimension of every
-                tensor of `data`: the shape of its batches, without gathering one.
-        """
-        tensors = [t for t in tf.nest.flatten(data) if t is not None]
-        if any(t.shape.rank is None for t in tensors):
-            return  # unknown ranks: no fixed-width row (rare; the log stays silent)
-        shapes = [tf.shape(t, out_type=tf.int64) for t in tensors]
-        if rows is not None:
-            rows = tf.reshape(tf.cast(rows, tf.int64), [1])
-            shapes = [tf.concat([rows, s[1:]], 0) for s in shapes]
-        shape = tf.concat(shapes, 0)
-        width = sum(t.shape.rank for t in tensors)
-        rows, count = self._variables(width)
-        seen = tf.reduce_any(tf.reduce_all(tf.equal(rows, shape[None]), axis=1))
-
-        def add():
-            rows.scatter_nd_update(tf.reshape(count.read_value(), [1, 1]), shape[None])
-            count.assign_add(1)
-            return tf.constant(0)
-
-        tf.cond(tf.logical_or(seen, count >= self.capacity), lambda: tf.constant(0), add)
-
-    def prepare(self, specs) -> None:
-        """Creates the log for data of these specs (or tensors), eagerly: a variable created
-        while a function is first traced would make TensorFlow trace it twice."""
-        specs = [s for s in tf.nest.flatten(specs) if s is not None]
-        if all(s.shape.rank is not None for s in specs):
-            self._variables(sum(s.shape.rank for s in specs))
-
-    def _variables(self, width: int):
-        if width not in self._rows:
-            with tf.init_scope():
-                self._rows[width] = tf.Variable(
-                    tf.fill([self.capacity, width], tf.constant(-1, tf.int64)), trainable=False,
-                    name="xla_shape_log")
-                # int64: an int32 variable lives in host memory, out of an XLA GPU step's reach.
-                self._counts[width] = tf.Variable(0, trainable=False, dtype=tf.int64,
-                                                  name="xla_shape_count")
-        return self._rows[width], self._counts[width]
-
-    def count(self) -> int:
-        """The distinct shapes seen so far (capped at the capacity)."""
-        return sum(int(c.numpy()) for c in self._counts.values())
+    if setting is False:
+        return False
+    on_gpu = bool(tf.config.list_physical_devices("GPU"))
+    problem = _xla_problem(model, on_gpu)
+    if problem is not None:
+        if setting is True:
+            raise ValueError(
+                f"jit_compile=True, but in model {model.name!r} {problem}. Compile with "
+                f"jit_compile='auto' or False, or replace the layer's Python code by "
+                f"TensorFlow ops; a layer that cannot be compiled should set "
+                f"supports_jit = False.")
+        if model not in _TOLD_NO_XLA:  # once per model: fit compiles again every call
+            _TOLD_NO_XLA.add(model)
+            warnings.warn(f"jit_compile='auto': model {model.name!r} runs without XLA, because "
+                          f"{problem}.", stacklevel=5)
+        return False
+    if setting is True:
+        return True
+    if varying_shapes:
+        return False
+    if on_gpu:
+        return True
+    friendly = all(layer.xla_friendly_on_cpu for layer in model.flatten_layers())
+    return friendly and (optimizer is None or optimizer.xla_friendly_on_cpu)

@@ -211,6 +211,8 @@ def _stage_key(config, stage: str, error: Exception) -> tuple:
     what cannot work with them)."""
     if isinstance(error, MetricMismatch):
         return ("metrics",)
+    if str(error).startswith("jit_compile"):  # refused once the model is known
+        return ("training", "jit_compile")
     if isinstance(error, OptimizerMismatch):
         return ("optimizer",)
     if isinstance(error, LayerLabelMismatch):  # at the layer that reads the labels

@@ -1,4 +1,6 @@
-"""Array loops compiled whole by XLA: same numbers as the step-by-step loop, and the ways back."""
+"""Array loops compiled whole by XLA: same numbers as the step-by-step loop; XLA decided once."""
+
+import warnings
 
 import keras
 import numpy as np
@@ -7,7 +9,7 @@ import tensorflow as tf
 
 import graphfit as gf
 from graphfit import layers, optimizers
-from graphfit.training import fused_loops
+from graphfit.training import compiled_steps
 
 
 def ones(y_true, y_pred):
@@ -22,13 +24,13 @@ def digit_count(y_true, y_pred):
     return tf.cast(tf.strings.length(text), tf.float32)
 
 
-def _fit(metric, x, y, **compile_kwargs):
+def _fit(metric, x, y, steps_per_execution=8, **compile_kwargs):
     gf.set_seed(3)
     model = gf.Sequential([layers.Dense(16, activation="relu"), layers.Dense(4)],
                           input_shape=(8,))
     model.compile(optimizer=optimizers.SGD(0.1, momentum=0.9), metrics=["accuracy", metric],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  jit_compile=True, steps_per_execution=8, **compile_kwargs)
+                  jit_compile=True, steps_per_execution=steps_per_execution, **compile_kwargs)
     history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, shuffle=False,
                         validation_data=(x[:168], y[:168]))  # 10 batches and one of 8
     return model, history.history
@@ -40,18 +42,18 @@ def fits():
     x = rng.standard_normal((200, 8)).astype(np.float32)  # 12 full batches and one of 8
     y = (x[:, :4].argmax(axis=1)).astype(np.int32)
     fused = _fit(ones, x, y)
-    stepwise = _fit(digit_count, x, y)
+    stepwise = _fit(ones, x, y, steps_per_execution=compiled_steps.MIN_FUSED_STEPS - 1)
     return x, y, fused, stepwise
 
 
 def test_a_chunk_is_one_xla_program_and_matches_the_step_by_step_loop(fits):
     x, _, (fused, fused_logs), (stepwise, stepwise_logs) = fits
-    assert fused.compile_state.steps.loop_kind("train") == "xla_chunk"
-    assert fused.compile_state.steps.loop_kind("val") == "xla_chunk"
-    # The metric XLA cannot compile sent both stages back to per-step XLA; it still counts.
-    assert stepwise.compile_state.steps.loop_kind("train") == "xla_step"
-    assert stepwise.compile_state.steps.loop_kind("val") == "xla_step"
-    assert stepwise_logs["digit_count"] == [1.0, 1.0] and fused_logs["ones"] == [1.0, 1.0]
+    steps = fused.compile_state.steps
+    assert steps.loop_kind("train", 8) == "xla_chunk" and steps.loop_kind("val", 8) == "xla_chunk"
+    # Chunks shorter than MIN_FUSED_STEPS run one XLA program per step.
+    assert stepwise.compile_state.steps.loop_kind("train", 7) == "xla_step"
+    assert stepwise.compile_state.steps.tracing_counts().get("train_arrays_fused", 0) == 0
+    assert stepwise_logs["ones"] == [1.0, 1.0] and fused_logs["ones"] == [1.0, 1.0]
     for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
         np.testing.assert_allclose(fused_logs[key], stepwise_logs[key], rtol=1e-5, atol=1e-6)
     for a, b in zip(fused.get_weights(), stepwise.get_weights()):
@@ -71,35 +73,48 @@ def test_one_program_serves_every_chunk_size_and_the_loops_trace_once(fits):
     assert counts["train_step"] == 1 and counts["test_step"] == 1
 
 
-def test_arrays_of_many_lengths_go_back_to_the_step_by_step_loop():
-    loops = fused_loops.FusedArrayLoops(None, None)
-    for length in range(1, fused_loops.MAX_DATA_SIZES + 1):
-        assert loops.accepts("train", (tf.zeros([length, 2]),))
-    assert loops.accepts("train", (tf.zeros([1, 2]),))  # a length already compiled for
-    assert not loops.accepts("train", (tf.zeros([99, 2]),))
-    assert loops.accepts("val", (tf.zeros([99, 2]),))  # each stage counts its own
-    assert not loops.accepts("predict", (tf.zeros([1, 2]),))
+def test_arrays_of_many_lengths_go_back_to_the_step_by_step_loop(fits):
+    _, _, (fused, _), _ = fits
+    steps = compiled_steps.CompiledSteps(fused, fused.compile_state.loss_set, fused.optimizer,
+                                         fused.compile_state.stage_metrics, jit_compile=True)
+    for length in range(1, compiled_steps.MAX_DATA_SIZES + 1):
+        assert steps.fuses("train", (tf.zeros([length, 2]),), capacity=8)
+    assert steps.fuses("train", (tf.zeros([1, 2]),), capacity=8)  # a length compiled for
+    assert not steps.fuses("train", (tf.zeros([99, 2]),), capacity=8)
+    assert steps.fuses("val", (tf.zeros([99, 2]),), capacity=8)  # each stage counts its own
+    assert not steps.fuses("val", (tf.zeros([99, 2]),), capacity=7)  # too short a chunk
 
 
 def test_padding_keeps_the_rows_and_fills_with_the_first_sample():
-    padded = fused_loops.pad_rows(np.array([[5, 6], [7, 8]]), 4)
+    padded = compiled_steps.pad_rows(np.array([[5, 6], [7, 8]]), 4)
     assert padded.dtype == np.int32 and padded.tolist() == [[5, 6], [7, 8], [0, 0], [0, 0]]
-    assert fused_loops.pad_rows(np.array([[1, 2]]), 1).tolist() == [[1, 2]]
+    assert compiled_steps.pad_rows(np.array([[1, 2]]), 1).tolist() == [[1, 2]]
 
 
-def test_the_fused_loop_logs_its_batch_shapes_and_auto_drops_xla_when_they_keep_changing():
+def test_new_batch_shapes_compile_again_and_never_drop_xla_in_the_middle_of_fit():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((24, 3)).astype(np.float32)
     y = rng.standard_normal((24, 1)).astype(np.float32)
     model = gf.Sequential([layers.Dense(1)], input_shape=(3,))
     model.compile("sgd", "mse", jit_compile="auto")
-    model.fit(x, y, batch_size=8, epochs=1, verbose=0)  # one shape: 8 rows
-    assert model.compile_state.steps.loop_kind("train") == "xla_chunk"
-    # Batch sizes 7 and 5 add (7, 3), (5, 3) and the last batches (3, 3), (4, 3): too many.
-    model.fit(x, y, batch_size=7, epochs=1, verbose=0)
-    with pytest.warns(UserWarning, match="distinct input shapes"):
-        model.fit(x, y, batch_size=5, epochs=1, verbose=0)
-    assert model.compile_state.steps.loop_kind("train") == "graph"
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    steps = model.compile_state.steps
+    assert steps.jit_compile
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "running without XLA" warning any more
+        for batch_size in (7, 5, 3):
+            model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0)
+    assert model.compile_state.steps is steps and steps.jit_compile
+    assert steps.tracing_counts()["train_step"] == 1  # the batch dimension is left open
+
+
+def test_a_metric_xla_cannot_compile_surfaces_with_what_to_do():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((160, 8)).astype(np.float32)  # 10 batches: one XLA program
+    y = x[:, :4].argmax(axis=1).astype(np.int32)
+    with pytest.raises(tf.errors.InvalidArgumentError) as error:
+        _fit(digit_count, x, y)
+    assert "compile with jit_compile=False" in "".join(getattr(error.value, "__notes__", []))
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "LevenbergMarquardt"])
@@ -121,7 +136,5 @@ def test_no_variable_a_compiled_fit_creates_is_int32(optimizer):
                               input_shape=(3,))
         model.compile(optimizer, "mse", metrics=["mae"], jit_compile=True)
         model.fit(x, y, batch_size=8, epochs=1, verbose=0, validation_data=(x, y))
-    assert model.compile_state.steps.loop_kind("train") == "xla_chunk"
-    names = {name for name, _ in created}
-    assert any("xla_shape_count" in name for name in names), sorted(names)
-    assert not [name for name, dtype in created if dtype == tf.int32]
+    assert model.compile_state.steps.jit_compile
+    assert created and not [name for name, dtype in created if dtype == tf.int32]
