@@ -28,17 +28,17 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, validation
+from graphfit.core import autograph_scope, step_context, validation
 from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch, loss_and_aux
 from graphfit.core.variables import as_tf_variable
 from graphfit.optimizers.finite_values import all_finite
-from graphfit.optimizers.gradient_record import record_gradients
 from graphfit.optimizers.optimizer import Optimizer
 from graphfit.training import distribution
 
@@ -159,8 +159,6 @@ class LossScaleOptimizer(Optimizer):
         self.inner_optimizer = inner_optimizer
         self.initial_scale = initial_scale
         self._state = _LossScaleState(initial_scale)
-        if _runs_own_minimize(inner_optimizer):
-            inner_optimizer.skip_non_finite_steps = True
 
     # ----------------------------------------------------------------------------- state
 
@@ -247,13 +245,6 @@ class LossScaleOptimizer(Optimizer):
     def check_sample_weight(self, sample_weight) -> None:
         self.inner_optimizer.check_sample_weight(sample_weight)
 
-    def minimize_loss_scale(self) -> tf.Tensor | None:
-        """The scale `minimize` differentiates `loss * scale` with (None when the inner
-        optimizer runs its own minimize, unscaled)."""
-        if _runs_own_minimize(self.inner_optimizer):
-            return None
-        return tf.identity(self.loss_scale)
-
     def scale_loss(self, loss):
         """`loss * loss_scale`, for a custom step that calls `apply_gradients` itself."""
         loss = tf.convert_to_tensor(loss)
@@ -276,8 +267,11 @@ class LossScaleOptimizer(Optimizer):
             when the step was skipped, so the training step leaves its update hooks alone.
         """
         if _runs_own_minimize(self.inner_optimizer):
+            if batch is not None:  # it skips a non-finite step itself
+                batch = dataclasses.replace(batch, skip_non_finite=True)
             return self.inner_optimizer.minimize(loss_fn, variables, batch)
         variables = [as_tf_variable(v) for v in variables]
+        step_context.record_loss_scale(tf.identity(self.loss_scale))  # before it changes
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables)
             loss, aux = loss_and_aux(loss_fn())
@@ -285,7 +279,7 @@ class LossScaleOptimizer(Optimizer):
         # The global batch's scaled gradients: every replica then agrees on finiteness.
         gradients = distribution.sum_gradients(tape.gradient(scaled, variables))
         unscaled = [_divided(g, self.loss_scale) for g in gradients]
-        record_gradients(unscaled, variables)
+        step_context.record_gradients(unscaled, variables)
         finite = self._apply_unscaled(all_finite(gradients), unscaled, variables)
         if isinstance(aux, ForwardPass):
             aux = aux.skipping_updates(~finite)

@@ -37,12 +37,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 import tensorflow as tf
 
-from graphfit.core import autograph_scope
+from graphfit.core import autograph_scope, step_context
 from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.step_types import StepBatch, loss_and_aux
 from graphfit.core.variables import as_tf_variable
 from graphfit.optimizers import per_example_clipping, schedules, transforms
-from graphfit.optimizers.gradient_record import record_gradients
 from graphfit.training import distribution
 
 __all__ = ["Optimizer", "cast_hyperparameter"]
@@ -299,12 +298,6 @@ class Optimizer(tf.Module):
     #: optimizer (`graphfit.core.graph_rewrites`), or None for TensorFlow's own.
     graph_rewrites: dict | None = None
 
-    def minimize_loss_scale(self) -> tf.Tensor | None:
-        """The factor `minimize` multiplies the loss by before differentiating it, read now
-        (a `LossScaleOptimizer`'s scale), or None for 1: what gradients read from its
-        backward pass (activation gradient taps) are divided by."""
-        return None
-
     def stop_reason(self) -> str | None:
         """Why the optimizer asks `fit` to stop (e.g. it converged), or None to go on.
 
@@ -350,8 +343,9 @@ class Optimizer(tf.Module):
                 for optimizers that re-run the model per example or linearize it
                 (`PerExampleClipping`, `LevenbergMarquardt`); first-order updates ignore it.
 
-        The raw gradients go to `record_gradients` (read by TensorBoard's gradient
-        histograms); an override should report its gradient there too when it has one.
+        The raw gradients go to `step_context.record_gradients` (read by TensorBoard's
+        gradient histograms); an override should report its gradient there too when it has
+        one.
         With `PerExampleClipping` first in `gradient_transforms`, the gradient is built from
         per-example gradients instead (`optimizers.per_example_clipping.minimize`).
 
@@ -375,7 +369,7 @@ class Optimizer(tf.Module):
         gradients = tape.gradient(loss, variables)
         # Under a tf.distribute strategy: the global batch's gradient, before any transform.
         gradients = distribution.sum_gradients(gradients)
-        record_gradients(gradients, variables)  # for gradient histograms; see collect_gradients
+        step_context.record_gradients(gradients, variables)  # for gradient histograms
         autograph_scope.convert_user_code(self.apply_gradients)(zip(gradients, variables))
         return loss, aux
 

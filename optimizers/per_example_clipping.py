@@ -27,10 +27,9 @@ from typing import Any, Sequence
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, validation
+from graphfit.core import autograph_scope, step_context, validation
 from graphfit.core.step_types import StepBatch, loss_and_aux
 from graphfit.optimizers import transforms
-from graphfit.optimizers.gradient_record import record_gradients
 
 __all__ = ["PerExampleClipping", "find", "minimize"]
 
@@ -208,7 +207,7 @@ def minimize(optimizer, clipping: PerExampleClipping, loss_fn, variables,
         batch.model, batch.loss_set, batch.x, batch.y, batch.sample_weight, variables,
         training=True, method="auto")
     # Their sum is the batch gradient: the raw gradient of the step, for gradient taps.
-    record_gradients([tf.reduce_sum(g, axis=0) for g in per_example], variables)
+    step_context.record_gradients([tf.reduce_sum(g, axis=0) for g in per_example], variables)
     size = tf.shape(per_example[0])[0]
     own = [g * tf.cast(size, g.dtype) for g in per_example]  # as if the batch were example i
     clipping.track_noise_state(optimizer)

@@ -51,6 +51,7 @@ from graphfit.callbacks.tensorboard import taps as tensorboard_taps
 from graphfit.callbacks.tensorboard import writers as tbw
 from graphfit.core import validation
 from graphfit.core.registry import CALLBACKS
+from graphfit.training.recorders import GradientTaps
 
 __all__ = ["TensorBoard"]
 
@@ -72,7 +73,7 @@ class TensorBoard(Callback):
             the compiled training step (not recomputed): the raw gradients of the loss of
             the epoch's last training step, before clipping and weight decay. An optimizer
             whose `minimize` does not report gradients (see
-            `graphfit.optimizers.gradient_record.record_gradients`) gets weight histograms only,
+            `graphfit.core.step_context.record_gradients`) gets weight histograms only,
             with a warning.
         write_graph: write the graph of the compiled training step (Graphs tab) after the
             first epoch; nothing is written when the model runs eagerly.
@@ -212,6 +213,7 @@ class TensorBoard(Callback):
         self._profile_done = False
         self._session_written = False
         self._warned_no_gradients = False
+        self._gradients: GradientTaps | None = None  # histogram_freq: the gradient taps
 
     @property
     def runs_written(self) -> set[str]:
@@ -225,14 +227,14 @@ class TensorBoard(Callback):
         self._first_step = self._last_batch_step = self._global_step()
         self._graph_pending = self.write_graph
         self._profile_done = False
-        if self.histogram_freq:
-            steps = self._compiled_steps()
-            if steps is not None:
-                steps.enable_gradient_taps()  # before the first step is traced
+        if self.histogram_freq and self.model.compiled:
+            if self._gradients is None or self._gradients not in self.model.step_recorders:
+                self._gradients = GradientTaps(self.model)  # before the first step is traced
+                self.model.add_step_recorder(self._gradients)
         if self._taps is not None:
-            self._taps.begin(self.model, self._compiled_steps())
+            self._taps.begin(self.model)
         if self._activation_taps is not None:
-            self._activation_taps.begin(self.model, self._compiled_steps())
+            self._activation_taps.begin(self.model)
         if not self._session_written and (self.hparams or self.recipe_text is not None):
             with self._runs.writer(tbw.ROOT).as_default():
                 if self.recipe_text is not None:
@@ -328,10 +330,6 @@ class TensorBoard(Callback):
             self._stop_profiler()
 
     # ------------------------------------------------------------------ helpers
-    def _compiled_steps(self):
-        state = getattr(self.model, "compile_state", None)
-        return getattr(state, "steps", None)
-
     def _global_step(self) -> int:
         iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
         return 0 if iterations is None else int(iterations.numpy())
@@ -353,8 +351,7 @@ class TensorBoard(Callback):
         return max(int(fit_state(self.model).epoch.numpy()) - 1, 0)
 
     def _write_histograms(self, epoch: int) -> None:
-        steps = self._compiled_steps()
-        gradients = steps.recorded_gradients() if steps is not None else []
+        gradients = [] if self._gradients is None else self._gradients.recorded_gradients()
         with self._runs.writer("train").as_default():
             tbw.write_histograms(self.model, [(v, v) for v in self.model.variables],
                                  "weights", epoch)
@@ -366,20 +363,18 @@ class TensorBoard(Callback):
             if overrides_step(self.model, "train_step"):
                 who = (f"model {self.model.name!r}'s own train_step reported no gradients "
                        f"(optimizer.minimize() reports them, apply_gradients() does not)")
-                how = ("Call graphfit.optimizers.gradient_record.record_gradients(gradients, "
+                how = ("Call graphfit.core.step_context.record_gradients(gradients, "
                        "variables) in the step, or use self.optimizer.minimize(...)")
             else:
                 who = (f"the optimizer {type(self.model.optimizer).__name__} reported no "
                        f"gradients")
                 how = ("An optimizer that overrides minimize() can report its gradient with "
-                       "graphfit.optimizers.gradient_record.record_gradients(gradients, "
-                       "variables)")
+                       "graphfit.core.step_context.record_gradients(gradients, variables)")
             warnings.warn(f"TensorBoard: {who}, so only weight histograms are written. {how}.",
                           stacklevel=2)
 
     def _write_graph(self) -> None:
-        steps = self._compiled_steps()
-        graph = steps.train_step_graph() if steps is not None else None
+        graph = self.model.train_step_graph()
         self._graph_pending = False
         if graph is not None:
             with self._runs.writer("train").as_default():

@@ -24,6 +24,8 @@ import tensorflow as tf
 
 from graphfit.callbacks.tensorboard import writers as tbw
 from graphfit.core import validation
+from graphfit.training.activation_taps import ActivationTaps
+from graphfit.training.node_taps import NodeTaps
 
 __all__ = ["ActivationTapWriter", "TapWriter", "check_activation_gradient_taps",
            "check_gradient_taps"]
@@ -79,7 +81,7 @@ def check_activation_gradient_taps(names, freq) -> list[str] | None:
 
 def _capacity(model, every_n_steps: int) -> int:
     """Rows enough for every recording of one call of the compiled loop."""
-    setting = model.compile_state.sizers["train"].setting
+    setting = model.steps_per_execution
     # "auto" runs one step per call while a callback listens to every batch.
     per_call = setting if isinstance(setting, numbers.Integral) else 1
     return max(1, math.ceil(per_call / every_n_steps))
@@ -100,20 +102,28 @@ class _RingWriter:
         self._taps = None
         self._written_step = 0
 
-    def _enable(self, steps, capacity: int):
-        """Turns the taps on in `steps` and returns their recorder."""
+    def _make(self, model, capacity: int):
+        """The taps' step recorder."""
         raise NotImplementedError
 
-    def begin(self, model, steps) -> None:
-        """Enables the taps on the compiled steps (before the first step is traced), with
-        room for every recording of one call of the loop.
+    def begin(self, model) -> None:
+        """Adds the taps to the model's training step (before it is traced), with room for
+        every recording of one call of the loop; the same taps again change nothing.
 
         Raises:
             ValueError: for a node or layer the model does not have (with its layers).
         """
-        if steps is None:
+        if not model.compiled:
             return
-        self._taps = self._enable(steps, _capacity(model, self.every_n_steps))
+        capacity = _capacity(model, self.every_n_steps)
+        taps = self._taps
+        if taps is None or taps not in model.step_recorders or not taps.matches(
+                self.names, self.every_n_steps, capacity):
+            if taps is not None:
+                model.remove_step_recorder(taps)
+            taps = self._make(model, capacity)
+            model.add_step_recorder(taps)
+        self._taps = taps
         # A model trained before (another fit) holds older values: not this run's to write.
         self._written_step = int(self._taps.last_step.numpy())
 
@@ -128,9 +138,8 @@ class _RingWriter:
 class ActivationTapWriter(_RingWriter):
     """Writes ∂loss/∂(layer output) taps: a norm and a histogram per layer and recording."""
 
-    def _enable(self, steps, capacity: int):
-        steps.enable_activation_taps(self.names, self.every_n_steps, capacity=capacity)
-        return steps.activation_taps
+    def _make(self, model, capacity: int):
+        return ActivationTaps(model, self.names, self.every_n_steps, capacity)
 
     def write(self, runs: tbw.RunWriters) -> None:
         """Writes the recordings made since the last call to the train run."""
@@ -157,9 +166,9 @@ class TapWriter(_RingWriter):
         super().__init__(names, every_n_steps)
         self._described = False
 
-    def _enable(self, steps, capacity: int):
-        steps.enable_node_taps(self.names, self.every_n_steps, capacity=capacity)
-        return steps.node_taps
+    def _make(self, model, capacity: int):
+        return NodeTaps(model, model.trainable_variables, self.names, self.every_n_steps,
+                        capacity)
 
     def write(self, runs: tbw.RunWriters, model) -> None:
         """Writes the recordings made since the last call to the train run."""

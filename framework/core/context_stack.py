@@ -2,7 +2,7 @@
 
 Several parts of graphfit let a `with` block receive what code deep inside it reports, without
 passing anything down: update hooks (`collect_updates`), layer outputs (`capture_outputs`),
-gradient records (`collect_gradients`), the transform a per-example step applies. Each keeps
+the step's context (`step_context`: labels, added losses, recorded gradients). Each keeps
 one `ContextStack`; a block pushes its collector, and the reporting code reads `top()`. The
 stack is thread-local, so two threads tracing models at once never see each other's blocks.
 

@@ -1,15 +1,26 @@
-"""What a training step shares with the layers of its forward pass: labels in, losses out.
+"""What a training step shares with the code it runs, and what that code reports back.
 
-Some layers need the batch's labels while training (`layers.ClassMeans` keeps per-class running
-means), yet the labels must not become a model input, or `predict` would need them. The
-training step publishes the batch's labels (`y`: one tensor, or a dict by output name) around
-its forward pass with `training_step(y)`; a layer that sets `uses_labels = True` reads them with
-`labels_for(layer, labels_of)` when `training=True`. Layers may also add a loss of their own
-(`add_loss`): the step adds every collected loss to the compiled loss.
+One context is open per training step (`training_step`); layers, losses and optimizers deep
+inside read it with `current()` instead of having it passed down through the model's `call`.
+It is the one channel between a step and its parts:
 
-Passes that re-run a slice of the batch (Levenberg–Marquardt's Jacobian chunks) open their own
-context with that slice's labels, so a layer never pairs features with another slice's labels.
-With no context open (a layer called outside `fit`), `labels_for` returns None.
+- **labels in**: a layer that needs the batch's labels while training (`layers.ClassMeans`)
+  reads them with `labels_for(layer, labels_of)`; the labels never become a model input, so
+  `predict` needs none.
+- **losses out**: a layer adds a loss of its own with `add_loss`; the step adds every loss
+  added during its forward pass to the compiled loss.
+- **gradients out**: `minimize` reports the gradients it computed with `record_gradients`
+  when something records them (TensorBoard's gradient histograms), and the scale it
+  multiplied the loss by with `record_loss_scale` (a `LossScaleOptimizer`).
+- **recorders**: what the step records besides its update (`graphfit.training.recorders`).
+- **the batch bound**: the most examples `fit` promises the step's batches hold
+  (`step_types.BatchBound`).
+- **checks**: while `checking()` is open, every layer called reports what it requires of
+  the batch's data (`Layer.batch_checks`), which the loops test before the step runs.
+
+A pass that re-runs a slice of the batch (Levenberg–Marquardt's Jacobian chunks) opens its own
+context with that slice's labels; it shares the step's records, recorders and bound. With no
+context open (a layer called outside `fit`) `labels_for` returns None and nothing is recorded.
 
 Example:
 
@@ -28,27 +39,44 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import tensorflow as tf
 
 from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.context_stack import ContextStack
+from graphfit.core.variables import as_tf_variable
 
-__all__ = ["StepContext", "training_step", "current", "labels_for", "add_loss"]
+__all__ = ["StepContext", "training_step", "checking", "current", "labels_for", "add_loss",
+           "record_gradients", "record_loss_scale", "records_gradients"]
 
 
 @dataclasses.dataclass
 class StepContext:
-    """One open training step, as its layers see it.
+    """One open training step (or a pass inside it), as the code it runs sees it.
 
     Attributes:
         labels: the batch's labels: a tensor, a dict by output name, or None (no labels).
         added_losses: `(name, scalar)` pairs the layers added with `add_loss`.
+        gradients: `{variable.ref(): gradient}` that `record_gradients` fills, or None when
+            nothing records them.
+        loss_scale: the factor `minimize` multiplied the loss by before differentiating it
+            (`record_loss_scale`), or None for 1.
+        recorders: the step's `graphfit.training.recorders.StepRecorder`s.
+        bound: the step's `step_types.BatchBound`, or None (no promise).
+        checks: while checking a batch, the `(layer, ok, message)` the layers reported;
+            None otherwise.
+        training: while checking, whether the batch is for a training step.
     """
 
-    labels: Any
+    labels: Any = None
     added_losses: list = dataclasses.field(default_factory=list)
+    gradients: dict | None = None
+    loss_scale: Any = None
+    recorders: tuple = ()
+    bound: Any = None
+    checks: list | None = None
+    training: bool = True
 
     def total_added_loss(self, dtype: tf.DType):
         """The sum of the added losses in `dtype`, or None when no layer added one."""
@@ -61,19 +89,52 @@ _contexts: ContextStack[StepContext] = ContextStack()
 
 
 @contextlib.contextmanager
-def training_step(labels) -> Iterator[StepContext]:
-    """Publishes `labels` to the layers called inside the block; yields the `StepContext`.
+def training_step(labels, *, record_gradients: bool = False, recorders: Sequence = (),
+                  bound=None) -> Iterator[StepContext]:
+    """Opens a step's context for the code run inside the block; yields it.
+
+    Inside an open step (a pass over a slice of its batch) the new context shares the step's
+    gradient record, loss scale, recorders and bound; only the labels and added losses are
+    its own.
 
     Args:
         labels: the batch's labels (`y` of the step's data): a tensor, a dict by output
             name, or None.
+        record_gradients: collect the gradients `minimize` reports (`context.gradients`).
+        recorders: the step's recorders.
+        bound: the step's `BatchBound`, or None.
     """
-    with _contexts.push(StepContext(labels)) as context:
+    parent = current()
+    if parent is not None and parent.checks is None:
+        context = StepContext(labels, gradients=parent.gradients, recorders=parent.recorders,
+                              bound=parent.bound)
+        context.loss_scale = parent.loss_scale
+    else:
+        context = StepContext(labels, gradients={} if record_gradients else None,
+                              recorders=tuple(recorders), bound=bound)
+    with _contexts.push(context):
+        try:
+            yield context
+        finally:
+            if parent is not None and context.loss_scale is not None:
+                parent.loss_scale = context.loss_scale
+
+
+@contextlib.contextmanager
+def checking(labels, training: bool) -> Iterator[StepContext]:
+    """Collects, for a forward pass run inside the block, what each layer called requires of
+    the batch (`Layer.batch_checks`) into `context.checks`.
+
+    Args:
+        labels: the batch's labels, for checks that read them (`labels_for`).
+        training: whether the batch is for a training step.
+    """
+    with _contexts.push(StepContext(labels, checks=[], training=training)) as context:
         yield context
 
 
 def current() -> StepContext | None:
-    """The innermost open step's context, or None outside any training step."""
+    """The innermost open context, or None outside any training step."""
     return _contexts.top()
 
 
@@ -81,9 +142,9 @@ def current() -> StepContext | None:
 def labels_for(layer_name: str, labels_of: str | None):
     """The labels a layer reads: those of output `labels_of` (None: the only output).
 
-    Returns None when no training step is open. Raises ValueError when one is open but holds
-    no labels for the layer (no labels at all, an unknown output, or several outputs and
-    `labels_of` unset), naming the layer and the outputs that have labels.
+    Returns None when no step is open. Raises ValueError when one is open but holds no labels
+    for the layer (no labels at all, an unknown output, or several outputs and `labels_of`
+    unset), naming the layer and the outputs that have labels.
     """
     context = current()
     if context is None:
@@ -118,7 +179,40 @@ def add_loss(name: str, value) -> bool:
     """Adds a scalar loss to the open training step; returns False (adding nothing) when no
     step is open, so a layer called outside `fit` computes it for nothing."""
     context = current()
-    if context is None:
+    if context is None or context.checks is not None:
         return False
     context.added_losses.append((name, tf.convert_to_tensor(value)))
     return True
+
+
+def records_gradients() -> bool:
+    """Whether the open step records the gradients `minimize` computes: a `minimize` that
+    could skip computing the loss gradient (Levenberg–Marquardt has it from its Jacobian)
+    computes it only then."""
+    context = current()
+    return context is not None and context.gradients is not None
+
+
+@graphfit_api
+def record_gradients(gradients: Sequence[Any], variables: Sequence[tf.Variable]) -> None:
+    """Reports the gradients of the loss a `minimize` computed; a no-op unless the open step
+    records them.
+
+    The base `minimize` reports the raw gradients, as the tape returns them (before clipping
+    and weight decay). A custom `train_step`, or a `minimize` override with a gradient of the
+    loss, may report it the same way; None gradients are skipped.
+    """
+    context = current()
+    if context is None or context.gradients is None:
+        return
+    for gradient, variable in zip(gradients, variables):
+        if gradient is not None:
+            context.gradients[as_tf_variable(variable).ref()] = gradient
+
+
+def record_loss_scale(scale) -> None:
+    """Reports the factor the loss was multiplied by before it was differentiated, so that
+    what reads the backward pass (activation gradient taps) can divide it out."""
+    context = current()
+    if context is not None:
+        context.loss_scale = scale

@@ -19,8 +19,41 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-__all__ = ["StepBatch", "ForwardPass", "StepResult", "unpack_data", "loss_and_aux",
-           "reads_backward_pass"]
+__all__ = ["BatchBound", "StepBatch", "ForwardPass", "StepResult", "unpack_data",
+           "loss_and_aux", "reads_backward_pass"]
+
+
+@dataclasses.dataclass
+class BatchBound:
+    """The most examples the batches of a traced training step hold, and what it relied on.
+
+    One trace of the training step serves every batch size (its batch axis is unknown), so
+    the step cannot see how large its batches get. `fit` knows for in-memory arrays (its batch
+    size) and promises it to the step it traces; code in the step that does less work for
+    batches up to some size (Levenberg–Marquardt's linearization in one piece, without its
+    loop over Jacobian chunks) reads `largest` and reports what it relied on with `rely_on`.
+    `fit` traces the step again before feeding it larger batches (or a dataset).
+
+    Attributes:
+        largest: the most examples a batch will hold, or None (no promise).
+        relied_on: the smallest batch size a part of the step relied on not being exceeded,
+            or None when nothing specialized.
+
+    Example:
+
+        >>> bound = BatchBound(1000)
+        >>> bound.rely_on(4096); bound.rely_on(2048)
+        >>> bound.relied_on
+        2048
+    """
+
+    largest: int | None = None
+    relied_on: int | None = None
+
+    def rely_on(self, limit: int) -> None:
+        """Records that the traced step is only as cheap as it is for batches of at most
+        `limit` examples (larger ones still compute the same numbers, with more memory)."""
+        self.relied_on = limit if self.relied_on is None else min(self.relied_on, limit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +70,10 @@ class StepBatch:
             whose step runs in cross-replica context (`steps_across_replicas`), the
             `graphfit.training.cross_replica.Replicas` that runs work on each replica's
             slice of this (global) batch.
+        bound: the `BatchBound` `fit` promised the traced step, or None.
+        skip_non_finite: skip a step whose start or linearization is not finite, leaving
+            every variable, state and update hook as it was (a `LossScaleOptimizer` asks it of
+            the second-order optimizer it wraps).
     """
 
     model: Any
@@ -45,6 +82,8 @@ class StepBatch:
     y: Any = None
     sample_weight: Any = None
     replicas: Any = None
+    bound: BatchBound | None = None
+    skip_non_finite: bool = False
 
     @property
     def num_examples(self):

@@ -76,10 +76,9 @@ import copy
 
 import tensorflow as tf
 
-from graphfit.core import update_hooks, validation
+from graphfit.core import step_context, update_hooks, validation
 from graphfit.core.step_types import unpack_data
 from graphfit.inspect import flops_graph
-from graphfit.optimizers import gradient_record
 from graphfit.training import steps
 
 __all__ = ["count_flops", "output_rows"]
@@ -273,7 +272,8 @@ def _trace_training_step(model, state, x_spec, batch_size: int):
     probe = _OpCountProbe(marks)
 
     def step(x, y, sample_weight):
-        with gradient_record.collect_gradients() as gradients:  # what minimize reports
+        with step_context.training_step(None, record_gradients=True) as context:
+            gradients = context.gradients  # what minimize reports
             result = steps.train_step(model, (x, y, sample_weight), probe=probe,
                                       loss_set=loss_set, optimizer=optimizer)
         marks["gradients"] = list(gradients.values())

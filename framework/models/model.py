@@ -17,6 +17,7 @@ from graphfit.core.dtype_policy import dtype_policy
 from graphfit.core.layer import Layer
 from graphfit.core.step_types import StepResult
 from graphfit.models import summary as summary_lib
+from graphfit.models.compiled_view import CompiledView
 from graphfit.saving import weights_io
 from graphfit.training import loops as training_loop
 from graphfit.training import steps
@@ -49,7 +50,7 @@ class _Signature:
     update_ops: tuple | None = None
 
 
-class Model(Layer):
+class Model(CompiledView, Layer):
     """A trainable model. Subclass it (define layers in `__init__`, compute in `call`) or use
     `Sequential` and `GraphModel`.
 
@@ -312,16 +313,6 @@ class Model(Layer):
         for layer in self.direct_sublayers():
             layer.inherit_dtype_policy(policy)
         self._signature.outputs = None  # their dtype follows the compute dtype: traced again
-
-    @property
-    def compiled(self) -> bool:
-        """Whether `compile` has been called."""
-        return self.compile_state is not None
-
-    @property
-    def optimizer(self):
-        """The optimizer given to `compile` (None before), with its slots in `.variables`."""
-        return self.compile_state.optimizer if self.compile_state else None
 
     def state_for_predict(self) -> CompileState:
         """The compiled state, or, before `compile`, one that only predicts."""

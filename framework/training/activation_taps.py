@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from graphfit.core import layer_outputs, validation
 from graphfit.training import node_taps
+from graphfit.training.recorders import StepRecorder
 
 __all__ = ["ActivationTaps", "BUCKETS"]
 
@@ -58,12 +59,12 @@ def _buckets(values: tf.Tensor) -> tf.Tensor:
     return tf.stack([edges[:-1], edges[1:], counts], axis=1)
 
 
-class ActivationTaps:
+class ActivationTaps(StepRecorder):
     """Tap variables for ∂loss/∂(layer output) of named layers, and the code that fills them.
 
-    Created once, outside any trace (`CompiledSteps.enable_activation_taps`); the default
-    train step calls `tapped_loss_fn` around its `loss_fn`, and `record(step)` after
-    `minimize`. See the module docstring for what is recorded, and when.
+    A step recorder (`model.add_step_recorder(taps)`), created once, outside any trace: the
+    default train step passes its loss function through `wrap_loss_fn`, and the step records
+    the gradients after `minimize`. See the module docstring for what is recorded, and when.
 
     Args:
         model: the built model (the names are checked against its layers).
@@ -88,15 +89,19 @@ class ActivationTaps:
         >>> model = gf.Sequential([gf.layers.Dense(4, name="hidden"), gf.layers.Dense(1)])
         >>> model.compile(optimizer="sgd", loss="mse")
         >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0)
-        >>> steps = model.compile_state.steps
-        >>> steps.enable_activation_taps(["hidden"], every_n_steps=1)
+        >>> taps = ActivationTaps(model, ["hidden"], every_n_steps=1)
+        >>> model.add_step_recorder(taps)
         >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0)
         >>> [(step, list(values), values["hidden"][1].shape)
-        ...  for step, values in steps.activation_taps.read()]
+        ...  for step, values in taps.read()]
         [(2, ['hidden'], (30, 3))]
     """
 
+    needs_default_step = True
+
     def __init__(self, model, names, every_n_steps: int, capacity: int = 1):
+        self._pending = None  # the loss function wrapped in the step being traced
+        self._step = None
         self.names = node_taps.check_layer_names(names, model)
         self.every_n_steps = validation.positive_int("every_n_steps", every_n_steps)
         self.capacity = validation.positive_int("capacity", capacity)
@@ -122,11 +127,17 @@ class ActivationTaps:
                 and capacity == self.capacity)
 
     # ------------------------------------------------------------------ inside the trace
-    def tapped_loss_fn(self, loss_fn: Callable) -> _TappedLossFn:
-        """Wraps the train step's `loss_fn`: its first call, in the step's own graph, routes
-        the named layers' outputs through the recording identity. After `minimize`, call
-        its `record(step)`."""
-        return _TappedLossFn(self, loss_fn)
+    def wrap_loss_fn(self, loss_fn: Callable, model) -> _TappedLossFn:
+        """The train step's `loss_fn`: its first call, in the step's own graph, routes the
+        named layers' outputs through the recording identity."""
+        self._step = model.optimizer.iterations + 1  # the global step this step will have
+        self._pending = _TappedLossFn(self, loss_fn)
+        return self._pending
+
+    def after_step(self, context) -> None:
+        """Records the gradients the step's backward pass brought, the loss scale it was
+        differentiated with (`context.loss_scale`) divided out."""
+        self._pending.record(self._step, context.loss_scale)
 
     def _record(self, gradients: Sequence[list], step) -> None:
         def record():
@@ -223,7 +234,7 @@ class _TappedLossFn:
         """Records the gradients the backward pass brought (after `minimize`).
 
         `loss_scale`: the factor `minimize` multiplied the loss by before differentiating it
-        (`Optimizer.minimize_loss_scale`, read before `minimize`), divided out; None: 1.
+        (`step_context.record_loss_scale`), divided out; None: 1.
 
         Raises:
             ValueError: for a layer that ran more or less than once in the forward pass.

@@ -127,6 +127,7 @@ class CompileState:
         self.sizers = {name: ExecutionSizer(steps_per_execution)
                        for name in ("train", "val", "test", "predict")}
         self.stage_metrics: dict[str, StageMetrics] = {}
+        self.recorders: list = []  # the training step's recorders (`Model.add_step_recorder`)
         self.steps: CompiledSteps | None = None
         self._steps_key = None
         self.jit_compile: bool | None = None
@@ -199,6 +200,13 @@ class CompileState:
                                        strategy=self.strategy)
             self._steps_key = key
         self.steps.stage_metrics = self.stage_metrics
+        self.steps.set_recorders(self.recorders)
+
+    def set_recorders(self, recorders) -> None:
+        """The training step's recorders from now on (traced again when they change)."""
+        self.recorders = list(recorders)
+        if self.steps is not None:
+            self.steps.set_recorders(self.recorders)
 
     def check_labels(self, model, feed, stage: str) -> None:
         """Labels fit the loss and the model's outputs: all of them for in-memory data, and

@@ -21,10 +21,10 @@ import functools
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, batch_bounds, host_errors, step_context, update_hooks
+from graphfit.core import autograph_scope, host_errors, step_context, update_hooks
 from graphfit.core.graph_rewrites import graph_rewrites
-from graphfit.core.step_types import StepResult, unpack_data
-from graphfit.training import distribution, input_checks, predict_loops, step_taps, steps
+from graphfit.core.step_types import BatchBound, StepResult, unpack_data
+from graphfit.training import distribution, input_checks, predict_loops, steps
 from graphfit.training.feeds import as_tuple, gather_batch
 
 __all__ = ["CompiledSteps", "overrides_step", "pad_rows", "traced_function",
@@ -101,7 +101,7 @@ def _spec(tensor):
     return None if tensor is None else tf.TensorSpec(tensor.shape, tensor.dtype)
 
 
-class CompiledSteps(step_taps.TapSwitches):
+class CompiledSteps:
     """The traced steps of one compiled model, for one set of trainable variables.
 
     Args:
@@ -128,16 +128,14 @@ class CompiledSteps(step_taps.TapSwitches):
         self.jit_compile = jit_compile and not run_eagerly and strategy is None
         self.run_eagerly = run_eagerly
         self.variables = list(model.trainable_variables)
-        self.gradient_taps: list[tf.Variable] | None = None  # enable_gradient_taps
-        self._filled_taps: list[int] = []
-        self.node_taps = None  # enable_node_taps
-        self.activation_taps = None  # enable_activation_taps
+        # What the training step records (`graphfit.training.recorders`), set before tracing.
+        self.recorders: tuple = ()
         # The specs the train step was last traced for; None before the first training step.
         self.train_data_spec = None
         # {stage: {output: (name, spec, loss kind)}}: dataset labels are checked batch by batch.
         self.label_checks: dict[str, dict] = {}
         # The largest training batch `fit` promised (`expect_batches`), and the batch size the
-        # traced training step relied on (`core.batch_bounds`; None: none).
+        # traced training step relied on (`BatchBound.relied_on`; None: none).
         self._largest_batch: int | None = None
         self._batch_limit: int | None = None
         self.train_step = self._compile_step(self._train_step)
@@ -159,45 +157,36 @@ class CompiledSteps(step_taps.TapSwitches):
 
     def _train_step(self, data):
         self.train_data_spec = tf.nest.map_structure(_spec, data)
-        if self.node_taps is not None or self.activation_taps is not None:
-            if overrides_step(self.model):
-                raise ValueError(
-                    f"TensorBoard's gradient_taps and activation_gradient_taps need the default "
-                    f"train_step, but {type(self.model).__name__} overrides train_step: remove "
-                    f"them, or return what you need from your train_step in StepResult.logs.")
-            return steps.train_step(self.model, data, taps=self.node_taps,
-                                    activation_taps=self.activation_taps)
+        bound = BatchBound(self._largest_batch)
+        records = any(recorder.records_gradients for recorder in self.recorders)
         # Update hooks an overridden step did not collect itself run after it, once.
-        with update_hooks.collect_updates() as pending, \
-                step_context.training_step(unpack_data(data)[1]), \
-                batch_bounds.promised(self._largest_batch) as promise:
+        with update_hooks.collect_updates() as pending, step_context.training_step(
+                unpack_data(data)[1], record_gradients=records, recorders=self.recorders,
+                bound=bound) as context:
             result = autograph_scope.convert_user_code(self.model.train_step)(data)
         update_hooks.apply_updates(pending, distribution.replica_share(tf.float64))
+        for recorder in self.recorders:
+            recorder.after_step(context)
         # At trace time: what the traced step relied on (`expect_batches` reads it).
-        self._batch_limit = batch_bounds.tightest(self._batch_limit, promise.limit)
+        if bound.relied_on is not None:
+            self._batch_limit = min(bound.relied_on, self._batch_limit or bound.relied_on)
         return _checked_result(result, "train_step")
 
     def expect_batches(self, largest: int | None) -> None:
         """Told by `fit`, before its first epoch, how many examples its largest training
         batch holds (None: it cannot say, a dataset). The training step traced from now on
-        is promised that (`core.batch_bounds`); a step traced earlier that relied on smaller
-        batches is traced again."""
+        is promised that (`core.step_types.BatchBound`); a step traced earlier that relied
+        on smaller batches is traced again."""
         self._largest_batch = largest
         limit = self._batch_limit
         if limit is not None and (largest is None or largest > limit):
             self.retrace_training()
 
-    def _train_step_with_taps(self, data):
-        from graphfit.optimizers.gradient_record import collect_gradients  # imports graphfit
-
-        with collect_gradients() as gradients:
-            result = self._train_step(data)
-        # At trace time: which taps this trace fills (none when minimize reports no gradients).
-        self._filled_taps = [i for i, v in enumerate(self.variables) if v.ref() in gradients]
-        for i in self._filled_taps:
-            gradient = tf.convert_to_tensor(gradients[self.variables[i].ref()])  # IndexedSlices
-            self.gradient_taps[i].assign(tf.cast(gradient, self.gradient_taps[i].dtype))
-        return result
+    def set_recorders(self, recorders) -> None:
+        """Records `recorders` in the training step traced from now on."""
+        if tuple(recorders) != self.recorders:
+            self.recorders = tuple(recorders)
+            self.retrace_training()
 
     def _test_step(self, data):
         step = autograph_scope.convert_user_code(self.model.test_step)
@@ -357,9 +346,8 @@ class CompiledSteps(step_taps.TapSwitches):
     # ------------------------------------------------------------------ introspection
     def retrace_training(self) -> None:
         """Forgets the traced training step and loops: the next training call traces them
-        again (new taps, or an optimizer whose trace relied on smaller batches)."""
-        traced = self._train_step if self.gradient_taps is None else self._train_step_with_taps
-        self.train_step = self._compile_step(traced)
+        again (new recorders, or an optimizer whose trace relied on smaller batches)."""
+        self.train_step = self._compile_step(self._train_step)
         self._batch_limit = None
         self._loops = {k: f for k, f in self._loops.items() if k[1] != "train"}
 

@@ -165,9 +165,7 @@ def _refusal(model, state, train_feed) -> str | None:
     if train_feed.is_dataset:
         return ("x is a tf.data.Dataset: its batches may change every epoch (augmentation, a "
                 "generator), and only in-memory arrays can be cached")
-    steps = state.steps
-    if steps.gradient_taps is not None or steps.node_taps is not None \
-            or steps.activation_taps is not None:
+    if state.recorders:
         return "TensorBoard's gradient taps read the whole model's training step"
     return None
 

@@ -36,13 +36,14 @@ a clear error at trace time), and the optimizer must run a forward pass in the s
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from graphfit.core import layer_outputs, validation
 from graphfit.core.registry import did_you_mean
+from graphfit.training.recorders import StepRecorder
 
 __all__ = ["NodeTaps", "SPECIAL_NODES", "check_layer_names", "check_names"]
 
@@ -112,12 +113,12 @@ def _norm(gradient) -> tf.Tensor:
     return tf.cast(tf.norm(tf.convert_to_tensor(gradient)), tf.float64)
 
 
-class NodeTaps:
+class NodeTaps(StepRecorder):
     """Tap variables for the gradient norms of named nodes, and the code that fills them.
 
-    Created once, outside any trace (`CompiledSteps.enable_node_taps` does it); the traced
-    training step calls `tapped_loss_fn` around its `loss_fn`. See the module docstring for
-    what is recorded, and when.
+    A step recorder (`model.add_step_recorder(taps)`): created once, outside any trace; the
+    default training step passes its loss function through `wrap_loss_fn`. See the module
+    docstring for what is recorded, and when.
 
     Args:
         model: the built model (its layer names are checked).
@@ -146,16 +147,19 @@ class NodeTaps:
         >>> model = gf.Sequential([gf.layers.Dense(4, name="hidden"), gf.layers.Dense(1)])
         >>> model.compile(optimizer="sgd", loss="mse")
         >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0)
-        >>> steps = model.compile_state.steps
-        >>> steps.enable_node_taps(["hidden"], every_n_steps=1)
+        >>> taps = NodeTaps(model, model.trainable_variables, ["hidden"], every_n_steps=1)
+        >>> model.add_step_recorder(taps)
         >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=1, verbose=0)
-        >>> [(step, sorted(values["hidden"])) for step, values in steps.node_taps.read()]
+        >>> [(step, sorted(values["hidden"])) for step, values in taps.read()]
         [(2, ['...hidden/bias:0', '...hidden/kernel:0'])]
     """
+
+    needs_default_step = True
 
     def __init__(self, model, variables: Sequence[tf.Variable], names, every_n_steps: int,
                  capacity: int = 1):
         layer_names = _layer_names(model)
+        self._pending = None  # the loss function wrapped in the step being traced
         self.names = _check_names(names, layer_names)
         self.every_n_steps = validation.positive_int("every_n_steps", every_n_steps)
         self.capacity = validation.positive_int("capacity", capacity)
@@ -187,19 +191,21 @@ class NodeTaps:
                 for node, indices in self.connected.items()}
 
     # ------------------------------------------------------------------ inside the trace
-    def tapped_loss_fn(self, loss_fn: Callable, step, special: Callable[[Any], dict]):
-        """Wraps the train step's `loss_fn` so that its first call records the taps.
+    def wrap_loss_fn(self, loss_fn: Callable, model) -> Callable:
+        """The train step's `loss_fn`, recording the taps at its first call.
 
-        Args:
-            loss_fn: the training step's loss function.
-            step: the global step this training step will have (iterations + 1), a tensor.
-            special: maps `loss_fn`'s result to {"output": ..., "loss": ...}.
-
-        Returns:
-            A callable to pass to `minimize` in place of `loss_fn`; call its `finish()` after
-            `minimize` (it raises when no forward pass could be tapped).
+        The recordings carry the global step this training step will have (the optimizer's
+        `iterations` + 1); "output" and "loss" are read from `loss_fn`'s result.
         """
-        return _TappedLossFn(self, loss_fn, step, special)
+        step = model.optimizer.iterations + 1
+        self._pending = _TappedLossFn(
+            self, loss_fn, step, lambda result: {"loss": result[0], "output": result[1].y_pred})
+        return self._pending
+
+    def after_step(self, context) -> None:
+        """Raises when `minimize` ran no forward pass that could be tapped."""
+        del context
+        self._pending.finish()
 
     def _record(self, tape, nodes: dict, step) -> None:
         def record():

@@ -15,17 +15,11 @@ the compiled steps, `flops` with a `StepProbe` that marks where each phase begin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import tensorflow as tf
 
 from graphfit.core import autograph_scope, step_context, update_hooks
 from graphfit.core.step_types import ForwardPass, StepBatch, StepResult, unpack_data
 from graphfit.training import cross_replica, distribution
-
-if TYPE_CHECKING:
-    from graphfit.training.activation_taps import ActivationTaps
-    from graphfit.training.node_taps import NodeTaps
 
 __all__ = ["StepProbe", "train_step", "test_step", "predict_step"]
 
@@ -52,17 +46,16 @@ def _compiled_loss(model, caller: str):
     return state.loss_set
 
 
-def train_step(model, data, *, taps: NodeTaps | None = None,
-               activation_taps: ActivationTaps | None = None, probe: StepProbe = _NO_PROBE,
-               loss_set=None, optimizer=None) -> StepResult:
+def train_step(model, data, *, probe: StepProbe = _NO_PROBE, loss_set=None,
+               optimizer=None) -> StepResult:
     """The default `Model.train_step`: one optimizer step on `data`.
+
+    The open step's recorders (`graphfit.training.recorders`) wrap its loss function, and
+    its batch bound reaches the optimizer in the `StepBatch`.
 
     Args:
         model: the compiled model.
         data: (x,), (x, y) or (x, y, sample_weight).
-        taps: gradient taps of named nodes to record from this step's forward pass.
-        activation_taps: ∂loss/∂(named layers' outputs) to record from this step's own
-            backward pass (`graphfit.training.activation_taps`).
         probe: marks the phases of the step (for FLOP counts).
         loss_set, optimizer: stand-ins for the compiled ones (FLOP counts trace with copies,
             so that counting creates no optimizer slots and builds no loss).
@@ -100,9 +93,11 @@ def train_step(model, data, *, taps: NodeTaps | None = None,
 
         return loss_fn
 
+    context = step_context.current()
+    bound = None if context is None else context.bound
     strategy = cross_replica.cross_replica_strategy()
     if strategy is None:
-        batch = StepBatch(model, loss_set, x, y, sample_weight)
+        batch = StepBatch(model, loss_set, x, y, sample_weight, bound=bound)
         loss_fn = loss_fn_for(x, y, sample_weight)
     else:  # an optimizer that runs its step for all replicas at once (LevenbergMarquardt)
         def local_step(local_data):
@@ -112,23 +107,10 @@ def train_step(model, data, *, taps: NodeTaps | None = None,
         replicas = cross_replica.Replicas(strategy, data, local_step)
         batch = StepBatch(model, loss_set, x, y, sample_weight, replicas=replicas)
         loss_fn = replicas.combined_loss
-
-    node_tapped = tapped = None
-    if taps is not None or activation_taps is not None:
-        step = optimizer.iterations + 1  # the global step this step will have
-    if taps is not None:  # the norms of d(node)/d(variables), every N steps
-        loss_fn = node_tapped = taps.tapped_loss_fn(
-            loss_fn, step, lambda result: {"loss": result[0], "output": result[1].y_pred})
-    if activation_taps is not None:  # d(loss)/d(layer output), read during backprop
-        loss_fn = tapped = activation_taps.tapped_loss_fn(loss_fn)
-        # Read before minimize, which may change it: the scale its backward pass carries.
-        loss_scale = optimizer.minimize_loss_scale()
+    for recorder in () if context is None else context.recorders:
+        loss_fn = recorder.wrap_loss_fn(loss_fn, model)
     minimize = autograph_scope.convert_user_code(optimizer.minimize)
     loss, forward = minimize(loss_fn, model.trainable_variables, batch)
-    if node_tapped is not None:
-        node_tapped.finish()
-    if tapped is not None:
-        tapped.record(step, loss_scale)
     probe.mark("update_hooks")
     # UPDATE_OPS: after the optimizer's update, once per step, in the same compiled step.
     # Under a tf.distribute strategy: the replicas' share-weighted mean (one all-reduce).

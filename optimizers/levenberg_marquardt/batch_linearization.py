@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import warnings
 
-from graphfit.core import batch_bounds
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import layerwise_jacobian as lm_layerwise
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
@@ -26,7 +25,7 @@ def gradient_from_rows(batch) -> bool:
 
 def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode: str,
                     chunk_size: int | None, whole_batch: bool = True,
-                    largest_batch: int | None = None):
+                    bound=None):
     """The `update.Linearization` of `batch` at the variables' values.
 
     Args:
@@ -39,10 +38,9 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
         chunk_size: the optimizer's `jacobian_chunk_size` (None: automatic).
         whole_batch: False for a replica's slice, always through JᵀJ (the m < n system of
             one chunk does not add up over replicas).
-        largest_batch: the most examples a batch holds, as `fit` promises its traced step
-            (`core.batch_bounds`), or None. A batch known to fit one chunk is linearized
-            without the chunk loop, and the step reports that it relied on the chunk
-            (`batch_bounds.rely_on`).
+        bound: the `BatchBound` `fit` promised the traced step, or None. A batch known to
+            fit one chunk is linearized without the chunk loop, and the step reports that it
+            relied on the chunk (`bound.rely_on`).
     """
     data, rows_for, per_example = lm_residuals.batch_rows(batch, y_pred0)
     independent = examples_independent(batch.model, batch.loss_set)
@@ -54,9 +52,9 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
             "(mixes_examples=True), so the Jacobian is not exact. Use 'auto' or 'reverse'.",
             stacklevel=4)
     chunk = lm_jacobian.chunk_examples(n, per_example, mode, chunk_size)
-    single_chunk = largest_batch is not None and largest_batch <= chunk
+    single_chunk = bound is not None and bound.largest is not None and bound.largest <= chunk
     if single_chunk:  # Python, at trace time: larger batches need the chunk loop again
-        batch_bounds.rely_on(chunk)
+        bound.rely_on(chunk)
     # b = Cᵀρ wherever it is the gradient, whether or not a tape took one: the step is the
     # same with TensorBoard's taps on or off.
     if gradient_from_rows(batch):

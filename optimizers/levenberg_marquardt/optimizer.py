@@ -7,12 +7,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import batch_bounds, validation
+from graphfit.core import step_context, validation
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch, reads_backward_pass
 from graphfit.core.variables import as_tf_variable
-from graphfit.optimizers import gradient_record
-from graphfit.optimizers.gradient_record import record_gradients
 from graphfit.optimizers.levenberg_marquardt import batch_linearization as lm_batch
 from graphfit.optimizers.levenberg_marquardt import conjugate_gradient as lm_cg
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
@@ -334,7 +332,7 @@ class LevenbergMarquardt(Optimizer):
             loss0, aux0, gradients, linear = lm_replicas.first_pass_on_replicas(
                 batch, variables, n, linearize_slice, self._converged)
         if gradients is not None:
-            record_gradients(gradients, variables)
+            step_context.record_gradients(gradients, variables)
         flat0, rebuild = split_aux(aux0)
         if not isinstance(aux0, ForwardPass):
             raise TypeError(
@@ -363,7 +361,7 @@ class LevenbergMarquardt(Optimizer):
                 rows_of = lambda: rows_for(data)[0]  # noqa: E731
             return self._trials(loss_fn, variables, n, loss0, flat0, system, rows_of)
 
-        if self.skip_non_finite_steps:  # under LossScaleOptimizer (float16)
+        if batch.skip_non_finite:  # under LossScaleOptimizer (float16)
             out, applied = lm_finite.gated_step(
                 self._converged, skip(), [loss0, *gradients],
                 linearize, trials)
@@ -379,16 +377,16 @@ class LevenbergMarquardt(Optimizer):
         histograms and activation gradient taps, the cg solver's right-hand side, and the
         finiteness test of skipped steps. Otherwise the direct solver's b = Cᵀρ is the
         gradient (half of it), and the step saves a backward pass."""
-        return (solver == "cg" or self.skip_non_finite_steps or gradient_record.recording()
+        return (solver == "cg" or batch.skip_non_finite or step_context.records_gradients()
                 or reads_backward_pass(loss_fn) or not lm_batch.gradient_from_rows(batch))
 
     def _linearize(self, batch, variables, n, gradients, y_pred0, whole_batch: bool = True):
         """`batch_linearization.linearize_batch` with this optimizer's Jacobian settings;
-        a whole batch with the size `fit` promises its traced step (`core.batch_bounds`)."""
+        a whole batch with the bound `fit` promises its traced step (`StepBatch.bound`)."""
         return lm_batch.linearize_batch(batch, variables, n, gradients, y_pred0,
                                         self.jacobian_mode, self.jacobian_chunk_size,
                                         whole_batch,
-                                        batch_bounds.largest() if whole_batch else None)
+                                        batch.bound if whole_batch else None)
 
     def _trials(self, loss_fn, variables, n, loss0, flat0, linear, rows_of=None):
         """Tries up to `attempts_per_step` damped steps on the linearization `linear`

@@ -10,6 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import graphfit as gf
 from graphfit import cli, layers
 from graphfit.callbacks import TensorBoard
+from graphfit.training.activation_taps import ActivationTaps
 
 LR = 0.3
 BATCH = 4
@@ -214,7 +215,7 @@ def test_levenberg_marquardt_taps_the_gradient_of_its_first_pass(tmp_path):
     expected = _reference(model, x, y, steps=1)[0]  # at the weights the step starts from
     board = TensorBoard(str(tmp_path), activation_gradient_taps=["hidden", "middle"])
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[board])
-    rows = model.compile_state.steps.activation_taps.read()
+    rows = next(r for r in model.step_recorders if isinstance(r, ActivationTaps)).read()
     assert [step for step, _ in rows] == [1]
     assert sorted(rows[0][1]) == ["hidden", "middle"]
     for name, (norm, _) in rows[0][1].items():

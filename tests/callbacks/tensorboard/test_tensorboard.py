@@ -17,8 +17,9 @@ import graphfit as gf
 from graphfit import layers
 from graphfit.callbacks import CallbackList, TensorBoard
 from graphfit.core.registry import CALLBACKS
-from graphfit.optimizers.gradient_record import record_gradients
+from graphfit.core.step_context import record_gradients
 from graphfit.saving import checkpoints
+from graphfit.training.recorders import GradientTaps
 
 RECIPE = "name: moons\nmodel:\n  - {type: Dense, units: 8}\n"
 HPARAMS = {"learning_rate": 0.1, "units": 8, "optimizer": "sgd", "batch_norm": False}
@@ -192,7 +193,7 @@ def test_recorded_gradient_is_the_raw_gradient_of_the_last_batch(tmp_path, jit_c
         loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
     expected = tape.gradient(loss, model.trainable_variables)
     assert np.linalg.norm(np.concatenate([g.numpy().ravel() for g in expected])) > 1e-2
-    taps = model.compile_state.steps.recorded_gradients()
+    taps = _recorded_gradients(model)
     assert [v.name for v, _ in taps] == [v.name for v in model.trainable_variables]
     runs = _values(tmp_path / "train")
     for (variable, tap), gradient in zip(taps, expected):
@@ -202,6 +203,13 @@ def test_recorded_gradient_is_the_raw_gradient_of_the_last_batch(tmp_path, jit_c
         assert _steps(histogram) == [0, 1]
         _check_histogram(histogram[-1][1], gradient.numpy())
     assert _events(tmp_path / "train").Tags()["graph"]
+
+
+def _recorded_gradients(model):
+    """What the TensorBoard callback's gradient taps hold (it adds them as a step recorder)."""
+    taps = [r for r in model.step_recorders if isinstance(r, GradientTaps)]
+    assert len(taps) == 1, model.step_recorders
+    return taps[0].recorded_gradients()
 
 
 class _SilentSGD(gf.optimizers.SGD):
@@ -240,7 +248,7 @@ def test_minimize_overrides_report_gradients_or_get_weight_histograms_only(tmp_p
     model.fit(x, y, batch_size=None, verbose=0,
               callbacks=[TensorBoard(str(tmp_path / "reporting"), histogram_freq=1)])
     # d/dw mean((x w + b - 1)^2) at w = 0, b = 0: 2 * mean(-1 * x) = -2 per weight, doubled.
-    kernel_tap = model.compile_state.steps.recorded_gradients()[0][1]
+    kernel_tap = _recorded_gradients(model)[0][1]
     np.testing.assert_allclose(kernel_tap.numpy(), [[-4.0], [-4.0]])
     assert "gradients/dense/kernel" in _values(tmp_path / "reporting" / "train")
 
