@@ -38,14 +38,13 @@ def clear_stop_reason(model) -> None:
 
 def _compiled_metric(model, key: str):
     """The Keras metric object logged under `key` (without stage prefix), or None."""
-    state = getattr(model, "compile_state", None)
-    stages = getattr(state, "stage_metrics", None) or {}
-    train = stages.get("train")
-    for _, logged_as, metric, _ in getattr(train, "metrics", ()):
-        if logged_as == key:
+    names = getattr(model, "metrics_names", None) or []
+    metrics = getattr(model, "metrics", None) or []
+    for name, metric in zip(names, metrics):
+        if name == key:
             return metric
-    # A Keras-style model lists its metric objects in `metrics`.
-    for metric in getattr(model, "metrics", None) or ():
+    # A model that lists its metric objects in `metrics` alone (Keras's custom models).
+    for metric in metrics:
         if getattr(metric, "name", None) == key:
             return metric
     return None

@@ -7,7 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import affine_records, per_example, validation
+from graphfit.core import validation
 from graphfit.core.layer import InputSpec, Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
@@ -96,25 +96,19 @@ class Dense(Layer):
         self.input_spec = InputSpec(min_ndim=2, axes={-1: int(in_features)})
 
     def call(self, inputs, training: bool = False):
+        return activate(self, self.activation, self.pre_activation(inputs))
+
+    def pre_activation(self, inputs):
+        """`inputs @ kernel + bias`, contracted on the last axis of `inputs`: the output
+        before the activation."""
         kernel = self.compute_value(self.kernel)
-        if _one_example_small_kernel(inputs, kernel):
-            # One example, vectorized by pfor (LevenbergMarquardt's per-example Jacobian):
-            # pfor turns matmul's gradient into a batched matmul of tiny matrices whose
-            # per-matrix overhead dominates (twice the time on the 1-20-1 sinc MLP); the
-            # broadcast product vectorizes into plain elementwise ops.
-            outputs = tf.reduce_sum(inputs[:, :, None] * kernel, axis=1)
-        elif inputs.shape.rank == 2:
+        if inputs.shape.rank == 2:
             outputs = tf.matmul(inputs, kernel)
         else:
-            # Contract the last axis only, for any number of leading axes.
             outputs = tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [0]])
         if self.bias is not None:
             outputs = outputs + self.compute_value(self.bias)
-        # For LevenbergMarquardt's closed-form Jacobian (a no-op outside its block), which
-        # needs the variables themselves in the product: not a subclass's transform of them.
-        if type(self).compute_value is Layer.compute_value:
-            affine_records.record_affine(self.kernel, self.bias, inputs, outputs)
-        return activate(self, self.activation, outputs)
+        return outputs
 
     def get_config(self) -> dict[str, Any]:
         return {
@@ -125,14 +119,3 @@ class Dense(Layer):
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         }
-
-
-# The largest kernel (entries) `Dense` multiplies by broadcasting for a batch of one example;
-# above it the batched matmul is the cheaper (measured: faster below 64 entries, slower at
-# 100 on 2 CPU cores).
-_BROADCAST_KERNEL_LIMIT = 64
-
-
-def _one_example_small_kernel(inputs, kernel) -> bool:
-    return (per_example.active() and inputs.shape.rank == 2 and inputs.shape[0] == 1
-            and kernel.shape.num_elements() <= _BROADCAST_KERNEL_LIMIT)

@@ -76,7 +76,8 @@ def node_function(model, of: str, training: bool) -> Callable:
         )
 
     def layer_output(x):
-        with update_hooks.collect_updates(), layer_outputs.capture_outputs([of]) as captured:
+        with update_hooks.collect_updates(), \
+                layer_outputs.capture_outputs(model, [of]) as captured:
             model(x, training=training)
         calls = captured.calls.get(of, 0)
         if calls == 0:

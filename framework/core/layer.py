@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, layer_outputs
+from graphfit.core import autograph_scope
 from graphfit.core import config as constructor_config
 from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.dtype_policy import DTypePolicy, dtype_policy
@@ -95,15 +95,6 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
 
     Such a layer computes something else on a batch of one, so LevenbergMarquardt's
     per-example Jacobian avoids models holding one. Set it on a custom layer that does."""
-
-    keeps_example_axis: bool = False
-    """Whether `call` keeps the examples on the first axis: output `[i]` comes from input
-    `[i]` (a Dense, a Flatten, a convolution), and every layer it calls gets the examples on
-    its first axis too (not a time-major transpose, nor time folded into the batch axis).
-    LevenbergMarquardt takes the Jacobian of Dense layers in closed form only in a model
-    whose layers all say so, since it reads each Dense's first axis as the examples. Built-in
-    layers that keep it say so, and the layer contract checks the first half; False (the
-    default) for a custom layer, which may set it."""
 
     function_arguments: tuple[str, ...] = ()
     """The constructor arguments that take a function as a `'package.module:name'` reference
@@ -252,7 +243,6 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
                 self._in_call = False
         if self._output_shape is None:
             self._output_shape = tf.nest.map_structure(_unbatched_shape, outputs)
-        layer_outputs.offer(self.name, outputs)  # for Jacobians and gradient taps of a node
         return outputs
 
     def _build_from(self, inputs) -> None:

@@ -1,10 +1,11 @@
-"""Layer outputs by name: how Jacobians and gradient taps reach a node inside the model.
+"""Layer outputs by name: how Jacobians, gradient taps and exports reach a node in the model.
 
 A model's forward pass is ordinary Python calling layers, so there is no graph node to look up
-afterwards the way TF1's `graph.get_tensor_by_name` did. Instead, `Layer.__call__` offers every
-output to the innermost `capture_outputs` block, which keeps those of the layers it asks for:
+afterwards the way TF1's `graph.get_tensor_by_name` did. Instead, while a pass runs inside
+`capture_outputs`, the named layers' `call` is replaced on those instances
+(`core.interception`) by one that also keeps what it returned:
 
-    with layer_outputs.capture_outputs(["hidden"]) as captured:
+    with layer_outputs.capture_outputs(model, ["hidden"]) as captured:
         y = model(x)
     hidden = captured["hidden"]        # the tensor the layer called "hidden" returned
 
@@ -23,9 +24,9 @@ import contextlib
 from typing import Any, Callable, Iterable, Iterator
 
 from graphfit.core import autograph_scope
-from graphfit.core.context_stack import ContextStack
+from graphfit.core.interception import replaced_method
 
-__all__ = ["CapturedOutputs", "capture_outputs", "offer", "transform_outputs"]
+__all__ = ["CapturedOutputs", "capture_outputs", "transform_outputs"]
 
 
 class CapturedOutputs(dict):
@@ -40,61 +41,53 @@ class CapturedOutputs(dict):
         self.names = frozenset(names)
         self.calls: dict[str, int] = {}
 
-
-_captures: ContextStack[CapturedOutputs] = ContextStack()
+    def keep(self, layer, outputs):
+        self[layer.name] = outputs
+        self.calls[layer.name] = self.calls.get(layer.name, 0) + 1
+        return outputs
 
 
 @contextlib.contextmanager
-def capture_outputs(names: Iterable[str]) -> Iterator[CapturedOutputs]:
-    """Collects the outputs of the named layers called inside the block.
+def capture_outputs(model, names: Iterable[str]) -> Iterator[CapturedOutputs]:
+    """Collects the outputs of `model`'s layers called `names` that run inside the block.
 
     Args:
+        model: the model (its layers, nested ones included, are searched by name).
         names: layer names (`layer.name`) whose outputs to keep.
 
     Yields:
         A `CapturedOutputs` dict, filled as the layers run.
     """
-    with _captures.push(CapturedOutputs(names)) as captured:
+    captured = CapturedOutputs(names)
+    layers = [layer for layer in model.flatten_layers(include_self=False)
+              if layer.name in captured.names]
+    with transform_outputs(layers, captured.keep):
         yield captured
-
-
-def offer(layer_name: str, outputs: Any) -> None:
-    """Called by `Layer.__call__` with each output; keeps it when a block asks for the name."""
-    captured = _captures.top()
-    if captured is not None and layer_name in captured.names:
-        captured[layer_name] = outputs
-        captured.calls[layer_name] = captured.calls.get(layer_name, 0) + 1
 
 
 @contextlib.contextmanager
 def transform_outputs(layers: Iterable[Any], fn: Callable[[Any, Any], Any]) -> Iterator[None]:
     """Inside the block, what each of `layers` returns is replaced by `fn(layer, outputs)`.
 
-    The layer's own `call` is shadowed on the instance (never the class, so other instances
-    and other threads' models are untouched) and restored on exit. The original `call` still
-    goes through AutoGraph, and `Layer.__call__` offers the transformed outputs to
-    `capture_outputs`, so what is captured is what the downstream layers consume.
+    The layer's `call` is replaced on the instance (never the class, so other instances and
+    other threads' models are untouched) and restored on exit; the original `call` still goes
+    through AutoGraph.
 
     Args:
-        layers: layer objects (each at most once).
+        layers: layer objects.
         fn: `(layer, outputs) -> outputs` of the same structure, shapes and dtypes.
     """
-    shadowed = []
-    try:
+    with contextlib.ExitStack() as stack:
         for layer in layers:
-            if "call" in vars(layer):
-                raise ValueError(f"layer {layer.name!r} is already being transformed")
-            vars(layer)["call"] = _transformed_call(layer, type(layer).call, fn)
-            shadowed.append(layer)
+            stack.enter_context(replaced_method(layer, "call", _transformed(layer, fn)))
         yield
-    finally:
-        for layer in shadowed:
-            del vars(layer)["call"]
 
 
-def _transformed_call(layer, call, fn):
-    def transformed(inputs, *args, **kwargs):
-        bound = call.__get__(layer, type(layer))
-        return fn(layer, autograph_scope.convert_user_code(bound)(inputs, *args, **kwargs))
+def _transformed(layer, fn):
+    def make(call):
+        def transformed(inputs, *args, **kwargs):
+            return fn(layer, autograph_scope.convert_user_code(call)(inputs, *args, **kwargs))
 
-    return transformed
+        return transformed
+
+    return make

@@ -82,7 +82,7 @@ def _probabilities(outputs, kind: LossKind) -> dict:
 
 
 def _layer_output(model, name: str, inputs):
-    with layer_outputs.capture_outputs([name]) as captured:
+    with layer_outputs.capture_outputs(model, [name]) as captured:
         model(inputs, training=False)
     if captured.calls.get(name, 0) != 1:
         raise ValueError(

@@ -191,7 +191,7 @@ def run_layer_test(
 def _check_example_axis(layer: Layer, inputs, outputs, close) -> None:
     """Output i comes from input i, when the layer says so: reversing the examples of the
     inputs reverses those of the outputs."""
-    if not layer.keeps_example_axis:
+    if not getattr(layer, "keeps_example_axis", False):
         return
     flat = tf.nest.flatten(inputs)
     if flat[0].shape.rank == 0 or flat[0].shape[0] is None or flat[0].shape[0] < 2:

@@ -159,6 +159,7 @@ class NodeTaps(StepRecorder):
     def __init__(self, model, variables: Sequence[tf.Variable], names, every_n_steps: int,
                  capacity: int = 1):
         layer_names = _layer_names(model)
+        self._model = model
         self._pending = None  # the loss function wrapped in the step being traced
         self.names = _check_names(names, layer_names)
         self.every_n_steps = validation.positive_int("every_n_steps", every_n_steps)
@@ -277,7 +278,7 @@ class _TappedLossFn:
         taps = self._taps
         with tf.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
             tape.watch(taps.variables)
-            with layer_outputs.capture_outputs(taps.names) as captured:
+            with layer_outputs.capture_outputs(taps._model, taps.names) as captured:
                 result = self._loss_fn()
         nodes = {}
         special = self._special(result) if taps._special else {}

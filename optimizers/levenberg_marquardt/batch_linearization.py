@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+from graphfit.optimizers.levenberg_marquardt import dense_forms
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import layerwise_jacobian as lm_layerwise
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
@@ -63,4 +64,5 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
                                gradients, allow_under=whole_batch,
                                layerwise_rows=(per_example if lm_layerwise.applies_to(batch.model)
                                                else None),
-                               single_chunk=single_chunk)
+                               single_chunk=single_chunk,
+                               dense_layers=dense_forms.dense_layers(batch.model))

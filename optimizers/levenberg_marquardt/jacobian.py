@@ -31,8 +31,8 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import per_example
 from graphfit.optimizers.levenberg_marquardt import chunks as lm_chunks
+from graphfit.optimizers.levenberg_marquardt import dense_forms
 from graphfit.optimizers.levenberg_marquardt.layerwise_jacobian import layerwise_jacobian
 
 __all__ = ["MODES", "choose_mode", "chunk_examples", "jacobian", "per_example_jacobian",
@@ -176,7 +176,8 @@ def jacobian(rows_fn: Callable[[], tuple[tf.Tensor, tf.Tensor]],
 
 
 @_quiet_eager_pfor()  # a contextmanager decorates too: one block per call
-def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable]
+def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable],
+                         dense_layers: Sequence = ()
                          ) -> tuple[tf.Tensor, tf.Tensor]:
     """`(C, rho)` of `rows_for(data)`, each example differentiated on a batch of its own.
 
@@ -185,6 +186,8 @@ def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variab
             `normal_equations`).
         data: a structure of tensors whose first axis is the example.
         variables: the variables (n scalars in all).
+        dense_layers: the model's `Dense` layers, which compute one example in the form pfor
+            vectorizes best (`dense_forms.single_example_forms`).
 
     Returns:
         `(C, rho)` as `jacobian` returns them, rows in the same order as `rows_for(data)`.
@@ -205,7 +208,7 @@ def per_example_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variab
         k = tf.size(rows)
         return _as_matrix(parts, sizes, k, rows.dtype), rho
 
-    with per_example.single_examples():  # layers may pick a form pfor vectorizes well
+    with dense_forms.single_example_forms(dense_layers):
         c, rho = tf.vectorized_map(one_example, data)
     return tf.reshape(c, [-1, sum(sizes)]), tf.reshape(rho, [-1])
 
@@ -218,7 +221,7 @@ def _products(c, rho):
 def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
                      variables: Sequence[tf.Variable], mode: str, solve_dtype: tf.DType,
                      allow_under: bool = True, layerwise_rows: int | None = None,
-                     single_chunk: bool = False):
+                     single_chunk: bool = False, dense_layers: Sequence = ()):
     """The linearized least-squares problem of a batch, accumulated over chunks of examples.
 
     Args:
@@ -237,6 +240,8 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
         layerwise_rows: the rows of one example, for a model whose layers keep the examples
             on the first axis (`layerwise_jacobian.applies_to`): "per_example" mode then takes
             the Jacobian in closed form where that is exact. None: pfor.
+        dense_layers: the model's `Dense` layers (`dense_forms.dense_layers`): the closed
+            form records them, and pfor computes them in its own form.
         single_chunk: True when the caller knows that the batch holds at most `chunk`
             examples (`fit` says how large its batches get): the batch is then linearized
             as a whole, without the loop over chunks. The result is the same (bit for bit);
@@ -262,8 +267,8 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
         C and ρ padded to n when it is the batch's only chunk and has fewer rows than n, and
         the chunk's rows."""
         if mode == "per_example":
-            closed = layerwise_jacobian(rows_fn, part, variables, layerwise_rows)
-            c, rho = closed or per_example_jacobian(rows_fn, part, variables)
+            closed = layerwise_jacobian(rows_fn, part, variables, layerwise_rows, dense_layers)
+            c, rho = closed or per_example_jacobian(rows_fn, part, variables, dense_layers)
         else:
             c, rho = jacobian(lambda: rows_fn(part), variables, mode)
         rho = tf.reshape(rho, [-1])

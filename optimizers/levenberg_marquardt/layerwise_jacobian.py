@@ -12,10 +12,11 @@ a batch of its own, vectorized by pfor) at a fraction of the ops: on the 1-20-1 
 against 313 for the Jacobian and `JᵀJ`, and half the trace time.
 
 It applies only where it is exact. The model's layers must all keep the examples on the first
-axis (`applies_to`: the built-in layers and models do; a custom one says so with
-`keeps_example_axis`), and a `Dense` reports only when it multiplies by its variables
-themselves (not a subclass's transform of them). Then, while tracing: each trained variable
-must be read only by the affine layers that report it (`core.affine_records`), as many times
+axis (`applies_to`: the built-in layers and models say so with the class attribute
+`keeps_example_axis = True`, and a custom one may), and a `Dense` is recorded only when it
+multiplies by its variables themselves (`dense_forms.dense_layers`). Then, while tracing: each
+trained variable must be read only by the `Dense` layers recorded (`dense_forms.recording`),
+as many times
 as they report it; a variable read elsewhere as well (a tied weight, a layer without a closed
 form, a nested `tf.function`) leaves the Jacobian to pfor. So does eager execution (no graph
 to check), a layer called inside a control-flow branch or loop of its own, and more than
@@ -31,7 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import affine_records
+from graphfit.optimizers.levenberg_marquardt import dense_forms
 
 __all__ = ["MAX_ROWS_PER_EXAMPLE", "applies_to", "layerwise_jacobian"]
 
@@ -42,14 +43,14 @@ MAX_ROWS_PER_EXAMPLE = 16
 
 def applies_to(model) -> bool:
     """Whether every layer of `model` (itself included) keeps the examples on the first
-    axis (`Layer.keeps_example_axis`), so that a Dense's first axis is the examples. A
+    axis (it sets `keeps_example_axis = True`), so that a Dense's first axis is the examples. A
     custom layer or model that does not say so could transpose to time-major or fold time
     into the batch axis, where the closed form would pair the wrong rows."""
     return all(getattr(layer, "keeps_example_axis", False) for layer in model.flatten_layers())
 
 
 def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable],
-                       rows_per_example: int | None):
+                       rows_per_example: int | None, dense_layers: Sequence = ()):
     """`(C, rho)` of `rows_for(data)` in closed form, or None where that is not exact.
 
     Args:
@@ -58,6 +59,8 @@ def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable
         data: a structure of tensors whose first axis is the example.
         variables: the trained variables (n scalars in all).
         rows_per_example: the rows of one example (a Python int), or None when not static.
+        dense_layers: the model's `Dense` layers (`dense_forms.dense_layers`), whose calls
+            are recorded.
 
     Returns:
         `(C, rho)` as `jacobian.per_example_jacobian` returns them, or None (nothing is
@@ -71,7 +74,7 @@ def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable
     ops_before = len(graph.get_operations())
     with tf.GradientTape(watch_accessed_variables=False, persistent=k > 1) as tape:
         tape.watch(variables)
-        with affine_records.recording() as records:
+        with dense_forms.recording(dense_layers) as records:
             rows, rho = rows_for(data)
         if k == 1:
             sums = [tf.reduce_sum(rows)]

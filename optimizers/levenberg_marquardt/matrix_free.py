@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.optimizers.levenberg_marquardt import chunks as lm_chunks
+from graphfit.optimizers.levenberg_marquardt import dense_forms
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 
@@ -134,7 +135,8 @@ class Products:
 
 
 def exact_diagonal(rows_for: Callable, data, num_examples, chunk: int,
-                   variables: Sequence[tf.Variable], mode: str) -> tf.Tensor:
+                   variables: Sequence[tf.Variable], mode: str,
+                   dense_layers: Sequence = ()) -> tf.Tensor:
     """`diag(JᵀJ)` exactly: each chunk's Jacobian (`jacobian.per_example_jacobian`, or
     `jacobian.jacobian` in "reverse" or "forward" mode) squared and summed over its rows, so
     memory is one chunk's Jacobian and never n²."""
@@ -142,7 +144,8 @@ def exact_diagonal(rows_for: Callable, data, num_examples, chunk: int,
 
     def part_diagonal(part, _):
         if mode == "per_example":
-            c, _ = lm_jacobian.per_example_jacobian(products.kept_rows_for, part, variables)
+            c, _ = lm_jacobian.per_example_jacobian(products.kept_rows_for, part, variables,
+                                                    dense_layers)
         else:
             c, _ = lm_jacobian.jacobian(lambda: products.kept_rows_for(part), variables, mode)
         return tf.reduce_sum(tf.square(tf.cast(c, tf.float64)), axis=0)
@@ -199,7 +202,8 @@ def linearize(batch, variables: Sequence[tf.Variable], gradients: Sequence[tf.Te
     if probes is None:
         jac_mode = lm_jacobian.choose_mode(mode, n, per_example, independent)
         jac_chunk = lm_jacobian.chunk_examples(n, per_example, jac_mode, chunk_size)
-        diag = exact_diagonal(rows_for, data, num_examples, jac_chunk, variables, jac_mode)
+        diag = exact_diagonal(rows_for, data, num_examples, jac_chunk, variables, jac_mode,
+                              dense_forms.dense_layers(batch.model))
     else:
         diag = products.diagonal_probes(probes, seed)
     return MatrixFreeLinearization(products, b, diag, tf.constant(False))

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import step_context, validation
+from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch, reads_backward_pass
 from graphfit.core.variables import as_tf_variable
@@ -279,6 +280,7 @@ class LevenbergMarquardt(Optimizer):
 
     # ----------------------------------------------------------------------------- step
 
+    @graphfit_api
     def minimize(self, loss_fn, variables, batch: StepBatch | None = None):
         """One Levenberg–Marquardt step (see the class docstring).
 

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import layers
-from graphfit.core import Layer, per_example, register_layer
+from graphfit.core import Layer, register_layer
 from graphfit.testing import assert_gradients_match_keras, run_layer_test
 
 
@@ -73,22 +73,6 @@ def test_dense_rejects_bad_arguments(kwargs, argument):
 def test_dense_rank1_input_says_how_to_fix_it():
     with pytest.raises(ValueError, match=r"rank 2 or more.*Reshape\(\(1,\)\)"):
         layers.Dense(2)(tf.ones((4,)))
-
-
-def test_a_single_example_through_a_small_kernel_matches_matmul_and_its_gradients():
-    # Inside a per-example Jacobian, one example and a kernel of at most 64 entries take the
-    # broadcast product; values and gradients are matmul's.
-    layer = layers.Dense(5, activation="tanh", dtype="float64")
-    x = tf.constant(np.random.default_rng(1).normal(size=(1, 3)))
-    layer(x)
-    with tf.GradientTape(persistent=True) as tape, per_example.single_examples():
-        tape.watch(x)
-        out = layer(x)
-        ref = tf.tanh(tf.matmul(x, layer.kernel) + layer.bias)
-    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-15)
-    for target in (layer.kernel, x):
-        np.testing.assert_allclose(tape.gradient(out, target).numpy(),
-                                   tape.gradient(ref, target).numpy(), rtol=1e-14)
 
 
 def test_the_contract_refuses_a_layer_that_claims_to_keep_the_example_axis_but_rolls_it():

@@ -28,7 +28,7 @@ def node_value(model, x, of):
     """The forward value of the output or of a named layer, read directly."""
     if of == "output":
         return model(x).numpy()
-    with layer_outputs.capture_outputs([of]) as captured:
+    with layer_outputs.capture_outputs(model, [of]) as captured:
         model(x)
     return captured[of].numpy()
 
@@ -110,7 +110,7 @@ def test_jacobian_matches_gradient_tape_jacobian(bn_model, of, mode):
     x = tf.constant(np.random.default_rng(1).normal(size=(3, 2)), tf.float32)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(x)
-        with layer_outputs.capture_outputs(["hidden"]) as captured:
+        with layer_outputs.capture_outputs(bn_model, ["hidden"]) as captured:
             y = bn_model(x)
         node = y if of == "output" else captured["hidden"]
     variables = bn_model.trainable_variables

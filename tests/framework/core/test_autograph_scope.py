@@ -1,14 +1,15 @@
 """AutoGraph converts the user's code inside compiled steps, and skips graphfit's own.
 
 Each user function below branches or loops in Python on a tensor, which only runs inside a
-`tf.function` when AutoGraph converts it; graphfit's modules are on AutoGraph's do-not-convert
-list (`graphfit.core.autograph_scope`), so each place where graphfit calls user code converts it.
+`tf.function` when AutoGraph converts it; graphfit's entry points are marked with
+`tf.autograph.experimental.do_not_convert` (`graphfit.core.autograph_scope`), and each place
+where graphfit calls user code converts it.
 """
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.autograph.impl import conversion
+from tensorflow.python.autograph.impl import api, conversion
 
 import graphfit as gf
 from graphfit import layers, optimizers
@@ -41,10 +42,12 @@ class RepeatedDouble(gf.Model):
         return self.dense(x)
 
 
-def test_graphfit_modules_are_skipped_and_user_modules_are_not():
-    assert conversion.is_allowlisted(layers.Dense.call)
-    assert conversion.is_allowlisted(gf.Layer.__call__)
-    assert conversion.is_allowlisted(optimizers.LevenbergMarquardt.minimize)
+def test_graphfit_entry_points_are_marked_not_to_convert_and_user_code_is_not():
+    # AutoGraph's recursion stops at functions marked with the public do_not_convert.
+    for entry in (gf.Layer.__call__, gf.Model.train_step, optimizers.Optimizer.minimize,
+                  optimizers.Optimizer.apply_gradients, optimizers.LevenbergMarquardt.minimize):
+        assert api.is_autograph_artifact(entry), entry
+    assert not api.is_autograph_artifact(SignedScale.call)
     assert not conversion.is_allowlisted(SignedScale.call)
 
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 import graphfit as gf
 from graphfit import layers, optimizers
 from graphfit.core import Layer
+from graphfit.optimizers.levenberg_marquardt import dense_forms
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt.layerwise_jacobian import (
     applies_to,
@@ -37,7 +38,8 @@ def _closed_and_reference(model, x, rows_per_example):
 
     @tf.function
     def both():
-        closed = layerwise_jacobian(rows_for, x, variables, rows_per_example)
+        closed = layerwise_jacobian(rows_for, x, variables, rows_per_example,
+                                    dense_forms.dense_layers(model))
         if closed is None:
             return None, _reference(rows_for, x, variables)
         return closed[0], _reference(rows_for, x, variables)
@@ -196,7 +198,8 @@ def test_eager_execution_is_left_to_pfor():
         return out, out
 
     assert layerwise_jacobian(rows_for, tf.ones((3, 2), tf.float64),
-                              model.trainable_variables, 1) is None
+                              model.trainable_variables, 1,
+                              dense_forms.dense_layers(model)) is None
 
 
 def test_an_lm_fit_takes_the_same_steps_with_and_without_the_closed_form(monkeypatch):
@@ -274,3 +277,20 @@ def test_models_the_closed_form_would_misread_train_as_with_the_exact_jacobian(c
         assert closed is None  # the subclass reports nothing
     np.testing.assert_allclose(_lm_losses(model_fn, x, y), _lm_losses(model_fn, x, y, "reverse"),
                                rtol=1e-9)
+
+
+def test_a_single_example_through_a_small_kernel_matches_matmul_and_its_gradients():
+    # Inside LM's per-example Jacobian, one example and a kernel of at most 64 entries take
+    # the broadcast product; values and gradients are Dense's matmul's.
+    layer = layers.Dense(5, activation="tanh", dtype="float64")
+    x = tf.constant(np.random.default_rng(1).normal(size=(1, 3)))
+    layer(x)
+    with tf.GradientTape(persistent=True) as tape, \
+            dense_forms.single_example_forms([layer]):
+        tape.watch(x)
+        out = layer(x)
+        ref = tf.tanh(tf.matmul(x, layer.kernel) + layer.bias)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-15)
+    for target in (layer.kernel, x):
+        np.testing.assert_allclose(tape.gradient(out, target).numpy(),
+                                   tape.gradient(ref, target).numpy(), rtol=1e-14)
