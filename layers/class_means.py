@@ -83,7 +83,6 @@ class ClassMeans(Layer):
         [3.0, 1.0]
     """
 
-    uses_labels = True  # reads the batch's labels in training (graphfit.core.step_context)
     casts_integer_inputs = True
 
     def __init__(self, num_classes: int, momentum: float = 0.9, labels_of: str | None = None,
@@ -187,40 +186,27 @@ class ClassMeans(Layer):
         correction = tf.where(first, 0.5 * tf.cast(seen, tf.float64) * shift, 0.0)
         return spread + (tf.reduce_sum(sums["squares"]) - tf.reduce_sum(correction)) * 2.0
 
-    def check_labels(self, labels) -> None:
-        """Checks, before training, every label `fit` will give the layer (in-memory data):
-        XLA drops the checks inside the step, and an out-of-range id would silently miss
-        its class there. `labels` is fit's `y` (an array, or a dict by output name)."""
-        with step_context.training_step(labels):
-            chosen = step_context.labels_for(self.name, self.labels_of)
-        ids = np.asarray(chosen)
-        if ids.size == 0 or not np.issubdtype(ids.dtype, np.number):
-            return
-        bad = (ids < 0) | (ids >= self.num_classes)
-        if bad.any():
-            raise ValueError(self._outside(f"{int(bad.sum())} label(s) lie outside, such as "
-                                           f"{ids[bad].ravel()[0].item()!r}"))
-
     def _outside(self, found: str) -> str:
         """The message of labels outside the classes; `found` says which."""
         return (f"ClassMeans {self.name!r}: labels must lie in 0..{self.num_classes - 1} "
                 f"(num_classes={self.num_classes}); {found}. Fix the labels or raise "
                 f"num_classes.")
 
-    def label_checks(self, labels) -> list:
-        """`[(ok, message)]` for one training batch of fit's labels read from a dataset,
-        checked by the loop before the step (`input_checks.layer_label_assertions`): the
-        step's own assertions (below) do not run under XLA."""
-        with step_context.training_step(labels):
-            chosen = step_context.labels_for(self.name, self.labels_of)
-        if chosen is None:
+    def batch_checks(self, inputs, training: bool) -> list:
+        """In training: every label the batch gives the layer names one of its classes
+        (inside a compiled step XLA would drop the step's own check, and an id out of range
+        would silently miss its class)."""
+        if not training or not self.trainable:
             return []
-        ids = tf.reshape(tf.convert_to_tensor(chosen), [-1])
+        labels = step_context.labels_for(self.name, self.labels_of)
+        if labels is None:
+            return []
+        ids = tf.reshape(tf.convert_to_tensor(labels), [-1])
         if not (ids.dtype.is_integer or ids.dtype.is_floating):
             return []  # the step's own check says what is wrong with them
         ids = tf.cast(ids, tf.float64)
-        ok = tf.reduce_all((ids >= 0) & (ids < self.num_classes))
-        return [(ok, self._outside("a batch holds a label outside"))]
+        return [((ids >= 0) & (ids < self.num_classes),
+                 self._outside("a batch holds a label outside"))]
 
     def _checked_labels(self, labels, inputs) -> tf.Tensor:
         labels = tf.convert_to_tensor(labels)

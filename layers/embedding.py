@@ -7,7 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import data_checks, validation
+from graphfit.core import validation
 from graphfit.core.layer import Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
@@ -67,10 +67,6 @@ class Embedding(Layer):
             embeddings_initializer, "embeddings_initializer"
         )
 
-    # XLA drops in-graph asserts, so under XLA an id out of range (or a float that is not a
-    # whole number) would gather a clamped row silently; the checks are worth more than XLA.
-    supports_jit = False
-
     def build(self, input_shape) -> None:
         self.embeddings = self.add_weight(
             "embeddings",
@@ -79,38 +75,33 @@ class Embedding(Layer):
         )
 
     def call(self, inputs, training: bool = False):
+        return self.compute_value(tf.gather(self.embeddings, self._as_ids(inputs)))
+
+    def batch_checks(self, inputs, training: bool) -> list:
+        """The ids lie in [0, input_dim), and floating ids are whole numbers (a float fed by
+        mistake would be truncated to an id; an id out of range would gather garbage, or a
+        clamped row under XLA, instead of failing)."""
+        del training
+        checks = []
+        if inputs.dtype.is_floating:
+            checks.append((tf.equal(inputs, tf.round(inputs)), (
+                f"Embedding {self.name!r} looks up integer ids, but received floating values "
+                f"that are not whole numbers (they would be truncated to ids). Feed integer "
+                f"ids (or floats holding whole numbers); for continuous features use Dense "
+                f"instead of Embedding.")))
         ids = self._as_ids(inputs)
-        # In-graph checks: a float fed by mistake would be truncated to an id, and an id out
-        # of range gathers garbage (zeros on GPU) instead of failing.
-        with tf.control_dependencies(self._range_checks(ids)):
-            ids = tf.identity(ids)
-        return self.compute_value(tf.gather(self.embeddings, ids))
+        checks.append(((ids >= 0) & (ids < tf.cast(self.input_dim, ids.dtype)), (
+            f"Embedding {self.name!r} has input_dim={self.input_dim}, so its ids must be in "
+            f"[0, {self.input_dim}); received an id outside that range. Raise input_dim to "
+            f"the vocabulary size, or remap the ids.")))
+        return checks
 
     def _as_ids(self, inputs) -> tf.Tensor:
         if inputs.dtype in (tf.int32, tf.int64):
             return inputs
-        if not inputs.dtype.is_floating:
-            return tf.cast(inputs, tf.int32)  # bool, int8, uint8, ...
-        whole = tf.debugging.assert_equal(
-            inputs, tf.round(inputs), summarize=5,
-            message=(f"{data_checks.DATA_CHECK_MARK}Embedding {self.name!r} looks up integer "
-                     f"ids, but received floating "
-                     f"values that are not whole numbers (they would be truncated to ids). "
-                     f"Feed integer ids (or floats holding whole numbers); for continuous "
-                     f"features use Dense instead of Embedding."))
-        with tf.control_dependencies([whole]):
+        if inputs.dtype.is_floating:
             return tf.cast(inputs, tf.int64)
-
-    def _range_checks(self, ids) -> list:
-        message = (f"{data_checks.DATA_CHECK_MARK}Embedding {self.name!r} has "
-                   f"input_dim={self.input_dim}, so its ids must be "
-                   f"in [0, {self.input_dim}); received an id outside that range. Raise "
-                   f"input_dim to the vocabulary size, or remap the ids.")
-        return [
-            tf.debugging.assert_non_negative(ids, message=message, summarize=5),
-            tf.debugging.assert_less(ids, tf.cast(self.input_dim, ids.dtype), message=message,
-                                     summarize=5),
-        ]
+        return tf.cast(inputs, tf.int32)  # bool, int8, uint8, ...
 
     def get_config(self) -> dict[str, Any]:
         return {

@@ -7,7 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from graphfit.core import data_checks, validation
+from graphfit.core import validation
 from graphfit.core.layer import Layer
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments, graph_inputs
@@ -65,10 +65,7 @@ class GINConv(Layer):
         array([2., 3., 2.], dtype=float32)
     """
 
-    xla_friendly_on_cpu = False  # measured: on CPU XLA adds ~1.5 s of compiling, no faster steps
-    # The node features: `index_checks` reads only their row count, and the output has a row
-    # per node (GraphModel.layers_on_inputs follows it back to a model input).
-    rows_input = 0
+    xla_friendly_on_cpu = False  # XLA compiles for each graph batch's shapes (docs/performance.md)
 
     def __init__(self, units: int, activation="relu", epsilon: float = 0.0,
                  train_epsilon: bool = False, kernel_initializer="glorot_uniform",
@@ -112,21 +109,15 @@ class GINConv(Layer):
         """The MLP's input, `(1 + epsilon) * h_i + sum over edges j->i of h_j`, (N, F)."""
         inputs = tf.nest.map_structure(self._convert_input, inputs)
         nodes, senders, receivers = _check_inputs(self, inputs)
-        # Without XLA an id out of range would fail inside gather with TensorFlow's message,
-        # or (a receiver) drop its edge silently; XLA drops these assertions, so the training
-        # loops also run `index_checks` on a dataset's batches (input_checks).
-        checks = [data_checks.assertion(ok, message)
-                  for ok, message in self.index_checks([nodes, senders, receivers])]
-        with tf.control_dependencies(checks):
-            senders, receivers = tf.identity(senders), tf.identity(receivers)
         messages = tf.gather(nodes, senders)
         incoming = tf.math.unsorted_segment_sum(messages, receivers, tf.shape(nodes)[0])
         epsilon = self.epsilon if self.epsilon_variable is None else self.epsilon_variable
         return (1.0 + tf.cast(epsilon, nodes.dtype)) * nodes + incoming
 
-    def index_checks(self, inputs) -> list:
-        """`[(ok, message)]`: every sender and receiver indexes one of the batch's nodes."""
-        nodes, senders, receivers = inputs
+    def batch_checks(self, inputs, training: bool) -> list:
+        """Every sender and receiver indexes one of the batch's nodes."""
+        del training
+        nodes, senders, receivers = _check_inputs(self, inputs)
         count = tf.cast(tf.shape(nodes)[0], tf.int64)
         checks = []
         for name, ids in (("senders", senders), ("receivers", receivers)):

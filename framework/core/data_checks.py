@@ -1,11 +1,12 @@
-"""In-graph checks of the data a step reads, whose failure `fit` reports as a plain ValueError.
+"""What a layer requires of the data a batch brings it, and the error when a batch fails it.
 
-A layer that must refuse bad data (an index out of range, a label outside the classes) checks
-it with an assertion op. When that fails inside a compiled step, TensorFlow raises an
-`InvalidArgumentError` wrapped in its "Graph execution error" text; a message that starts with
-`DATA_CHECK_MARK` is recognized by the training loops, which raise the message alone as a
-ValueError naming the batch. XLA drops assertions, so a check that must hold under XLA as well
-also runs in the loop, outside the step (`graphfit.training.input_checks`).
+A layer states its requirements with `Layer.batch_checks(inputs, training)`: `(ok, message)`
+pairs, `ok` a boolean tensor that must be all True (an id inside the vocabulary, a label
+among the classes, an edge between the batch's nodes). The training loops evaluate them
+before each step, outside the compiled step (XLA drops assertions inside one), and raise
+`DataCheckError` with the first failing message and where the batch was; nothing of that
+batch reaches a variable. Called directly (outside `fit`), a layer may assert the same checks
+in its `call` with `assertion`.
 
 Example:
 
@@ -14,15 +15,15 @@ Example:
     >>> try:
     ...     assertion(tf.reduce_all(ids < 3), "ids must be below 3")
     ... except tf.errors.InvalidArgumentError as error:
-    ...     print(reason_of(error))
-    ids must be below 3
+    ...     print(DATA_CHECK_MARK in error.message)
+    True
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-__all__ = ["DATA_CHECK_MARK", "assertion", "reason_of"]
+__all__ = ["DATA_CHECK_MARK", "DataCheckError", "assertion"]
 
 DATA_CHECK_MARK = "graphfit data check: "
 
@@ -32,11 +33,16 @@ def assertion(ok, message: str):
     return tf.debugging.assert_equal(ok, True, message=DATA_CHECK_MARK + message)
 
 
-def reason_of(error: Exception) -> str | None:
-    """The message of a failed data check, without TensorFlow's wrapping ("assertion failed:
-    [...] [Condition ...]", quotes escaped), or None for another error."""
-    text = getattr(error, "message", str(error))
-    if DATA_CHECK_MARK not in text:
-        return None
-    reason = text.split(DATA_CHECK_MARK, 1)[1].split("\n")[0].split("] [")[0]
-    return reason.replace("\\'", "'").rstrip("]")
+class DataCheckError(ValueError):
+    """A batch failed a data check; nothing of it reached the model.
+
+    Attributes:
+        reason: the check's message.
+        layer: the layer whose `batch_checks` failed, or None for a check of the loss's
+            labels.
+        where: where the batch was ("batch 3", "rows 64 to 95 of x").
+    """
+
+    def __init__(self, reason: str, layer=None, where: str = ""):
+        super().__init__(f"{reason} ({where})." if where else reason)
+        self.reason, self.layer, self.where = reason, layer, where

@@ -96,37 +96,6 @@ class GraphModel(Model):
     def layers(self) -> list[Layer]:
         return list(self._graph_layers)
 
-    def layers_on_inputs(self) -> list[tuple[Layer, list[str]]]:
-        """(layer, a model input name per input of the layer) of each node whose inputs are
-        model inputs. The input a layer reads only the rows of (`rows_input`, a GINConv's
-        node features) may also come through layers that keep the rows (a Dense, another
-        GINConv): the model input it starts from has as many rows."""
-        wiring = {name: (layer, sources) for layer, (name, sources, _)
-                  in zip(self._graph_layers, self._structure.wiring)}
-        found = []
-        for layer, sources in wiring.values():
-            names = list(sources)
-            rows_input = getattr(layer, "rows_input", None)
-            if rows_input is not None and rows_input < len(names):
-                names[rows_input] = self._rows_source(names[rows_input], wiring)
-            if all(name in self.input_names for name in names):
-                found.append((layer, names))
-        return found
-
-    def _rows_source(self, name: str, wiring: dict) -> str | None:
-        """The model input with as many rows as the node or input `name`, or None."""
-        for _ in range(len(wiring) + 1):  # the wiring has no cycles; this bounds the walk
-            if name in self.input_names:
-                return name
-            layer, sources = wiring[name]
-            if getattr(layer, "keeps_example_axis", False) and len(sources) == 1:
-                name = sources[0]
-            elif getattr(layer, "rows_input", None) is not None:
-                name = sources[layer.rows_input]
-            else:
-                return None
-        return None
-
     def arrange_inputs(self, x):
         """Inputs (data or specs) as a dict by input name, however they were given."""
         if isinstance(x, dict):

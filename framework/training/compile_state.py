@@ -227,4 +227,4 @@ class CompileState:
                 y = feed.y if output is None else feed.y[output]
                 input_checks.check_labels(name, y, spec, kind)
         if feed.is_dataset:
-            self.steps.label_checks[stage] = checks
+            self.steps.checks.label_checks[stage] = checks

@@ -24,7 +24,8 @@ import tensorflow as tf
 from graphfit.core import autograph_scope, host_errors, step_context, update_hooks
 from graphfit.core.graph_rewrites import graph_rewrites
 from graphfit.core.step_types import BatchBound, StepResult, unpack_data
-from graphfit.training import distribution, input_checks, predict_loops, steps
+from graphfit.training import distribution, predict_loops, steps
+from graphfit.training.batch_checks import BatchChecks
 from graphfit.training.feeds import as_tuple, gather_batch
 
 __all__ = ["CompiledSteps", "overrides_step", "pad_rows", "traced_function",
@@ -132,8 +133,8 @@ class CompiledSteps:
         self.recorders: tuple = ()
         # The specs the train step was last traced for; None before the first training step.
         self.train_data_spec = None
-        # {stage: {output: (name, spec, loss kind)}}: dataset labels are checked batch by batch.
-        self.label_checks: dict[str, dict] = {}
+        # What each batch must pass before its step (the loss's and the layers' checks).
+        self.checks = BatchChecks(model)
         # The largest training batch `fit` promised (`expect_batches`), and the batch size the
         # traced training step relied on (`BatchBound.relied_on`; None: none).
         self._largest_batch: int | None = None
@@ -189,38 +190,40 @@ class CompiledSteps:
             self.retrace_training()
 
     def _test_step(self, data):
-        step = autograph_scope.convert_user_code(self.model.test_step)
-        return _checked_result(step(data), "test_step")
+        # The step's context: the loop has checked the batch (`Layer.batch_checks`).
+        with step_context.training_step(unpack_data(data)[1]):
+            result = autograph_scope.convert_user_code(self.model.test_step)(data)
+        return _checked_result(result, "test_step")
 
     def _predict_step(self, data):
-        return autograph_scope.convert_user_code(self.model.predict_step)(data)
+        with step_context.training_step(None):
+            return autograph_scope.convert_user_code(self.model.predict_step)(data)
 
     # ------------------------------------------------------------------ one step in a loop
-    def _run_and_record(self, stage: str, batch, check_labels: bool = False) -> None:
+    def _run_and_record(self, stage: str, batch) -> None:
         data = _as_data(batch)
         x, y, sample_weight = unpack_data(data)
         step = self.train_step if stage == "train" else self.test_step
-        checks = []
-        if check_labels:  # a dataset's batch, checked before its step
-            checks = input_checks.label_assertions(y, self.label_checks.get(stage, {}))
-            if stage == "train":
-                checks += input_checks.layer_label_assertions(self.model, y)
-            checks += input_checks.layer_input_assertions(self.model, x)
-        with tf.control_dependencies(checks):
-            if self.strategy is None:
-                result = step(data)
-            else:
-                across = stage == "train" and self.optimizer.steps_across_replicas
-                result = distribution.on_replicas(self.strategy, step, data, across)
+        if self.strategy is None:
+            result = step(data)
+        else:
+            across = stage == "train" and self.optimizer.steps_across_replicas
+            result = distribution.on_replicas(self.strategy, step, data, across)
         self.stage_metrics[stage].update(y, sample_weight, result,
                                          steps.batch_size_of(result, data))
 
     def _predict_batch(self, batch):
-        # Outside the (XLA-)compiled step, which drops a layer's own asserts: a GINConv's ids.
-        with tf.control_dependencies(input_checks.layer_input_assertions(self.model, batch[0])):
-            if self.strategy is None:
-                return self.predict_step(batch)
-            return distribution.on_replicas(self.strategy, self.predict_step, batch)
+        if self.strategy is None:
+            return self.predict_step(batch)
+        return distribution.on_replicas(self.strategy, self.predict_step, batch)
+
+    def _checked(self, stage: str, batch, run, skipped):
+        """`run()` when the batch passes its checks, else `skipped()`; with the index of the
+        first check it failed (-1: none). Traced, in a loop over a dataset."""
+        if not self.checks.needed(stage, with_labels=True):
+            return run(), tf.constant(-1)
+        failed = self.checks.first_failure(stage, _as_data(batch))
+        return tf.cond(failed < 0, run, skipped), failed
 
     # ------------------------------------------------------------------ the loops
     @contextlib.contextmanager
@@ -245,13 +248,17 @@ class CompiledSteps:
                 raise
 
     def _loop(self, kind: str, stage: str, data, fused: bool = False):
-        """The traced loop of `stage` over "arrays" (for data of these specs) or a "dataset"."""
-        key = (kind, stage, fused, str(_relaxed(data)) if kind == "arrays" else "")
+        """The traced loop of `stage` over "arrays" (for data of these specs), a "dataset",
+        or the "checks" of arrays' batches."""
+        key = (kind, stage, fused, str(_relaxed(data)) if kind != "dataset" else "")
         if key not in self._loops:
             index_spec = tf.TensorSpec([None, None], tf.int32)
-            if kind == "dataset":
+            if kind == "checks":
+                fn, signature = self._check_loop(stage), [_relaxed(data), index_spec]
+            elif kind == "dataset":
                 signature = None
-                fn = (predict_loops.dataset_loop(self.model, self._predict_batch)
+                fn = (predict_loops.dataset_loop(self.model, self._predict_batch,
+                                                 self._checked)
                       if stage == "predict" else self._dataset_loop(stage))
             elif stage == "predict":
                 fn = predict_loops.array_loop(self.model, self._predict_batch)
@@ -276,22 +283,65 @@ class CompiledSteps:
 
     def _dataset_loop(self, stage: str):
         def loop(iterator, num_steps):
-            def step(done, _):
+            def step(done, _, failed):
                 element = iterator.get_next_as_optional()
 
                 def run():
-                    self._run_and_record(stage, as_tuple(element.get_value()),
-                                         check_labels=True)
-                    return done + 1
+                    batch = as_tuple(element.get_value())
+
+                    def train():
+                        self._run_and_record(stage, batch)
+                        return done + 1
+
+                    return self._checked(stage, batch, train, lambda: done)
 
                 more = element.has_value()
-                return tf.cond(more, run, lambda: done), more
+                done, failed = tf.cond(more, run, lambda: (done, failed))
+                return done, more & (failed < 0), failed
 
-            done, _ = tf.while_loop(lambda done, more: more & (done < num_steps), step,
-                                    (tf.constant(0), tf.constant(True)))
-            return done
+            done, _, failed = tf.while_loop(
+                lambda done, more, _: more & (done < num_steps), step,
+                (tf.constant(0), tf.constant(True), tf.constant(-1)))
+            return done, failed
 
         return loop
+
+    def _check_loop(self, stage: str):
+        def loop(data, index_batches):
+            def check(i, _):
+                batch = _as_data(gather_batch(data, index_batches[i]))
+                return i + 1, self.checks.first_failure(stage, batch, with_labels=False)
+
+            count = tf.shape(index_batches)[0]
+            checked, failed = tf.while_loop(lambda i, failed: (i < count) & (failed < 0),
+                                            check, (tf.constant(0), tf.constant(-1)))
+            return checked - 1, failed
+
+        return loop
+
+    def check_arrays(self, stage: str, data: tuple, batches, name: str) -> None:
+        """Checks every batch of in-memory data against the layers' `batch_checks`, before
+        the first step (the loss's label checks ran on the whole arrays already).
+
+        Args:
+            stage: "train", "val", "test" or "predict".
+            data: the arrays, as tensors: (x,), (x, y) or (x, y, sample_weight).
+            batches: matrices of sample indices, one row per batch, in the data's order.
+            name: what the inputs are called in messages ("x", "validation_data[0]").
+
+        Raises:
+            DataCheckError: naming the check and the rows of the first batch that fails.
+        """
+        if not self.checks.needed(stage, with_labels=False):
+            return
+        loop = self._loop("checks", stage, data)
+        for index_batches in batches:
+            with self._calling():
+                batch, failed = loop(data, tf.constant(index_batches, tf.int32))
+            if int(failed) >= 0:
+                rows = index_batches[int(batch)]
+                where = f"rows {int(rows.min())} to {int(rows.max())} of {name}"
+                raise self.checks.error(stage, int(failed), where, with_labels=False)
 
     def fuses(self, stage: str, data, capacity: int) -> bool:
         """Whether `stage`'s chunks of up to `capacity` steps over `data` run as one XLA
@@ -317,11 +367,19 @@ class CompiledSteps:
             return int(loop(data, tf.constant(indices, tf.int32),
                             tf.constant(len(index_batches), tf.int32)))
 
-    def run_dataset(self, stage: str, iterator, num_steps: int) -> int:
-        """Runs up to `num_steps` steps from `iterator`; returns how many ran."""
+    def run_dataset(self, stage: str, iterator, num_steps: int, first_batch: int = 0) -> int:
+        """Runs up to `num_steps` steps from `iterator`; returns how many ran.
+
+        Raises:
+            DataCheckError: for a batch that fails its checks (its step does not run);
+                `first_batch` numbers the chunk's first batch for the message.
+        """
         loop = self._loop("dataset", stage, None)
         with self._calling():
-            return int(loop(iterator, tf.constant(num_steps, tf.int32)))
+            done, failed = loop(iterator, tf.constant(num_steps, tf.int32))
+        if int(failed) >= 0:
+            raise self.checks.error(stage, int(failed), f"batch {first_batch + int(done)}")
+        return int(done)
 
     def predict_arrays(self, x, index_batches):
         loop = self._loop("arrays", "predict", (x,))
@@ -331,7 +389,10 @@ class CompiledSteps:
     def predict_dataset(self, iterator, num_steps: int):
         loop = self._loop("dataset", "predict", None)
         with self._calling():
-            return loop(iterator, tf.constant(num_steps, tf.int32))
+            done, failed, outputs = loop(iterator, tf.constant(num_steps, tf.int32))
+        if int(failed) >= 0:
+            raise self.checks.error("predict", int(failed), f"batch {int(done)}")
+        return outputs
 
     def loop_kind(self, stage: str, capacity: int = MIN_FUSED_STEPS) -> str:
         """How `stage`'s array chunks of `capacity` steps run: "xla_chunk" (the chunk one XLA

@@ -178,6 +178,16 @@ class ArrayFeed:
             )
         return self._tensors
 
+    def batches_in_order(self) -> list[np.ndarray]:
+        """Every sample once, in batches of `batch_size` in the data's order: a matrix of the
+        full batches' sample indices, then one of the smaller last batch (if any)."""
+        full = self.num_samples // self.batch_size
+        order = np.arange(self.num_samples, dtype=np.int32)
+        matrices = [order[: full * self.batch_size].reshape(full, self.batch_size)]
+        if full * self.batch_size < self.num_samples:
+            matrices.append(order[full * self.batch_size:][None, :])
+        return [m for m in matrices if m.size]
+
     def keep_first_batches(self, steps: int, steps_argument: str = "steps") -> None:
         """Runs only the first `steps` batches of the data in every epoch, at most one pass:
         an evaluation's or a prediction's `steps`, as Keras counts them (the same batches at

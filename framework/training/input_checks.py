@@ -9,14 +9,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import data_checks
 from graphfit.core.shapes import shape_text
 from graphfit.training.losses import LossKind
 
 __all__ = ["check_same_length", "check_finite", "check_features", "check_labels",
-           "label_assertions", "layer_label_assertions", "layer_input_assertions",
-           "LABEL_CHECK_MARK", "NonFiniteData", "OptimizerMismatch",
-           "LayerLabelMismatch"]
+           "label_checks", "NonFiniteData", "OptimizerMismatch"]
 
 
 def _leaves(name: str, value) -> list[tuple[str, np.ndarray]]:
@@ -58,18 +55,6 @@ class NonFiniteData(ValueError):
 class OptimizerMismatch(ValueError):
     """The compiled optimizer cannot minimise the compiled loss with the default training
     step (`Optimizer.check_default_step`), found before the first step."""
-
-
-class LayerLabelMismatch(ValueError):
-    """The labels do not fit a layer that reads them in training (a `ClassMeans` with fewer
-    classes), found before the first step. `layer_name` names the layer; `position_from_end`
-    is its place among the model's layers counted from the last (0: the last; None when it
-    is not one of them), which a recipe's list of layers shares even after a base's."""
-
-    def __init__(self, message: str, layer_name: str, position_from_end: int | None = None):
-        super().__init__(message)
-        self.layer_name = layer_name
-        self.position_from_end = position_from_end
 
 
 def check_finite(named: dict[str, object]) -> None:
@@ -162,67 +147,27 @@ def _check_target_shape(name: str, shape, output: tf.TensorSpec) -> None:
         )
 
 
-LABEL_CHECK_MARK = data_checks.DATA_CHECK_MARK  # loops report these as ValueErrors
-
-
-def label_assertions(y, checks: dict) -> list:
-    """In-graph checks of one batch of labels read from a dataset (arrays are checked whole,
-    before training, by `check_labels`).
+def label_checks(y, checks: dict) -> list:
+    """The loss's checks of one batch of labels read from a dataset (in-memory labels are
+    checked whole, before training, by `check_labels`).
 
     Args:
         y: the batch's labels (a dict by output name for several outputs).
         checks: {output or None: (name for messages, output TensorSpec, LossKind)}.
 
     Returns:
-        Assertion ops; a failing one raises `tf.errors.InvalidArgumentError` whose message
-        starts with `LABEL_CHECK_MARK`.
+        `(ok, message)` pairs (`Layer.batch_checks`'s form).
     """
-    ops = []
+    found = []
     for output, (name, spec, kind) in checks.items():
-        labels = y if output is None else y[output]
+        labels = tf.cast(y if output is None else y[output], tf.float64)
         if kind.labels == "sparse_categorical" and spec.shape[-1] is not None:
             classes = int(spec.shape[-1])
-            message = (f"{LABEL_CHECK_MARK}{name} contains a label outside 0..{classes - 1}, but "
-                       f"the model outputs {classes} classes. Fix the labels, or give the last "
-                       f"layer as many units as there are classes.")
-            labels = tf.cast(labels, tf.float64)
-            ops.append(tf.debugging.assert_non_negative(labels, message=message))
-            ops.append(tf.debugging.assert_less(labels, tf.constant(classes, tf.float64),
-                                                message=message))
+            found.append(((labels >= 0) & (labels < classes), (
+                f"{name} contains a label outside 0..{classes - 1}, but the model outputs "
+                f"{classes} classes. Fix the labels, or give the last layer as many units as "
+                f"there are classes.")))
         elif kind.labels == "binary":
-            message = (f"{LABEL_CHECK_MARK}{name} must hold targets in [0, 1] for a binary "
-                       f"cross-entropy loss.")
-            labels = tf.cast(labels, tf.float64)
-            ops.append(tf.debugging.assert_non_negative(labels, message=message))
-            ops.append(tf.debugging.assert_less_equal(labels, tf.constant(1.0, tf.float64),
-                                                      message=message))
-    return ops
-
-
-def layer_label_assertions(model, y) -> list:
-    """In-graph checks of one training batch of labels from a dataset, by the layers that
-    read the labels (a `ClassMeans`): arrays are checked whole before training
-    (`layer.check_labels`), but inside the compiled step XLA drops a layer's own assertions.
-
-    Each such layer's `label_checks(y)` gives `(ok, message)` pairs: `ok` a scalar bool
-    tensor. Returns assertion ops whose failure message starts with `LABEL_CHECK_MARK`.
-    """
-    if y is None:
-        return []
-    ops = []
-    for layer in model.flatten_layers(include_self=False):
-        if getattr(layer, "uses_labels", False) and hasattr(layer, "label_checks"):
-            ops += [data_checks.assertion(ok, message) for ok, message in layer.label_checks(y)]
-    return ops
-
-
-def layer_input_assertions(model, x) -> list:
-    """In-graph checks of one batch of model inputs from a dataset, by the layers that take
-    model inputs directly and check them (`index_checks`: a `GINConv`'s node ids), run by the
-    loop outside the step, so they hold under XLA too (which drops the layer's own)."""
-    ops = []
-    for layer, names in getattr(model, "layers_on_inputs", lambda: [])():
-        if hasattr(layer, "index_checks") and isinstance(x, dict):
-            checks = layer.index_checks([x[name] for name in names])
-            ops += [data_checks.assertion(ok, message) for ok, message in checks]
-    return ops
+            found.append(((labels >= 0) & (labels <= 1), (
+                f"{name} must hold targets in [0, 1] for a binary cross-entropy loss.")))
+    return found

@@ -7,7 +7,6 @@ tells the callbacks.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import time
 
@@ -15,12 +14,12 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.callbacks import CallbackList
-from graphfit.core import data_checks, validation
+from graphfit.core import validation
 from graphfit.saving import checkpoints
 from graphfit.training.compiled_steps import overrides_step
 from graphfit.training.feeds import make_feed
 from graphfit.training.frozen_cache import check_cache_frozen, start_cached_fit
-from graphfit.training.input_checks import LayerLabelMismatch, OptimizerMismatch
+from graphfit.training.input_checks import OptimizerMismatch
 from graphfit.training.stage_metrics import stage_prefix
 
 __all__ = ["fit", "evaluate", "predict", "is_multi_worker", "agreed_seed", "MULTI_WORKER_CHUNK"]
@@ -84,16 +83,9 @@ def _prepare(model, state, feed, stage: str) -> None:
                     state.optimizer.check_sample_weight(weights)
         except ValueError as error:
             raise OptimizerMismatch(str(error)) from None
-    if stage == "train" and not feed.is_dataset and feed.element_spec[1] is not None:
-        for layer in model.flatten_layers(include_self=False):  # layers reading labels
-            if getattr(layer, "uses_labels", False) and hasattr(layer, "check_labels"):
-                try:
-                    layer.check_labels(feed.y)
-                except ValueError as error:
-                    top = [id(item) for item in model.layers]
-                    raise LayerLabelMismatch(
-                        str(error), layer.name, len(top) - 1 - top.index(id(layer))
-                        if id(layer) in top else None) from None
+    if not feed.is_dataset:  # the layers' checks of every batch, before any step
+        state.steps.check_arrays(stage, _stage_data(feed), feed.batches_in_order(),
+                                 feed.names[0])
 
 
 def _require_loss(model, state, stage: str) -> bool:
@@ -130,10 +122,11 @@ def _run_chunk(state, stage, feed, chunk, iterator, capacity: int = 1):
         full = chunk.index_batches.shape[1] == feed.batch_size
         return steps.run_arrays(stage, _stage_data(feed), chunk.index_batches,
                                 capacity if full else 1), iterator
-    ran = steps.run_dataset(stage, iterator, chunk.num_batches)
+    ran = steps.run_dataset(stage, iterator, chunk.num_batches, chunk.first_batch)
     while feed.cycles and ran < chunk.num_batches:
         iterator = feed.restart()
-        more = steps.run_dataset(stage, iterator, chunk.num_batches - ran)
+        more = steps.run_dataset(stage, iterator, chunk.num_batches - ran,
+                                 chunk.first_batch + ran)
         if not more:
             break
         ran += more
@@ -169,8 +162,7 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
         if wants_batches:
             _batch_hook(callbacks, stage, "begin", chunk.first_batch, None)
         started = time.perf_counter()
-        with _data_checks_as_value_errors(chunk.first_batch):
-            ran, iterator = _run_chunk(state, stage, feed, chunk, iterator, capacity)
+        ran, iterator = _run_chunk(state, stage, feed, chunk, iterator, capacity)
         if feed.is_dataset or chunk.index_batches.shape[1] == feed.batch_size:
             sizer.record(ran, time.perf_counter() - started)
         total += ran
@@ -223,19 +215,6 @@ def agreed_seed(strategy, seed: int) -> int:
 
     values = strategy.experimental_distribute_values_from_function(chief_only)
     return int(strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None))
-
-
-@contextlib.contextmanager
-def _data_checks_as_value_errors(first_batch: int):
-    """A failed data check (`graphfit.core.data_checks`) inside the block becomes a ValueError
-    with its message alone and the batch it was found in; other errors pass unchanged."""
-    try:
-        yield
-    except tf.errors.InvalidArgumentError as error:
-        reason = data_checks.reason_of(error)
-        if reason is None:
-            raise
-        raise ValueError(f"{reason} (batch {first_batch} or after).") from None
 
 
 def _ask_optimizer_to_stop(model, optimizer) -> None:
@@ -396,6 +375,9 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
                           steps, "steps")
     state = model.state_for_predict()
     state.prepare(model, feed)
+    if not feed.is_dataset:  # the layers' checks of every batch, before any step
+        state.steps.check_arrays("predict", (feed.tensors()[0],), feed.batches_in_order(),
+                                 feed.names[0])
     verbose = validation.verbosity(verbose, allow_auto=True)
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
                              verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
@@ -403,9 +385,7 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
     parts = []
     if feed.is_dataset:
         callbacks.on_predict_batch_begin(0)
-        with _data_checks_as_value_errors(0):
-            outputs = state.steps.predict_dataset(feed.epoch_iterator(),
-                                                  feed.steps or 2**31 - 1)
+        outputs = state.steps.predict_dataset(feed.epoch_iterator(), feed.steps or 2**31 - 1)
         parts.append([o.numpy() for o in outputs])
         callbacks.on_predict_batch_end(max((feed.steps or 1) - 1, 0), None)
     else:
@@ -414,8 +394,7 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
         for chunk in feed.chunks(0, _chunk_sizes(state, sizer, False)):
             callbacks.on_predict_batch_begin(chunk.first_batch)
             started = time.perf_counter()
-            with _data_checks_as_value_errors(chunk.first_batch):
-                outputs = state.steps.predict_arrays(x_tensors, chunk.index_batches)
+            outputs = state.steps.predict_arrays(x_tensors, chunk.index_batches)
             parts.append([o.numpy() for o in outputs])
             if chunk.index_batches.shape[1] == feed.batch_size:
                 sizer.record(chunk.num_batches, time.perf_counter() - started)

@@ -42,24 +42,31 @@ def array_loop(model, predict_batch: Callable) -> Callable:
     return loop
 
 
-def dataset_loop(model, predict_batch: Callable) -> Callable:
-    """`loop(iterator, num_steps)`: up to `num_steps` predict steps, fewer when the dataset
-    ends."""
+def dataset_loop(model, predict_batch: Callable, checked: Callable) -> Callable:
+    """`loop(iterator, num_steps) -> (done, failed, outputs)`: up to `num_steps` predict
+    steps, fewer when the dataset ends or a batch fails its checks (`checked(stage, batch,
+    run, skipped)` -> (run's or skipped's result, the failed check or -1))."""
     def loop(iterator, num_steps):
-        def step(done, _, arrays):
+        def step(done, _, failed, arrays):
             element = iterator.get_next_as_optional()
-            more = element.has_value()
 
             def write():
-                outputs = predict_batch(as_tuple(element.get_value()))
-                return done + 1, _written(arrays, done, outputs)
+                batch = as_tuple(element.get_value())
 
-            done, arrays = tf.cond(more, write, lambda: (done, arrays))
-            return done, more, arrays
+                def run():
+                    return done + 1, _written(arrays, done, predict_batch(batch))
 
-        _, _, arrays = tf.while_loop(
-            lambda done, more, _: more & (done < num_steps), step,
-            (tf.constant(0), tf.constant(True), _output_arrays(model, 0, True)))
-        return [a.concat() for a in arrays]
+                (count, written), failed = checked("predict", batch, run,
+                                                   lambda: (done, arrays))
+                return count, failed, written
+
+            more = element.has_value()
+            done, failed, arrays = tf.cond(more, write, lambda: (done, failed, arrays))
+            return done, more & (failed < 0), failed, arrays
+
+        done, _, failed, arrays = tf.while_loop(
+            lambda done, more, *_: more & (done < num_steps), step,
+            (tf.constant(0), tf.constant(True), tf.constant(-1), _output_arrays(model, 0, True)))
+        return done, failed, [a.concat() for a in arrays]
 
     return loop

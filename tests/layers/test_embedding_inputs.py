@@ -31,25 +31,32 @@ def test_fit_with_float_features_into_embedding_fails_even_with_auto_jit():
     # fit says it as a plain ValueError, without TensorFlow's graph-execution wrapping.
     with pytest.raises(ValueError, match=r"^Embedding 'tokens' looks up integer ids, but "
                                          r"received floating values that are not whole "
-                                         r"numbers.*\(batch 0 or after\)\.$"):
+                                         r"numbers.*\(rows 0 to 7 of x\)\.$"):
         model.fit(x, np.ones((8, 1)), verbose=0)
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
 @pytest.mark.parametrize("ids", [[[1, 10]], [[1, -1]]])
-def test_out_of_range_integer_ids_fail_under_the_default_jit_setting(ids):
-    # XLA would drop the range check and gather a clamped row; "auto" keeps Embedding out of it.
+def test_out_of_range_integer_ids_fail_with_and_without_xla(ids, jit_compile):
+    # XLA drops a step's own range check and gathers a clamped row: the loops check every
+    # batch before its step (`Layer.batch_checks`), so Embedding runs under XLA too.
     model = gf.Sequential([layers.Embedding(10, 3, name="tokens"), layers.Flatten(),
                            layers.Dense(1)])
-    model.compile("adam", "mse")
-    with pytest.raises(ValueError, match=r"^Embedding 'tokens' has input_dim=10, so its ids "
-                                         r"must be in \[0, 10\)"):
+    model.compile("sgd", "mse", jit_compile=jit_compile)
+    message = r"^Embedding 'tokens' has input_dim=10, so its ids must be in \[0, 10\)"
+    with pytest.raises(ValueError, match=message + r".*\(rows 0 to 0 of x\)\.$"):
         model.predict(np.array(ids, np.int32), verbose=0)
-    assert model.compile_state is None or model.compile_state.jit_compile is not True
-
-
-def test_jit_compile_true_refuses_an_embedding_by_name():
-    model = gf.Sequential([layers.Embedding(10, 3, name="tokens"), layers.Flatten(),
-                           layers.Dense(1)])
-    model.compile("adam", "mse", jit_compile=True)
-    with pytest.raises(ValueError, match="'tokens' \\(Embedding\\)"):
-        model.fit(np.array([[1, 2]]), np.ones((1, 1)), verbose=0)
+    good = np.array([[1, 2]] * 8, np.int32)
+    model.fit(good, np.ones((8, 1)), verbose=0)
+    assert model.jit_compile is jit_compile
+    start = model.get_weights()
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (np.concatenate([good, np.array(ids * 4, np.int32)]), np.ones((12, 1)))).batch(4)
+    with pytest.raises(ValueError, match=message + r".*\(batch 2\)\.$"):
+        model.fit(dataset, verbose=0)
+    # The two good batches trained; the bad one never reached a variable.
+    after_failure = model.get_weights()
+    model.set_weights(start)
+    model.fit(dataset.take(2), verbose=0)
+    for failed, good_only in zip(after_failure, model.get_weights()):
+        np.testing.assert_array_equal(failed, good_only)

@@ -238,7 +238,7 @@ def test_an_edge_outside_the_batch_from_a_dataset_stops_fit(jit_compile):
     before = None
     with pytest.raises(ValueError, match=r"^GINConv 'gin': receivers must index the batch's "
                                          r"nodes, 0 to the node count - 1; an edge names a node "
-                                         r"outside\. .*\(batch 0 or after\)\.$"):
+                                         r"outside\. .*\(batch 0\)\.$"):
         model.fit(tf.data.Dataset.from_tensors((x, y)), epochs=1, verbose=0)
         before = model.get_weights()
     assert before is None

@@ -14,6 +14,7 @@ import dataclasses
 import os
 from typing import Any
 
+from graphfit.core.data_checks import DataCheckError
 from graphfit.datasets.graph_set import GraphSet
 from graphfit.recipes.reading.components import clean_message
 from graphfit.recipes.reading.problems import Problem, RecipeError
@@ -22,7 +23,6 @@ from graphfit.recipes.running import distribution, run_directory
 from graphfit.recipes.running.builder import build_model, compile_arguments
 from graphfit.recipes.running.data_loading import DataError, Splits, load_splits
 from graphfit.training.input_checks import (
-    LayerLabelMismatch,
     NonFiniteData,
     OptimizerMismatch,
 )
@@ -83,7 +83,7 @@ def prepare(recipe: Recipe, distribute: bool = True) -> Prepared:
             check_inputs(model, x, y, stage=stage, batch_size=training["batch_size"],
                          check_finite=training["check_finite"])
         except ValueError as error:
-            raise _error(recipe, _stage_key(config, stage, error), error) from None
+            raise _error(recipe, _stage_key(config, stage, error, model), error) from None
     _check_tap_names(recipe, model)
     return Prepared(recipe, model, splits, strategy)
 
@@ -205,7 +205,7 @@ def _model_key(config) -> tuple:
     return ("model", "inputs") if isinstance(config["model"].get("inputs"), dict) else ("model",)
 
 
-def _stage_key(config, stage: str, error: Exception) -> tuple:
+def _stage_key(config, stage: str, error: Exception, model=None) -> tuple:
     """The recipe key behind a stage's data problem: a separate source, else `data` for bad
     values and `loss` for labels that do not fit the loss (`metrics` and `optimizer` for
     what cannot work with them)."""
@@ -215,8 +215,8 @@ def _stage_key(config, stage: str, error: Exception) -> tuple:
         return ("training", "jit_compile")
     if isinstance(error, OptimizerMismatch):
         return ("optimizer",)
-    if isinstance(error, LayerLabelMismatch):  # at the layer that reads the labels
-        layer = _layer_key(config, error.layer_name, error.position_from_end)
+    if isinstance(error, DataCheckError) and error.layer is not None:  # at the layer's entry
+        layer = _layer_key(config, error.layer, model)
         if layer is not None:
             return layer
     separate = {"val": "validation_data", "test": "test_data"}.get(stage)
@@ -225,19 +225,20 @@ def _stage_key(config, stage: str, error: Exception) -> tuple:
     return ("data",) if isinstance(error, NonFiniteData) else ("loss",)
 
 
-def _layer_key(config, name: str, position_from_end: int | None = None) -> tuple | None:
-    """The recipe key of the layer entry named `name` (model.layers[i] or model.nodes[i]),
-    or, for an entry without a name in a list of layers, the one at `position_from_end`
-    (a base run's layers come before the list's)."""
+def _layer_key(config, layer, model) -> tuple | None:
+    """The recipe key of `layer`'s entry: the entry named as it is (model.layers[i] or
+    model.nodes[i]), else, for an unnamed entry of a list of layers, the entry at the layer's
+    place among the model's layers counted from the last (a base run's layers come before the
+    recipe's list)."""
     for section in ("layers", "nodes"):
         for index, entry in enumerate(config["model"].get(section) or []):
-            if isinstance(entry, dict) and entry.get("name") == name:
+            if isinstance(entry, dict) and entry.get("name") == layer.name:
                 return ("model", section, index)
     entries = config["model"].get("layers") or []
-    if position_from_end is not None and position_from_end < len(entries):
-        return ("model", "layers", len(entries) - 1 - position_from_end)
+    top = [] if model is None else [id(item) for item in model.layers]
+    if id(layer) in top and len(top) - 1 - top.index(id(layer)) < len(entries):
+        return ("model", "layers", len(entries) - 1 - (len(top) - 1 - top.index(id(layer))))
     return None
-
 
 def _pair(data):
     return data if isinstance(data, tuple) else (data, None)

@@ -1,0 +1,79 @@
+"""The checks a batch must pass before its step runs, collected from the loss and the layers.
+
+Two kinds of requirement meet here, each a list of `(ok, message)` (`core.data_checks`):
+
+- the compiled loss's, on a dataset's labels (class ids inside the model's classes, binary
+  targets in [0, 1]; in-memory labels are checked whole before training, `input_checks`);
+- every layer's `Layer.batch_checks`, collected generically: the model's forward pass runs in
+  inference mode inside `step_context.checking`, where each layer called reports its checks
+  on the inputs it really receives. The pass's own outputs are never used, so the compiled
+  loop computes only what the checks read (the pruned graph; XLA removes the rest).
+
+The loops evaluate them in the compiled loop before each step (`first_failure`), skip the
+step of a batch that fails, stop, and raise a `DataCheckError` with the first failing message.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from graphfit.core import Layer, step_context, update_hooks
+from graphfit.core.data_checks import DataCheckError
+from graphfit.core.step_types import unpack_data
+from graphfit.training import input_checks
+
+__all__ = ["BatchChecks", "overrides_batch_checks"]
+
+
+def overrides_batch_checks(layer) -> bool:
+    """Whether `layer`'s class states requirements of its batches (`Layer.batch_checks`)."""
+    return type(layer).batch_checks is not Layer.batch_checks
+
+
+class BatchChecks:
+    """The batch checks of one model's compiled loops, per stage.
+
+    Args:
+        model: the built model.
+
+    Attributes:
+        label_checks: {stage: {output: (name, spec, LossKind)}}: the loss's checks of a
+            dataset's labels, set when the stage's data is prepared.
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.layer_checks = any(overrides_batch_checks(l) for l in model.flatten_layers())
+        self.label_checks: dict[str, dict] = {}
+        # (stage, with labels) -> [(layer or None, message)], in the order traced.
+        self._found: dict[tuple, list] = {}
+
+    def needed(self, stage: str, with_labels: bool) -> bool:
+        """Whether batches of `stage` have anything to check (`with_labels`: the loss's
+        label checks count, as for a dataset)."""
+        return self.layer_checks or (with_labels and bool(self.label_checks.get(stage)))
+
+    def first_failure(self, stage: str, data, with_labels: bool = True) -> tf.Tensor:
+        """The index of the first check `data` fails, or -1 (an int32 scalar; traced)."""
+        x, y, _ = unpack_data(data)
+        found = []
+        if with_labels and y is not None:
+            found = [(None, ok, message) for ok, message
+                     in input_checks.label_checks(y, self.label_checks.get(stage, {}))]
+        if self.layer_checks:
+            with step_context.checking(y, training=stage == "train") as context, \
+                    update_hooks.collect_updates():  # listed by the pass, never applied
+                self.model(x, training=False)
+            found += context.checks
+        self._found[stage, with_labels] = [(layer, message) for layer, _, message in found]
+        if not found:
+            return tf.constant(-1)
+        passed = tf.stack([tf.reduce_all(tf.cast(ok, tf.bool)) for _, ok, _ in found])
+        first = tf.cast(tf.argmin(tf.cast(passed, tf.int32)), tf.int32)
+        return tf.where(tf.reduce_all(passed), tf.constant(-1), first)
+
+    def error(self, stage: str, index: int, where: str,
+              with_labels: bool = True) -> DataCheckError:
+        """The `DataCheckError` of check `index` of `stage`, found `where`."""
+        layer, message = self._found[stage, with_labels][index]
+        return DataCheckError(message, layer, where)
