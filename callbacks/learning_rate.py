@@ -30,16 +30,17 @@ __all__ = ["LearningRateScheduler", "ReduceLROnPlateau"]
 
 def _optimizer(callback: Callback):
     optimizer = getattr(callback.model, "optimizer", None)
-    if optimizer is None or not hasattr(optimizer, "learning_rate"):
+    if optimizer is None:
         raise ValueError(
             f"{type(callback).__name__} needs a compiled model whose optimizer has a "
             f"'learning_rate' attribute. Received optimizer: {optimizer!r}"
         )
-    if not getattr(optimizer, "uses_learning_rate", True):
+    if not hasattr(optimizer, "learning_rate"):
         stepper = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
         raise ValueError(
             f"{type(callback).__name__} would change nothing: {type(stepper).__name__} has "
-            f"no learning rate (it solves for the length of each step). Remove the callback.")
+            f"no learning rate (a second-order optimizer solves for the length of each "
+            f"step). Remove the callback.")
     return optimizer
 
 

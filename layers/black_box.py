@@ -196,7 +196,14 @@ class BlackBox(Layer):
         """The int64 variable counting F's calls (for metrics and logs); None before build."""
         return self._calls
 
+    def _refuse_strategies(self) -> None:
+        if tf.distribute.has_strategy():
+            raise ValueError(
+                f"{self._owner()} runs Python code from the graph, which is not supported "
+                f"under a tf.distribute strategy: train on one device.")
+
     def build(self, input_shape) -> None:
+        self._refuse_strategies()
         shape = tf.TensorShape(input_shape)
         owner = self._owner()
         if shape.rank is None or shape.rank < 2 or None in shape.as_list()[1:]:
@@ -226,6 +233,8 @@ class BlackBox(Layer):
                                     axes={i + 1: d for i, d in enumerate(example)})
 
     def call(self, inputs, training: bool = False):
+        self._refuse_strategies()
+
         @tf.custom_gradient
         def black_box(x):
             outputs = self._evaluate(x[None])[0]

@@ -22,11 +22,13 @@ from typing import Any
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.optimizers import schedules, transforms
 from graphfit.optimizers.adam import Adam
+from graphfit.optimizers.base import BaseOptimizer
 from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
 from graphfit.optimizers.levenberg_marquardt.residuals import ResidualLoss
 from graphfit.optimizers.loss_scale import LossScaleOptimizer
 from graphfit.optimizers.optimizer import Optimizer
 from graphfit.optimizers.per_example_clipping import PerExampleClipping
+from graphfit.optimizers.second_order import SecondOrderOptimizer
 from graphfit.optimizers.sgd import SGD
 from graphfit.optimizers.transforms import (
     ClipByGlobalNorm,
@@ -37,7 +39,9 @@ from graphfit.optimizers.transforms import (
 )
 
 __all__ = [
+    "BaseOptimizer",
     "Optimizer",
+    "SecondOrderOptimizer",
     "SGD",
     "Adam",
     "LevenbergMarquardt",
@@ -56,7 +60,7 @@ __all__ = [
 ]
 
 
-def _lookup(name: str) -> type[Optimizer]:
+def _lookup(name: str) -> type[BaseOptimizer]:
     if name in OPTIMIZERS:
         return OPTIMIZERS.get(name)
     matches = [known for known in OPTIMIZERS.names() if known.lower() == name.lower()]
@@ -65,25 +69,36 @@ def _lookup(name: str) -> type[Optimizer]:
     return OPTIMIZERS.get(name)  # raises, naming the closest name and all valid ones
 
 
-def get(identifier: Any) -> Optimizer:
+def get(identifier: Any, dtype_policy=None) -> BaseOptimizer:
     """An optimizer from an instance, a class, a registered name or a config.
 
     Args:
-        identifier: an `Optimizer` (returned as it is); an `Optimizer` subclass or a registered
+        identifier: an optimizer (returned as it is); an optimizer class or a registered
             name, case-insensitive ("sgd", "Adam"), giving a new instance with default
             arguments; or a dict `{"type": name, **constructor arguments}` (the Keras form
             `{"class_name": name, "config": {...}}` is accepted too).
+        dtype_policy: the model's `DTypePolicy`, or None: under one whose 16-bit gradients
+            underflow ("mixed_float16") the optimizer is wrapped in a `LossScaleOptimizer`
+            (Keras's dynamic loss scaling), unless it is one.
 
     Returns:
-        An `Optimizer`.
+        A `BaseOptimizer`.
 
     Raises:
         ValueError: for an unknown name (with a "did you mean" and all valid names) or an
             identifier of another kind.
     """
-    if isinstance(identifier, Optimizer):
+    optimizer = _resolve(identifier)
+    if (dtype_policy is not None and dtype_policy.needs_loss_scaling
+            and not isinstance(optimizer, LossScaleOptimizer)):
+        return LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def _resolve(identifier: Any) -> BaseOptimizer:
+    if isinstance(identifier, BaseOptimizer):
         return identifier
-    if isinstance(identifier, type) and issubclass(identifier, Optimizer):
+    if isinstance(identifier, type) and issubclass(identifier, BaseOptimizer):
         return identifier()
     if isinstance(identifier, str):
         return _lookup(identifier)()
@@ -112,6 +127,6 @@ def get(identifier: Any) -> Optimizer:
     )
 
 
-def serialize(optimizer: Optimizer) -> dict[str, Any]:
+def serialize(optimizer: BaseOptimizer) -> dict[str, Any]:
     """`{"type": ClassName, **optimizer.get_config()}`, the inverse of `get(dict)`."""
     return {"type": type(optimizer).__name__, **optimizer.get_config()}

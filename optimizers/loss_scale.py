@@ -38,8 +38,10 @@ from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch, loss_and_aux
 from graphfit.core.variables import as_tf_variable
+from graphfit.optimizers.base import BaseOptimizer
 from graphfit.optimizers.finite_values import all_finite
 from graphfit.optimizers.optimizer import Optimizer
+from graphfit.optimizers.second_order import SecondOrderOptimizer
 from graphfit.training import distribution
 
 __all__ = ["LossScaleOptimizer"]
@@ -47,7 +49,7 @@ __all__ = ["LossScaleOptimizer"]
 _FIRST = tf.VariableAggregation.ONLY_FIRST_REPLICA
 
 
-def _checked_inner(inner_optimizer) -> Optimizer:
+def _checked_inner(inner_optimizer) -> BaseOptimizer:
     if isinstance(inner_optimizer, (dict, str)):  # a recipe's {type: SGD, ...} or "adam"
         from graphfit import optimizers  # the package imports this module
 
@@ -56,7 +58,7 @@ def _checked_inner(inner_optimizer) -> Optimizer:
         raise ValueError(
             "inner_optimizer is already a LossScaleOptimizer: its loss would be scaled twice. "
             f"Wrap the plain optimizer once. Received: inner_optimizer={inner_optimizer!r}")
-    if not isinstance(inner_optimizer, Optimizer):  # None too: Keras requires it as well
+    if not isinstance(inner_optimizer, BaseOptimizer):  # None too: Keras requires it too
         raise ValueError(
             "inner_optimizer must be a graphfit optimizer to wrap (graphfit.optimizers.SGD(...), "
             f"Adam(...), ...; in a config {{type: SGD, ...}}). "
@@ -70,8 +72,8 @@ def _checked_inner(inner_optimizer) -> Optimizer:
             "LossScaleOptimizer cannot wrap an optimizer with PerExampleClipping (its "
             "per-example gradients are not computed from the scaled loss): train it without "
             f"loss scaling. Received: inner_optimizer={inner_optimizer!r}")
-    if _runs_own_minimize(inner_optimizer) and not hasattr(inner_optimizer,
-                                                           "skip_non_finite_steps"):
+    if (isinstance(inner_optimizer, Optimizer)
+            and type(inner_optimizer).minimize is not Optimizer.minimize):
         raise ValueError(
             f"LossScaleOptimizer cannot wrap {type(inner_optimizer).__name__}: it runs its own "
             "minimize and cannot skip a non-finite step. Received: "
@@ -80,8 +82,9 @@ def _checked_inner(inner_optimizer) -> Optimizer:
 
 
 def _runs_own_minimize(optimizer) -> bool:
-    """A second-order optimizer (LevenbergMarquardt) replaces the gradient step."""
-    return type(optimizer).minimize is not Optimizer.minimize
+    """A second-order optimizer (LevenbergMarquardt) replaces the gradient step, and skips a
+    non-finite step itself when its `StepBatch.skip_non_finite` asks."""
+    return isinstance(optimizer, SecondOrderOptimizer)
 
 
 def _divided(gradient, scale):
@@ -111,7 +114,7 @@ class _LossScaleState(tf.Module):
 
 
 @OPTIMIZERS.register
-class LossScaleOptimizer(Optimizer):
+class LossScaleOptimizer(BaseOptimizer):
     """Wraps an optimizer with dynamic loss scaling (Keras's `LossScaleOptimizer`).
 
     See the module docstring for the rule. `minimize` differentiates `loss * loss_scale`,
@@ -147,14 +150,15 @@ class LossScaleOptimizer(Optimizer):
         (32768.0, 2000, 0.1)
     """
 
-    def __init__(self, inner_optimizer: Optimizer | None = None, initial_scale: float = 2.0**15,
+    def __init__(self, inner_optimizer: BaseOptimizer | None = None,
+                 initial_scale: float = 2.0**15,
                  dynamic_growth_steps: int = 2000, name: str | None = None):
         inner_optimizer = _checked_inner(inner_optimizer)
         initial_scale = validation.positive_float("initial_scale", initial_scale)
         self.dynamic_growth_steps = validation.positive_int("dynamic_growth_steps",
                                                             dynamic_growth_steps)
-        # Not Optimizer.__init__: its iterations and learning rate would be dead state here;
-        # both are the inner optimizer's.
+        # Not BaseOptimizer.__init__: its iterations would be dead state here; they, and the
+        # learning rate where there is one, are the inner optimizer's.
         tf.Module.__init__(self, name=name or "loss_scale_optimizer")
         self.inner_optimizer = inner_optimizer
         self.initial_scale = initial_scale
@@ -188,7 +192,7 @@ class LossScaleOptimizer(Optimizer):
 
     @property
     def slot_names(self) -> tuple[str, ...]:
-        return tuple(self.inner_optimizer.slot_names)
+        return tuple(getattr(self.inner_optimizer, "slot_names", ()))
 
     @property
     def xla_friendly_on_cpu(self) -> bool:
@@ -197,10 +201,6 @@ class LossScaleOptimizer(Optimizer):
     @property
     def steps_across_replicas(self) -> bool:
         return self.inner_optimizer.steps_across_replicas
-
-    @property
-    def uses_learning_rate(self) -> bool:
-        return self.inner_optimizer.uses_learning_rate
 
     @property
     def graph_rewrites(self) -> dict | None:
@@ -236,14 +236,8 @@ class LossScaleOptimizer(Optimizer):
     def stop_reason(self) -> str | None:
         return self.inner_optimizer.stop_reason()
 
-    def set_steps_per_pass(self, steps: int | None) -> None:
-        self.inner_optimizer.set_steps_per_pass(steps)
-
-    def check_default_step(self, losses: dict, distributed: bool) -> None:
-        self.inner_optimizer.check_default_step(losses, distributed)
-
-    def check_sample_weight(self, sample_weight) -> None:
-        self.inner_optimizer.check_sample_weight(sample_weight)
+    def check_training(self, losses: dict, distributed: bool, sample_weight=None) -> None:
+        self.inner_optimizer.check_training(losses, distributed, sample_weight)
 
     def scale_loss(self, loss):
         """`loss * loss_scale`, for a custom step that calls `apply_gradients` itself."""

@@ -15,9 +15,10 @@ it (Sonnet's `Momentum`, Optax's `ScaleByAdamState`). The base class does the re
 
 1. drops missing (None) gradients, with one warning naming the variables, and densifies
    `tf.IndexedSlices`;
-2. applies the gradient transforms to the WHOLE list (`clipvalue`, then `clipnorm`, then
-   `global_clipnorm`, then the user's `gradient_transforms`): every gradient is computed and
-   transformed before any variable changes;
+2. applies the gradient transforms to the WHOLE list (a transform that computes the gradient
+   itself first, `PerExampleClipping`; then `clipvalue`, `clipnorm`, `global_clipnorm`, then
+   the user's `gradient_transforms`): every gradient is computed and transformed before any
+   variable changes;
 3. applies Keras's decoupled weight decay, `v <- v - v * weight_decay * learning_rate`;
 4. reads the slots, calls `update_rule`, and assigns the new variable and slot values;
 5. increments `iterations`.
@@ -26,9 +27,6 @@ Learning rates, hyperparameters and gradients are cast to each variable's dtype,
 and float64 models both work; float32 results match `keras.optimizers` bit for bit up to the
 order XLA chooses for its fused ops.
 """
-
-# Over 400 lines on purpose: the base class holds the whole optimizer contract (slots,
-# hyperparameters, minimize, apply_gradients, config) that every subclass relies on.
 
 from __future__ import annotations
 
@@ -41,7 +39,8 @@ from graphfit.core import autograph_scope, step_context
 from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.step_types import StepBatch, loss_and_aux
 from graphfit.core.variables import as_tf_variable
-from graphfit.optimizers import per_example_clipping, schedules, transforms
+from graphfit.optimizers import schedules, transforms
+from graphfit.optimizers.base import FIRST_REPLICA, BaseOptimizer
 from graphfit.training import distribution
 
 __all__ = ["Optimizer", "cast_hyperparameter"]
@@ -50,11 +49,6 @@ __all__ = ["Optimizer", "cast_hyperparameter"]
 # their defaults, which `from_config` then ignores.
 _KERAS_ONLY_DEFAULTS = {"use_ema": False, "ema_momentum": 0.99, "ema_overwrite_frequency": None,
                         "loss_scale_factor": None, "gradient_accumulation_steps": None}
-
-
-# Under a tf.distribute strategy every replica computes the same update from all-reduced
-# gradients: the first replica's value is assigned, once, to every copy.
-_FIRST = tf.VariableAggregation.ONLY_FIRST_REPLICA
 
 
 def cast_hyperparameter(value, dtype: tf.DType) -> tf.Tensor:
@@ -76,7 +70,7 @@ class _SlotIndex:
         self.position: dict = {}
 
 
-class Optimizer(tf.Module):
+class Optimizer(BaseOptimizer):
     """Base class of first-order optimizers: slot state plus a pure `update_rule`.
 
     Subclasses set the class attribute `slot_names` (an instance may narrow it in `__init__`,
@@ -136,6 +130,8 @@ class Optimizer(tf.Module):
         # constructors validate the arguments.
         self._flag_transforms = transforms.from_flags(clipvalue, clipnorm, global_clipnorm)
         self._user_transforms = transforms.Chain(list(gradient_transforms))
+        # A transform that computes the gradient itself (per-example clipping) runs first.
+        self._gradient_source = self._user_transforms.take_gradient_source()
         self._weight_decay = (
             None if weight_decay is None else transforms.DecoupledWeightDecay(weight_decay)
         )
@@ -145,24 +141,15 @@ class Optimizer(tf.Module):
         self.weight_decay = None if weight_decay is None else float(weight_decay)
         self._index = _SlotIndex()
         self._schedule = learning_rate if not isinstance(learning_rate, float) else None
-        first = _FIRST
         with tf.init_scope(), self.name_scope:
-            self._iterations = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                           name="iterations", aggregation=first)
             # float64 so a float64 model gets its learning rate exactly; cast to float32 it
             # is the same constant Keras keeps in its float32 variable. Unused under a schedule.
             self._learning_rate_variable = tf.Variable(
                 0.0 if self._schedule is not None else learning_rate, dtype=tf.float64,
-                trainable=False, name="learning_rate", aggregation=first)
+                trainable=False, name="learning_rate", aggregation=FIRST_REPLICA)
         self._slots: list[dict[str, tf.Variable]] = []  # one dict per built model variable
-        self._extra_variables: list[tf.Variable] = []
 
     # ----------------------------------------------------------------------------- state
-
-    @property
-    def iterations(self) -> tf.Variable:
-        """The number of steps applied so far (int64 variable)."""
-        return self._iterations
 
     @property
     def learning_rate(self) -> tf.Tensor:
@@ -213,6 +200,9 @@ class Optimizer(tf.Module):
         Args:
             variables: the model variables this optimizer will update.
         """
+        for transform in (self._gradient_source, *self._user_transforms.transforms):
+            if isinstance(transform, transforms.GradientTransform):
+                transform.build(self)  # the transforms' own state, tracked in variables
         new, seen = [], set()
         for variable in variables:
             variable = as_tf_variable(variable)
@@ -226,7 +216,7 @@ class Optimizer(tf.Module):
                 base = variable.name.split(":")[0].replace("/", "_")
                 slots = {slot: tf.Variable(self.slot_initial_value(slot, variable),
                                            trainable=False, name=f"{base}_{slot}",
-                                           aggregation=_FIRST)
+                                           aggregation=FIRST_REPLICA)
                          for slot in self.slot_names}
                 self._index.position[variable.ref()] = len(self._slots)
                 # Appended inside init_scope: a checkpoint restore deferred until now runs
@@ -238,20 +228,16 @@ class Optimizer(tf.Module):
         del slot_name
         return tf.zeros(variable.shape, dtype=variable.dtype)
 
-    def add_variable(self, name: str, initial_value, dtype=None) -> tf.Variable:
-        """Creates optimizer-level state that is not per variable (call it from `build`)."""
-        with tf.init_scope(), self.name_scope:
-            variable = tf.Variable(initial_value, dtype=dtype, trainable=False, name=name,
-                                   aggregation=_FIRST)
-            self._extra_variables.append(variable)
-        return variable
-
-    def track_variable(self, variable: tf.Variable) -> None:
-        """Adds state created elsewhere (a gradient transform's random generator) to the
-        optimizer's variables, so checkpoints of the optimizer save and restore it."""
-        with tf.init_scope():
-            if not any(v is variable for v in self._extra_variables):
-                self._extra_variables.append(variable)
+    def check_training(self, losses: dict, distributed: bool, sample_weight=None) -> None:
+        """A first-order update minimises any loss; under a strategy the engine runs this
+        optimizer's `minimize` on every replica and sums the gradients in it, so a subclass
+        that overrides `minimize` is refused there."""
+        del losses, sample_weight
+        if distributed and type(self).minimize is not Optimizer.minimize:
+            raise ValueError(
+                f"{type(self).__name__} runs its own minimize, which is not supported under a "
+                f"tf.distribute strategy: use the default minimize there (the engine sums the "
+                f"replicas' gradients in it), or train on one device.")
 
     def get_slot(self, variable: tf.Variable, name: str) -> tf.Variable:
         """The slot `name` of `variable`.
@@ -282,51 +268,6 @@ class Optimizer(tf.Module):
         if self._weight_decay is not None:
             self._weight_decay.exclude([as_tf_variable(v) for v in var_list or ()], var_names)
 
-    #: False when the update is known to run slower under XLA on a CPU (its step compiles
-    #: for long, as Levenberg–Marquardt's); `compile(jit_compile="auto")` reads it.
-    xla_friendly_on_cpu: bool = True
-    #: True when `minimize` runs once per step in cross-replica context under a
-    #: tf.distribute strategy and splits the batch over the replicas itself (its
-    #: `StepBatch.replicas`, see `graphfit.training.cross_replica`), as Levenberg–Marquardt
-    #: does; False: the whole step runs on every replica.
-    steps_across_replicas: bool = False
-    #: False when the step length is not a learning rate's (Levenberg–Marquardt solves for
-    #: it): the learning-rate callbacks refuse such an optimizer instead of logging a rate
-    #: that changes nothing.
-    uses_learning_rate: bool = True
-    #: Grappler settings for the compiled steps and loops of a model trained with this
-    #: optimizer (`graphfit.core.graph_rewrites`), or None for TensorFlow's own.
-    graph_rewrites: dict | None = None
-
-    def stop_reason(self) -> str | None:
-        """Why the optimizer asks `fit` to stop (e.g. it converged), or None to go on.
-
-        `fit` calls it after each chunk of training steps; a string stops training and
-        becomes `model.stop_reason`. First-order optimizers never ask: None.
-        """
-        return None
-
-    def check_default_step(self, losses: dict, distributed: bool) -> None:
-        """Raises a ValueError before the first step when the default training step cannot
-        minimise `losses` (the compiled losses, by output) with this optimizer, on one
-        device or (`distributed`) under a tf.distribute strategy; `fit` and `graphfit
-        validate` call it after `build`. First-order optimizers minimise any loss."""
-        del losses, distributed
-
-    def check_sample_weight(self, sample_weight) -> None:
-        """Raises a ValueError before the first step when this optimizer cannot use these
-        sample weights (`fit`'s in-memory `sample_weight`, a NumPy array); first-order
-        optimizers take any."""
-        del sample_weight
-
-    def set_steps_per_pass(self, steps: int | None) -> None:
-        """Told by `fit`, before its first epoch, how many steps one pass over the training
-        data takes (its batches; None when the data cannot say, a dataset of unknown
-        length, and again when the fit ends). Optimizers whose state should forget at the
-        pace of passes over the data (Levenberg–Marquardt's running scale) read it;
-        first-order optimizers ignore it."""
-        del steps
-
     # ------------------------------------------------------------------------------ steps
 
     @graphfit_api
@@ -340,14 +281,13 @@ class Optimizer(tf.Module):
                 step's `ForwardPass`).
             variables: the variables to train; the tape watches these and nothing else.
             batch: the batch and model behind `loss_fn` (`graphfit.core.step_types.StepBatch`),
-                for optimizers that re-run the model per example or linearize it
-                (`PerExampleClipping`, `LevenbergMarquardt`); first-order updates ignore it.
+                for optimizers that re-run the model (`LevenbergMarquardt`); a first-order
+                update ignores it (a transform that needs the batch, `PerExampleClipping`,
+                reads it from the step's context).
 
         The raw gradients go to `step_context.record_gradients` (read by TensorBoard's
         gradient histograms); an override should report its gradient there too when it has
         one.
-        With `PerExampleClipping` first in `gradient_transforms`, the gradient is built from
-        per-example gradients instead (`optimizers.per_example_clipping.minimize`).
 
         Returns:
             `(loss, aux)` as `loss_fn` returned them (values before the update).
@@ -356,13 +296,6 @@ class Optimizer(tf.Module):
             TypeError: if `loss_fn` does not return a pair.
         """
         variables = [as_tf_variable(v) for v in variables]
-        clipping = per_example_clipping.find(self._user_transforms)
-        if clipping is not None and distribution.replica_share(tf.float64) is not None:
-            raise ValueError(
-                "PerExampleClipping is not supported under a tf.distribute strategy: remove it "
-                "from gradient_transforms, or train on one device.")
-        if clipping is not None:  # DP-SGD: needs the per-example gradients, not the sum
-            return per_example_clipping.minimize(self, clipping, loss_fn, variables, batch)
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables)
             loss, aux = loss_and_aux(loss_fn())
@@ -401,7 +334,11 @@ class Optimizer(tf.Module):
                 "they are left unchanged. Check that the loss depends on them, or freeze "
                 "them (trainable=False).", stacklevel=2)
         grads = [tf.convert_to_tensor(g) for g, _ in pairs]  # densifies tf.IndexedSlices
-        grads = self._user_transforms(self._flag_transforms(grads))
+        variables = [v for _, v in pairs]
+        if self._gradient_source is not None:
+            grads = self._gradient_source.apply(grads, variables)
+        grads = self._flag_transforms.apply(grads, variables)
+        grads = self._user_transforms.apply(grads, variables)
         learning_rate = self.learning_rate
         step = self._iterations + 1
         for gradient, variable in zip(grads, (v for _, v in pairs)):
@@ -460,8 +397,10 @@ class Optimizer(tf.Module):
             "clipnorm": self.clipnorm,
             "global_clipnorm": self.global_clipnorm,
             "clipvalue": self.clipvalue,
-            "gradient_transforms": [transforms.serialize(t)
-                                    for t in self._user_transforms.transforms],
+            "gradient_transforms": [
+                transforms.serialize(t) for t in ([self._gradient_source] if
+                                                  self._gradient_source else [])
+                + self._user_transforms.transforms],
         }
 
     @classmethod

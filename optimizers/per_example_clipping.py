@@ -6,12 +6,13 @@ at most `l2_norm_clip`, the clipped gradients are summed, Gaussian noise of stan
 `noise_multiplier * l2_norm_clip` is added, and the result is divided by the batch size.
 
 An ordinary gradient transform sees only the batch gradient, where the examples are already
-summed. `PerExampleClipping` therefore works with the optimizer's `minimize`: when it is the
-first of an optimizer's `gradient_transforms`, the training step's `minimize` computes the
-batch's per-example gradients (`graphfit.autodiff.per_example`, vectorized over the
-examples), clips and aggregates them here, and hands the result to the rest of the step
-(the clipping flags, the remaining transforms, weight decay, the update rule). The forward
-pass that reports the loss and collects the update hooks runs once, as in a plain step.
+summed. `PerExampleClipping` is a transform that computes the gradient instead
+(`computes_gradients`): from the training step's batch, which the default `train_step` puts
+in the step's context (`core.step_context`), it computes the batch's per-example gradients
+(`graphfit.autodiff.per_example`, vectorized over the examples), clips and aggregates them,
+and hands the result to the rest of the update (the clipping flags, the remaining transforms,
+weight decay, the update rule). The optimizer's `minimize` is the plain one: the forward pass
+that reports the loss and collects the update hooks runs once, as in any step.
 
 "Each example's gradient" is the gradient the batch loss would have if every example of the
 batch were that one: grad(w_i * loss_i) for a mean-reduced loss (Keras's default). So with a
@@ -20,20 +21,16 @@ clip no example reaches and no noise, the step is exactly the plain step.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from typing import Any, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, step_context, validation
-from graphfit.core.step_types import StepBatch, loss_and_aux
+from graphfit.core import step_context, validation
 from graphfit.optimizers import transforms
+from graphfit.training import distribution
 
-__all__ = ["PerExampleClipping", "find", "minimize"]
-
-_applying = threading.local()
+__all__ = ["PerExampleClipping"]
 
 
 class PerExampleClipping(transforms.GradientTransform):
@@ -127,23 +124,44 @@ class PerExampleClipping(transforms.GradientTransform):
                 self._generator = tf.random.Generator.from_seed(seed)
         return self._generator
 
-    def track_noise_state(self, optimizer) -> None:
+    computes_gradients = True
+
+    def build(self, optimizer) -> None:
         """Puts the noise generator's state among `optimizer`'s variables, so training
         checkpoints save it and a resumed run draws new noise, never the noise it drew
         before (a restore deferred until now fills it). No-op without noise."""
-        if self.noise_multiplier == 0:
-            return
-        optimizer.track_variable(self._noise_generator().state)
+        if self.noise_multiplier > 0:
+            optimizer.track_variable(self._noise_generator().state)
 
     def __call__(self, grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-        if getattr(_applying, "transform", None) is self:
-            return list(grads)  # `minimize` already clipped and aggregated the examples
         raise ValueError(
-            "PerExampleClipping clips each example's gradient, so it cannot act on a batch "
-            "gradient where the examples are already summed. Put it first in an optimizer's "
-            "gradient_transforms and train with model.fit, whose training step computes the "
-            "per-example gradients."
-        )
+            "PerExampleClipping computes each example's gradient, so it needs the variables "
+            "the gradients belong to: use it as the first of an optimizer's "
+            "gradient_transforms, whose update passes them.")
+
+    def apply(self, grads: Sequence[tf.Tensor], variables) -> list[tf.Tensor]:
+        """The DP-SGD gradient of the open training step's batch (`grads`, the batch
+        gradient, is not used)."""
+        del grads
+        context = step_context.current()
+        batch = None if context is None else context.batch
+        if batch is None or variables is None:
+            raise ValueError(
+                "PerExampleClipping needs the batch to compute per-example gradients, not only "
+                "the loss: train with model.compile(optimizer=...) and model.fit, whose "
+                "training step puts the batch in the step's context.")
+        if distribution.replica_share(tf.float64) is not None:
+            raise ValueError(
+                "PerExampleClipping is not supported under a tf.distribute strategy: remove it "
+                "from gradient_transforms, or train on one device.")
+        from graphfit.autodiff import per_example  # graphfit imports the optimizers package
+
+        gradients = per_example.compute(
+            batch.model, batch.loss_set, batch.x, batch.y, batch.sample_weight, variables,
+            training=True, method="auto")
+        size = tf.shape(gradients[0])[0]
+        # As if the batch were example i: the per-example loss weighed by the batch size.
+        return self.clip_and_aggregate([g * tf.cast(size, g.dtype) for g in gradients])
 
     def get_config(self) -> dict[str, Any]:
         return {"l2_norm_clip": self.l2_norm_clip, "noise_multiplier": self.noise_multiplier,
@@ -153,65 +171,3 @@ class PerExampleClipping(transforms.GradientTransform):
 # Registered with the built-in transforms, so recipes and optimizer configs name it
 # (`gradient_transforms: [{type: PerExampleClipping, l2_norm_clip: 1.0}]`).
 transforms.register_transform(PerExampleClipping)
-
-
-def find(chain: transforms.Chain) -> PerExampleClipping | None:
-    """The optimizer's `PerExampleClipping`, or None.
-
-    Raises:
-        ValueError: when it is not the first of the transforms, or appears twice.
-    """
-    positions = [i for i, t in enumerate(chain.transforms) if isinstance(t, PerExampleClipping)]
-    if not positions:
-        return None
-    if positions != [0]:
-        raise ValueError(
-            "PerExampleClipping must be the first (and only one) of gradient_transforms: it "
-            "turns per-example gradients into the batch gradient the other transforms act on. "
-            f"Received: gradient_transforms={chain.transforms!r}"
-        )
-    return chain.transforms[0]
-
-
-@contextlib.contextmanager
-def _aggregated(transform: PerExampleClipping):
-    previous = getattr(_applying, "transform", None)
-    _applying.transform = transform
-    try:
-        yield
-    finally:
-        _applying.transform = previous
-
-
-def minimize(optimizer, clipping: PerExampleClipping, loss_fn, variables,
-             batch: StepBatch | None):
-    """`Optimizer.minimize` with per-example clipping (see the module docstring).
-
-    Raises:
-        ValueError: without the `StepBatch` (outside a model's training step).
-        TypeError: if `loss_fn` does not return a pair.
-    """
-    if batch is None:
-        raise ValueError(
-            "PerExampleClipping needs the batch to compute per-example gradients, not only the "
-            "loss: train with model.compile(optimizer=...) and model.fit, whose training step "
-            "passes the batch to optimizer.minimize(loss_fn, variables, batch)."
-        )
-    # The loss and outputs to report, and the update hooks, as usual.
-    result = loss_and_aux(loss_fn())
-    from graphfit.autodiff import (
-        per_example as autodiff_per_example,  # graphfit imports the optimizers package
-    )
-
-    per_example = autodiff_per_example.compute(
-        batch.model, batch.loss_set, batch.x, batch.y, batch.sample_weight, variables,
-        training=True, method="auto")
-    # Their sum is the batch gradient: the raw gradient of the step, for gradient taps.
-    step_context.record_gradients([tf.reduce_sum(g, axis=0) for g in per_example], variables)
-    size = tf.shape(per_example[0])[0]
-    own = [g * tf.cast(size, g.dtype) for g in per_example]  # as if the batch were example i
-    clipping.track_noise_state(optimizer)
-    gradients = clipping.clip_and_aggregate(own)
-    with _aggregated(clipping):
-        autograph_scope.convert_user_code(optimizer.apply_gradients)(zip(gradients, variables))
-    return result[0], result[1]

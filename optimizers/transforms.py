@@ -43,17 +43,18 @@ __all__ = [
     "serialize",
 ]
 
-def _positive(value, argument: str) -> float:
-    # Kept only for optimizers/per_example_clipping.py until it calls
-    # validation.positive_float (owned by the lead); use validation.positive_float.
-    return validation.positive_float(argument, value)
-
 
 class GradientTransform:
     """Base class of gradient transforms: `__call__(grads) -> grads` on the whole list.
 
     Subclasses implement `__call__` and, when they have arguments, `get_config` (the
-    constructor arguments, so that `from_config(get_config())` rebuilds them).
+    constructor arguments, so that `from_config(get_config())` rebuilds them). A transform
+    that needs the variables the gradients belong to overrides `apply(grads, variables)`
+    instead; one with state of its own creates it in `build(optimizer)` and tracks it there
+    (`optimizer.track_variable`), so checkpoints keep it. A transform that computes the
+    batch's gradient itself rather than transforming it (`PerExampleClipping`, from the
+    step's per-example gradients) sets `computes_gradients`: it must come first, and runs
+    before the clipping flags.
 
     Example:
 
@@ -65,8 +66,21 @@ class GradientTransform:
         2.0
     """
 
+    computes_gradients: bool = False
+
     def __call__(self, grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         raise NotImplementedError(f"{type(self).__name__} must implement __call__(grads).")
+
+    def apply(self, grads: Sequence[tf.Tensor], variables: Sequence[tf.Variable]) -> list:
+        """The transform of `grads`, the gradients of `variables` (in order); `self(grads)`
+        unless overridden."""
+        del variables
+        return autograph_scope.convert_user_code(self.__call__)(grads)
+
+    def build(self, optimizer) -> None:
+        """Creates the transform's state, once, outside any trace (the optimizer's `build`
+        calls it); the default has none."""
+        del optimizer
 
     def get_config(self) -> dict[str, Any]:
         """The constructor arguments of this transform."""
@@ -198,11 +212,37 @@ class Chain(GradientTransform):
     def __init__(self, transforms: Sequence[Callable | dict] = ()):
         self.transforms = [get(t) for t in transforms]
 
+    def take_gradient_source(self) -> GradientTransform | None:
+        """Removes and returns the first transform when it computes the gradient itself
+        (`computes_gradients`), else None.
+
+        Raises:
+            ValueError: when such a transform is not the first, or appears twice.
+        """
+        positions = [i for i, t in enumerate(self.transforms)
+                     if getattr(t, "computes_gradients", False)]
+        if not positions:
+            return None
+        if positions != [0]:
+            name = type(self.transforms[positions[0]]).__name__
+            raise ValueError(
+                f"{name} must be the first (and only one) of gradient_transforms: it computes "
+                f"the batch gradient the other transforms act on. Received: "
+                f"gradient_transforms={self.transforms!r}")
+        return self.transforms.pop(0)
+
     def __call__(self, grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+        return self.apply(grads, None)
+
+    def apply(self, grads: Sequence[tf.Tensor], variables) -> list[tf.Tensor]:
         grads = list(grads)
         for transform in self.transforms:
             count = len(grads)
-            grads = list(autograph_scope.convert_user_code(transform)(grads))
+            if isinstance(transform, GradientTransform):
+                grads = list(autograph_scope.convert_user_code(transform.apply)(grads,
+                                                                                variables))
+            else:
+                grads = list(autograph_scope.convert_user_code(transform)(grads))
             if len(grads) != count:
                 raise ValueError(
                     f"Gradient transform {transform!r} must return one gradient per input "

@@ -13,8 +13,10 @@ It is the one channel between a step and its parts:
   when something records them (TensorBoard's gradient histograms), and the scale it
   multiplied the loss by with `record_loss_scale` (a `LossScaleOptimizer`).
 - **recorders**: what the step records besides its update (`graphfit.training.recorders`).
-- **the batch bound**: the most examples `fit` promises the step's batches hold
-  (`step_types.BatchBound`).
+- **what `fit` knows of the step**: the most examples its batches hold
+  (`step_types.BatchBound`) and the steps one pass over the training data takes; and the
+  step's `StepBatch`, which the default `train_step` puts here for a gradient transform that
+  needs the batch (`PerExampleClipping`).
 - **checks**: while `checking()` is open, every layer called reports what it requires of
   the batch's data (`Layer.batch_checks`), which the loops test before the step runs.
 
@@ -64,6 +66,9 @@ class StepContext:
             (`record_loss_scale`), or None for 1.
         recorders: the step's `graphfit.training.recorders.StepRecorder`s.
         bound: the step's `step_types.BatchBound`, or None (no promise).
+        steps_per_pass: the steps one pass over the training data takes (an int64 scalar
+            tensor, 0 or less when unknown), or None outside `fit`.
+        batch: the step's `StepBatch`, once the default `train_step` has made it.
         checks: while checking a batch, the `(layer, ok, message)` the layers reported;
             None otherwise.
         training: while checking, whether the batch is for a training step.
@@ -75,6 +80,8 @@ class StepContext:
     loss_scale: Any = None
     recorders: tuple = ()
     bound: Any = None
+    steps_per_pass: Any = None
+    batch: Any = None
     checks: list | None = None
     training: bool = True
 
@@ -90,7 +97,7 @@ _contexts: ContextStack[StepContext] = ContextStack()
 
 @contextlib.contextmanager
 def training_step(labels, *, record_gradients: bool = False, recorders: Sequence = (),
-                  bound=None) -> Iterator[StepContext]:
+                  bound=None, steps_per_pass=None) -> Iterator[StepContext]:
     """Opens a step's context for the code run inside the block; yields it.
 
     Inside an open step (a pass over a slice of its batch) the new context shares the step's
@@ -103,15 +110,18 @@ def training_step(labels, *, record_gradients: bool = False, recorders: Sequence
         record_gradients: collect the gradients `minimize` reports (`context.gradients`).
         recorders: the step's recorders.
         bound: the step's `BatchBound`, or None.
+        steps_per_pass: the steps of one pass over the training data, or None.
     """
     parent = current()
     if parent is not None and parent.checks is None:
         context = StepContext(labels, gradients=parent.gradients, recorders=parent.recorders,
-                              bound=parent.bound)
+                              bound=parent.bound, steps_per_pass=parent.steps_per_pass,
+                              batch=parent.batch)
         context.loss_scale = parent.loss_scale
     else:
         context = StepContext(labels, gradients={} if record_gradients else None,
-                              recorders=tuple(recorders), bound=bound)
+                              recorders=tuple(recorders), bound=bound,
+                              steps_per_pass=steps_per_pass)
     with _contexts.push(context):
         try:
             yield context

@@ -71,6 +71,9 @@ class StepBatch:
             `graphfit.training.cross_replica.Replicas` that runs work on each replica's
             slice of this (global) batch.
         bound: the `BatchBound` `fit` promised the traced step, or None.
+        steps_per_pass: the steps one pass over the training data takes in this `fit` (an
+            int64 scalar tensor, 0 or less when the data cannot say), or None outside `fit`;
+            state that should forget at the pace of passes over the data reads it.
         skip_non_finite: skip a step whose start or linearization is not finite, leaving
             every variable, state and update hook as it was (a `LossScaleOptimizer` asks it of
             the second-order optimizer it wraps).
@@ -83,6 +86,7 @@ class StepBatch:
     sample_weight: Any = None
     replicas: Any = None
     bound: BatchBound | None = None
+    steps_per_pass: Any = None
     skip_non_finite: bool = False
 
     @property

@@ -47,24 +47,7 @@ def _check_graph_rewrites(optimizer) -> None:
         raise ValueError(f"{type(owner).__name__}.graph_rewrites: {error}") from None
 
 
-def _check_distributed_optimizer(strategy, optimizer) -> None:
-    """Refuses what the distributed steps cannot run, before any step."""
-    from graphfit.optimizers.optimizer import Optimizer  # the optimizers package imports graphfit
-
-    # A LossScaleOptimizer's minimize is its inner optimizer's gradient step, scaled.
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if type(inner).minimize is not Optimizer.minimize \
-            and not optimizer.steps_across_replicas:
-        raise ValueError(
-            f"{type(optimizer).__name__} runs its own minimize (a second-order step), which is "
-            f"not supported under a tf.distribute strategy yet: use a first-order optimizer "
-            f"(SGD, Adam, ...) there, or train on one device.")
-    distribution.check_created_in_scope(strategy, optimizer.variables,
-                                        f"Optimizer {optimizer.name!r}'s")
-
-
 def _check_distributed_model(strategy, model) -> None:
-    from graphfit.layers import BlackBox  # layers import graphfit
     from graphfit.training.compiled_steps import overrides_step
 
     for step in ("train_step", "test_step", "predict_step"):
@@ -73,11 +56,6 @@ def _check_distributed_model(strategy, model) -> None:
                 f"{type(model).__name__} overrides {step}, which is not supported under a "
                 f"tf.distribute strategy: the distributed engine runs the default steps. Use "
                 f"the default {step}, or train on one device.")
-    for layer in model.flatten_layers():
-        if isinstance(layer, BlackBox):
-            raise ValueError(
-                f"Layer {layer.name!r} is a BlackBox (Python code run from the graph), which is "
-                f"not supported under a tf.distribute strategy: train on one device.")
     distribution.check_created_in_scope(strategy, model.variables, f"Model {model.name!r}'s")
 
 
@@ -107,15 +85,12 @@ class CompileState:
                 raise ValueError(
                     "jit_compile=True is not supported under a tf.distribute strategy: compile "
                     "with jit_compile='auto' or False (the distributed steps run without XLA).")
-        self.optimizer = None if optimizer is None else optimizers.get(optimizer)
+        self.optimizer = None if optimizer is None else optimizers.get(optimizer, dtype_policy)
         self.dtype_policy = dtype_policy
-        if (self.optimizer is not None and dtype_policy is not None
-                and dtype_policy.needs_loss_scaling
-                and not isinstance(self.optimizer, optimizers.LossScaleOptimizer)):
-            # float16's range underflows small gradients: Keras's dynamic loss scaling.
-            self.optimizer = optimizers.LossScaleOptimizer(self.optimizer)
         if self.strategy is not None and self.optimizer is not None:
-            _check_distributed_optimizer(self.strategy, self.optimizer)
+            self.optimizer.check_training({}, distributed=True)
+            distribution.check_created_in_scope(self.strategy, self.optimizer.variables,
+                                                f"Optimizer {self.optimizer.name!r}'s")
         if self.optimizer is not None:
             _check_graph_rewrites(self.optimizer)
         self.loss_set = LossSet(loss, loss_weights) if loss is not None else None

@@ -139,6 +139,9 @@ class CompiledSteps:
         # traced training step relied on (`BatchBound.relied_on`; None: none).
         self._largest_batch: int | None = None
         self._batch_limit: int | None = None
+        with tf.init_scope():  # the steps of one pass over the data in this fit; 0: unknown
+            self._steps_per_pass = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                               name="steps_per_pass")
         self.train_step = self._compile_step(self._train_step)
         self.test_step = self._compile_step(self._test_step)
         self.predict_step = self._compile_step(self._predict_step)
@@ -163,7 +166,7 @@ class CompiledSteps:
         # Update hooks an overridden step did not collect itself run after it, once.
         with update_hooks.collect_updates() as pending, step_context.training_step(
                 unpack_data(data)[1], record_gradients=records, recorders=self.recorders,
-                bound=bound) as context:
+                bound=bound, steps_per_pass=self._steps_per_pass.read_value()) as context:
             result = autograph_scope.convert_user_code(self.model.train_step)(data)
         update_hooks.apply_updates(pending, distribution.replica_share(tf.float64))
         for recorder in self.recorders:
@@ -173,11 +176,15 @@ class CompiledSteps:
             self._batch_limit = min(bound.relied_on, self._batch_limit or bound.relied_on)
         return _checked_result(result, "train_step")
 
-    def expect_batches(self, largest: int | None) -> None:
+    def expect_fit(self, largest: int | None, steps_per_pass: int | None) -> None:
         """Told by `fit`, before its first epoch, how many examples its largest training
-        batch holds (None: it cannot say, a dataset). The training step traced from now on
-        is promised that (`core.step_types.BatchBound`); a step traced earlier that relied
-        on smaller batches is traced again."""
+        batch holds (None: it cannot say, a dataset) and how many steps one pass over the
+        training data takes (None: unknown, and again when the fit ends). The training step
+        traced from now on is promised the batch bound (`core.step_types.BatchBound`); a
+        step traced earlier that relied on smaller batches is traced again."""
+        per_pass = steps_per_pass or 0
+        if int(self._steps_per_pass.numpy()) != per_pass:  # no assign op when unchanged
+            self._steps_per_pass.assign(per_pass)
         self._largest_batch = largest
         limit = self._batch_limit
         if limit is not None and (largest is None or largest > limit):

@@ -75,12 +75,10 @@ def _prepare(model, state, feed, stage: str) -> None:
     if stage == "train" and state.optimizer is not None and not overrides_step(model,
                                                                              "train_step"):
         # What the optimizer cannot minimise is refused now, not at the first step's trace.
+        weights = None if feed.is_dataset else feed.sample_weight
         try:
-            state.optimizer.check_default_step(state.loss_set.losses,
-                                               state.strategy is not None)
-            if not feed.is_dataset and feed.sample_weight is not None:
-                for weights in tf.nest.flatten(feed.sample_weight):
-                    state.optimizer.check_sample_weight(weights)
+            state.optimizer.check_training(state.loss_set.losses, state.strategy is not None,
+                                           weights)
         except ValueError as error:
             raise OptimizerMismatch(str(error)) from None
     if not feed.is_dataset:  # the layers' checks of every batch, before any step
@@ -299,13 +297,12 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     logs: dict = {}
     tested_epoch = None
     epoch = initial_epoch
-    optimizer = state.optimizer
-    if optimizer is not None:  # once, so a resumed fit's steps are those of an unbroken one
-        optimizer.set_steps_per_pass(train.batches_per_pass)
     # The training step this fit runs (the cache's, when it trains on cached features) is
     # promised the fit's batch size.
     training_steps = state.steps if cached is None else cached.state.steps
-    training_steps.expect_batches(None if train.is_dataset else train.batch_size)
+    # Once, so a resumed fit's steps are those of an unbroken one.
+    training_steps.expect_fit(None if train.is_dataset else train.batch_size,
+                              train.batches_per_pass)
     try:
         for epoch in range(initial_epoch, epochs):
             callbacks.on_epoch_begin(epoch)
@@ -331,9 +328,8 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
             callbacks.on_epoch_end(epoch, logs)
             if model.stop_training:
                 break
-    finally:
-        if optimizer is not None:  # steps outside fit (model.train_step) are passes of their own
-            optimizer.set_steps_per_pass(None)
+    finally:  # steps outside fit (model.train_step) are passes of their own
+        training_steps.expect_fit(None if train.is_dataset else train.batch_size, None)
     restored = callbacks.restore_final_weights()
     if test is not None and (tested_epoch != epoch or restored):
         # Training stopped early, or a callback restored other weights: the test numbers

@@ -94,10 +94,11 @@ def train_step(model, data, *, probe: StepProbe = _NO_PROBE, loss_set=None,
         return loss_fn
 
     context = step_context.current()
-    bound = None if context is None else context.bound
+    bound, per_pass = (None, None) if context is None else (context.bound, context.steps_per_pass)
     strategy = cross_replica.cross_replica_strategy()
     if strategy is None:
-        batch = StepBatch(model, loss_set, x, y, sample_weight, bound=bound)
+        batch = StepBatch(model, loss_set, x, y, sample_weight, bound=bound,
+                          steps_per_pass=per_pass)
         loss_fn = loss_fn_for(x, y, sample_weight)
     else:  # an optimizer that runs its step for all replicas at once (LevenbergMarquardt)
         def local_step(local_data):
@@ -105,8 +106,11 @@ def train_step(model, data, *, probe: StepProbe = _NO_PROBE, loss_set=None,
             return StepBatch(model, loss_set, *local), loss_fn_for(*local)
 
         replicas = cross_replica.Replicas(strategy, data, local_step)
-        batch = StepBatch(model, loss_set, x, y, sample_weight, replicas=replicas)
+        batch = StepBatch(model, loss_set, x, y, sample_weight, replicas=replicas,
+                          steps_per_pass=per_pass)
         loss_fn = replicas.combined_loss
+    if context is not None:  # for a gradient transform that needs it (PerExampleClipping)
+        context.batch = batch
     for recorder in () if context is None else context.recorders:
         loss_fn = recorder.wrap_loss_fn(loss_fn, model)
     minimize = autograph_scope.convert_user_code(optimizer.minimize)

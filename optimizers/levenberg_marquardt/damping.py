@@ -29,7 +29,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 __all__ = ["scaling", "running_scale", "ScaledSystem", "nielsen_update", "MAX_DAMPING",
-           "EIGEN_MARGIN", "SCALE_MEMORY", "ScaleMemory"]
+           "EIGEN_MARGIN", "SCALE_MEMORY", "scale_memory"]
 
 # Below this multiple of the resolution `ScaledSystem` decomposes JᵀJ once per step, before
 # the trials, so that a trial whose Cholesky fails there still has the eigen solve.
@@ -49,45 +49,36 @@ MAX_DAMPING = 1e16
 SCALE_MEMORY = 0.5
 
 
-class ScaleMemory:
+def scale_memory(steps_per_pass) -> tf.Tensor:
     """The running scale's memory per step: `SCALE_MEMORY` per pass over the data.
 
     A minibatch's `diag(JᵀJ)` varies from batch to batch; halved at every step the maximum
     followed each batch rather than the data (on the float64 sinc benchmark, 20 batches a
     pass, MSE 1e-5 took a median of 9.5 epochs over seeds 0-9 against 6.5 with the memory per
-    pass). `fit` says how many steps a pass has (`set_steps_per_pass`: the training data's
-    batches, whatever `steps_per_epoch` says, or an endless dataset's epoch). Outside `fit`,
-    and for a dataset of unknown length (a filter), each step is a pass, for the whole fit,
-    so a resumed fit steps as an unbroken one. A full batch is one step per pass either way.
+    pass). `fit` says how many steps a pass has (`StepBatch.steps_per_pass`: the training
+    data's batches, whatever `steps_per_epoch` says, or an endless dataset's epoch). Outside
+    `fit` (None), and for a dataset of unknown length (0), each step is a pass, so a resumed
+    fit steps as an unbroken one. A full batch is one step per pass either way.
 
-    A float64 variable, so a new count needs no new trace. A plain object holds it: the
-    optimizer's checkpoints leave it out (each `fit` sets it again).
+    Args:
+        steps_per_pass: an int scalar tensor, or None.
+
+    Returns:
+        A float64 scalar tensor.
 
     Example:
 
-        >>> memory = ScaleMemory()
-        >>> memory.set_steps_per_pass(4)
-        >>> round(float(memory.value() ** 4), 12), memory.set_steps_per_pass(None)
-        (0.5, None)
-        >>> float(memory.value())
+        >>> import tensorflow as tf
+        >>> round(float(scale_memory(tf.constant(4, tf.int64)) ** 4), 12)
         0.5
+        >>> float(scale_memory(None)), float(scale_memory(tf.constant(0, tf.int64)))
+        (0.5, 0.5)
     """
-
-    def __init__(self):
-        with tf.init_scope():
-            self._memory = tf.Variable(SCALE_MEMORY, dtype=tf.float64, trainable=False,
-                                       name="scale_memory",
-                                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-
-    def set_steps_per_pass(self, steps: int | None) -> None:
-        """`steps` per pass over the data (a positive int), or None: each step a pass."""
-        memory = SCALE_MEMORY if steps is None else SCALE_MEMORY ** (1.0 / steps)
-        if float(self._memory.numpy()) != memory:  # no assign op per epoch when unchanged
-            self._memory.assign(memory)
-
-    def value(self) -> tf.Tensor:
-        """The memory per step (a float64 scalar tensor; read inside the step)."""
-        return self._memory.read_value()
+    memory = tf.constant(SCALE_MEMORY, tf.float64)
+    if steps_per_pass is None:
+        return memory
+    steps = tf.cast(steps_per_pass, tf.float64)
+    return tf.where(steps > 0, memory ** (1.0 / tf.maximum(steps, 1.0)), memory)
 
 
 def scaling(diag: tf.Tensor, damping: str, eps: float) -> tf.Tensor:

@@ -27,7 +27,7 @@ from graphfit.optimizers.levenberg_marquardt import trial as lm_trial
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
 from graphfit.optimizers.levenberg_marquardt.convergence import NOT_CONVERGED
 from graphfit.optimizers.levenberg_marquardt.forward_values import examples_independent, split_aux
-from graphfit.optimizers.optimizer import Optimizer
+from graphfit.optimizers.second_order import SecondOrderOptimizer
 
 # Grappler's settings for the direct solver's step (`LevenbergMarquardt.graph_rewrites`).
 SMALL_STEP_REWRITES = {"meta_optimizer_iterations": "ONE", "memory_optimization": "NO_MEM_OPT"}
@@ -36,7 +36,7 @@ __all__ = ["LevenbergMarquardt"]
 
 
 @OPTIMIZERS.register
-class LevenbergMarquardt(Optimizer):
+class LevenbergMarquardt(SecondOrderOptimizer):
     """Levenberg–Marquardt: damped Gauss–Newton steps on the model's own variables.
 
     Each training step linearizes the batch's residuals `r` (scaled so that `‖r‖²` is the
@@ -110,19 +110,9 @@ class LevenbergMarquardt(Optimizer):
         ([3.0], True)
     """
 
-    slot_names = ()
     # Under a tf.distribute strategy the trial loop runs once, for all replicas, on global
-    # sums: each replica linearizes its slice, JᵀJ, Jᵀr and the losses are all-reduced.
-    steps_across_replicas = True
-    # jit_compile="auto" leaves XLA off on a CPU-only machine for LM: the trial loop and the
-    # linear solves compile for seconds, and measured on 2 cores the digits recipe trained in
-    # 8.6 s without XLA against 17.7 s with it (GPUs still get XLA).
-    xla_friendly_on_cpu = False
-    # The step length is solved for (λ sets it): a learning-rate callback would change nothing.
-    uses_learning_rate = False
-    #: Set by `LossScaleOptimizer`: skip a step whose start or linearization is not finite
-    #: (`levenberg_marquardt.finite_steps`), leaving every variable, state and hook as it was.
-    skip_non_finite_steps = False
+    # sums (`steps_across_replicas`): each replica linearizes its slice, JᵀJ, Jᵀr and the
+    # losses are all-reduced.
 
     def __init__(
         self,
@@ -157,7 +147,7 @@ class LevenbergMarquardt(Optimizer):
         self.ftol, self.xtol, self.gtol = (
             validation.number_in_range(name, value, 0.0, 1.0, include_high=False)
             for name, value in (("ftol", ftol), ("xtol", xtol), ("gtol", gtol)))
-        super().__init__(1.0, name=name)  # no learning rate: the step length is solved for
+        super().__init__(name=name)  # no learning rate: the step length is solved for
         self.damping = damping
         self.initial_damping = float(initial_damping)
         self.jacobian_mode = jacobian_mode
@@ -170,7 +160,6 @@ class LevenbergMarquardt(Optimizer):
         self._converged = self.add_variable("converged", False, tf.bool)
         self._reason = self.add_variable("convergence_reason", NOT_CONVERGED, tf.int64)
         self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
-        self._scale_memory = lm_damping.ScaleMemory()  # per step; fit sets it per pass
         self._eps = None  # the machine epsilon of the trained variables, set by a step
         self._per_size: dict[str, dict[str, tf.Variable]] = {}  # n → its scale, cg_start
 
@@ -228,20 +217,20 @@ class LevenbergMarquardt(Optimizer):
             if state is not None:
                 state.assign(tf.zeros_like(state))
 
-    def check_default_step(self, losses: dict, distributed: bool) -> None:
-        """Refuses, before the first step, a loss LM cannot write as a sum of squares and
+    def check_training(self, losses: dict, distributed: bool, sample_weight=None) -> None:
+        """Refuses, before the first step, a loss LM cannot write as a sum of squares,
         `geodesic_acceleration=True` where it cannot apply (both are checked again when the
-        step is traced, for steps that `fit` does not prepare)."""
+        step is traced, for steps that `fit` does not prepare), the cg solver under a
+        strategy, and a negative sample weight (the residuals are sqrt(w)·r: NaN, and every
+        step would fail)."""
         lm_residuals.check_linearizable(losses)
         if distributed and self._resolved_solver() == "cg":
             self._refuse_cg_under_a_strategy(
                 None if self._scale is None else int(self._scale.shape[0]))
         if self.geodesic_acceleration is True and self._scale is not None:
             lm_geodesic.check_possible(self._resolved_solver(), distributed, losses)
-
-    def check_sample_weight(self, sample_weight) -> None:
-        """Refuses a negative sample weight: the residuals are sqrt(w)·r, so it would make
-        them NaN and every step fail."""
+        if sample_weight is None:
+            return
         weights = np.asarray(sample_weight, dtype=np.float64).ravel()
         negative = np.flatnonzero(weights < 0)
         if negative.size:
@@ -261,12 +250,6 @@ class LevenbergMarquardt(Optimizer):
         raise ValueError(
             f"LevenbergMarquardt(solver={self.solver!r}){chose} does not run under a "
             f"tf.distribute strategy yet: train on one device, or use {direct}.")
-
-    def set_steps_per_pass(self, steps: int | None) -> None:
-        """With geodesic acceleration the running scale halves its memory once per pass over
-        the data: `fit` says how many steps a pass has (`damping.ScaleMemory`)."""
-        validation.positive_int("steps", steps, allow_none=True)
-        self._scale_memory.set_steps_per_pass(steps)
 
     def stop_reason(self) -> str | None:
         """Why `fit` should stop, once: the convergence message, then the flag is cleared so
@@ -361,7 +344,8 @@ class LevenbergMarquardt(Optimizer):
             if accelerates:  # built here, inside the step's cond: the loss probes name scopes
                 data, rows_for, _ = lm_residuals.batch_rows(batch, aux0.y_pred)
                 rows_of = lambda: rows_for(data)[0]  # noqa: E731
-            return self._trials(loss_fn, variables, n, loss0, flat0, system, rows_of)
+            return self._trials(loss_fn, variables, n, loss0, flat0, system, rows_of,
+                                batch.steps_per_pass)
 
         if batch.skip_non_finite:  # under LossScaleOptimizer (float16)
             out, applied = lm_finite.gated_step(
@@ -390,7 +374,8 @@ class LevenbergMarquardt(Optimizer):
                                         whole_batch,
                                         batch.bound if whole_batch else None)
 
-    def _trials(self, loss_fn, variables, n, loss0, flat0, linear, rows_of=None):
+    def _trials(self, loss_fn, variables, n, loss0, flat0, linear, rows_of=None,
+                steps_per_pass=None):
         """Tries up to `attempts_per_step` damped steps on the linearization `linear`
         (`trial.trial_loop`), with geodesic acceleration when `rows_of` (the residual rows at
         the variables' values) is given. Returns `[loss, *aux tensors]` of the point the step
@@ -399,10 +384,10 @@ class LevenbergMarquardt(Optimizer):
                              else np.float64).eps)
         self._eps = eps  # for the stop message (Python: once per trace)
         # Both solvers scale by the running maximum of diag(JᵀJ) (for cg, of its estimate);
-        # with geodesic acceleration it has a memory (damping.ScaleMemory), but not in the
+        # with geodesic acceleration it has a memory (damping.scale_memory), but not in the
         # m < n form, where the steps stay plain.
         memory = 1.0 if rows_of is None else tf.where(
-            linear.under, tf.constant(1.0, tf.float64), self._scale_memory.value())
+            linear.under, tf.constant(1.0, tf.float64), lm_damping.scale_memory(steps_per_pass))
         scale = lm_damping.running_scale(self._scale.read_value(), linear.diag, memory)
         self._scale.assign(scale)
         d = lm_damping.scaling(scale, self.damping, eps)

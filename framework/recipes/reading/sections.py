@@ -236,7 +236,7 @@ def _check_learning_rate_callbacks(resolved: dict, checker: Checker) -> None:
         return
     if isinstance(optimizer.get("learning_rate"), dict):
         clash = "optimizer.learning_rate is a schedule; use one or the other"
-    elif not getattr(_optimizer_class(optimizer.get("type")), "uses_learning_rate", True):
+    elif not hasattr(_optimizer_class(optimizer.get("type")), "learning_rate"):
         clash = (f"{optimizer['type']} has no learning rate (it solves for the length of each "
                  f"step), so it would change nothing; remove the callback")
     else:

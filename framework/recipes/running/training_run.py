@@ -208,7 +208,7 @@ def _nonfinite_message(run: str, config: dict, model, epoch: int | None) -> str:
                  f"{folder} holds no good state)")
     # An optimizer that solves for its step length (LevenbergMarquardt) has no rate to lower.
     remedy = ("Lower the learning rate (or check the data and the loss)"
-              if getattr(model.optimizer, "uses_learning_rate", True) else
+              if hasattr(model.optimizer, "learning_rate") else
               "Check the data (NaN or inf pass with training.check_finite: false) and the loss")
     return (f"the loss became non-finite{where}; training stopped there and no final weights "
             f"were saved: {state}. {remedy}, then train again")

@@ -208,9 +208,9 @@ def test_growing_batches_within_a_chunk_keep_the_traced_step():
 
 def test_a_fit_without_the_chunk_loop_takes_the_loops_steps_bit_for_bit(monkeypatch):
     _, single = _fit([8, 5])
-    original = CompiledSteps.expect_batches  # no promise: the chunk loop, as for a dataset
-    monkeypatch.setattr(CompiledSteps, "expect_batches",
-                        lambda self, largest: original(self, None))
+    original = CompiledSteps.expect_fit  # no promise: the chunk loop, as for a dataset
+    monkeypatch.setattr(CompiledSteps, "expect_fit",
+                        lambda self, largest, per_pass: original(self, None, per_pass))
     model, looped = _fit([8, 5])
     assert _while_loops(model) == 2
     np.testing.assert_array_equal(single, looped)

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 import graphfit as gf
 from graphfit import layers, optimizers
+from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
 from graphfit.optimizers.levenberg_marquardt import geodesic
 from graphfit.training.input_checks import OptimizerMismatch
 
@@ -204,8 +205,8 @@ def test_the_scale_forgets_once_per_pass_over_the_data_in_fit_and_per_step_outsi
     np.testing.assert_allclose(scale.numpy(), 0.5 * far_above, rtol=1e-12)
 
 
-def test_steps_per_pass_must_be_a_positive_count():
-    optimizer = optimizers.LevenbergMarquardt()
-    with pytest.raises(ValueError, match="steps"):
-        optimizer.set_steps_per_pass(0)
-    optimizer.set_steps_per_pass(None)  # unknown: each step a pass
+def test_the_memory_per_step_follows_the_steps_per_pass():
+    # StepBatch.steps_per_pass: None outside fit, 0 for data of unknown length: one pass a step.
+    for steps, memory in ((None, 0.5), (0, 0.5), (1, 0.5), (4, 0.5 ** 0.25)):
+        given = None if steps is None else tf.constant(steps, tf.int64)
+        assert float(lm_damping.scale_memory(given)) == pytest.approx(memory, rel=1e-15)

@@ -265,15 +265,15 @@ def test_grappler_runs_one_round_for_the_direct_solvers_small_steps_only(solver,
     ("direct", 2, True, None)])
 def test_cg_under_a_strategy_is_refused_before_the_first_step(solver, max_parameters, built,
                                                                refused):
-    # fit (and `graphfit validate`) call check_default_step before any step: a recipe with
+    # fit (and `graphfit validate`) call check_training before any step: a recipe with
     # distribute and solver cg stops there, with its position, not at the first step.
     optimizer = optimizers.LevenbergMarquardt(solver=solver, max_parameters=max_parameters)
     if built:
         optimizer.build([tf.Variable(np.zeros(3, np.float32))])
     losses = {"output": keras.losses.MeanSquaredError()}
-    optimizer.check_default_step(losses, distributed=False)  # one device: always fine
+    optimizer.check_training(losses, distributed=False)  # one device: always fine
     if refused is None:
-        optimizer.check_default_step(losses, distributed=True)
+        optimizer.check_training(losses, distributed=True)
     else:
         with pytest.raises(ValueError, match=refused):
-            optimizer.check_default_step(losses, distributed=True)
+            optimizer.check_training(losses, distributed=True)

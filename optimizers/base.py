@@ -1,0 +1,118 @@
+"""`BaseOptimizer`: the contract between the training engine and every optimizer.
+
+The compiled training step calls `minimize(loss_fn, variables, batch)` once per step; that is
+all an optimizer has to do. The rest of the contract has defaults that suit first-order
+optimizers, and a second-order optimizer (`SecondOrderOptimizer`) overrides what it needs:
+
+    build(variables)            creates the optimizer's state before the first trace (outside
+                                it, under `tf.init_scope`), so a compiled step only reads and
+                                assigns it
+    minimize(loss_fn, variables, batch)
+                                one step; `loss_fn() -> (loss, ForwardPass)`; `batch`, a
+                                `StepBatch`, holds what re-running the model takes and what
+                                `fit` knows of the step (its batch bound, the steps per pass
+                                over the data, whether to skip a non-finite step)
+    check_training(losses, distributed, sample_weight)
+                                refuses, before the first step, what it cannot minimise
+    stop_reason()               polled after each chunk of steps: a string stops `fit`
+    steps_across_replicas       under a `tf.distribute` strategy: False, the whole step runs
+                                on every replica; True, `minimize` runs once, in cross-replica
+                                context, and splits the batch itself (`batch.replicas`)
+    xla_friendly_on_cpu         `jit_compile="auto"` turns XLA off on a CPU when False
+    graph_rewrites              Grappler settings for the compiled functions that run it
+                                (`graphfit.core.graph_rewrites`), or None
+
+`iterations` counts the steps applied, and `variables` lists the state training checkpoints
+save. `add_variable` and `track_variable` add state that is not per variable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+
+__all__ = ["BaseOptimizer", "FIRST_REPLICA"]
+
+# Under a tf.distribute strategy every replica computes the same update from all-reduced
+# gradients: the first replica's value is assigned, once, to every copy.
+FIRST_REPLICA = tf.VariableAggregation.ONLY_FIRST_REPLICA
+
+
+class BaseOptimizer(tf.Module):
+    """What the training engine asks of an optimizer (see the module docstring).
+
+    Args:
+        name: the optimizer's name (a valid scope name).
+    """
+
+    steps_across_replicas: bool = False
+    xla_friendly_on_cpu: bool = True
+    graph_rewrites: dict | None = None
+
+    def __init__(self, name: str | None = None):
+        super().__init__(name=name)
+        with tf.init_scope(), self.name_scope:
+            self._iterations = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                           name="iterations", aggregation=FIRST_REPLICA)
+        self._extra_variables: list[tf.Variable] = []
+
+    @property
+    def iterations(self) -> tf.Variable:
+        """The number of steps applied so far (int64 variable)."""
+        return self._iterations
+
+    @property
+    def variables(self) -> list[tf.Variable]:
+        """The optimizer's own collection: `iterations`, then the state it added."""
+        return [self._iterations, *self._extra_variables]
+
+    def add_variable(self, name: str, initial_value, dtype=None) -> tf.Variable:
+        """Creates optimizer-level state that is not per variable (call it from `build` or
+        the constructor: never inside a trace)."""
+        with tf.init_scope(), self.name_scope:
+            variable = tf.Variable(initial_value, dtype=dtype, trainable=False, name=name,
+                                   aggregation=FIRST_REPLICA)
+            self._extra_variables.append(variable)
+        return variable
+
+    def track_variable(self, variable: tf.Variable) -> None:
+        """Adds state created elsewhere (a gradient transform's random generator) to the
+        optimizer's variables, so checkpoints of the optimizer save and restore it."""
+        with tf.init_scope():
+            if not any(v is variable for v in self._extra_variables):
+                self._extra_variables.append(variable)
+
+    def build(self, variables) -> None:
+        """Creates the state for `variables` before the first step is traced; the default
+        has none."""
+        del variables
+
+    def minimize(self, loss_fn: Callable[[], tuple[Any, Any]], variables,
+                 batch=None) -> tuple[Any, Any]:
+        """One step; returns `(loss, aux)` as `loss_fn` returned them."""
+        raise NotImplementedError(f"{type(self).__name__} must implement minimize.")
+
+    def check_training(self, losses: dict, distributed: bool, sample_weight=None) -> None:
+        """Raises a ValueError, before the first step, when the default training step cannot
+        minimise `losses` (the compiled losses, by output) with this optimizer, on one device
+        or (`distributed`) under a strategy, or with these in-memory sample weights (a NumPy
+        array, or None). `fit` and `graphfit validate` call it; the default accepts all."""
+        del losses, distributed, sample_weight
+
+    def stop_reason(self) -> str | None:
+        """Why the optimizer asks `fit` to stop (it converged), or None to go on; `fit` asks
+        after each chunk of training steps and keeps the answer as `model.stop_reason`."""
+        return None
+
+    def get_config(self) -> dict[str, Any]:
+        """Constructor arguments (Keras's names where Keras has the optimizer)."""
+        return {"name": self.name}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "BaseOptimizer":
+        """Rebuilds an optimizer from `get_config()`."""
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} name={self.name!r}>"
