@@ -19,8 +19,8 @@ from graphfit.core.step_types import StepResult
 from graphfit.models import summary as summary_lib
 from graphfit.models.compiled_view import CompiledView
 from graphfit.saving import weights_io
+from graphfit.training import frozen_cache, steps
 from graphfit.training import loops as training_loop
-from graphfit.training import steps
 from graphfit.training.compile_state import CompileState
 from graphfit.training.feeds import DEFAULT_BATCH_SIZE, spec_of
 from graphfit.training.input_checks import check_features
@@ -369,14 +369,18 @@ class Model(CompiledView, Layer):
             ValueError: for bad data (mismatched lengths, wrong feature shape, labels outside
                 the number of classes, NaN or infinite values), before any step runs.
         """
-        return training_loop.fit(
-            self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
-            callbacks=callbacks, validation_data=validation_data, test_data=test_data,
-            shuffle=shuffle, initial_epoch=initial_epoch, sample_weight=sample_weight,
+        arguments = dict(
+            batch_size=batch_size, epochs=epochs, verbose=verbose, callbacks=callbacks,
+            validation_data=validation_data, test_data=test_data, shuffle=shuffle,
+            initial_epoch=initial_epoch, sample_weight=sample_weight,
             steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
             test_steps=test_steps, validation_freq=validation_freq, test_freq=test_freq,
-            check_finite=check_finite, cache_frozen=cache_frozen,
-        )
+            check_finite=check_finite)
+        if frozen_cache.check_cache_frozen(cache_frozen):
+            history = frozen_cache.fit_on_cached_features(self, x, y, **arguments)
+            if history is not None:
+                return history
+        return training_loop.fit(self, x, y, **arguments)
 
     def evaluate(self, x=None, y=None, batch_size: int | None = 32, verbose="auto",
                  sample_weight=None, steps: int | None = None, callbacks=None,

@@ -41,7 +41,8 @@ import tensorflow as tf
 from graphfit.core import validation
 from graphfit.saving import checkpoint_files, weights_io
 
-__all__ = ["Checkpointer", "FitState", "fit_state", "restore_latest", "resume_point"]
+__all__ = ["Checkpointer", "FitState", "fit_state", "restore_latest", "resume_point",
+           "share_fit_state"]
 
 _WHICH = ("latest", "best")
 _EPOCH_KEY = checkpoint_files.EPOCH_KEY
@@ -96,6 +97,13 @@ def fit_state(model) -> FitState:
     if state is None:
         state = _FIT_STATES[model] = FitState()
     return state
+
+
+def share_fit_state(stand_in, model) -> None:
+    """Makes `stand_in` (a model that trains in `model`'s place: the tail of a cached fit)
+    read and write `model`'s `FitState`, so its epochs and shuffling carry on as the model's
+    and the model's checkpoints record them."""
+    _FIT_STATES[stand_in] = fit_state(model)
 
 
 def _check_max_to_keep(max_to_keep) -> None:

@@ -32,6 +32,7 @@ cross-replica context instead: see `graphfit.training.cross_replica`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 
 import tensorflow as tf
@@ -42,7 +43,8 @@ __all__ = ["on_replicas", "check_not_distributed", "current_strategy", "strategy
            "SUPPORTED_STRATEGIES", "check_strategy",
            "check_created_in_scope", "split_batch", "run_step", "replica_share",
            "sum_gradients", "combine", "gather_outputs", "check_losses", "undo_keras_scaling",
-           "replica_rows", "weighted", "run_on_slices"]
+           "replica_rows", "weighted", "run_on_slices", "is_multi_worker", "chunk_sizes",
+           "agreed_seed", "MULTI_WORKER_CHUNK"]
 
 # One process, several replicas with synchronous all-reduce: what this engine implements.
 SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy,
@@ -267,3 +269,39 @@ def undo_keras_scaling(loss, output_losses: dict):
         return value * tf.cast(replicas, value.dtype)
 
     return undo(loss), {name: undo(value) for name, value in output_losses.items()}
+
+
+def is_multi_worker(strategy) -> bool:
+    """Whether `strategy` runs replicas in several processes (MultiWorkerMirroredStrategy)."""
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+# Steps per loop call under MultiWorkerMirroredStrategy with steps_per_execution="auto".
+MULTI_WORKER_CHUNK = 16
+
+
+def chunk_sizes(strategy, sizer, one_at_a_time: bool):
+    """The sizer's chunk sizes; under several workers, the same sizes on every worker.
+
+    "auto" sizes chunks from each process's own timings, but every worker must call the
+    compiled loop the same number of times with the same steps (each call's collectives
+    meet those of the same call on the other workers, or the workers wait for each other
+    forever): a fixed size is used instead.
+    """
+    if not is_multi_worker(strategy):
+        return sizer.sizes(one_at_a_time=one_at_a_time)
+    size = MULTI_WORKER_CHUNK if sizer.setting == "auto" else int(sizer.setting)
+    return itertools.repeat(size)
+
+
+def agreed_seed(strategy, seed: int) -> int:
+    """`seed` as the chief has it, on every worker (each worker must shuffle the same way:
+    each takes its slice of the same global batches). Unchanged without several workers."""
+    if not is_multi_worker(strategy):
+        return seed
+
+    def chief_only(context):
+        return tf.constant(seed if context.replica_id_in_sync_group == 0 else 0, tf.int64)
+
+    values = strategy.experimental_distribute_values_from_function(chief_only)
+    return int(strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None))

@@ -37,8 +37,8 @@ class Chunk:
 
 
 def _to_array(value, dtype: tf.DType):
-    if isinstance(value, tf.Variable):
-        value = value.numpy()
+    if isinstance(value, tf.Variable) and value.dtype == dtype:
+        return value  # fed as it is: the loops read its value at each call
     # A tensor's NumPy view, read-only and not a copy (`.numpy()` copies: a tenth of a second
     # for a few hundred MB); a tensor cannot change under it.
     array = np.asarray(value)
@@ -79,7 +79,7 @@ def to_arrays(value, dtype: tf.DType, *, features: bool, built=None):
         return [to_arrays(v, dtype, features=features, built=b) for v, b in zip(value, parts)]
     array = _to_array(value, dtype)
     scalar_samples = isinstance(built, tf.TensorSpec) and built.shape.rank == 1
-    if features and array.ndim == 1 and not scalar_samples:
+    if features and len(array.shape) == 1 and not scalar_samples:
         array = array[:, None]
     return array
 
@@ -170,10 +170,10 @@ class ArrayFeed:
             self.y = arrange_targets(self.y, output_names, needed, self.names[1])
 
     def tensors(self):
-        """(x, y, sample_weight) as tensors, converted once."""
+        """(x, y, sample_weight) as tensors, converted once; a `tf.Variable` stays one."""
         if self._tensors is None:
             self._tensors = tf.nest.map_structure(
-                lambda a: None if a is None else tf.constant(a),
+                lambda a: a if a is None or isinstance(a, tf.Variable) else tf.constant(a),
                 (self.x, self.y, self.sample_weight),
             )
         return self._tensors

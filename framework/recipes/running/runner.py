@@ -57,7 +57,7 @@ def prepare(recipe: Recipe, distribute: bool = True) -> Prepared:
         RecipeError: naming the recipe key to fix (data, model, loss, ...).
     """
     import graphfit as gf
-    from graphfit.training.loops import check_inputs
+    from graphfit.training.stage_data import check_inputs
 
     config = recipe.config
     if distribute:  # before TensorFlow creates any strategy or starts a collective

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from graphfit.recipes.reading.problems import Problem, RecipeError
 from graphfit.recipes.running import distribution
-from graphfit.training.loops import is_multi_worker
+from graphfit.training.distribution import is_multi_worker
 
 __all__ = ["COLLECTIVE_ERRORS", "WorkerLost", "peers_named", "lost_worker_message",
            "own_role", "notice", "training_fingerprint", "check_same_training"]
