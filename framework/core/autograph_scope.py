@@ -18,12 +18,13 @@ same purpose: the public `tf.autograph.to_graph` raises on code whose source it 
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import tensorflow as tf
 from tensorflow.python.autograph.core import ag_ctx as _autograph_context
 
-__all__ = ["graphfit_api", "convert_user_code"]
+__all__ = ["graphfit_api", "convert_user_code", "traced_function"]
 
 _PACKAGE = __name__.split(".")[0]
 
@@ -51,3 +52,14 @@ def _defined_by_graphfit(fn: Callable) -> bool:
     function = getattr(function, "__wrapped__", function)  # through graphfit_api
     module = getattr(function, "__module__", None) or ""
     return module == _PACKAGE or module.startswith(_PACKAGE + ".")
+
+
+def traced_function(fn, **options):
+    """`tf.function(fn, **options)`, its traces counted for this function object alone.
+
+    TensorFlow counts traces by a function's code and warns of "excessive retracing" when
+    several calls under one code trace: every model's steps come from the same code here, so a
+    user fitting a few models in one process would read that warning about graphfit's own
+    functions. Wrapped in a `functools.partial`, each model's functions count on their own.
+    """
+    return tf.function(functools.partial(fn), **options)

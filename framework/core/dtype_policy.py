@@ -20,7 +20,7 @@ import dataclasses
 
 import tensorflow as tf
 
-__all__ = ["DTypePolicy", "POLICY_NAMES", "dtype_policy"]
+__all__ = ["DTypePolicy", "POLICY_NAMES", "dtype_policy", "floating_dtype"]
 
 POLICY_NAMES = ("float32", "float64", "mixed_bfloat16", "mixed_float16")
 
@@ -96,3 +96,18 @@ def dtype_policy(value, argument: str = "dtype_policy") -> DTypePolicy:
         f"{argument} must be one of {', '.join(repr(n) for n in POLICY_NAMES)}.{hint} "
         f"Received: {argument}={value!r}"
     )
+
+
+def floating_dtype(value, argument: str = "dtype", detail: str = "") -> tf.DType:
+    """`value` as a floating `tf.DType`, else a ValueError naming `argument` (`detail`: why
+    it must be floating, or what else is accepted, inserted before "Received")."""
+    try:
+        resolved = tf.as_dtype(value)
+    except TypeError:
+        resolved = None
+    if resolved is None or not resolved.is_floating:
+        raise ValueError(
+            f"{argument} must be a floating dtype such as 'float32' or 'float64'{detail}. "
+            f"Received: {argument}={value!r}"
+        )
+    return resolved

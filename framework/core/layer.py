@@ -16,11 +16,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, data_checks, step_context
+from graphfit.core import autograph_scope
 from graphfit.core import config as constructor_config
 from graphfit.core.autograph_scope import graphfit_api
-from graphfit.core.dtype_policy import DTypePolicy, dtype_policy
+from graphfit.core.dtype_policy import DTypePolicy, dtype_policy, floating_dtype
 from graphfit.core.input_spec import InputSpec
+from graphfit.core.layer_checks import LayerChecks
 from graphfit.core.layer_errors import build_error, mixed_dtype_error
 from graphfit.core.layer_tracking import LayerTracking
 from graphfit.core.layer_updates import LayerUpdates
@@ -28,24 +29,10 @@ from graphfit.core.naming import snake_case, unique_name
 
 __all__ = ["Layer", "InputSpec", "floating_dtype"]
 
+
 _FLOAT32 = dtype_policy("float32")
 
-def floating_dtype(value, argument: str = "dtype", detail: str = "") -> tf.DType:
-    """`value` as a floating `tf.DType`, else a ValueError naming `argument` (`detail`: why
-    it must be floating, or what else is accepted, inserted before "Received")."""
-    try:
-        resolved = tf.as_dtype(value)
-    except TypeError:
-        resolved = None
-    if resolved is None or not resolved.is_floating:
-        raise ValueError(
-            f"{argument} must be a floating dtype such as 'float32' or 'float64'{detail}. "
-            f"Received: {argument}={value!r}"
-        )
-    return resolved
-
-
-class Layer(LayerTracking, LayerUpdates, tf.Module):
+class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
     """Base class of graphfit layers and models.
 
     Subclasses set hyperparameters in `__init__`, create variables in `build` with
@@ -246,23 +233,6 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
             self._output_shape = tf.nest.map_structure(_unbatched_shape, outputs)
         return outputs
 
-    def _batch_checked_inputs(self, inputs, training: bool):
-        """`inputs`, after this layer's `batch_checks`: reported to the loop that checks a
-        batch before its step, or asserted when the layer runs outside any step (a direct
-        call); inside a step the loop has checked the batch already."""
-        if type(self).batch_checks is Layer.batch_checks:
-            return inputs
-        context = step_context.current()
-        if context is not None and context.checks is not None:
-            context.checks += [(self, ok, message)
-                               for ok, message in self.batch_checks(inputs, context.training)]
-        elif context is None:
-            checks = [data_checks.assertion(tf.reduce_all(ok), message)
-                      for ok, message in self.batch_checks(inputs, training)]
-            with tf.control_dependencies(checks):
-                return tf.nest.map_structure(tf.identity, inputs)
-        return inputs
-
     def _build_from(self, inputs) -> None:
         shapes = tf.nest.map_structure(lambda t: t.shape, inputs)
         self._build_input_shape = tf.nest.map_structure(_unbatched_shape, shapes)
@@ -352,38 +322,6 @@ class Layer(LayerTracking, LayerUpdates, tf.Module):
                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         (self._trainable_weights if trainable else self._non_trainable_weights).append(variable)
         return variable
-
-    def batch_checks(self, inputs, training: bool) -> list[tuple[tf.Tensor, str]]:
-        """What this layer requires of the data a batch brings it; none by default.
-
-        The training loops call it (through the model's forward pass, in inference mode)
-        before each step of `fit`, `evaluate` and `predict`, for every batch, and stop with
-        a `graphfit.core.data_checks.DataCheckError` at the first check that fails: nothing
-        of that batch reaches a variable, under XLA too (which drops assertions inside a
-        compiled step). In-memory arrays are checked once, before the first step.
-
-        Args:
-            inputs: what the layer is called on, cast as `call` receives it.
-            training: whether the batch is for a training step. The batch's labels, for a
-                layer that reads them, come from `step_context.labels_for`.
-
-        Returns:
-            `(ok, message)` pairs: `ok` a boolean tensor that must be all True, `message`
-            what is wrong and how to fix it, naming the layer.
-
-        Example:
-
-            >>> import tensorflow as tf, graphfit as gf
-            >>> class Positive(gf.Layer):
-            ...     def batch_checks(self, inputs, training):
-            ...         return [(tf.reduce_all(inputs > 0), "inputs must be positive")]
-            ...     def call(self, x, training=False):
-            ...         return tf.math.log(x)
-            >>> [message for _, message in Positive().batch_checks(tf.ones((2, 1)), False)]
-            ['inputs must be positive']
-        """
-        del inputs, training
-        return []
 
     # ------------------------------------------------------------------------ counters
     def epoch_counters(self) -> dict[str, int]:

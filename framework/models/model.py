@@ -21,8 +21,9 @@ from graphfit.models.compiled_view import CompiledView
 from graphfit.saving import weights_io
 from graphfit.training import frozen_cache, steps
 from graphfit.training import loops as training_loop
+from graphfit.training.array_data import spec_of
 from graphfit.training.compile_state import CompileState
-from graphfit.training.feeds import DEFAULT_BATCH_SIZE, spec_of
+from graphfit.training.feeds import DEFAULT_BATCH_SIZE
 from graphfit.training.input_checks import check_features
 
 __all__ = ["Model"]

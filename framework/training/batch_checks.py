@@ -18,9 +18,11 @@ from __future__ import annotations
 import tensorflow as tf
 
 from graphfit.core import Layer, step_context, update_hooks
+from graphfit.core.autograph_scope import traced_function
 from graphfit.core.data_checks import DataCheckError
 from graphfit.core.step_types import unpack_data
 from graphfit.training import input_checks
+from graphfit.training.array_data import gather_batch, relaxed_specs, step_data
 
 __all__ = ["BatchChecks", "overrides_batch_checks"]
 
@@ -47,6 +49,7 @@ class BatchChecks:
         self.label_checks: dict[str, dict] = {}
         # (stage, with labels) -> [(layer or None, message)], in the order traced.
         self._found: dict[tuple, list] = {}
+        self._array_loops: dict = {}  # (stage, data specs) -> the traced check loop
 
     def needed(self, stage: str, with_labels: bool) -> bool:
         """Whether batches of `stage` have anything to check (`with_labels`: the loss's
@@ -71,6 +74,49 @@ class BatchChecks:
         passed = tf.stack([tf.reduce_all(tf.cast(ok, tf.bool)) for _, ok, _ in found])
         first = tf.cast(tf.argmin(tf.cast(passed, tf.int32)), tf.int32)
         return tf.where(tf.reduce_all(passed), tf.constant(-1), first)
+
+    def check_arrays(self, stage: str, data: tuple, batches, name: str,
+                     eagerly: bool = False) -> None:
+        """Checks every batch of in-memory data against the layers' `batch_checks`, before
+        the first step (the loss's label checks ran on the whole arrays already).
+
+        Args:
+            stage: "train", "val", "test" or "predict".
+            data: the arrays, as tensors: (x,), (x, y) or (x, y, sample_weight).
+            batches: matrices of sample indices, one row per batch, in the data's order.
+            name: what the inputs are called in messages ("x", "validation_data[0]").
+            eagerly: run the checks eagerly (`run_eagerly`).
+
+        Raises:
+            DataCheckError: naming the check and the rows of the first batch that fails.
+        """
+        if not self.needed(stage, with_labels=False):
+            return
+        key = (stage, str(relaxed_specs(data)))
+        if key not in self._array_loops:
+            loop = self._array_loop(stage)
+            self._array_loops[key] = loop if eagerly else traced_function(
+                loop, input_signature=[relaxed_specs(data), tf.TensorSpec([None, None], tf.int32)],
+                autograph=False)
+        for index_batches in batches:
+            batch, failed = self._array_loops[key](data, tf.constant(index_batches, tf.int32))
+            if int(failed) >= 0:
+                rows = index_batches[int(batch)]
+                where = f"rows {int(rows.min())} to {int(rows.max())} of {name}"
+                raise self.error(stage, int(failed), where, with_labels=False)
+
+    def _array_loop(self, stage: str):
+        def loop(data, index_batches):
+            def check(i, _):
+                batch = step_data(gather_batch(data, index_batches[i]))
+                return i + 1, self.first_failure(stage, batch, with_labels=False)
+
+            count = tf.shape(index_batches)[0]
+            checked, failed = tf.while_loop(lambda i, failed: (i < count) & (failed < 0),
+                                            check, (tf.constant(0), tf.constant(-1)))
+            return checked - 1, failed
+
+        return loop
 
     def error(self, stage: str, index: int, where: str,
               with_labels: bool = True) -> DataCheckError:

@@ -16,7 +16,6 @@ dataset's loop (a TensorFlow graph reading the iterator), call the XLA-compiled 
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import numpy as np
 import tensorflow as tf
@@ -25,10 +24,10 @@ from graphfit.core import autograph_scope, host_errors, step_context, update_hoo
 from graphfit.core.graph_rewrites import graph_rewrites
 from graphfit.core.step_types import BatchBound, StepResult, unpack_data
 from graphfit.training import distribution, predict_loops, steps
+from graphfit.training.array_data import as_tuple, gather_batch, relaxed_specs, step_data
 from graphfit.training.batch_checks import BatchChecks
-from graphfit.training.feeds import as_tuple, gather_batch
 
-__all__ = ["CompiledSteps", "overrides_step", "pad_rows", "traced_function",
+__all__ = ["CompiledSteps", "overrides_step", "pad_rows",
            "MAX_DATA_SIZES", "MIN_FUSED_STEPS"]
 
 # The fewest steps per call worth compiling a whole chunk for: a shorter chunk (a small data
@@ -38,17 +37,6 @@ MIN_FUSED_STEPS = 8
 # Array lengths one stage's whole-chunk program is compiled for (XLA compiles per input
 # shape); further lengths run the per-step programs, which compile per batch shape only.
 MAX_DATA_SIZES = 4
-
-
-def traced_function(fn, **options):
-    """`tf.function(fn, **options)`, its traces counted for this function object alone.
-
-    TensorFlow counts traces by a function's code and warns of "excessive retracing" when
-    several calls under one code trace: every model's steps come from the same code here, so a
-    user fitting a few models in one process would read that warning about graphfit's own
-    functions. Wrapped in a `functools.partial`, each model's functions count on their own.
-    """
-    return tf.function(functools.partial(fn), **options)
 
 
 def overrides_step(model, step: str = "train_step") -> bool:
@@ -75,19 +63,6 @@ def pad_rows(index_batches, capacity: int) -> np.ndarray:
     padded = np.zeros((capacity, index_batches.shape[1]), np.int32)
     padded[:rows] = index_batches
     return padded
-
-
-def _as_data(batch) -> tuple:
-    """The batch as the model's step receives it: (x,), (x, y) or (x, y, sample_weight)."""
-    batch = tuple(batch)
-    while len(batch) > 1 and batch[-1] is None:
-        batch = batch[:-1]
-    return batch
-
-
-def _relaxed(data):
-    """The specs of `data` with any number of rows."""
-    return tf.nest.map_structure(lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), data)
 
 
 def _checked_result(result, step: str) -> StepResult:
@@ -156,8 +131,8 @@ class CompiledSteps:
             return fn
         # autograph=False: the step is graphfit's own code, with explicit control flow; the
         # user's code it calls still converts (`autograph_scope.convert_user_code`).
-        return traced_function(fn, jit_compile=self.jit_compile, reduce_retracing=True,
-                               autograph=False)
+        return autograph_scope.traced_function(fn, jit_compile=self.jit_compile,
+                                               reduce_retracing=True, autograph=False)
 
     def _train_step(self, data):
         self.train_data_spec = tf.nest.map_structure(_spec, data)
@@ -208,7 +183,7 @@ class CompiledSteps:
 
     # ------------------------------------------------------------------ one step in a loop
     def _run_and_record(self, stage: str, batch) -> None:
-        data = _as_data(batch)
+        data = step_data(batch)
         x, y, sample_weight = unpack_data(data)
         step = self.train_step if stage == "train" else self.test_step
         if self.strategy is None:
@@ -229,7 +204,7 @@ class CompiledSteps:
         first check it failed (-1: none). Traced, in a loop over a dataset."""
         if not self.checks.needed(stage, with_labels=True):
             return run(), tf.constant(-1)
-        failed = self.checks.first_failure(stage, _as_data(batch))
+        failed = self.checks.first_failure(stage, step_data(batch))
         return tf.cond(failed < 0, run, skipped), failed
 
     # ------------------------------------------------------------------ the loops
@@ -255,25 +230,22 @@ class CompiledSteps:
                 raise
 
     def _loop(self, kind: str, stage: str, data, fused: bool = False):
-        """The traced loop of `stage` over "arrays" (for data of these specs), a "dataset",
-        or the "checks" of arrays' batches."""
-        key = (kind, stage, fused, str(_relaxed(data)) if kind != "dataset" else "")
+        """The traced loop of `stage` over "arrays" (for data of these specs) or a "dataset"."""
+        key = (kind, stage, fused, str(relaxed_specs(data)) if kind != "dataset" else "")
         if key not in self._loops:
             index_spec = tf.TensorSpec([None, None], tf.int32)
-            if kind == "checks":
-                fn, signature = self._check_loop(stage), [_relaxed(data), index_spec]
-            elif kind == "dataset":
+            if kind == "dataset":
                 signature = None
                 fn = (predict_loops.dataset_loop(self.model, self._predict_batch,
                                                  self._checked)
                       if stage == "predict" else self._dataset_loop(stage))
             elif stage == "predict":
                 fn = predict_loops.array_loop(self.model, self._predict_batch)
-                signature = [_relaxed(data), index_spec]
+                signature = [relaxed_specs(data), index_spec]
             else:
                 fn = self._array_loop(stage)
-                signature = [_relaxed(data), index_spec, tf.TensorSpec([], tf.int32)]
-            self._loops[key] = fn if self.run_eagerly else traced_function(
+                signature = [relaxed_specs(data), index_spec, tf.TensorSpec([], tf.int32)]
+            self._loops[key] = fn if self.run_eagerly else autograph_scope.traced_function(
                 fn, input_signature=signature, jit_compile=fused, autograph=False)
         return self._loops[key]
 
@@ -313,42 +285,10 @@ class CompiledSteps:
 
         return loop
 
-    def _check_loop(self, stage: str):
-        def loop(data, index_batches):
-            def check(i, _):
-                batch = _as_data(gather_batch(data, index_batches[i]))
-                return i + 1, self.checks.first_failure(stage, batch, with_labels=False)
-
-            count = tf.shape(index_batches)[0]
-            checked, failed = tf.while_loop(lambda i, failed: (i < count) & (failed < 0),
-                                            check, (tf.constant(0), tf.constant(-1)))
-            return checked - 1, failed
-
-        return loop
-
     def check_arrays(self, stage: str, data: tuple, batches, name: str) -> None:
-        """Checks every batch of in-memory data against the layers' `batch_checks`, before
-        the first step (the loss's label checks ran on the whole arrays already).
-
-        Args:
-            stage: "train", "val", "test" or "predict".
-            data: the arrays, as tensors: (x,), (x, y) or (x, y, sample_weight).
-            batches: matrices of sample indices, one row per batch, in the data's order.
-            name: what the inputs are called in messages ("x", "validation_data[0]").
-
-        Raises:
-            DataCheckError: naming the check and the rows of the first batch that fails.
-        """
-        if not self.checks.needed(stage, with_labels=False):
-            return
-        loop = self._loop("checks", stage, data)
-        for index_batches in batches:
-            with self._calling():
-                batch, failed = loop(data, tf.constant(index_batches, tf.int32))
-            if int(failed) >= 0:
-                rows = index_batches[int(batch)]
-                where = f"rows {int(rows.min())} to {int(rows.max())} of {name}"
-                raise self.checks.error(stage, int(failed), where, with_labels=False)
+        """`BatchChecks.check_arrays` of `stage`'s in-memory data, before its first step."""
+        with self._calling():
+            self.checks.check_arrays(stage, data, batches, name, self.run_eagerly)
 
     def fuses(self, stage: str, data, capacity: int) -> bool:
         """Whether `stage`'s chunks of up to `capacity` steps over `data` run as one XLA

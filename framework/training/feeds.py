@@ -18,9 +18,9 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.training import graph_feeds, input_checks
+from graphfit.training.array_data import arrange_targets, spec_of, to_array, to_arrays
 
-__all__ = ["ArrayFeed", "DatasetFeed", "SpecFeed", "make_feed", "Chunk", "spec_of",
-           "arrange_targets", "gather_batch", "as_tuple", "DEFAULT_BATCH_SIZE"]
+__all__ = ["ArrayFeed", "DatasetFeed", "SpecFeed", "make_feed", "Chunk", "DEFAULT_BATCH_SIZE"]
 
 # fit's default. A dataset is already batched, so for a dataset fit's batch_size must stay at
 # this default (or None); anything else is refused as a mistake.
@@ -34,97 +34,6 @@ class Chunk:
     first_batch: int
     num_batches: int
     index_batches: np.ndarray | None = None
-
-
-def _to_array(value, dtype: tf.DType):
-    if isinstance(value, tf.Variable) and value.dtype == dtype:
-        return value  # fed as it is: the loops read its value at each call
-    # A tensor's NumPy view, read-only and not a copy (`.numpy()` copies: a tenth of a second
-    # for a few hundred MB); a tensor cannot change under it.
-    array = np.asarray(value)
-    if array.dtype == object:
-        raise ValueError(
-            "Could not convert the data to a numeric array (ragged rows or mixed types?). "
-            "Give equal-length numeric rows, or a tf.data.Dataset."
-        )
-    if np.issubdtype(array.dtype, np.floating) and array.dtype != dtype.as_numpy_dtype:
-        array = array.astype(dtype.as_numpy_dtype)
-    if array.dtype == np.bool_:
-        array = array.astype(dtype.as_numpy_dtype)
-    return array
-
-
-def _is_structure_of_arrays(value) -> bool:
-    return isinstance(value, (list, tuple)) and bool(value) and all(
-        isinstance(v, (np.ndarray, tf.Tensor)) and np.ndim(v) >= 1 for v in value
-    )
-
-
-def to_arrays(value, dtype: tf.DType, *, features: bool, built=None):
-    """User data (arrays, lists, tensors, dicts of them) as numpy arrays in the model's dtype.
-
-    1-D feature arrays become one column, (n,) -> (n, 1), except where the model was built
-    for one scalar per sample (`built`: the model's input specs, in the data's structure), so
-    arrays read as a Dataset of the same data does; labels keep their shape.
-    """
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return {k: to_arrays(v, dtype, features=features,
-                             built=built.get(k) if isinstance(built, dict) else None)
-                for k, v in value.items()}
-    if _is_structure_of_arrays(value):
-        parts = (list(built) if isinstance(built, (list, tuple)) and len(built) == len(value)
-                 else [None] * len(value))
-        return [to_arrays(v, dtype, features=features, built=b) for v, b in zip(value, parts)]
-    array = _to_array(value, dtype)
-    scalar_samples = isinstance(built, tf.TensorSpec) and built.shape.rank == 1
-    if features and len(array.shape) == 1 and not scalar_samples:
-        array = array[:, None]
-    return array
-
-
-def spec_of(value):
-    """TensorSpecs of arrays or tensors (a nest of them), with the batch axis left open."""
-    if value is None:
-        return None
-    return tf.nest.map_structure(
-        lambda a: tf.TensorSpec([None, *a.shape[1:]], tf.as_dtype(a.dtype)), value
-    )
-
-
-def arrange_targets(y, output_names: list[str] | None, needed: list[str], name: str):
-    """Labels in the structure the losses read: one array, or a dict by output name.
-
-    Args:
-        y: the labels (or their specs): an array, a dict by output name, or a list/tuple in
-            output order.
-        output_names: the model's outputs when it has several, else None.
-        needed: the outputs that have a loss or metrics, so must have labels.
-        name: how the labels are called in messages ("y", "validation_data labels").
-    """
-    if output_names is None:
-        if isinstance(y, (dict, list, tuple)):
-            raise ValueError(
-                f"The model has one output, but {name} is a {type(y).__name__}; give one array."
-            )
-        return y
-    if isinstance(y, (list, tuple)):
-        if len(y) != len(output_names):
-            raise ValueError(
-                f"{name} has {len(y)} entries but the model has outputs {output_names}; give one "
-                f"per output, in that order, or a dict by output name."
-            )
-        y = dict(zip(output_names, y))
-    if not isinstance(y, dict):
-        raise ValueError(
-            f"The model has outputs {output_names}; give {name} as a dict by output name or a "
-            f"list in that order."
-        )
-    missing = [n for n in needed if n not in y]
-    if missing:
-        raise ValueError(f"{name} lacks labels for outputs {missing} (outputs: {output_names}).")
-    return {n: y[n] for n in output_names if n in y}
 
 
 class ArrayFeed:
@@ -387,27 +296,10 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
     x = to_arrays(model.arrange_inputs(x), model.dtype, features=True,
                   built=model.built_input_spec)
     y = to_arrays(y, model.dtype, features=False)
-    sample_weight = None if sample_weight is None else _to_array(sample_weight, model.dtype)
+    sample_weight = None if sample_weight is None else to_array(sample_weight, model.dtype)
     named = {names[0]: x, names[1]: y, "sample_weight": sample_weight}
     input_checks.check_same_length({k: v for k, v in named.items() if v is not None})
     if check_finite:
         input_checks.check_finite(named)
     return ArrayFeed(x, y, sample_weight, batch_size, shuffle, seed, names, steps)
 
-
-def gather_batch(data, indices):
-    """The rows `indices` of every array in `data` (a structure of tensors, samples first).
-
-    Example:
-
-        >>> x, y = gather_batch((tf.constant([[1.0], [2.0], [3.0]]), tf.constant([4, 5, 6])),
-        ...                     [2, 0])
-        >>> x.numpy().ravel().tolist(), y.numpy().tolist()
-        ([3.0, 1.0], [6, 4])
-    """
-    return tf.nest.map_structure(lambda t: tf.gather(t, indices), data)
-
-
-def as_tuple(element) -> tuple:
-    """A dataset element as `(x, ...)`: a bare `x` becomes `(x,)`."""
-    return element if isinstance(element, tuple) else (element,)

@@ -26,7 +26,7 @@ from typing import Callable
 import tensorflow as tf
 
 from graphfit.core import update_hooks
-from graphfit.training.compiled_steps import traced_function
+from graphfit.core.autograph_scope import traced_function
 
 __all__ = ["STOCHASTIC_ATTRIBUTE", "FrozenSplit", "frozen_outputs", "is_stochastic", "split_frozen"]
 

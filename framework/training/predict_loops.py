@@ -11,7 +11,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from graphfit.training.feeds import as_tuple, gather_batch
+from graphfit.training.array_data import as_tuple, gather_batch
 
 __all__ = ["array_loop", "dataset_loop"]
 

@@ -46,12 +46,72 @@ def _compiled_loss(model, caller: str):
     return state.loss_set
 
 
+class _TrainingLoss:
+    """The training step's loss functions, one per (slice of the) batch: a forward pass in
+    training mode inside the step's context, its update hooks collected (not applied), the
+    compiled loss plus the losses layers added. The first pass marks the step's phases for
+    the probe and keeps the added losses for the logs; a second-order optimizer calls it
+    again (its trial passes)."""
+
+    def __init__(self, model, loss_set, probe: StepProbe):
+        self.model, self.loss_set, self.probe = model, loss_set, probe
+        self.first_pass = True
+        self.added_logs: dict = {}  # {name: loss} that layers added, from the first pass
+
+    def loss_fn(self, x, y, sample_weight):
+        def loss_fn():
+            first = self.first_pass
+            if first:
+                self.probe.mark("forward")
+            with update_hooks.collect_updates() as pending, \
+                    step_context.training_step(y) as context:
+                y_pred = self.model(x, training=True)
+            if first:
+                self.probe.mark("loss")
+            loss, output_losses = distribution.undo_keras_scaling(
+                *self.loss_set(y, y_pred, sample_weight))
+            added = context.total_added_loss(loss.dtype)
+            if added is not None:  # losses layers add (a ClassMeans's center loss)
+                loss = loss + added
+                if first:  # logged from the first pass (LM's trials run in loops)
+                    self.added_logs.update(context.added_losses)
+            if first:
+                self.first_pass = False
+                self.probe.mark("minimize")
+            return loss, ForwardPass(y_pred, output_losses, pending)
+
+        return loss_fn
+
+
+def _step_batch(model, loss_set, data, losses: _TrainingLoss, context):
+    """The `StepBatch` for the optimizer and the loss function it minimises; under a strategy
+    whose optimizer runs its step for all replicas at once (LevenbergMarquardt), over the
+    replicas' slices."""
+    x, y, sample_weight = unpack_data(data)
+    bound, per_pass = (None, None) if context is None else (context.bound, context.steps_per_pass)
+    strategy = cross_replica.cross_replica_strategy()
+    if strategy is None:
+        batch = StepBatch(model, loss_set, x, y, sample_weight, bound=bound,
+                          steps_per_pass=per_pass)
+        return batch, losses.loss_fn(x, y, sample_weight)
+
+    def local_step(local_data):
+        local = unpack_data(local_data)
+        return StepBatch(model, loss_set, *local), losses.loss_fn(*local)
+
+    replicas = cross_replica.Replicas(strategy, data, local_step)
+    batch = StepBatch(model, loss_set, x, y, sample_weight, replicas=replicas,
+                      steps_per_pass=per_pass)
+    return batch, replicas.combined_loss
+
+
 def train_step(model, data, *, probe: StepProbe = _NO_PROBE, loss_set=None,
                optimizer=None) -> StepResult:
     """The default `Model.train_step`: one optimizer step on `data`.
 
     The open step's recorders (`graphfit.training.recorders`) wrap its loss function, and
-    its batch bound reaches the optimizer in the `StepBatch`.
+    what `fit` knows of the step (its batch bound, the steps per pass) reaches the optimizer
+    in the `StepBatch`, which a gradient transform finds in the step's context.
 
     Args:
         model: the compiled model.
@@ -66,49 +126,9 @@ def train_step(model, data, *, probe: StepProbe = _NO_PROBE, loss_set=None,
     loss_set = loss_set or _compiled_loss(model, "fit")
     loss_set.bind(model)
     optimizer = optimizer or model.optimizer
-    x, y, sample_weight = unpack_data(data)
-    first_pass = []
-    added_logs: dict = {}  # {name: loss} that layers added, from the first forward pass
-
-    def loss_fn_for(x, y, sample_weight):
-        def loss_fn():
-            if not first_pass:
-                probe.mark("forward")
-            with update_hooks.collect_updates() as pending, \
-                    step_context.training_step(y) as context:
-                y_pred = model(x, training=True)
-            if not first_pass:
-                probe.mark("loss")
-            loss, output_losses = distribution.undo_keras_scaling(
-                *loss_set(y, y_pred, sample_weight))
-            added = context.total_added_loss(loss.dtype)
-            if added is not None:  # losses layers add (a ClassMeans's center loss)
-                loss = loss + added
-                if not first_pass:  # logged from the first pass (LM's trials run in loops)
-                    added_logs.update(context.added_losses)
-            if not first_pass:  # a second-order optimizer calls it again: its trial passes
-                first_pass.append(True)
-                probe.mark("minimize")
-            return loss, ForwardPass(y_pred, output_losses, pending)
-
-        return loss_fn
-
+    losses = _TrainingLoss(model, loss_set, probe)
     context = step_context.current()
-    bound, per_pass = (None, None) if context is None else (context.bound, context.steps_per_pass)
-    strategy = cross_replica.cross_replica_strategy()
-    if strategy is None:
-        batch = StepBatch(model, loss_set, x, y, sample_weight, bound=bound,
-                          steps_per_pass=per_pass)
-        loss_fn = loss_fn_for(x, y, sample_weight)
-    else:  # an optimizer that runs its step for all replicas at once (LevenbergMarquardt)
-        def local_step(local_data):
-            local = unpack_data(local_data)
-            return StepBatch(model, loss_set, *local), loss_fn_for(*local)
-
-        replicas = cross_replica.Replicas(strategy, data, local_step)
-        batch = StepBatch(model, loss_set, x, y, sample_weight, replicas=replicas,
-                          steps_per_pass=per_pass)
-        loss_fn = replicas.combined_loss
+    batch, loss_fn = _step_batch(model, loss_set, data, losses, context)
     if context is not None:  # for a gradient transform that needs it (PerExampleClipping)
         context.batch = batch
     for recorder in () if context is None else context.recorders:
@@ -121,7 +141,7 @@ def train_step(model, data, *, probe: StepProbe = _NO_PROBE, loss_set=None,
     # A step the optimizer skipped (a loss-scale overflow) moves no hook either.
     update_hooks.apply_updates(forward.updates, distribution.replica_share(tf.float64),
                                skip=forward.skip_updates)
-    return StepResult(loss, forward.y_pred, forward.output_losses, added_logs)
+    return StepResult(loss, forward.y_pred, forward.output_losses, losses.added_logs)
 
 
 def test_step(model, data) -> StepResult:

@@ -191,7 +191,7 @@ def _build_on(model, train) -> None:
     """Builds the model on the training inputs (the shape errors belong to the model)."""
     import tensorflow as tf
 
-    from graphfit.training.feeds import spec_of
+    from graphfit.training.array_data import spec_of
 
     x = train.element_spec[0] if isinstance(train, tf.data.Dataset) else _pair(train)[0]
     if isinstance(x, GraphSet):  # graphs: the spec of a batch, index inputs int32
