@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphfit.core.registry import OPTIMIZERS
-from graphfit.optimizers import schedules, transforms
+from graphfit.optimizers import after_update, schedules, transforms
 from graphfit.optimizers.adam import Adam
 from graphfit.optimizers.base import BaseOptimizer
 from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
@@ -53,6 +53,7 @@ __all__ = [
     "ClipByGlobalNorm",
     "PerExampleClipping",
     "chain",
+    "after_update",
     "schedules",
     "transforms",
     "get",

@@ -40,6 +40,7 @@ from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.step_types import StepBatch, loss_and_aux
 from graphfit.core.variables import as_tf_variable
 from graphfit.optimizers import schedules, transforms
+from graphfit.optimizers.after_update import ApplyConstraints
 from graphfit.optimizers.base import FIRST_REPLICA, BaseOptimizer
 from graphfit.training import distribution
 
@@ -60,6 +61,21 @@ def cast_hyperparameter(value, dtype: tf.DType) -> tf.Tensor:
     if isinstance(value, (tf.Tensor, tf.Variable)):
         return tf.cast(value, dtype)
     return tf.convert_to_tensor(value, dtype=dtype)
+
+
+class _AfterUpdateHooks:
+    """The optimizer's after-update hooks, in order. A plain object: tf.Module neither
+    tracks it in checkpoints nor walks it for variables (a hook tracks its own state with
+    `track_variable`)."""
+
+    def __init__(self, hooks):
+        self.hooks = list(hooks)
+
+    def __iter__(self):
+        return iter(self.hooks)
+
+    def append(self, hook) -> None:
+        self.hooks.append(hook)
 
 
 class _SlotIndex:
@@ -132,6 +148,8 @@ class Optimizer(BaseOptimizer):
         self._user_transforms = transforms.Chain(list(gradient_transforms))
         # A transform that computes the gradient itself (per-example clipping) runs first.
         self._gradient_source = self._user_transforms.take_gradient_source()
+        # What runs on the variables after each update (`graphfit.optimizers.after_update`).
+        self.after_update = _AfterUpdateHooks([ApplyConstraints()])
         self._weight_decay = (
             None if weight_decay is None else transforms.DecoupledWeightDecay(weight_decay)
         )
@@ -203,6 +221,9 @@ class Optimizer(BaseOptimizer):
         for transform in (self._gradient_source, *self._user_transforms.transforms):
             if isinstance(transform, transforms.GradientTransform):
                 transform.build(self)  # the transforms' own state, tracked in variables
+        variables = [as_tf_variable(v) for v in variables]
+        for hook in self.after_update:
+            hook.build(self, variables)
         new, seen = [], set()
         for variable in variables:
             variable = as_tf_variable(variable)
@@ -341,8 +362,10 @@ class Optimizer(BaseOptimizer):
         grads = self._user_transforms.apply(grads, variables)
         learning_rate = self.learning_rate
         step = self._iterations + 1
-        for gradient, variable in zip(grads, (v for _, v in pairs)):
+        for gradient, variable in zip(grads, variables):
             self._update_variable(gradient, variable, learning_rate, step)
+        for hook in self.after_update:  # constraints, then what the optimizer adds
+            hook(variables, step)
         self._iterations.assign_add(1)
         return self._iterations
 
@@ -361,8 +384,6 @@ class Optimizer(BaseOptimizer):
                                f"{sorted(new_slots)}; expected {sorted(slots)}.")
         for name, slot in slots.items():
             slot.assign(new_slots[name])
-        if getattr(variable, "constraint", None) is not None:
-            new_value = autograph_scope.convert_user_code(variable.constraint)(new_value)
         variable.assign(new_value)
 
     def update_rule(self, gradient: tf.Tensor, variable_value: tf.Tensor,

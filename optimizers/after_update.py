@@ -1,0 +1,54 @@
+"""After-update hooks: what a first-order optimizer does to the variables once it has updated
+them, inside the same compiled step.
+
+`Optimizer.apply_gradients` applies the update rule to every variable, then runs its
+after-update hooks, in order, on the variables it updated. A hook may create state in
+`build(optimizer, variables)` (outside any trace, tracked with `optimizer.track_variable` so
+checkpoints keep it) and assigns in `__call__(variables, step)`. Variable constraints
+(`ApplyConstraints`, always first: Keras projects after the update) are one; an exponential
+moving average of the weights is another (docs/architecture.md sketches it).
+
+Example:
+
+    >>> import tensorflow as tf
+    >>> from graphfit import optimizers
+    >>> w = tf.Variable([0.5, -0.5], constraint=lambda v: tf.maximum(v, 0.0))
+    >>> _ = optimizers.SGD(1.0).apply_gradients([(tf.constant([1.0, 1.0]), w)])
+    >>> w.numpy().tolist()  # [-0.5, -1.5] after the update, projected onto v >= 0
+    [0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import tensorflow as tf
+
+from graphfit.core import autograph_scope
+
+__all__ = ["AfterUpdate", "ApplyConstraints"]
+
+
+class AfterUpdate:
+    """Base class of after-update hooks."""
+
+    def build(self, optimizer, variables: Sequence[tf.Variable]) -> None:
+        """Creates the hook's state for `variables`, outside any trace; none by default."""
+        del optimizer, variables
+
+    def __call__(self, variables: Sequence[tf.Variable], step: tf.Tensor) -> None:
+        """Runs after the update of `variables`; `step` is the 1-based step number."""
+        raise NotImplementedError(f"{type(self).__name__} must implement __call__.")
+
+
+class ApplyConstraints(AfterUpdate):
+    """Projects each variable that has a `constraint` (`tf.Variable(..., constraint=fn)`)
+    with it: `v <- constraint(v)`, as Keras applies constraints after the update."""
+
+    def __call__(self, variables: Sequence[tf.Variable], step: tf.Tensor) -> None:
+        del step
+        for variable in variables:
+            constraint = getattr(variable, "constraint", None)
+            if constraint is not None:
+                variable.assign(autograph_scope.convert_user_code(constraint)(
+                    tf.convert_to_tensor(variable)))
