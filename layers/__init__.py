@@ -6,6 +6,7 @@ Every layer here is registered by its class name, so recipes reach it as `type: 
 from graphfit.layers.activation import Activation
 from graphfit.layers.batch_normalization import BatchNormalization
 from graphfit.layers.black_box import BlackBox
+from graphfit.layers.center_loss import CenterLoss
 from graphfit.layers.class_means import ClassMeans
 from graphfit.layers.convolutional import Conv2D
 from graphfit.layers.dense import Dense
@@ -27,6 +28,7 @@ __all__ = [
     "AveragePooling2D",
     "BatchNormalization",
     "BlackBox",
+    "CenterLoss",
     "ClassMeans",
     "Concatenate",
     "Conv2D",

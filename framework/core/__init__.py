@@ -10,6 +10,7 @@ from graphfit.core.layer import Layer
 from graphfit.core.registry import (
                                     CALLBACKS,
                                     LAYERS,
+                                    LOSSES,
                                     OPTIMIZERS,
                                     Registry,
                                     closest,
@@ -28,6 +29,7 @@ __all__ = [
     "DTypePolicy",
     "InputSpec",
     "LAYERS",
+    "LOSSES",
     "Layer",
     "OPTIMIZERS",
     "PendingUpdate",

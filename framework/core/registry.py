@@ -147,6 +147,9 @@ def _same_definition(a: type, b: type) -> bool:
 LAYERS = Registry("layer", builtins="graphfit.layers")
 OPTIMIZERS = Registry("optimizer", builtins="graphfit.optimizers")
 CALLBACKS = Registry("callback", builtins="graphfit.callbacks")
+# Losses of graphfit's or a user's own, reached by name in compile(loss=...) and recipes
+# besides Keras's (graphfit's own read a layer's state, so they live with the layers).
+LOSSES = Registry("loss", builtins="graphfit.layers")
 
 
 def register_layer(cls: type[T] | None = None, *, name: str | None = None) -> Callable | type[T]:

@@ -12,7 +12,8 @@ import tensorflow as tf
 import graphfit as gf
 from graphfit import cli, layers, optimizers
 from graphfit.core import update_hooks
-from graphfit.training.losses import CenterLoss, LossSet
+from graphfit.layers import CenterLoss
+from graphfit.training.losses import LossSet
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCCE = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
