@@ -108,7 +108,7 @@ class Conv2D(Layer):
 
     keeps_example_axis = True
 
-    xla_friendly_on_cpu = False  # measured: XLA on CPU makes small conv nets ~2x slower
+    xla_friendly_on_cpu = False  # oneDNN's CPU convolutions beat XLA's (docs/performance.md)
     casts_integer_inputs = True  # computes on floats: integer features are cast
 
     def __init__(

@@ -17,7 +17,7 @@ class _Pooling2D(Layer):
 
     keeps_example_axis = True
 
-    xla_friendly_on_cpu = False  # measured: XLA on CPU slows small conv/pool nets down
+    xla_friendly_on_cpu = False  # XLA on a CPU does not speed up pooling (docs/performance.md)
     casts_integer_inputs = True  # computes on floats: integer features are cast
     _pool = staticmethod(tf.nn.max_pool2d)
 

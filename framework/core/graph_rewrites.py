@@ -3,16 +3,20 @@
 TensorFlow optimizes a traced function with Grappler when it first runs it (and again for each
 new set of call options). The defaults suit large ops: two rounds of every optimizer, the
 memory optimizer's swapping heuristics, the remapper's fused kernels. For a step made of a
-thousand small ops (Levenberg–Marquardt's on a small network) that first-call work is a sixth
-of the first epoch and buys nothing later: measured on the sinc benchmark (2 CPU cores), the
-second round shrinks the graph by 10 nodes of 794 and the memory optimizer by none, and the
-two take about 85 ms of the first call.
+thousand small ops (Levenberg–Marquardt's on a small network) the second round and the memory
+optimizer lengthen the first call and leave the graph nearly as it was, so an optimizer may
+ask for fewer (`BaseOptimizer.graph_rewrites`; docs/levenberg_marquardt.md has the
+measurements).
 
 `tf.config.optimizer.set_experimental_options` changes every function of the process. These
 settings travel instead with the calls of one model's loops, as the call's `config_proto`
 (TensorFlow's per-thread function call options), so they apply to the functions that asked
 for them and nothing else. A function called under the same settings every time is
 optimized once; TensorFlow would optimize it again for other settings.
+
+TensorFlow has no public way to set them per call: the eager context's
+`function_call_options` (`tensorflow.python.eager.context`) is the one private API this module
+uses.
 
 Example:
 

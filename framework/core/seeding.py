@@ -13,9 +13,8 @@ def set_seed(seed: int) -> None:
 
     Call it once, before building models: TensorFlow's `tf.random.set_seed` also clears its
     kernel caches, so the next call of every compiled step and loop pays part of its start-up
-    again (about 0.1 s per `fit` of the benchmark MLP on a 2-core CPU, more on a GPU). To vary
-    only the shuffling between two `fit` calls, `np.random.seed` is enough: `fit` draws its
-    shuffle seed from NumPy.
+    again (docs/performance.md). To vary only the shuffling between two `fit` calls,
+    `np.random.seed` is enough: `fit` draws its shuffle seed from NumPy.
     """
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer. Received: seed={seed!r}")

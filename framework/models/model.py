@@ -1,7 +1,7 @@
 """`Model`: a `Layer` that trains, evaluates and predicts (Keras names and signatures)."""
 
-# Over 400 lines on purpose: the class is keras.Model's public surface, each method a thin
-# delegate (to training.loops, saving, summary), and reads best in one place.
+# One class, one file: `Model` is keras.Model's public surface, each method a thin delegate
+# (to training.loops, saving, summary), so the whole surface reads in one place.
 
 from __future__ import annotations
 
@@ -264,8 +264,8 @@ class Model(CompiledView, Layer):
                 As in Keras, they ignore sample weights.
             loss_weights: weights of the per-output losses in the total.
             weighted_metrics: metrics that apply the sample weights (same forms as metrics).
-            jit_compile: True, False, or "auto" (XLA where it helps; see
-                `compile_state.resolve_jit_compile`).
+            jit_compile: True, False, or "auto" (XLA where it helps; decided once, before
+                the steps are traced: see `graphfit.training.xla_support.resolve_jit_compile`).
             steps_per_execution: training steps per call of the compiled loop: an int, or
                 "auto": as many as fit in about 0.1 s, or one when a callback listens to
                 every training batch. Batch callbacks run once per call.

@@ -23,8 +23,8 @@ def to_array(value, dtype: tf.DType):
     """One array (or tensor) in `dtype` if floating; a `tf.Variable` of that dtype as it is."""
     if isinstance(value, tf.Variable) and value.dtype == dtype:
         return value  # fed as it is: the loops read its value at each call
-    # A tensor's NumPy view, read-only and not a copy (`.numpy()` copies: a tenth of a second
-    # for a few hundred MB); a tensor cannot change under it.
+    # A tensor's NumPy view, read-only and not a copy (`.numpy()` copies, which costs time
+    # on large data); a tensor cannot change under it.
     array = np.asarray(value)
     if array.dtype == object:
         raise ValueError(

@@ -110,7 +110,7 @@ class CompiledSteps:
         self.train_data_spec = None
         # What each batch must pass before its step (the loss's and the layers' checks).
         self.checks = BatchChecks(model)
-        # The largest training batch `fit` promised (`expect_batches`), and the batch size the
+        # The largest training batch `fit` promised (`expect_fit`), and the batch size the
         # traced training step relied on (`BatchBound.relied_on`; None: none).
         self._largest_batch: int | None = None
         self._batch_limit: int | None = None
@@ -146,7 +146,7 @@ class CompiledSteps:
         update_hooks.apply_updates(pending, distribution.replica_share(tf.float64))
         for recorder in self.recorders:
             recorder.after_step(context)
-        # At trace time: what the traced step relied on (`expect_batches` reads it).
+        # At trace time: what the traced step relied on (`expect_fit` reads it).
         if bound.relied_on is not None:
             self._batch_limit = min(bound.relied_on, self._batch_limit or bound.relied_on)
         return _checked_result(result, "train_step")

@@ -49,7 +49,7 @@ class ExecutionSizer:
 
     def capacity(self, steps_per_epoch: int | None, one_at_a_time: bool = False) -> int:
         """The most steps one call can run in an epoch of `steps_per_epoch` steps: the rows a
-        loop compiled whole by XLA is given, whatever the chunk (`training.fused_loops`).
+        loop compiled whole by XLA is given, whatever the chunk (`CompiledSteps.run_arrays`).
 
         Args:
             steps_per_epoch: the epoch's steps (None: unknown).

@@ -54,7 +54,7 @@ class NonFiniteData(ValueError):
 
 class OptimizerMismatch(ValueError):
     """The compiled optimizer cannot minimise the compiled loss with the default training
-    step (`Optimizer.check_default_step`), found before the first step."""
+    step (`BaseOptimizer.check_training`), found before the first step."""
 
 
 def check_finite(named: dict[str, object]) -> None:

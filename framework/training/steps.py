@@ -3,7 +3,8 @@
 One training step (traced once, optionally compiled by XLA):
 
     forward pass (training=True), update hooks collected, not applied; the batch's labels
-        published to the layers that read them (`step_context`), whose added losses join
+        in the step's context for the layers that read them (`step_context.labels_for`),
+        whose added losses join
     loss; optimizer.minimize(loss_fn, variables, batch): gradients of the trainable variables,
         gradient transforms on the whole list, then the update (a second-order optimizer runs
         its own minimize on the `StepBatch`)

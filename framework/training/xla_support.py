@@ -9,7 +9,8 @@ does not show (a metric function, an overridden `train_step`) is left to XLA, wh
 then surfaces.
 
 TensorFlow has no public query of the XLA kernel registry: `kernels.get_registered_kernels_for_op`
-(`tensorflow.python.framework.kernels`) is the one private API this module uses.
+(`tensorflow.python.framework.kernels`) is the private API this module uses for it; to see the
+ops of the functions the forward pass calls, it also reads the traced graph's `_functions`.
 """
 
 from __future__ import annotations

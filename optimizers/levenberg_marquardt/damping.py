@@ -6,14 +6,15 @@ With `A = CᵀC` (n × n), `b = ½∇f` and the damping matrix `D` (diagonal), t
 
 It is solved in the scaled variables `u = D^½ δ`, `(Ã + λ I) u = −D^-½ b` with
 `Ã = D^-½ A D^-½`, by Cholesky. Marquardt's scaling is MINPACK's: `D` is the running maximum
-of `diag(A)` over the steps so far (`running_scale`; with geodesic acceleration each earlier
-value is halved per step), so a parameter whose column of J has collapsed (a saturated
-exponential, a term that has faded) keeps the damping its (recent) effect earned instead of
-being free to jump to infinity. Below the damping at which rounding in JᵀJ can make the
-matrix indefinite (`ScaledSystem`'s resolution), an eigendecomposition with the negative
-eigenvalues clipped to zero solves it, computed once per step. The same decomposition solves a
-trial whose Cholesky factorization fails (it yields NaN, which TensorFlow reports instead of
-raising) within `EIGEN_MARGIN` times the resolution; further above, such a trial is rejected.
+of `diag(A)` over the steps so far (`running_scale`; with geodesic acceleration the earlier
+maximum is halved per pass over the data, `scale_memory`), so a parameter whose column of J
+has collapsed (a saturated exponential, a term that has faded) keeps the damping its (recent)
+effect earned instead of being free to jump to infinity. Below the damping at which rounding
+in JᵀJ can make the matrix indefinite (`ScaledSystem`'s resolution), an eigendecomposition
+with the negative eigenvalues clipped to zero solves it, computed once per step. The same
+decomposition solves a trial whose Cholesky factorization fails (it yields NaN, which
+TensorFlow reports instead of raising) within `EIGEN_MARGIN` times the resolution; further
+above, such a trial is rejected.
 
 In the underdetermined case (m rows < n parameters) the same step comes from the m × m system:
 `δ = −D⁻¹ Cᵀ (C D⁻¹ Cᵀ + λ I)⁻¹ ρ`, where `Cᵀρ = b`; `C` and `ρ` arrive padded with zero rows to
@@ -44,8 +45,8 @@ MAX_DAMPING = 1e16
 # MINPACK keeps the maximum forever (1.0, plain steps here); on NIST's MGH10 from start 1 the
 # columns of b2 and b3 shrink a thousandfold as the fit comes down from 1e3 times the data,
 # and the kept maximum froze them for thousands of steps. 0.3 to 0.7 fit the same 27 NIST
-# problems. Without the acceleration the memory alone does not get MGH10 there and cost a
-# float32 minibatch fit (the sinc benchmark) 63 % more epochs.
+# problems. Without the acceleration the memory alone does not get MGH10 there and slows a
+# float32 minibatch fit (docs/levenberg_marquardt.md, "Scaling and the solve").
 SCALE_MEMORY = 0.5
 
 
@@ -53,12 +54,12 @@ def scale_memory(steps_per_pass) -> tf.Tensor:
     """The running scale's memory per step: `SCALE_MEMORY` per pass over the data.
 
     A minibatch's `diag(JᵀJ)` varies from batch to batch; halved at every step the maximum
-    followed each batch rather than the data (on the float64 sinc benchmark, 20 batches a
-    pass, MSE 1e-5 took a median of 9.5 epochs over seeds 0-9 against 6.5 with the memory per
-    pass). `fit` says how many steps a pass has (`StepBatch.steps_per_pass`: the training
-    data's batches, whatever `steps_per_epoch` says, or an endless dataset's epoch). Outside
-    `fit` (None), and for a dataset of unknown length (0), each step is a pass, so a resumed
-    fit steps as an unbroken one. A full batch is one step per pass either way.
+    followed each batch rather than the data, and minibatch fits took more epochs
+    (docs/levenberg_marquardt.md, "Geodesic acceleration"). `fit` says how many steps a pass
+    has (`StepBatch.steps_per_pass`: the training data's batches, whatever `steps_per_epoch`
+    says, or an endless dataset's epoch). Outside `fit` (None), and for a dataset of unknown
+    length (0), each step is a pass, so a resumed fit steps as an unbroken one. A full batch
+    is one step per pass either way.
 
     Args:
         steps_per_pass: an int scalar tensor, or None.
@@ -173,7 +174,7 @@ class ScaledSystem:
             # (JᵀJ's rounding grows with the rows of a chunk: float32 chunks of thousands of
             # rows fail at up to three times it). Far above it, a Cholesky that fails (an
             # overflowed JᵀJ) solves to NaN: the trial is rejected and λ grows. A second eigh
-            # inside the trial loop would cost the first epoch a tenth of a second.
+            # inside the trial loop, for that rare case, would enlarge every traced step.
             n = tf.shape(self.p)[0]
             near = first_damping < EIGEN_MARGIN * self.resolution
             self._eigen = tf.cond(near, self._decompose, lambda: (

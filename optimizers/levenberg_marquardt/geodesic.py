@@ -74,7 +74,7 @@ def applies(setting, solver: str, batch, variables: Sequence[tf.Variable]) -> bo
 def check_possible(solver: str, distributed: bool, losses: dict) -> None:
     """Raises the ValueError of `geodesic_acceleration=True` where it cannot apply: the cg
     solver, a tf.distribute strategy (`distributed`), or a loss (of `losses`, by output) that
-    is not a sum of squared residuals. `LevenbergMarquardt.check_default_step` calls it before
+    is not a sum of squared residuals. `LevenbergMarquardt.check_training` calls it before
     the first step, so `graphfit validate` reports it."""
     if _possible(solver, distributed, losses):
         return

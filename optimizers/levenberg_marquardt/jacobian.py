@@ -244,10 +244,11 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
             form records them, and pfor computes them in its own form.
         single_chunk: True when the caller knows that the batch holds at most `chunk`
             examples (`fit` says how large its batches get): the batch is then linearized
-            as a whole, without the loop over chunks. The result is the same (bit for bit);
-            the loop, its gathers and its dynamic shapes cost the first epoch about a tenth
-            of a second and a small step about 0.05-0.1 ms. A larger batch is still linearized
-            exactly, in one piece (its memory is then that of its whole Jacobian).
+            as a whole, without the loop over chunks. The result is the same (bit for bit),
+            without the loop's gathers and dynamic shapes, which a small step pays for in
+            tracing and in every step (docs/levenberg_marquardt.md, "Jacobians, chunk by
+            chunk"). A larger batch is still linearized exactly, in one piece (its memory is
+            then that of its whole Jacobian).
 
     Returns:
         `(M, g, diag, rho, under)`, all in `solve_dtype` but `under` (a bool tensor):

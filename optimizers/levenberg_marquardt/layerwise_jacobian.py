@@ -8,16 +8,16 @@ When examples are independent and every trained variable belongs to an affine la
 and one backward pass of `Σ_i r_i` gives every `∂r_i/∂z_i` (the rows of other examples do not
 depend on `z_i`). With k rows per example it takes k backward passes, one per row position.
 This is the same Jacobian as `jacobian.per_example_jacobian` (each example differentiated on
-a batch of its own, vectorized by pfor) at a fraction of the ops: on the 1-20-1 sinc MLP, 69
-against 313 for the Jacobian and `JᵀJ`, and half the trace time.
+a batch of its own, vectorized by pfor) at a fraction of the ops, so it traces faster
+(docs/levenberg_marquardt.md, "Jacobians, chunk by chunk", has the counts).
 
 It applies only where it is exact. The model's layers must all keep the examples on the first
 axis (`applies_to`: the built-in layers and models say so with the class attribute
-`keeps_example_axis = True`, and a custom one may), and a `Dense` is recorded only when it
-multiplies by its variables themselves (`dense_forms.dense_layers`). Then, while tracing: each
-trained variable must be read only by the `Dense` layers recorded (`dense_forms.recording`),
-as many times
-as they report it; a variable read elsewhere as well (a tied weight, a layer without a closed
+`keeps_example_axis = True`, which is not part of `Layer`; a custom one may set it), and a
+`Dense` is recorded only when it multiplies by its variables themselves
+(`dense_forms.dense_layers`). Then, while tracing: each trained variable must be read only by
+the `Dense` layers recorded (`dense_forms.recording`), as many times as they report it; a
+variable read elsewhere as well (a tied weight, a layer without a closed
 form, a nested `tf.function`) leaves the Jacobian to pfor. So does eager execution (no graph
 to check), a layer called inside a control-flow branch or loop of its own, and more than
 `MAX_ROWS_PER_EXAMPLE` rows per example. Under a `tf.distribute` strategy each replica reads

@@ -73,11 +73,11 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         solver: "direct" (JᵀJ and Cholesky: n² memory, n ≤ max_parameters), "cg" (conjugate
             gradients on Jacobian-vector products: O(n) memory, each CG iteration one JVP and
             one VJP pass over the batch) or "auto" (direct while n ≤ max_parameters, cg above;
-            the default). Limits on 2 cores and 24 GiB: direct fits n ≈ 24 000 (estimated: five
-            n × n float64 arrays per step) and a float64 Cholesky of n = 8000 takes 23 s;
-            cg costs per trial at most cg_iterations + 1 JVP-and-VJP products, one more
-            JVP and the trial's forward pass (docs/levenberg_marquardt.md, "Past the n²
-            wall", has the measured seconds per step).
+            the default). The direct solver holds about five n × n float64 arrays per step
+            and factorizes in n³/3; cg costs per trial at most cg_iterations + 1
+            JVP-and-VJP products, one more JVP and the trial's forward pass
+            (docs/levenberg_marquardt.md, "Past the n² wall", has the limits and the
+            measured seconds per step).
         cg_iterations: the most CG iterations per trial (solver "cg"). Defaults to 20.
         cg_tolerance: CG's relative residual tolerance, in [0, 1). Defaults to 1e-4.
         cg_diagonal_probes: the Rademacher probes that estimate diag(JᵀJ) for solver "cg"
@@ -193,10 +193,9 @@ class LevenbergMarquardt(SecondOrderOptimizer):
     def graph_rewrites(self) -> dict | None:
         """Grappler's settings for the model's compiled steps (`graphfit.core.graph_rewrites`):
         with the direct solver one round and no memory optimizer, whose work on a step of a
-        thousand small ops costs its first call about 85 ms and changes nearly nothing
+        thousand small ops lengthens its first call and changes nearly nothing
         (docs/levenberg_marquardt.md, "Where a small step's time goes"); TensorFlow's own
-        for the cg solver, whose large step a tenth of a second of first call does not
-        matter to."""
+        for the cg solver, whose large step makes that first-call cost negligible."""
         return dict(SMALL_STEP_REWRITES) if self._resolved_solver() == "direct" else None
 
     def _resolved_solver(self) -> str:
