@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 # public name -> (module, attribute or None for the module itself)
 _LAZY = {
     "DTypePolicy": ("graphfit.core.dtype_policy", "DTypePolicy"),
+    "DataCheckError": ("graphfit.core.data_checks", "DataCheckError"),
     "GraphModel": ("graphfit.models.graph_model", "GraphModel"),
     "InputSpec": ("graphfit.core.input_spec", "InputSpec"),
     "Layer": ("graphfit.core.layer", "Layer"),
@@ -34,6 +35,7 @@ _LAZY = {
     "register_layer": ("graphfit.core.registry", "register_layer"),
     "registry": ("graphfit.core.registry", None),
     "set_seed": ("graphfit.core.seeding", "set_seed"),
+    "step_context": ("graphfit.core.step_context", None),
     "testing": ("graphfit.testing", None),
     "update_hooks": ("graphfit.core.update_hooks", None),
 }

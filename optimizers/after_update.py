@@ -3,10 +3,12 @@ them, inside the same compiled step.
 
 `Optimizer.apply_gradients` applies the update rule to every variable, then runs its
 after-update hooks, in order, on the variables it updated. A hook may create state in
-`build(optimizer, variables)` (outside any trace, tracked with `optimizer.track_variable` so
-checkpoints keep it) and assigns in `__call__(variables, step)`. Variable constraints
-(`ApplyConstraints`, always first: Keras projects after the update) are one; an exponential
-moving average of the weights is another (docs/architecture.md sketches it).
+`build(optimizer, variables)`, which the optimizer's `build` calls with the variables that
+have no slots yet, as it creates theirs (outside any trace; tracked with
+`optimizer.track_variable` or made with `optimizer.add_variable`, so checkpoints keep it),
+and assigns in `__call__(variables, step)`. Variable constraints (`ApplyConstraints`, always
+first: Keras projects after the update) are one; an exponential moving average of the
+weights is another (docs/architecture.md sketches it).
 
 Example:
 
@@ -33,7 +35,8 @@ class AfterUpdate:
     """Base class of after-update hooks."""
 
     def build(self, optimizer, variables: Sequence[tf.Variable]) -> None:
-        """Creates the hook's state for `variables`, outside any trace; none by default."""
+        """Creates the hook's state for `variables` (those new to the optimizer), outside any
+        trace; none by default."""
         del optimizer, variables
 
     def __call__(self, variables: Sequence[tf.Variable], step: tf.Tensor) -> None:

@@ -78,6 +78,19 @@ class _AfterUpdateHooks:
         self.hooks.append(hook)
 
 
+class _BuiltOnce:
+    """Which gradient transforms have built their state: `build` runs once for each,
+    whenever the optimizer builds. A plain object, like `_AfterUpdateHooks`."""
+
+    def __init__(self):
+        self.built: set[int] = set()
+
+    def build(self, extension, *arguments) -> None:
+        if id(extension) not in self.built:
+            extension.build(*arguments)
+            self.built.add(id(extension))
+
+
 class _SlotIndex:
     """variable.ref() -> index into Optimizer._slots. A plain object: tf.Module neither
     tracks it in checkpoints nor walks it when collecting variables."""
@@ -150,6 +163,7 @@ class Optimizer(BaseOptimizer):
         self._gradient_source = self._user_transforms.take_gradient_source()
         # What runs on the variables after each update (`graphfit.optimizers.after_update`).
         self.after_update = _AfterUpdateHooks([ApplyConstraints()])
+        self._built_once = _BuiltOnce()
         self._weight_decay = (
             None if weight_decay is None else transforms.DecoupledWeightDecay(weight_decay)
         )
@@ -220,10 +234,7 @@ class Optimizer(BaseOptimizer):
         """
         for transform in (self._gradient_source, *self._user_transforms.transforms):
             if isinstance(transform, transforms.GradientTransform):
-                transform.build(self)  # the transforms' own state, tracked in variables
-        variables = [as_tf_variable(v) for v in variables]
-        for hook in self.after_update:
-            hook.build(self, variables)
+                self._built_once.build(transform, self)  # their state, tracked in variables
         new, seen = [], set()
         for variable in variables:
             variable = as_tf_variable(variable)
@@ -232,6 +243,8 @@ class Optimizer(BaseOptimizer):
                 new.append(variable)
         if not new:
             return
+        for hook in self.after_update:
+            hook.build(self, new)  # like the slots: for the variables that have none yet
         with tf.init_scope(), self.name_scope:
             for variable in new:
                 base = variable.name.split(":")[0].replace("/", "_")

@@ -13,7 +13,9 @@ as Keras marks its own, so AutoGraph's recursion stops there.
 
 `convert_user_code` uses `tf.__internal__.autograph.tf_convert`, the call Keras 2 made for the
 same purpose: the public `tf.autograph.to_graph` raises on code whose source it cannot read
-(a doctest, a REPL session) where this runs it unconverted with a warning.
+(a doctest, a REPL session) where this runs it unconverted with a warning. `tf_convert` takes
+AutoGraph's control status (`tensorflow.python.autograph.core.ag_ctx`, the same private
+module Keras 2 passed it from): the one other private name here, and it goes with `tf_convert`.
 """
 
 from __future__ import annotations

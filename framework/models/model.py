@@ -59,6 +59,13 @@ class Model(CompiledView, Layer):
     `predict`. The train, validation and test stages keep separate metric state, each reset at
     the start of its stage.
 
+    Attributes set while training (callbacks read and write them):
+        stop_training: set True to end `fit` after the current batch (Keras's flag).
+        stop_reason: why `fit` stopped early, in words (`EarlyStopping`, `TerminateOnNaN`, an
+            optimizer's own stopping test), or None.
+        nonfinite_step: the step whose loss was not finite (`TerminateOnNaN`), or None.
+        history: the `History` of the last `fit`.
+
     Example:
 
         >>> import numpy as np, graphfit as gf
@@ -84,6 +91,8 @@ class Model(CompiledView, Layer):
         self._predict_state: CompileState | None = None
         self._building = False
         self.stop_training = False
+        self.stop_reason: str | None = None
+        self.nonfinite_step: int | None = None
         self.history = None
 
     # ------------------------------------------------------------------------- building

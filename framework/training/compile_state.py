@@ -39,12 +39,10 @@ def _check_graph_rewrites(optimizer) -> None:
     settings = optimizer.graph_rewrites
     if not settings:
         return
-    # A LossScaleOptimizer passes its inner optimizer's on: name the one that set them.
-    owner = getattr(optimizer, "inner_optimizer", optimizer)
     try:
         check_rewrites(settings)
     except ValueError as error:
-        raise ValueError(f"{type(owner).__name__}.graph_rewrites: {error}") from None
+        raise ValueError(f"{type(optimizer).__name__}.graph_rewrites: {error}") from None
 
 
 def _check_distributed_model(strategy, model) -> None:
