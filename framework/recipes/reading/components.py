@@ -18,7 +18,7 @@ import keras
 
 from graphfit.core.layer import Layer
 from graphfit.core.naming import names_unchanged
-from graphfit.core.registry import closest, did_you_mean
+from graphfit.core.registry import LOSSES, closest, did_you_mean
 from graphfit.recipes.reading import user_code
 from graphfit.recipes.reading.argument_types import argument_problem_at
 from graphfit.recipes.reading.problems import short_repr
@@ -351,7 +351,9 @@ def _callbacks() -> dict:
 
 
 def _losses() -> dict:
-    return {cls.__name__: cls for cls in losses_module.loss_classes().values()}
+    """Keras's losses and those registered in `core.registry.LOSSES` (graphfit's own)."""
+    own = {name: LOSSES.get(name) for name in LOSSES.names()}
+    return {**{cls.__name__: cls for cls in losses_module.loss_classes().values()}, **own}
 
 
 def _metrics() -> dict:
