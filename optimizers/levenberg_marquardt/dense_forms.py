@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Iterator, NamedTuple
 
 import tensorflow as tf
@@ -70,48 +71,48 @@ def dense_layers(model) -> list:
 
 
 @contextlib.contextmanager
+def _pre_activations_replaced(layers, wrap) -> Iterator[None]:
+    """Inside the block, each layer's `pre_activation` is `wrap(layer, pre_activation)`."""
+    with contextlib.ExitStack() as stack:
+        for layer in layers:
+            stack.enter_context(replaced_method(layer, "pre_activation",
+                                                functools.partial(wrap, layer)))
+        yield
+
+
+@contextlib.contextmanager
 def recording(layers) -> Iterator[list[AffineRecord]]:
     """Collects an `AffineRecord` of every call of `layers` inside the block."""
     records: list[AffineRecord] = []
 
-    def recorder(layer):
-        def make(pre_activation):
-            def recorded(inputs):
-                outputs = pre_activation(inputs)
-                variables = (layer.kernel,) if layer.bias is None else (layer.kernel, layer.bias)
-                records.append(AffineRecord(variables, inputs, outputs))
-                return outputs
+    def record(layer, pre_activation):
+        def recorded(inputs):
+            outputs = pre_activation(inputs)
+            variables = (layer.kernel,) if layer.bias is None else (layer.kernel, layer.bias)
+            records.append(AffineRecord(variables, inputs, outputs))
+            return outputs
 
-            return recorded
+        return recorded
 
-        return make
-
-    with contextlib.ExitStack() as stack:
-        for layer in layers:
-            stack.enter_context(replaced_method(layer, "pre_activation", recorder(layer)))
+    with _pre_activations_replaced(layers, record):
         yield records
 
 
-@contextlib.contextmanager
-def single_example_forms(layers) -> Iterator[None]:
+def _broadcasting(layer, pre_activation):
+    """`pre_activation` of one example by a small kernel, by broadcasting."""
+    def computed(inputs):
+        kernel = layer.compute_value(layer.kernel)
+        if (inputs.shape.rank != 2 or inputs.shape[0] != 1
+                or kernel.shape.num_elements() > BROADCAST_KERNEL_LIMIT):
+            return pre_activation(inputs)
+        outputs = tf.reduce_sum(inputs[:, :, None] * kernel, axis=1)
+        if layer.bias is not None:
+            outputs = outputs + layer.compute_value(layer.bias)
+        return outputs
+
+    return computed
+
+
+def single_example_forms(layers):
     """Inside the block, `layers` multiply one example by a small kernel by broadcasting."""
-    def broadcasting(layer):
-        def make(pre_activation):
-            def computed(inputs):
-                kernel = layer.compute_value(layer.kernel)
-                if (inputs.shape.rank != 2 or inputs.shape[0] != 1
-                        or kernel.shape.num_elements() > BROADCAST_KERNEL_LIMIT):
-                    return pre_activation(inputs)
-                outputs = tf.reduce_sum(inputs[:, :, None] * kernel, axis=1)
-                if layer.bias is not None:
-                    outputs = outputs + layer.compute_value(layer.bias)
-                return outputs
-
-            return computed
-
-        return make
-
-    with contextlib.ExitStack() as stack:
-        for layer in layers:
-            stack.enter_context(replaced_method(layer, "pre_activation", broadcasting(layer)))
-        yield
+    return _pre_activations_replaced(layers, _broadcasting)
