@@ -93,6 +93,35 @@ class BaseOptimizer(tf.Module):
         """One step; returns `(loss, aux)` as `loss_fn` returned them."""
         raise NotImplementedError(f"{type(self).__name__} must implement minimize.")
 
+    def apply(self, grads, trainable_variables=None):
+        """Applies `grads` to `trainable_variables`, in the same order: Keras 3's form of
+        `apply_gradients(zip(grads, trainable_variables))`, for a custom `train_step`.
+
+        Returns:
+            The `iterations` variable.
+
+        Raises:
+            ValueError: without variables, or with more or fewer gradients than variables.
+            NotImplementedError: for an optimizer that takes no gradients (a second-order
+                one runs its own `minimize`).
+        """
+        apply_gradients = getattr(self, "apply_gradients", None)
+        if apply_gradients is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} computes its own steps (minimize) and takes no "
+                f"gradients; in a custom train_step use a first-order optimizer (SGD, Adam).")
+        if trainable_variables is None:
+            raise ValueError(
+                "apply(grads, trainable_variables) needs the variables the gradients belong "
+                "to, in the same order: pass self.trainable_variables (graphfit optimizers "
+                "serve several variable lists, so they do not guess).")
+        grads, variables = list(grads), list(trainable_variables)
+        if len(grads) != len(variables):
+            raise ValueError(
+                f"apply() received {len(grads)} gradients for {len(variables)} variables; "
+                f"give one gradient (or None) per variable.")
+        return apply_gradients(zip(grads, variables))
+
     def check_training(self, losses: dict, distributed: bool, sample_weight=None) -> None:
         """Raises a ValueError, before the first step, when the default training step cannot
         minimise `losses` (the compiled losses, by output) with this optimizer, on one device

@@ -46,28 +46,51 @@ class CompiledView:
 
     @property
     def metrics(self) -> list:
-        """The training stage's Keras metric objects: the loss tracker, the per-output loss
-        trackers, then the compiled metrics (empty before the first `fit` or `evaluate`
-        builds them). Validation and test keep metric objects of their own."""
-        stage = self._train_metrics()
-        if stage is None:
-            return []
-        return [stage.loss_tracker, *stage.output_loss_trackers.values(),
-                *(metric for _, _, metric, _ in stage.metrics)]
+        """The Keras metric objects of the training stage (inside a `test_step`, of the stage
+        it runs for): the loss tracker, the per-output loss trackers, then the compiled
+        metrics (empty before the first `fit` or `evaluate` builds them). Validation and test
+        keep metric objects of their own. A custom step may update them and return
+        `{m.name: m.result() for m in self.metrics}`, as in Keras; a model may override this
+        property to list metric objects of its own, which each stage resets when it starts."""
+        stage = self._stage_metrics()
+        return [] if stage is None else stage.metric_objects
 
     @property
     def metrics_names(self) -> list[str]:
         """The keys `metrics` are logged under, in the same order ("loss", "out_loss",
         "accuracy", ...)."""
-        stage = self._train_metrics()
+        stage = self._stage_metrics()
         if stage is None:
             return []
         return ["loss", *(t.name for t in stage.output_loss_trackers.values()),
                 *(key for _, key, _, _ in stage.metrics)]
 
-    def _train_metrics(self):
-        stages = self.compile_state.stage_metrics if self.compile_state else {}
-        return stages.get("train")
+    def _stage_metrics(self):
+        """The `StageMetrics` of the step being traced, else of the training stage."""
+        if self.compile_state is None:
+            return None
+        steps = self.compile_state.steps
+        stage = None if steps is None else steps.tracing_stage
+        return self.compile_state.stage_metrics.get(stage or "train")
+
+    def reset_metrics(self) -> None:
+        """Resets every metric object in `metrics` (Keras's method)."""
+        for metric in self.metrics:
+            metric.reset_state()
+
+    def get_metrics_result(self) -> dict:
+        """{name: result} of every metric object in `metrics` (Keras's method; a compiled
+        metric under its log key, a dict result merged in)."""
+        stage = self._stage_metrics()
+        keys = {} if stage is None else stage.metric_keys()
+        results = {}
+        for metric in self.metrics:
+            value = metric.result()
+            if isinstance(value, dict):
+                results.update(value)
+            else:
+                results[keys.get(id(metric), metric.name)] = value
+        return results
 
     # ------------------------------------------------------------------ step recorders
     @property

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["to_arrays", "to_array", "spec_of", "relaxed_specs", "arrange_targets",
-           "gather_batch", "as_tuple", "step_data"]
+           "gather_batch", "as_tuple", "step_data", "pad_rows"]
 
 
 def to_array(value, dtype: tf.DType):
@@ -140,3 +140,21 @@ def step_data(batch) -> tuple:
 def relaxed_specs(data):
     """The specs of `data` with any number of rows."""
     return tf.nest.map_structure(lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), data)
+
+
+def pad_rows(index_batches, capacity: int) -> np.ndarray:
+    """`index_batches` (steps x batch sample indices) padded with zero rows to `capacity`
+    rows (never fewer than it has).
+
+    Example:
+
+        >>> pad_rows(np.array([[3, 4]]), 3).tolist()
+        [[3, 4], [0, 0], [0, 0]]
+    """
+    index_batches = np.asarray(index_batches, np.int32)
+    rows = index_batches.shape[0]
+    if rows >= capacity:
+        return index_batches
+    padded = np.zeros((capacity, index_batches.shape[1]), np.int32)
+    padded[:rows] = index_batches
+    return padded

@@ -96,6 +96,11 @@ class CompileState:
         self.weighted_metrics_spec = _check_metrics(weighted_metrics, "weighted_metrics")
         self.jit_compile_setting = jit_compile
         self.run_eagerly = bool(run_eagerly)
+        # What compile received, for `Model.get_compile_config` (a saved model's compile).
+        self.arguments = dict(loss=loss, metrics=metrics, loss_weights=loss_weights,
+                              weighted_metrics=weighted_metrics, jit_compile=jit_compile,
+                              steps_per_execution=steps_per_execution,
+                              run_eagerly=self.run_eagerly)
         # One per loop: each learns the time per step of its own stage.
         self.sizers = {name: ExecutionSizer(steps_per_execution)
                        for name in ("train", "val", "test", "predict")}

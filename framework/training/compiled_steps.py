@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import contextlib
 
-import numpy as np
 import tensorflow as tf
 
 from graphfit.core import autograph_scope, host_errors, step_context, update_hooks
 from graphfit.core.graph_rewrites import graph_rewrites
 from graphfit.core.step_types import BatchBound, StepResult, unpack_data
 from graphfit.training import distribution, predict_loops, steps
-from graphfit.training.array_data import as_tuple, gather_batch, relaxed_specs, step_data
+from graphfit.training.array_data import as_tuple, gather_batch, pad_rows, relaxed_specs, step_data
 from graphfit.training.batch_checks import BatchChecks
 
 __all__ = ["CompiledSteps", "overrides_step", "pad_rows",
@@ -47,29 +46,13 @@ def overrides_step(model, step: str = "train_step") -> bool:
     return getattr(type(model), step) is not getattr(Model, step)
 
 
-def pad_rows(index_batches, capacity: int) -> np.ndarray:
-    """`index_batches` (steps x batch sample indices) padded with zero rows to `capacity`
-    rows (never fewer than it has).
-
-    Example:
-
-        >>> pad_rows(np.array([[3, 4]]), 3).tolist()
-        [[3, 4], [0, 0], [0, 0]]
-    """
-    index_batches = np.asarray(index_batches, np.int32)
-    rows = index_batches.shape[0]
-    if rows >= capacity:
-        return index_batches
-    padded = np.zeros((capacity, index_batches.shape[1]), np.int32)
-    padded[:rows] = index_batches
-    return padded
-
-
-def _checked_result(result, step: str) -> StepResult:
-    if not isinstance(result, StepResult):
+def _checked_result(result, step: str):
+    """A `StepResult`, or (Keras's form) a dict of the logs so far, {name: value}."""
+    if not isinstance(result, (StepResult, dict)):
         raise TypeError(
             f"{step}(data) must return a graphfit.core.step_types.StepResult(loss, y_pred, "
-            f"output_losses, logs). Received: {result!r}")
+            f"output_losses, logs), or as in Keras a dict {{name: metric result}}. "
+            f"Received: {result!r}")
     return result
 
 
@@ -118,7 +101,12 @@ class CompiledSteps:
             self._steps_per_pass = tf.Variable(0, dtype=tf.int64, trainable=False,
                                                name="steps_per_pass")
         self.train_step = self._compile_step(self._train_step)
-        self.test_step = self._compile_step(self._test_step)
+        # One test step for val and test; a test_step of the model's own, which may read
+        # `model.metrics` (the stage's own objects), is traced for each (`_eval_step`).
+        self.test_step = self._compile_step(self._test_step_of("test"))
+        self._val_step = None
+        # The stage whose step is being traced (Python runs it), or None.
+        self.tracing_stage: str | None = None
         self.predict_step = self._compile_step(self._predict_step)
         self._loops: dict = {}
         self._fused_lengths: dict[str, set] = {}
@@ -141,7 +129,8 @@ class CompiledSteps:
         # Update hooks an overridden step did not collect itself run after it, once.
         with update_hooks.collect_updates() as pending, step_context.training_step(
                 unpack_data(data)[1], record_gradients=records, recorders=self.recorders,
-                bound=bound, steps_per_pass=self._steps_per_pass.read_value()) as context:
+                bound=bound, steps_per_pass=self._steps_per_pass.read_value()) as context, \
+                self._tracing("train"):
             result = autograph_scope.convert_user_code(self.model.train_step)(data)
         update_hooks.apply_updates(pending, distribution.replica_share(tf.float64))
         for recorder in self.recorders:
@@ -171,11 +160,29 @@ class CompiledSteps:
             self.recorders = tuple(recorders)
             self.retrace_training()
 
-    def _test_step(self, data):
-        # The step's context: the loop has checked the batch (`Layer.batch_checks`).
-        with step_context.training_step(unpack_data(data)[1]):
-            result = autograph_scope.convert_user_code(self.model.test_step)(data)
-        return _checked_result(result, "test_step")
+    @contextlib.contextmanager
+    def _tracing(self, stage: str):
+        outer, self.tracing_stage = self.tracing_stage, stage
+        try:
+            yield
+        finally:
+            self.tracing_stage = outer
+
+    def _test_step_of(self, stage: str):
+        def test_step(data):
+            # The step's context: the loop has checked the batch (`Layer.batch_checks`).
+            with step_context.training_step(unpack_data(data)[1]), self._tracing(stage):
+                result = autograph_scope.convert_user_code(self.model.test_step)(data)
+            return _checked_result(result, "test_step")
+
+        return test_step
+
+    def _eval_step(self, stage: str):
+        if stage == "val" and overrides_step(self.model, "test_step"):
+            if self._val_step is None:
+                self._val_step = self._compile_step(self._test_step_of("val"))
+            return self._val_step
+        return self.test_step
 
     def _predict_step(self, data):
         with step_context.training_step(None):
@@ -185,7 +192,7 @@ class CompiledSteps:
     def _run_and_record(self, stage: str, batch) -> None:
         data = step_data(batch)
         x, y, sample_weight = unpack_data(data)
-        step = self.train_step if stage == "train" else self.test_step
+        step = self.train_step if stage == "train" else self._eval_step(stage)
         if self.strategy is None:
             result = step(data)
         else:

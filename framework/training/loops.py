@@ -24,7 +24,7 @@ from graphfit.training.stage_data import (
     require_loss,
     stage_data,
 )
-from graphfit.training.stage_metrics import stage_prefix
+from graphfit.training.stage_metrics import reset_model_metrics, stage_prefix
 
 __all__ = ["fit", "evaluate", "predict", "run_stage"]
 
@@ -37,6 +37,7 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
     """
     metrics = state.stage_metrics[stage]
     metrics.reset()
+    reset_model_metrics(model, state.stage_metrics)  # a custom step's own, as in Keras
     training = stage == "train"
     sizer = state.sizers[stage]
     wants_batches = (

@@ -17,7 +17,7 @@ from graphfit.core.registry import unknown_name_error
 from graphfit.training.losses import LossKind, LossSet
 
 __all__ = ["MetricMismatch", "StageMetrics", "STAGES", "stage_prefix", "resolve_metric",
-           "check_metric_identifier", "check_binary_metric"]
+           "check_metric_identifier", "check_binary_metric", "reset_model_metrics"]
 
 STAGES = ("train", "val", "test")
 
@@ -172,6 +172,9 @@ class StageMetrics:
         self.loss_tracker = keras.metrics.Mean(name="loss", dtype=dtype.name)
         self.output_loss_trackers: dict[str, keras.metrics.Mean] = {}
         self.log_trackers: dict[str, keras.metrics.Mean] = {}  # a step's StepResult.logs
+        # The logs a Keras-style step returned last ({name: float64 variable}): a step that
+        # returns a dict reports its metrics itself, as in Keras.
+        self.returned: dict[str, tf.Variable] = {}
         # (output or None, log key, metric, whether it reads the sample weights)
         self.metrics: list[tuple[str | None, str, keras.metrics.Metric, bool]] = []
 
@@ -205,20 +208,49 @@ class StageMetrics:
 
         The loss, the per-output losses and every entry of `result.logs` are averaged over
         the stage weighted by `batch_size`; the compiled metrics read `result.y_pred` (none
-        when the step returns no outputs or the data no labels).
+        when the step returns no outputs or the data no labels). A dict (Keras's form: the
+        metric results so far, which the step updated itself) is kept as the stage's logs.
         """
+        if isinstance(result, dict):
+            for name, value in _flat_logs(result).items():
+                self._returned_variable(name).assign(_scalar_tensor(value))
+            return
         batch = tf.cast(batch_size, self.dtype)
         self.loss_tracker.update_state(tf.cast(result.loss, self.dtype), sample_weight=batch)
         for out, value in (result.output_losses or {}).items():
             self.output_loss_trackers[out].update_state(value, sample_weight=batch)
         for name, value in (result.logs or {}).items():
             self._log_tracker(name).update_state(tf.cast(value, self.dtype), sample_weight=batch)
-        if result.y_pred is None or y_true is None:
-            return
+        if result.y_pred is not None and y_true is not None:
+            self.update_compiled(y_true, result.y_pred, sample_weight)
+
+    def update_compiled(self, y_true, y_pred, sample_weight=None) -> None:
+        """Updates the compiled metrics (not the loss trackers) from one batch
+        (`Model.compute_metrics`)."""
         for output, _, metric, weighted in self.metrics:
             true = y_true if output is None else y_true[output]
-            pred = result.y_pred if output is None else result.y_pred[output]
+            pred = y_pred if output is None else y_pred[output]
             metric.update_state(true, pred, sample_weight=sample_weight if weighted else None)
+
+    def _returned_variable(self, name: str) -> tf.Variable:
+        if name not in self.returned:  # created on the first trace, outside the graph
+            with tf.init_scope():
+                self.returned[name] = tf.Variable(0.0, dtype=tf.float64, trainable=False,
+                                                  name="returned_log")
+        return self.returned[name]
+
+    @property
+    def metric_objects(self) -> list:
+        """The stage's Keras metric objects: the loss trackers, then the compiled metrics."""
+        return [self.loss_tracker, *self.output_loss_trackers.values(),
+                *(metric for _, _, metric, _ in self.metrics)]
+
+    def metric_keys(self) -> dict:
+        """{id(metric object): the key its result is logged under}."""
+        keys = {id(self.loss_tracker): "loss"}
+        keys.update({id(tracker): tracker.name for tracker in self.output_loss_trackers.values()})
+        keys.update({id(metric): key for _, key, metric, _ in self.metrics})
+        return keys
 
     def _log_tracker(self, name: str) -> keras.metrics.Mean:
         """The tracker of a step's extra log; created on the first trace (Keras creates its
@@ -233,22 +265,20 @@ class StageMetrics:
         return self.log_trackers[name]
 
     def reset(self) -> None:
-        self.loss_tracker.reset_state()
-        for tracker in [*self.output_loss_trackers.values(), *self.log_trackers.values()]:
-            tracker.reset_state()
-        for _, _, metric, _ in self.metrics:
+        for metric in [*self.metric_objects, *self.log_trackers.values()]:
             metric.reset_state()
 
     @property
     def variables(self) -> list:
         """Every metric variable of this stage (the trackers' included)."""
-        objects = [self.loss_tracker, *self.output_loss_trackers.values(),
-                   *self.log_trackers.values(),
-                   *(metric for _, _, metric, _ in self.metrics)]
-        return [v for obj in objects for v in obj.variables]
+        objects = [*self.metric_objects, *self.log_trackers.values()]
+        return [v for obj in objects for v in obj.variables] + list(self.returned.values())
 
     def results(self) -> dict[str, float]:
-        """The stage's numbers so far, keyed without the stage prefix."""
+        """The stage's numbers so far, keyed without the stage prefix: what a Keras-style
+        step returned last, else the trackers' and metrics' results."""
+        if self.returned:
+            return {name: float(value.numpy()) for name, value in self.returned.items()}
         values = {"loss": float(self.loss_tracker.result())}
         for tracker in self.output_loss_trackers.values():
             values[tracker.name] = float(tracker.result())
@@ -296,3 +326,31 @@ def _scalar(value) -> float:
         # Metrics with one value per class (F1Score without averaging) are logged as their mean.
         value = tf.reduce_mean(value)
     return float(value)
+
+
+def _flat_logs(logs: dict, flat: dict | None = None) -> dict:
+    """A step's returned logs with nested dicts flattened (Keras's `CompileMetrics` result)."""
+    flat = {} if flat is None else flat
+    for name, value in logs.items():
+        if isinstance(value, dict):
+            _flat_logs(value, flat)
+        else:
+            flat[name] = value
+    return flat
+
+
+def _scalar_tensor(value) -> tf.Tensor:
+    """A returned log as a float64 scalar (a per-class result as its mean, as `_scalar`)."""
+    value = tf.convert_to_tensor(value)
+    if value.shape.rank:
+        value = tf.reduce_mean(value)
+    return tf.cast(value, tf.float64)
+
+
+def reset_model_metrics(model, stages: dict) -> None:
+    """Resets the metric objects `model.metrics` lists that no stage owns (a custom step's
+    own trackers), as Keras resets `model.metrics` when a stage starts."""
+    owned = {id(metric) for stage in stages.values() for metric in stage.metric_objects}
+    for metric in model.metrics:
+        if id(metric) not in owned:
+            metric.reset_state()

@@ -22,7 +22,7 @@ from graphfit.core import autograph_scope, step_context, update_hooks
 from graphfit.core.step_types import ForwardPass, StepBatch, StepResult, unpack_data
 from graphfit.training import cross_replica, distribution
 
-__all__ = ["StepProbe", "train_step", "test_step", "predict_step"]
+__all__ = ["StepProbe", "train_step", "test_step", "predict_step", "compute_loss"]
 
 
 class StepProbe:
@@ -163,5 +163,32 @@ def predict_step(model, data):
 
 def batch_size_of(result: StepResult, data) -> tf.Tensor:
     """The number of examples a step ran on: from its outputs, else from its inputs."""
-    source = result.y_pred if result.y_pred is not None else unpack_data(data)[0]
+    y_pred = getattr(result, "y_pred", None)  # a Keras-style step returns a dict of logs
+    source = y_pred if y_pred is not None else unpack_data(data)[0]
     return tf.shape(tf.nest.flatten(source)[0])[0]
+
+
+def compute_loss(model, y, y_pred, sample_weight=None):
+    """`Model.compute_loss`: the compiled loss of `y_pred` against `y`, plus the losses the
+    layers added in the open step (`step_context.add_loss`; Keras's `model.losses`).
+
+    Raises:
+        ValueError: when there is no loss to compute (none compiled and none added).
+    """
+    state = model.compiled_for("compute_loss")
+    total = None
+    if state.loss_set is not None:
+        if not state.loss_set.built:  # called before fit or evaluate prepared the model
+            state.loss_set.build(model.output_names, model.dtype)
+        state.loss_set.bind(model)
+        total, _ = distribution.undo_keras_scaling(*state.loss_set(y, y_pred, sample_weight))
+    context = step_context.current()
+    dtype = model.dtype if total is None else total.dtype
+    added = None if context is None else context.total_added_loss(dtype)
+    if added is not None:
+        total = added if total is None else total + added
+    if total is None:
+        raise ValueError(
+            f"Model {model.name!r} has no loss to compute: compile it with one "
+            f"(model.compile(optimizer=..., loss=...)), or compute the loss in your step.")
+    return total

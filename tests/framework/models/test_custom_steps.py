@@ -120,14 +120,15 @@ def test_checkpoints_keep_the_optimizers_an_overridden_step_holds(trained_gan, t
         np.testing.assert_array_equal(restored.numpy(), saved.numpy())
 
 
-def test_a_step_must_return_a_step_result():
-    class ReturnsDict(gf.Sequential):
+def test_a_step_must_return_a_step_result_or_a_dict():
+    class ReturnsLoss(gf.Sequential):
         def train_step(self, data):
-            return {"loss": tf.constant(0.0)}
+            return tf.constant(0.0)
 
-    model = ReturnsDict([layers.Dense(1)])
+    model = ReturnsLoss([layers.Dense(1)])
     model.compile(loss="mse")
-    with pytest.raises(TypeError, match="must return a graphfit.core.step_types.StepResult"):
+    with pytest.raises(TypeError, match=r"must return a graphfit.core.step_types.StepResult.*"
+                                        r"or as in Keras a dict"):
         model.fit(X, Y, epochs=1, verbose=0)
 
 
