@@ -18,7 +18,7 @@ from graphfit.core.layer import Layer
 from graphfit.core.step_types import StepResult
 from graphfit.models import summary as summary_lib
 from graphfit.models.compiled_view import CompiledView
-from graphfit.saving import weights_io
+from graphfit.saving import compile_config, model_file, weights_io
 from graphfit.training import frozen_cache, steps
 from graphfit.training import loops as training_loop
 from graphfit.training.array_data import spec_of
@@ -248,6 +248,33 @@ class Model(CompiledView, Layer):
         """The outputs for one batch of `predict`; overridable. `data` is (x,) or x."""
         return steps.predict_step(self, data)
 
+    # ------------------------------------------------------- Keras 3's custom-step idioms
+    @graphfit_api
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The compiled loss of `y_pred` against `y` plus the losses layers added in this
+        step, for an overridden `train_step` / `test_step` (Keras's method; `x` and
+        `training` are unused, as in Keras's default).
+
+        Raises:
+            ValueError: when there is no loss (none compiled, none added).
+        """
+        del x, training
+        return steps.compute_loss(self, y, y_pred, sample_weight)
+
+    @graphfit_api
+    def compute_metrics(self, x, y, y_pred, sample_weight=None) -> dict:
+        """Updates the compiled metrics of the running stage from one batch and returns
+        `get_metrics_result()` (Keras's method). Metrics compiled as `metrics` ignore
+        `sample_weight`; `weighted_metrics` apply it."""
+        del x
+        stage = self._stage_metrics()
+        if stage is None:
+            raise RuntimeError(
+                f"Model {self.name!r} has no compiled metrics yet: compile it and call "
+                f"compute_metrics from a train_step or test_step that fit or evaluate runs.")
+        stage.update_compiled(y, y_pred, sample_weight)
+        return self.get_metrics_result()
+
     # ------------------------------------------------------------------------ training
     def compile(
         self,
@@ -463,6 +490,31 @@ class Model(CompiledView, Layer):
         """Reads variables written by `save_weights` (or a training checkpoint) into the model."""
         self.require_built("load_weights()")
         weights_io.load(self, filepath)
+
+    def save(self, filepath: str, overwrite: bool = True, zipped: bool | None = None) -> str:
+        """Writes the whole model to one ".graphfit" file: its config, weights, compile
+        arguments and optimizer state (`graphfit.saving.model_file`); `load_model` reads it
+        back into an identical model whose `fit` carries on as this one's would.
+
+        Raises:
+            ValueError: for a path not ending in ".graphfit" (".keras" is Keras's format),
+                an unregistered model or layer class, compile arguments a file cannot hold,
+                or `zipped=False` (Keras's unzipped folder: graphfit writes one file).
+        """
+        if zipped is False:
+            raise ValueError(
+                "zipped=False (Keras's unzipped folder) is not supported: graphfit writes one "
+                ".graphfit file; unzip it to see its parts.")
+        return model_file.save_model(self, filepath, overwrite=overwrite)
+
+    def get_compile_config(self) -> dict | None:
+        """`compile`'s arguments as plain data (None before `compile`), as a saved model
+        holds them (Keras's method)."""
+        return compile_config.compile_config(self)
+
+    def compile_from_config(self, config: dict) -> None:
+        """Compiles the model as `get_compile_config()` describes (Keras's method)."""
+        self.compile(**compile_config.compile_arguments(config))
 
     def export(self, filepath: str, *, classify: bool | None = None, layers=(),
                preprocessing=None) -> str:

@@ -1,5 +1,6 @@
-"""Saving: training checkpoints (`tf.train.CheckpointManager`, latest and best, fit state) and
-model weights files."""
+"""Saving: whole models in one `.graphfit` file (`save_model`, `load_model`), training
+checkpoints (`tf.train.CheckpointManager`, latest and best, fit state) and model weights
+files."""
 
 from graphfit.saving.checkpoints import (
     Checkpointer,
@@ -8,5 +9,7 @@ from graphfit.saving.checkpoints import (
     restore_latest,
     resume_point,
 )
+from graphfit.saving.model_file import load_model, save_model
 
-__all__ = ["Checkpointer", "FitState", "fit_state", "restore_latest", "resume_point"]
+__all__ = ["Checkpointer", "FitState", "fit_state", "load_model", "restore_latest",
+           "resume_point", "save_model"]

@@ -41,8 +41,8 @@ import tensorflow as tf
 from graphfit.core import validation
 from graphfit.saving import checkpoint_files, weights_io
 
-__all__ = ["Checkpointer", "FitState", "fit_state", "restore_latest", "resume_point",
-           "share_fit_state"]
+__all__ = ["Checkpointer", "FitState", "fit_state", "optimizer_parts", "restore_latest",
+           "resume_point", "share_fit_state"]
 
 _WHICH = ("latest", "best")
 _EPOCH_KEY = checkpoint_files.EPOCH_KEY
@@ -184,7 +184,7 @@ class Checkpointer:
                    "best_value": self._best_value}
         if records:
             objects["records"] = self._records
-        objects.update(_optimizer_parts(optimizer))
+        objects.update(optimizer_parts(optimizer))
         return objects
 
     def latest_path(self, which: str = "latest") -> str | None:
@@ -351,7 +351,7 @@ class Checkpointer:
                 "records": self.records}
 
 
-def _optimizer_parts(optimizer) -> dict:
+def optimizer_parts(optimizer) -> dict:
     """{name: trackable} of the optimizer's state: its `checkpoint_parts()` where it has one
     (a `LossScaleOptimizer`: the inner optimizer as "optimizer", the scale as "loss_scale",
     so a checkpoint with loss scaling restores without it and back), else {"optimizer": it}."""
@@ -379,7 +379,7 @@ def _check_slot_names(saved: dict, optimizer, path: str) -> None:
     and its `velocity` be dropped, silently: the optimizer that saved it was another.
     """
     kept = {name.split("/")[3] for name in saved if name.startswith("optimizer/_slots/")}
-    part = _optimizer_parts(optimizer)["optimizer"]  # a LossScaleOptimizer's inner optimizer
+    part = optimizer_parts(optimizer)["optimizer"]  # a LossScaleOptimizer's inner optimizer
     expected = set(getattr(part, "slot_names", ()))
     if kept != expected:
         raise ValueError(
