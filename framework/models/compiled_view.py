@@ -32,6 +32,24 @@ class CompiledView:
         steps are first built for data (None before)."""
         return None if self.compile_state is None else self.compile_state.jit_compile
 
+    @jit_compile.setter
+    def jit_compile(self, value) -> None:
+        """Changes `compile`'s setting (Keras's setter): the steps are traced again, with
+        it, by the next `fit`, `evaluate` or `predict`.
+
+        Raises:
+            RuntimeError: before `compile`.
+            ValueError: for a value other than True, False or "auto".
+        """
+        state = self.compiled_for("setting jit_compile")
+        if value not in (True, False, "auto"):
+            raise ValueError(
+                f"jit_compile must be True, False or 'auto'. Received: jit_compile={value!r}")
+        if value is True and state.strategy is not None:
+            raise ValueError("jit_compile=True is not supported under a tf.distribute strategy.")
+        state.jit_compile_setting = state.arguments["jit_compile"] = value
+        state.steps, state.jit_compile = None, None  # traced again, resolved again
+
     @property
     def steps_per_execution(self):
         """`compile`'s `steps_per_execution` setting: an int, or "auto" (None before)."""

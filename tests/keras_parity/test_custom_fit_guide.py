@@ -30,6 +30,9 @@ X = RNG.random((40, 8)).astype("float32")
 Y = RNG.random((40, 1)).astype("float32")
 SW = RNG.random((40, 1)).astype("float32")
 FIT = dict(batch_size=16, shuffle=False, verbose=0)  # 3 batches, the last of 8
+# Without XLA, as Keras on a CPU (and faster to trace); the first example runs graphfit's
+# default, XLA on a CPU, with the dict-returning step inside one compiled loop.
+NO_XLA = dict(jit_compile=False)
 
 
 def guide_classes(base):
@@ -153,7 +156,7 @@ def test_first_example_compute_loss_and_self_metrics():
 def test_lower_level_own_metrics_listed_in_a_metrics_property():
     reference, model = _pair("LowerLevel")
     reference.compile(optimizer="adam")
-    model.compile(optimizer="adam")
+    model.compile(optimizer="adam", **NO_XLA)
     expected = reference.fit(X, Y, epochs=3, **FIT).history
     # The trackers are reset at each epoch's start (the logs are per-epoch means).
     _close(model.fit(X, Y, epochs=3, **FIT).history, expected)
@@ -162,7 +165,7 @@ def test_lower_level_own_metrics_listed_in_a_metrics_property():
 def test_sample_weight_example():
     reference, model = _pair("SampleWeights")
     reference.compile(optimizer="adam", loss="mse", metrics=["mae"])
-    model.compile(optimizer="adam", loss="mse", metrics=["mae"])
+    model.compile(optimizer="adam", loss="mse", metrics=["mae"], **NO_XLA)
     expected = reference.fit(X, Y, sample_weight=SW, epochs=2, **FIT).history
     ours = model.fit(X, Y, sample_weight=SW, epochs=2, **FIT).history
     np.testing.assert_allclose(ours["loss"], expected["loss"], rtol=2e-5)
@@ -178,9 +181,10 @@ def test_sample_weight_example():
 
 def test_compute_metrics_routes_sample_weights_as_keras():
     reference, model = _pair("ComputeMetrics")
-    for m in (reference, model):
-        m.compile(optimizer=optimizers.SGD(0.1) if m is model else keras.optimizers.SGD(0.1),
-                  loss="mse", metrics=["mae"], weighted_metrics=["msle"])
+    reference.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"],
+                      weighted_metrics=["msle"])
+    model.compile(optimizer=optimizers.SGD(0.1), loss="mse", metrics=["mae"],
+                  weighted_metrics=["msle"], **NO_XLA)
     expected = reference.fit(X, Y, sample_weight=SW, epochs=2, **FIT).history
     _close(model.fit(X, Y, sample_weight=SW, epochs=2, **FIT).history, expected)
 
@@ -188,7 +192,7 @@ def test_compute_metrics_routes_sample_weights_as_keras():
 def test_own_test_step_in_evaluate_and_in_validation():
     reference, model = _pair("OwnTestStep")
     reference.compile(loss="mse", metrics=["mae"])
-    model.compile(loss="mse", metrics=["mae"])
+    model.compile(loss="mse", metrics=["mae"], **NO_XLA)
     expected = reference.evaluate(X, Y, batch_size=16, verbose=0)
     np.testing.assert_allclose(model.evaluate(X, Y, batch_size=16, verbose=0), expected,
                                rtol=2e-5)
@@ -281,11 +285,12 @@ def test_gan_with_two_optimizers_and_keras_random():
         gan = gan_class(base)(discriminator=d, generator=g, latent_dim=LATENT)
         gan.compile(d_optimizer=adam(learning_rate=0.0003), g_optimizer=adam(0.0003),
                     loss_fn=keras.losses.BinaryCrossentropy(from_logits=True))
-        if base is keras.Model:
-            # keras.random draws other numbers under XLA (TensorFlow picks another RNG
-            # algorithm), and jit_compile="auto" means XLA on a CPU for graphfit, not Keras.
-            gan.jit_compile = True
+        # keras.random draws other numbers under XLA (TensorFlow picks another RNG
+        # algorithm), and jit_compile="auto" means XLA on a CPU for graphfit, not for Keras:
+        # the same setting on both sides (Keras's setter, which graphfit has too).
+        gan.jit_compile = False
         logs.append(gan.fit(dataset, epochs=2, verbose=0).history)
+        assert gan.jit_compile is False
         assert int(gan.d_optimizer.iterations.numpy()) == 6
     expected, ours = logs
     _close(ours, expected)
@@ -315,3 +320,13 @@ def test_compute_loss_without_a_loss_says_so():
     model.compile(optimizer="sgd")
     with pytest.raises(ValueError, match="has no loss to compute"):
         model.fit(X, Y, epochs=1, verbose=0)
+
+
+def test_the_jit_compile_setter_checks_its_value():
+    model = gf.Sequential([layers.Dense(1)], input_shape=(8,))
+    model.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(ValueError, match="jit_compile must be True, False or 'auto'"):
+        model.jit_compile = "yes"
+    model.jit_compile = False
+    model.fit(X, Y, epochs=1, verbose=0)
+    assert model.jit_compile is False and model.get_compile_config()["jit_compile"] is False
