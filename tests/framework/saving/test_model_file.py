@@ -282,3 +282,31 @@ def test_overwrite_false_keeps_the_file(small_model, tmp_path):
     path = small_model.save(tmp_path / "m.graphfit")
     with pytest.raises(FileExistsError, match="overwrite=True"):
         small_model.save(path, overwrite=False)
+
+
+@gf.register_layer
+class TwoLayer(gf.Model):
+    """A subclassed model of the user's: its constructor arguments are its config."""
+
+    def __init__(self, units=4, name=None, dtype=None, trainable=True):
+        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        self.hidden = layers.Dense(units, activation="tanh")
+        self.out = layers.Dense(1)
+
+    def call(self, x, training=False):
+        return self.out(self.hidden(x))
+
+
+def test_a_registered_subclassed_model_round_trips_with_mixed_precision(tmp_path):
+    model = TwoLayer(units=5)
+    model.compile(optimizer=optimizers.SGD(0.05, momentum=0.9), loss="mse",
+                  dtype_policy="mixed_float16", jit_compile=False)
+    model.fit(X, Y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    loaded = gf.models.load_model(model.save(tmp_path / "two.graphfit"))
+    assert type(loaded) is TwoLayer and loaded.hidden.get_config()["units"] == 5
+    assert type(loaded.optimizer) is optimizers.LossScaleOptimizer
+    assert loaded.dtype_policy.name == "mixed_float16"
+    histories = [m.fit(X, Y, batch_size=8, epochs=1, shuffle=False, verbose=0).history
+                 for m in (model, loaded)]
+    assert histories[0] == histories[1]
+    _assert_same_state(model, loaded)
