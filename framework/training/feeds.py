@@ -18,7 +18,13 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.training import graph_feeds, input_checks
-from graphfit.training.array_data import arrange_targets, spec_of, to_array, to_arrays
+from graphfit.training.array_data import (
+    arrange_targets,
+    is_structure_of_arrays,
+    spec_of,
+    to_array,
+    to_arrays,
+)
 
 __all__ = ["ArrayFeed", "DatasetFeed", "SpecFeed", "make_feed", "Chunk", "DEFAULT_BATCH_SIZE",
            "refuse_python_iterators"]
@@ -312,6 +318,14 @@ def refuse_python_iterators(x, name: str) -> None:
             f"its output_signature) and pass the dataset, or pass arrays.")
 
 
+def _refuse_per_output_weights(sample_weight) -> None:
+    if isinstance(sample_weight, dict) or is_structure_of_arrays(sample_weight):
+        raise ValueError(
+            "sample_weight gives one array per output, which graphfit does not take (Keras "
+            "does): pass one array, one weight per sample, for every output's loss, and "
+            "weigh whole outputs with compile(loss_weights=...).")
+
+
 def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False,
               steps=None, check_finite=True, names=("x", "y"), seed=0,
               steps_argument="steps_per_epoch"):
@@ -353,6 +367,7 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
     x = to_arrays(model.arrange_inputs(x), model.dtype, features=True,
                   built=model.built_input_spec)
     y = to_arrays(y, model.dtype, features=False)
+    _refuse_per_output_weights(sample_weight)
     sample_weight = None if sample_weight is None else to_array(sample_weight, model.dtype)
     named = {names[0]: x, names[1]: y, "sample_weight": sample_weight}
     input_checks.check_same_length({k: v for k, v in named.items() if v is not None})
