@@ -183,7 +183,8 @@ class DatasetFeed:
     Args:
         dataset: the batched dataset.
         steps: batches per epoch; None reads until the dataset ends. With steps, Keras 3's
-            semantics: the iterator carries on across epochs, and where a finite dataset runs
+            semantics: the training iterator carries on across epochs (an evaluation's starts
+            a new pass every time, `stage_data.first_batches`), and where a finite dataset runs
             out the epoch ends early (with a warning) and the next one starts a new pass.
             A dataset that repeats forever gives every epoch `steps` batches.
         names: how the data is called in messages.

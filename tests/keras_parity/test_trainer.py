@@ -332,6 +332,21 @@ def test_validation_freq_list_batch_size_and_initial_epoch_as_keras():
         g.fit(x, y, validation_freq=[0, 2], verbose=0)
 
 
+@pytest.mark.parametrize("repeat", [False, True], ids=["finite", "repeated"])
+def test_validation_steps_on_a_dataset_evaluate_its_first_batches_each_time_as_keras(repeat):
+    # Keras resets its evaluation iterator at every validation: the first batches each time.
+    x, y = _classes(n=40)
+    val = tf.data.Dataset.from_tensor_slices((x[:24], y[:24])).batch(6)
+    val = val.repeat() if repeat else val
+    k, g = _classifier_twins()
+    _compile_both(k, g, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    runs = [m.fit(x, y, validation_data=val, validation_steps=2, batch_size=10, epochs=3,
+                  shuffle=False, verbose=0).history["val_loss"] for m in (k, g)]
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5)
+    first_two = g.evaluate(x[:12], y[:12], verbose=0)
+    assert runs[1][-1] == pytest.approx(first_two, rel=1e-5)
+
+
 # ---------------------------------------------------------------------- steps and shuffle
 @pytest.mark.parametrize("steps_per_epoch, counts", [
     (10, [10, 10, 10, 10]),  # match_one_epoch
