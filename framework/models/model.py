@@ -439,8 +439,9 @@ class Model(CompiledView, Layer):
             check_finite: refuse data with NaN or infinite values.
 
         Returns:
-            The loss alone when there are no metrics, else [loss, *metrics] in log order (as
-            Keras), or a dict with return_dict=True.
+            The loss alone when there are no metrics, else a list in Keras's order (the loss,
+            a single output's metrics, the per-output losses, then the other keys sorted),
+            or a dict with return_dict=True.
 
         Raises:
             RuntimeError: when the model was not compiled with a loss.

@@ -14,16 +14,7 @@ from graphfit.training import loops as training_loop
 from graphfit.training.feeds import make_feed
 from graphfit.training.stage_data import prepare, require_loss, stage_data
 
-__all__ = ["train_on_batch", "test_on_batch", "predict_on_batch", "as_returned"]
-
-
-def as_returned(logs: dict, return_dict: bool):
-    """Keras's return value of evaluate and the *_on_batch methods: the dict, else the loss
-    alone when there is nothing else, else the values in log order."""
-    if return_dict:
-        return logs
-    values = list(logs.values())
-    return values[0] if len(values) == 1 else values
+__all__ = ["train_on_batch", "test_on_batch", "predict_on_batch"]
 
 
 def _one_batch(x, method: str, whole: str) -> None:
@@ -52,7 +43,8 @@ def train_on_batch(model, x, y=None, sample_weight=None, class_weight=None,
     state.steps.expect_fit(None, None)
     (batch,) = feed.batches_in_order()
     state.steps.run_arrays("train", stage_data(feed), batch, 1)
-    return as_returned(metrics.results(), return_dict)
+    logs = metrics.results()
+    return logs if return_dict else metrics.as_keras_list(logs)
 
 
 def test_on_batch(model, x, y=None, sample_weight=None, return_dict: bool = False):

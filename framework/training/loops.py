@@ -275,10 +275,7 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
                              verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
     logs = _evaluate_stage(model, state, stage, feed, 0, callbacks)
-    if return_dict:
-        return logs
-    values = list(logs.values())
-    return values[0] if len(values) == 1 else values
+    return logs if return_dict else state.stage_metrics[stage].as_keras_list(logs)
 
 
 def predict(model, x, *, batch_size, verbose, steps, callbacks):

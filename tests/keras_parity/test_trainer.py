@@ -182,6 +182,24 @@ def test_loss_weights_for_several_outputs_match_keras_and_its_goldens(form):
         np.testing.assert_allclose(histories[1][key], histories[0][key], rtol=1e-5)
 
 
+def test_evaluate_lists_loss_metrics_then_output_losses_as_keras():
+    # Keras's order (its _flatten_metrics_in_order; trainer_test.py::
+    # test_evaluate_return_list_respect_metrics_order): the loss, a single output's metrics in
+    # compile order, the per-output losses, then the other keys sorted (here the metrics,
+    # named with their output).
+    x = {"x_one": np.ones((8, 4)), "x_two": np.full((8, 4), 2.0)}
+    y = {"y_one": np.zeros((8, 3)), "y_two": np.ones((8, 3))}
+    metrics = {"y_one": ["mae"], "y_two": ["mse", "mae"]}
+    results = []
+    for model in (_keras_two_outputs(), _TwoOutputs()):
+        model.compile(loss={"y_one": "mse", "y_two": "mae"}, metrics=metrics)
+        results.append(model.evaluate(x, y, verbose=0))
+        results.append(model.test_on_batch(x, y))
+    assert len(results[2]) == len(results[0]) == 6
+    np.testing.assert_allclose(results[2], results[0], rtol=1e-6)
+    np.testing.assert_allclose(results[3], results[1], rtol=1e-6)
+
+
 def test_bad_loss_weights_are_refused_with_the_fix():
     model = _TwoOutputs()
     model.compile(optimizer="sgd", loss="mse", loss_weights=0.5)
