@@ -323,6 +323,18 @@ def test_validation_split_holds_out_the_last_samples_as_keras():
     assert runs[1]["val_loss"][-1] == pytest.approx(held_out, rel=1e-5)
 
 
+def test_class_weight_weighs_training_only_not_the_validation_split_as_keras():
+    x, y = _classes(n=40)
+    k, g = _classifier_twins()
+    _compile_both(k, g, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    runs = [m.fit(x, y, class_weight={0: 4.0, 1: 0.5}, validation_split=0.25, batch_size=10,
+                  shuffle=False, verbose=0).history for m in (k, g)]
+    for key in ("loss", "val_loss"):
+        np.testing.assert_allclose(runs[1][key], runs[0][key], rtol=1e-5)
+    assert runs[1]["val_loss"][0] == pytest.approx(g.evaluate(x[30:], y[30:], verbose=0),
+                                                   rel=1e-5)
+
+
 def test_validation_split_is_refused_for_datasets_and_bad_fractions():
     model = _gf_ones()
     model.compile(optimizer="sgd", loss="mse")
