@@ -477,3 +477,20 @@ def test_the_parity_table_lists_every_keras_argument_and_says_the_truth():
         ours = list(inspect.signature(getattr(gf.Model, method)).parameters)
         shared = [a for a in _keras_arguments(method) if a in ours]
         assert [a for a in ours if a in shared] == shared, method
+
+
+def test_auto_scale_loss_false_leaves_the_optimizer_unwrapped_as_keras():
+    for auto_scale_loss in (True, False):
+        model = gf.Sequential([layers.Dense(2)], input_shape=(3,))
+        model.compile(optimizer="sgd", loss="mse", dtype_policy="mixed_float16",
+                      auto_scale_loss=auto_scale_loss)
+        keras.config.set_dtype_policy("mixed_float16")  # Keras wraps under the global policy
+        try:
+            twin = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+            twin.compile(optimizer="sgd", loss="mse", auto_scale_loss=auto_scale_loss)
+        finally:
+            keras.config.set_dtype_policy("float32")
+        assert isinstance(model.optimizer, optimizers.LossScaleOptimizer) == auto_scale_loss
+        assert isinstance(twin.optimizer, keras.optimizers.LossScaleOptimizer) == auto_scale_loss
+    with pytest.raises(ValueError, match="auto_scale_loss must be True or False"):
+        model.compile(loss="mse", auto_scale_loss="yes")
