@@ -19,11 +19,12 @@ from graphfit.core.step_types import StepResult
 from graphfit.models import summary as summary_lib
 from graphfit.models.compiled_view import CompiledView
 from graphfit.saving import compile_config, model_file, weights_io
-from graphfit.training import frozen_cache, steps
+from graphfit.training import batch_calls, frozen_cache, steps
 from graphfit.training import loops as training_loop
 from graphfit.training.array_data import spec_of
 from graphfit.training.compile_state import CompileState
 from graphfit.training.feeds import DEFAULT_BATCH_SIZE
+from graphfit.training.fit_data import fit_data
 from graphfit.training.input_checks import check_features
 
 __all__ = ["Model"]
@@ -287,18 +288,22 @@ class Model(CompiledView, Layer):
         steps_per_execution="auto",
         run_eagerly: bool = False,
         dtype_policy=None,
+        auto_scale_loss: bool = True,
     ) -> None:
         """Configures training.
 
         Args:
             optimizer: a graphfit optimizer, its name ("sgd", "adam") or a config dict.
             loss: a Keras loss name or object, or a function (y_true, y_pred); for several
-                outputs a list in output order or a dict by output name.
+                outputs a list in output order or a dict by output name, None for an output
+                without a loss (it then needs no labels).
             metrics: Keras metric names or objects, or functions; a dict by output name for
                 several outputs. "accuracy" picks binary, sparse or categorical accuracy from
                 the shapes; with a binary from-logits loss, threshold metrics use logits.
                 As in Keras, they ignore sample weights.
-            loss_weights: weights of the per-output losses in the total.
+            loss_weights: a number that scales the loss of a single-output model, or for
+                several outputs a list in output order or a dict by output name: the total
+                loss is the weighted sum (the logged per-output losses are unweighted).
             weighted_metrics: metrics that apply the sample weights (same forms as metrics).
             jit_compile: True, False, or "auto" (XLA where it helps; decided once, before
                 the steps are traced: see `graphfit.training.xla_support.resolve_jit_compile`).
@@ -311,6 +316,8 @@ class Model(CompiledView, Layer):
                 variables, slots, update-hook state, loss and metrics in float32 (see
                 `set_dtype_policy`); under "mixed_float16" the optimizer is wrapped in a
                 `LossScaleOptimizer` unless it is one.
+            auto_scale_loss: False leaves the optimizer unwrapped under "mixed_float16"
+                (Keras's argument).
 
         Raises:
             ValueError: for an unknown loss, metric or optimizer name (listing the valid ones)
@@ -320,7 +327,7 @@ class Model(CompiledView, Layer):
             self.set_dtype_policy(dtype_policy)
         self.compile_state = CompileState(optimizer, loss, metrics, loss_weights, jit_compile,
                                            steps_per_execution, run_eagerly, weighted_metrics,
-                                           self.dtype_policy)
+                                           self.dtype_policy, auto_scale_loss)
 
     def set_dtype_policy(self, policy) -> None:
         """Sets the model's dtype policy, which every layer without its own inherits.
@@ -368,33 +375,51 @@ class Model(CompiledView, Layer):
         return self.compile_state
 
     def fit(self, x=None, y=None, batch_size: int | None = DEFAULT_BATCH_SIZE, epochs: int = 1,
-            verbose="auto", callbacks=None, validation_data=None, test_data=None,
-            shuffle: bool = True, initial_epoch: int = 0, sample_weight=None,
-            steps_per_epoch: int | None = None, validation_steps: int | None = None,
-            test_steps: int | None = None, validation_freq: int = 1,
+            verbose="auto", callbacks=None, validation_split: float = 0.0,
+            validation_data=None, shuffle: bool | str = True, class_weight=None,
+            sample_weight=None, initial_epoch: int = 0, steps_per_epoch: int | None = None,
+            validation_steps: int | None = None, validation_batch_size: int | None = None,
+            validation_freq=1, test_data=None, test_steps: int | None = None,
             test_freq: int | None = None, check_finite: bool = True,
             cache_frozen: bool = False):
         """Trains the model; returns a `History` (`history.history["loss"]`, ...).
 
+        Keras's arguments in Keras's order, then graphfit's own (`test_data`, `test_steps`,
+        `test_freq`, `check_finite`, `cache_frozen`); `docs/keras_parity.md` lists where
+        they differ.
+
         Args:
             x, y: arrays (or dicts of arrays by input/output name), or a tf.data.Dataset of
                 (x, y) or (x, y, sample_weight) batches (then y is None).
-            batch_size: samples per step; None trains on all samples in one batch.
+            batch_size: samples per step; None trains on all samples in one batch (Keras's
+                None means 32).
             epochs: the epoch to stop at (epochs - initial_epoch epochs run).
             verbose: 0 silent, 1 progress bar, 2 one line per epoch; "auto" is 1.
             callbacks: `graphfit.callbacks.Callback`s.
+            validation_split: the fraction of the in-memory samples to validate on instead
+                of training: the last ones, before shuffling (as Keras). Ignored when
+                validation_data is given; refused for a dataset.
             validation_data: (x, y), (x, y, sample_weight) or a Dataset, evaluated every
                 `validation_freq` epochs with its own metric state ("val_" keys).
-            test_data: the same, evaluated at the end of training (and every `test_freq`
-                epochs when set) with its own metric state ("test_" keys).
-            shuffle: a new order of the samples every epoch (arrays only).
+            shuffle: a new order of the samples every epoch (arrays only); "batch" reorders
+                the samples inside each batch only (Keras's).
+            class_weight: {class id: weight}: each training sample's loss is weighted by its
+                class's weight (1 for classes not named); single-output models only, labels
+                as class ids, one column, or one-hot rows. Multiplied into sample_weight when
+                both are given (Keras 3 refuses both at once).
+            sample_weight: per-sample weights for the loss and the weighted metrics.
             initial_epoch: the epoch to start from (resuming).
-            sample_weight: per-sample weights for the loss and the metrics.
-            steps_per_epoch, validation_steps, test_steps: batches per epoch (per
-                evaluation), for arrays and datasets alike: the epochs then carry on through
-                the data, starting a new (reshuffled) pass where one ends (needed for datasets
-                that repeat forever). Default: one pass.
-            validation_freq, test_freq: evaluate every so many epochs.
+            steps_per_epoch: batches per epoch, as in Keras 3: the epochs walk on through
+                a pass over the data, and an epoch ends early (with a warning) where the pass
+                ends; a dataset that repeats forever needs it. Default: one pass.
+            validation_steps: batches per validation: for arrays the first ones, for a
+                dataset the iterator carries on from one validation to the next.
+            validation_batch_size: the batch size of validation (default: batch_size).
+            validation_freq: validate every so many epochs, or after the epochs listed
+                (counted from 1), as Keras.
+            test_data: like validation_data, evaluated at the end of training (and every
+                `test_freq` epochs when set) with its own metric state ("test_" keys).
+            test_steps, test_freq: like validation_steps and validation_freq, for test_data.
             check_finite: refuse data with NaN or infinite values (arrays only).
             cache_frozen: compute the frozen leading layers' outputs once (per data set,
                 again when their weights or the data change) and train the rest on them: the
@@ -404,15 +429,19 @@ class Model(CompiledView, Layer):
         Raises:
             RuntimeError: when the model was not compiled.
             ValueError: for bad data (mismatched lengths, wrong feature shape, labels outside
-                the number of classes, NaN or infinite values), before any step runs.
+                the number of classes, NaN or infinite values) or a bad argument, before any
+                step runs.
         """
+        x, y, sample_weight, validation_data = fit_data(
+            self, x, y, sample_weight, class_weight=class_weight,
+            validation_split=validation_split, validation_data=validation_data)
         arguments = dict(
             batch_size=batch_size, epochs=epochs, verbose=verbose, callbacks=callbacks,
             validation_data=validation_data, test_data=test_data, shuffle=shuffle,
             initial_epoch=initial_epoch, sample_weight=sample_weight,
             steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
             test_steps=test_steps, validation_freq=validation_freq, test_freq=test_freq,
-            check_finite=check_finite)
+            check_finite=check_finite, validation_batch_size=validation_batch_size)
         if frozen_cache.check_cache_frozen(cache_frozen):
             history = frozen_cache.fit_on_cached_features(self, x, y, **arguments)
             if history is not None:
@@ -437,8 +466,9 @@ class Model(CompiledView, Layer):
             check_finite: refuse data with NaN or infinite values.
 
         Returns:
-            The loss alone when there are no metrics, else [loss, *metrics] in log order (as
-            Keras), or a dict with return_dict=True.
+            The loss alone when there are no metrics, else a list in Keras's order (the loss,
+            a single output's metrics, the per-output losses, then the other keys sorted),
+            or a dict with return_dict=True.
 
         Raises:
             RuntimeError: when the model was not compiled with a loss.
@@ -469,6 +499,33 @@ class Model(CompiledView, Layer):
         """
         return training_loop.predict(self, x, batch_size=batch_size, verbose=verbose,
                                      steps=steps, callbacks=callbacks)
+
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
+                       return_dict: bool = False):
+        """One training step on one batch: all of `x` (Keras's signature and return value).
+
+        The train metrics are reset first, as in Keras 3, so the numbers are those of this
+        batch (computed before the update); no callback is called.
+
+        Args:
+            x, y: one batch of arrays (or dicts/lists of them).
+            sample_weight: per-sample weights.
+            class_weight: {class id: weight}, as for `fit` (multiplied into sample_weight).
+            return_dict: return {"loss": ..., metric: ...} instead of a list.
+
+        Returns:
+            The loss alone when there are no metrics, else [loss, *metrics], or a dict.
+        """
+        return batch_calls.train_on_batch(self, x, y, sample_weight, class_weight, return_dict)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict: bool = False):
+        """The loss and metrics of one batch (all of `x`), in inference mode; returns as
+        `train_on_batch`. Uses the test stage's metrics, reset first."""
+        return batch_calls.test_on_batch(self, x, y, sample_weight, return_dict)
+
+    def predict_on_batch(self, x):
+        """The outputs for one batch (all of `x`) as NumPy arrays, like `predict`."""
+        return batch_calls.predict_on_batch(self, x)
 
     # ------------------------------------------------------------------------ weights
     def get_weights(self) -> list[np.ndarray]:

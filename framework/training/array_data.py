@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["to_arrays", "to_array", "spec_of", "relaxed_specs", "arrange_targets",
-           "gather_batch", "as_tuple", "step_data", "pad_rows"]
+           "is_structure_of_arrays", "gather_batch", "as_tuple", "step_data", "pad_rows"]
 
 
 def to_array(value, dtype: tf.DType):
@@ -38,7 +38,9 @@ def to_array(value, dtype: tf.DType):
     return array
 
 
-def _is_structure_of_arrays(value) -> bool:
+def is_structure_of_arrays(value) -> bool:
+    """Whether `value` is a list or tuple of arrays (several inputs or outputs), not one
+    array written as a list of rows."""
     return isinstance(value, (list, tuple)) and bool(value) and all(
         isinstance(v, (np.ndarray, tf.Tensor)) and np.ndim(v) >= 1 for v in value
     )
@@ -57,7 +59,7 @@ def to_arrays(value, dtype: tf.DType, *, features: bool, built=None):
         return {k: to_arrays(v, dtype, features=features,
                              built=built.get(k) if isinstance(built, dict) else None)
                 for k, v in value.items()}
-    if _is_structure_of_arrays(value):
+    if is_structure_of_arrays(value):
         parts = (list(built) if isinstance(built, (list, tuple)) and len(built) == len(value)
                  else [None] * len(value))
         return [to_arrays(v, dtype, features=features, built=b) for v, b in zip(value, parts)]

@@ -57,22 +57,28 @@ def _check_distributed_model(strategy, model) -> None:
     distribution.check_created_in_scope(strategy, model.variables, f"Model {model.name!r}'s")
 
 
+def _check_settings(jit_compile, steps_per_execution, auto_scale_loss) -> None:
+    if jit_compile not in (True, False, "auto"):
+        raise ValueError(
+            f"jit_compile must be True, False or 'auto'. Received: jit_compile={jit_compile!r}")
+    if steps_per_execution != "auto" and not (
+            isinstance(steps_per_execution, numbers.Integral) and steps_per_execution >= 1):
+        raise ValueError(
+            f"steps_per_execution must be a positive integer or 'auto'. Received: "
+            f"steps_per_execution={steps_per_execution!r}")
+    if auto_scale_loss not in (True, False):
+        raise ValueError(
+            f"auto_scale_loss must be True or False. Received: "
+            f"auto_scale_loss={auto_scale_loss!r}")
+
+
 class CompileState:
     """The result of `compile`: validated settings, built lazily against the data."""
 
     def __init__(self, optimizer, loss, metrics, loss_weights, jit_compile,
-                 steps_per_execution, run_eagerly, weighted_metrics=None, dtype_policy=None):
-        if jit_compile not in (True, False, "auto"):
-            raise ValueError(
-                f"jit_compile must be True, False or 'auto'. Received: jit_compile={jit_compile!r}"
-            )
-        if steps_per_execution != "auto" and not (
-            isinstance(steps_per_execution, numbers.Integral) and steps_per_execution >= 1
-        ):
-            raise ValueError(
-                f"steps_per_execution must be a positive integer or 'auto'. Received: "
-                f"steps_per_execution={steps_per_execution!r}"
-            )
+                 steps_per_execution, run_eagerly, weighted_metrics=None, dtype_policy=None,
+                 auto_scale_loss=True):
+        _check_settings(jit_compile, steps_per_execution, auto_scale_loss)
         from graphfit import optimizers  # the optimizers package imports graphfit
 
         # Compiled inside `strategy.scope()`: the steps run on every replica of it.
@@ -83,7 +89,9 @@ class CompileState:
                 raise ValueError(
                     "jit_compile=True is not supported under a tf.distribute strategy: compile "
                     "with jit_compile='auto' or False (the distributed steps run without XLA).")
-        self.optimizer = None if optimizer is None else optimizers.get(optimizer, dtype_policy)
+        # auto_scale_loss=False: no LossScaleOptimizer under mixed_float16, as in Keras.
+        scaling_policy = dtype_policy if auto_scale_loss else None
+        self.optimizer = None if optimizer is None else optimizers.get(optimizer, scaling_policy)
         self.dtype_policy = dtype_policy
         if self.strategy is not None and self.optimizer is not None:
             self.optimizer.check_training({}, distributed=True)

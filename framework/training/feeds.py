@@ -18,9 +18,16 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.training import graph_feeds, input_checks
-from graphfit.training.array_data import arrange_targets, spec_of, to_array, to_arrays
+from graphfit.training.array_data import (
+    arrange_targets,
+    is_structure_of_arrays,
+    spec_of,
+    to_array,
+    to_arrays,
+)
 
-__all__ = ["ArrayFeed", "DatasetFeed", "SpecFeed", "make_feed", "Chunk", "DEFAULT_BATCH_SIZE"]
+__all__ = ["ArrayFeed", "DatasetFeed", "SpecFeed", "make_feed", "Chunk", "DEFAULT_BATCH_SIZE",
+           "refuse_python_iterators"]
 
 # fit's default. A dataset is already batched, so for a dataset fit's batch_size must stay at
 # this default (or None); anything else is refused as a mistake.
@@ -42,20 +49,22 @@ class ArrayFeed:
     Args:
         x, y, sample_weight: numpy arrays (or dicts/lists of them), one row per sample.
         batch_size: samples per step; None puts all samples in one batch.
-        shuffle: draw a new permutation of the samples every pass over them (when a pass
-            holds more than one batch).
+        shuffle: True draws a new permutation of the samples every pass over them (when a
+            pass holds more than one batch); "batch" (Keras's) keeps each batch's samples and
+            only reorders them inside it; False keeps the data's order.
         seed: with the pass number, fixes each pass's permutation (reproducible, resumable).
-        steps: batches per epoch (`steps_per_epoch`, `steps`), as for a dataset: the epochs
-            then run on through the passes over the data, each pass drawing its own
-            permutation, so epoch e runs the batches e·steps ... (e+1)·steps − 1 of that
-            stream and all the data is seen. None: an epoch is one pass.
+        steps: batches per epoch (`steps_per_epoch`), with Keras 3's semantics: the epochs walk
+            on through a pass over the data, and an epoch ends early where the pass ends,
+            the next one starting a new pass (a new permutation). With 10 batches per pass
+            and steps=4 the epochs run 4, 4, 2, 4, 4, 2, ... batches; with steps=12, 10
+            each. None: an epoch is one pass.
     """
 
     is_dataset = False
     varying_shapes = False  # every batch but a pass's last has the same shape
 
-    def __init__(self, x, y, sample_weight, batch_size: int | None, shuffle: bool, seed: int,
-                 names=("x", "y"), steps: int | None = None):
+    def __init__(self, x, y, sample_weight, batch_size: int | None, shuffle: bool | str,
+                 seed: int, names=("x", "y"), steps: int | None = None):
         self.x, self.y, self.sample_weight = x, y, sample_weight
         self.names = names
         self.num_samples = int(np.shape(tf.nest.flatten(x)[0])[0])
@@ -64,11 +73,13 @@ class ArrayFeed:
         self.batches_per_pass = math.ceil(self.num_samples / self.batch_size)
         # One batch per pass holds every sample whatever the order: shuffling it would only
         # change the rounding of its sums, and make a full-batch fit irreproducible.
-        self.shuffle = shuffle and self.batches_per_pass > 1
+        shuffle = "batch" if isinstance(shuffle, str) and shuffle == "batch" else bool(shuffle)
+        self.shuffle = shuffle if self.batches_per_pass > 1 else False
         self.seed = seed
         self.fixed_steps = steps
         self.steps = self.batches_per_pass if steps is None else steps
         self._tensors = None
+        self._warned = False
 
     @property
     def element_spec(self):
@@ -114,34 +125,56 @@ class ArrayFeed:
         """The epoch's batches, grouped into chunks whose sizes `sizes` yields one by one.
 
         A pass's last, smaller batch (if any) is a chunk of its own: rows of a chunk share one
-        size.
+        size. With fixed steps, an epoch's batches follow from its number alone (a resumed
+        fit runs those of an unbroken one): a pass is split into `epochs_per_pass` epochs.
         """
         if self.fixed_steps is None:  # one pass, or its first batches
-            yield from self._pass_chunks(epoch, 0, self.steps, 0, sizes)
+            yield from self._pass_chunks(epoch, 0, self.steps, sizes)
             return
-        start, end = epoch * self.steps, (epoch + 1) * self.steps  # in the stream of batches
-        while start < end:
-            number, first = divmod(start, self.batches_per_pass)
-            stop = min(self.batches_per_pass, first + end - start)
-            yield from self._pass_chunks(number, first, stop, start - epoch * self.steps, sizes)
-            start += stop - first
+        number, part = divmod(epoch, self.epochs_per_pass)
+        first = part * self.steps
+        if first + self.steps > self.batches_per_pass and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"One pass over {self.names[0]} holds {self.batches_per_pass} batches, not a "
+                f"multiple of steps_per_epoch={self.steps}: as in Keras, an epoch ends where "
+                f"the pass ends, so some epochs run fewer steps. Choose a steps_per_epoch "
+                f"that divides {self.batches_per_pass} for epochs of equal length.",
+                stacklevel=5)
+        yield from self._pass_chunks(number, first, min(first + self.steps,
+                                                         self.batches_per_pass), sizes)
 
-    def _pass_chunks(self, number: int, first: int, stop: int, offset: int,
-                     sizes: Iterator[int]) -> Iterator[Chunk]:
-        """Chunks of the batches `first` ... `stop` − 1 of pass `number` over the samples;
-        `offset`: the epoch's count of batches before them."""
+    @property
+    def epochs_per_pass(self) -> int:
+        """How many epochs of `steps` batches one pass over the data makes (the last of them
+        shorter when `steps` does not divide the pass, as Keras's)."""
+        return math.ceil(self.batches_per_pass / self.steps)
+
+    def _order(self, number: int) -> np.ndarray:
+        """The samples in the order of pass `number`."""
         order = np.arange(self.num_samples, dtype=np.int32)
-        if self.shuffle:
+        if self.shuffle is True:
             order = np.random.default_rng([self.seed, number]).permutation(order).astype(np.int32)
+        elif self.shuffle == "batch":  # each batch keeps its samples, in a new order
+            rng = np.random.default_rng([self.seed, number])
+            for start in range(0, self.num_samples, self.batch_size):
+                order[start:start + self.batch_size] = rng.permutation(
+                    order[start:start + self.batch_size])
+        return order
+
+    def _pass_chunks(self, number: int, first: int, stop: int,
+                     sizes: Iterator[int]) -> Iterator[Chunk]:
+        """Chunks of the batches `first` ... `stop` − 1 of pass `number` over the samples."""
+        order = self._order(number)
         full = self.num_samples // self.batch_size
         rows = order[: full * self.batch_size].reshape(full, self.batch_size)
         start = first
         while start < min(stop, full):
             size = max(1, min(next(sizes), min(stop, full) - start))
-            yield Chunk(offset + start - first, size, rows[start : start + size])
+            yield Chunk(start - first, size, rows[start : start + size])
             start += size
         if stop > full:  # the smaller last batch
-            yield Chunk(offset + full - first, 1, order[full * self.batch_size :][None, :])
+            yield Chunk(full - first, 1, order[full * self.batch_size :][None, :])
 
 
 class DatasetFeed:
@@ -149,9 +182,11 @@ class DatasetFeed:
 
     Args:
         dataset: the batched dataset.
-        steps: batches per epoch; None reads until the dataset ends. With steps, the iterator
-            carries on across epochs, and a finite dataset starts a new pass when it runs out,
-            so every epoch has `steps` batches and all the data is seen.
+        steps: batches per epoch; None reads until the dataset ends. With steps, Keras 3's
+            semantics: the training iterator carries on across epochs (an evaluation's starts
+            a new pass every time, `stage_data.first_batches`), and where a finite dataset runs
+            out the epoch ends early (with a warning) and the next one starts a new pass.
+            A dataset that repeats forever gives every epoch `steps` batches.
         names: how the data is called in messages.
         steps_argument: the argument that sets `steps`, for messages.
     """
@@ -164,6 +199,7 @@ class DatasetFeed:
                  steps_argument: str = "steps_per_epoch"):
         self.dataset = dataset
         self.names = names
+        self.steps_argument = steps_argument
         cardinality = int(dataset.cardinality())
         if steps is None and cardinality == tf.data.INFINITE_CARDINALITY:
             raise ValueError(
@@ -177,8 +213,11 @@ class DatasetFeed:
         # None when the dataset cannot say (a filter), even after a pass.
         self.batches_per_pass = (cardinality if cardinality >= 0 else
                                  steps if cardinality == tf.data.INFINITE_CARDINALITY else None)
-        self.cycles = steps is not None  # keep the iterator; restart a finite dataset when done
+        self.cycles = steps is not None  # keep the iterator from one epoch to the next
+        self._pass_length = cardinality if cardinality >= 0 else None
         self._iterator = None
+        self._read = 0  # batches read from the iterator
+        self._warned = False
 
     @property
     def element_spec(self):
@@ -217,15 +256,29 @@ class DatasetFeed:
             start += size
 
     def epoch_iterator(self):
-        """The iterator for a new epoch: a fresh pass, unless the steps per epoch are fixed."""
-        if self._iterator is None or not self.cycles:
+        """The iterator for a new epoch: a fresh pass, unless the steps per epoch are fixed
+        and the current pass has batches left (Keras's `EpochIterator`)."""
+        finished = self._pass_length is not None and self._read >= self._pass_length
+        if self._iterator is None or not self.cycles or finished:
             self._iterator = iter(self.dataset)
+            self._read = 0
         return self._iterator
 
-    def restart(self):
-        """A new pass over a finite dataset that ran out in the middle of an epoch."""
-        self._iterator = iter(self.dataset)
-        return self._iterator
+    def record(self, ran: int, wanted: int) -> None:
+        """Counts the batches a chunk read (`ran` of the `wanted`); a dataset that ran out
+        starts a new pass at the next epoch. With fixed steps the epoch then ends early, as
+        in Keras, with one warning per feed."""
+        self._read += ran
+        if ran >= wanted:
+            return
+        self._iterator = None
+        if self.cycles and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"{self.names[0]} ran out of data before {self.steps_argument}={self.steps} "
+                f"batches: as in Keras, the epoch ends there and the next one starts a new "
+                f"pass. Repeat the dataset (dataset.repeat()) for epochs of "
+                f"{self.steps_argument} batches each.", stacklevel=5)
 
 
 class SpecFeed:
@@ -256,6 +309,24 @@ class SpecFeed:
             self.y_spec = self.default_labels(output_names, needed)
 
 
+def refuse_python_iterators(x, name: str) -> None:
+    """A generator or a `keras.utils.PyDataset` (Keras reads them batch by batch in Python)."""
+    kinds = {c.__name__ for c in type(x).__mro__}
+    if "PyDataset" in kinds or hasattr(x, "__next__"):
+        raise ValueError(
+            f"{name} is a {type(x).__name__}, which graphfit does not read batch by batch in "
+            f"Python: wrap it in a tf.data.Dataset (tf.data.Dataset.from_generator(...), with "
+            f"its output_signature) and pass the dataset, or pass arrays.")
+
+
+def _refuse_per_output_weights(sample_weight) -> None:
+    if isinstance(sample_weight, dict) or is_structure_of_arrays(sample_weight):
+        raise ValueError(
+            "sample_weight gives one array per output, which graphfit does not take (Keras "
+            "does): pass one array, one weight per sample, for every output's loss, and "
+            "weigh whole outputs with compile(loss_weights=...).")
+
+
 def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False,
               steps=None, check_finite=True, names=("x", "y"), seed=0,
               steps_argument="steps_per_epoch"):
@@ -268,6 +339,7 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
         ValueError: for mismatched lengths, NaN/inf values, a bad batch size, or a dataset
             with labels where none are expected.
     """
+    refuse_python_iterators(x, names[0])
     graphs = graph_feeds.as_graph_set(x, names[0])
     if graphs is not None:
         dataset = graph_feeds.graph_batches(graphs, y, sample_weight, batch_size=batch_size,
@@ -296,6 +368,7 @@ def make_feed(model, x, y=None, sample_weight=None, *, batch_size, shuffle=False
     x = to_arrays(model.arrange_inputs(x), model.dtype, features=True,
                   built=model.built_input_spec)
     y = to_arrays(y, model.dtype, features=False)
+    _refuse_per_output_weights(sample_weight)
     sample_weight = None if sample_weight is None else to_array(sample_weight, model.dtype)
     named = {names[0]: x, names[1]: y, "sample_weight": sample_weight}
     input_checks.check_same_length({k: v for k, v in named.items() if v is not None})

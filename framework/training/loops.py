@@ -16,7 +16,7 @@ from graphfit.callbacks import CallbackList
 from graphfit.core import validation
 from graphfit.saving import checkpoints
 from graphfit.training import distribution
-from graphfit.training.feeds import make_feed
+from graphfit.training.feeds import make_feed, refuse_python_iterators
 from graphfit.training.stage_data import (
     eval_feed,
     first_batches,
@@ -79,16 +79,10 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
 
 
 def _run_dataset_chunk(steps, stage, feed, chunk, iterator):
-    """Runs one chunk of a dataset; a dataset with fixed steps that runs out starts a new
-    pass. Returns (steps run, the iterator to go on with)."""
+    """Runs one chunk of a dataset; returns (steps run, the iterator to go on with). A
+    dataset that runs out ends the epoch (the next one starts a new pass, as in Keras)."""
     ran = steps.run_dataset(stage, iterator, chunk.num_batches, chunk.first_batch)
-    while feed.cycles and ran < chunk.num_batches:
-        iterator = feed.restart()
-        more = steps.run_dataset(stage, iterator, chunk.num_batches - ran,
-                                 chunk.first_batch + ran)
-        if not more:
-            break
-        ran += more
+    feed.record(ran, chunk.num_batches)
     return ran, iterator
 
 
@@ -126,9 +120,12 @@ def _layer_counters(model) -> dict[str, int]:
     return counters
 
 
-def _check_fit_arguments(epochs, initial_epoch, validation_freq, test_freq, **steps) -> None:
+def _check_fit_arguments(epochs, initial_epoch, validation_freq, test_freq, shuffle,
+                         **steps) -> None:
     validation.positive_int("epochs", epochs)
-    validation.positive_int("validation_freq", validation_freq)
+    _check_validation_freq(validation_freq)
+    if shuffle not in (True, False, "batch"):
+        raise validation.invalid("shuffle", shuffle, "True, False or 'batch'")
     validation.positive_int("test_freq", test_freq, allow_none=True)
     for name, value in steps.items():
         validation.positive_int(name, value, allow_none=True)
@@ -136,6 +133,24 @@ def _check_fit_arguments(epochs, initial_epoch, validation_freq, test_freq, **st
         raise ValueError(
             f"initial_epoch must be an integer in [0, epochs). Received: "
             f"initial_epoch={initial_epoch!r}, epochs={epochs}")
+
+
+def _check_validation_freq(validation_freq) -> None:
+    """An int (every so many epochs) or a list of the epochs to validate after, counted
+    from 1 (Keras's two forms)."""
+    if isinstance(validation_freq, (list, tuple)):
+        if not all(validation.is_integer(e) and e >= 1 for e in validation_freq):
+            raise validation.invalid("validation_freq", validation_freq,
+                                     "a positive integer or a list of epochs counted from 1")
+        return
+    validation.positive_int("validation_freq", validation_freq)
+
+
+def _validates_after(epoch: int, validation_freq) -> bool:
+    """Whether the epoch `epoch` (counted from 0) ends with a validation (Keras's rule)."""
+    if isinstance(validation_freq, (list, tuple)):
+        return epoch + 1 in validation_freq
+    return (epoch + 1) % validation_freq == 0
 
 
 def _shuffle_seed(state, state_of_fit, initial_epoch: int) -> int:
@@ -147,27 +162,42 @@ def _shuffle_seed(state, state_of_fit, initial_epoch: int) -> int:
     return distribution.agreed_seed(state.strategy, seed)
 
 
+def _fit_feeds(model, x, y, sample_weight, *, batch_size, shuffle, steps_per_epoch, seed,
+               validation_data, validation_batch_size, validation_steps, test_data,
+               test_steps, check_finite) -> dict:
+    """The feeds of fit's stages ("train", "val", "test"; None for a stage without data)."""
+    validation.positive_int("validation_batch_size", validation_batch_size, allow_none=True)
+    return {"train": make_feed(model, x, y, sample_weight, batch_size=batch_size,
+                               shuffle=shuffle, steps=steps_per_epoch,
+                               check_finite=check_finite, seed=seed),
+            "val": eval_feed(model, validation_data, "validation_data",
+                             validation_batch_size or batch_size, validation_steps,
+                             check_finite),
+            "test": eval_feed(model, test_data, "test_data", batch_size, test_steps,
+                              check_finite)}
+
+
 def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data, test_data,
         shuffle, initial_epoch, sample_weight, steps_per_epoch, validation_steps, test_steps,
-        validation_freq, test_freq, check_finite):
+        validation_freq, test_freq, check_finite, validation_batch_size=None):
     """`Model.fit` (see its docstring)."""
     state = model.compiled_for("fit")
     default_step = require_loss(model, state, "train")
     verbose = validation.verbosity(verbose, allow_auto=True)
-    _check_fit_arguments(epochs, initial_epoch, validation_freq, test_freq,
+    _check_fit_arguments(epochs, initial_epoch, validation_freq, test_freq, shuffle,
                          steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
                          test_steps=test_steps)
+    refuse_python_iterators(x, "x")
     if y is None and default_step and not isinstance(x, tf.data.Dataset):
         raise ValueError("fit() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
     state_of_fit = checkpoints.fit_state(model)
     seed = _shuffle_seed(state, state_of_fit, initial_epoch)
-    feeds = {"train": make_feed(model, x, y, sample_weight, batch_size=batch_size,
-                                shuffle=shuffle, steps=steps_per_epoch,
-                                check_finite=check_finite, seed=seed),
-             "val": eval_feed(model, validation_data, "validation_data", batch_size,
-                              validation_steps, check_finite),
-             "test": eval_feed(model, test_data, "test_data", batch_size, test_steps,
-                               check_finite)}
+    feeds = _fit_feeds(model, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
+                       steps_per_epoch=steps_per_epoch, seed=seed,
+                       validation_data=validation_data,
+                       validation_batch_size=validation_batch_size,
+                       validation_steps=validation_steps, test_data=test_data,
+                       test_steps=test_steps, check_finite=check_finite)
     for stage, feed in feeds.items():
         if feed is not None:
             prepare(model, state, feed, stage)
@@ -207,7 +237,7 @@ def _epochs(model, state, feeds, callbacks, initial_epoch, epochs, validation_fr
     for epoch in range(initial_epoch, epochs):
         callbacks.on_epoch_begin(epoch)
         logs = run_stage(model, state, "train", feeds["train"], epoch, callbacks)
-        if feeds["val"] is not None and (epoch + 1) % validation_freq == 0:
+        if feeds["val"] is not None and _validates_after(epoch, validation_freq):
             logs.update(_prefixed("val", _evaluate_stage(model, state, "val", feeds["val"],
                                                          epoch, callbacks)))
         # A callback that chooses the kept weights (EarlyStopping's restore_best_weights)
@@ -235,6 +265,7 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
     if stage not in ("val", "test"):
         raise ValueError(f"stage must be 'val' or 'test'. Received: stage={stage!r}")
     verbose = validation.verbosity(verbose, allow_auto=True)
+    refuse_python_iterators(x, "x")
     if y is None and default_step and not isinstance(x, tf.data.Dataset):
         raise ValueError("evaluate() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
     validation.positive_int("steps", steps, allow_none=True)
@@ -245,10 +276,7 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
                              verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
     logs = _evaluate_stage(model, state, stage, feed, 0, callbacks)
-    if return_dict:
-        return logs
-    values = list(logs.values())
-    return values[0] if len(values) == 1 else values
+    return logs if return_dict else state.stage_metrics[stage].as_keras_list(logs)
 
 
 def predict(model, x, *, batch_size, verbose, steps, callbacks):

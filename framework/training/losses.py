@@ -14,7 +14,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from graphfit.core import autograph_scope
+from graphfit.core import autograph_scope, validation
 from graphfit.core.naming import snake_case
 from graphfit.core.registry import LOSSES, unknown_name_error
 
@@ -164,6 +164,11 @@ class LossSet:
                 "compile() needs a loss, e.g. loss='mse' or "
                 "loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)."
             )
+        if loss_weights is not None and not (
+                isinstance(loss_weights, (dict, list, tuple)) or validation.is_real(loss_weights)):
+            raise ValueError(
+                f"loss_weights must be a number (one output), or a list or dict of numbers "
+                f"(one per output). Received: loss_weights={loss_weights!r}")
         self._spec = loss
         self._weight_spec = loss_weights
         self.output_names: list[str] | None = None
@@ -172,12 +177,15 @@ class LossSet:
         self.built = False
         if isinstance(loss, (str, keras.losses.Loss)) or callable(loss):
             resolve_loss(loss, tf.float32)  # fail at compile time on a bad name
-        elif isinstance(loss, dict):
-            for item in loss.values():
-                resolve_loss(item, tf.float32)
-        elif isinstance(loss, (list, tuple)):
-            for item in loss:
-                resolve_loss(item, tf.float32)
+        elif isinstance(loss, (dict, list, tuple)):
+            items = loss.values() if isinstance(loss, dict) else loss
+            if all(item is None for item in items):
+                raise ValueError(
+                    f"loss gives no output a loss. Received: loss={loss!r}; name a loss for "
+                    f"at least one output (None leaves an output without one).")
+            for item in items:
+                if item is not None:  # an output without a loss (Keras's None)
+                    resolve_loss(item, tf.float32)
 
     def build(self, output_names: list[str] | None, dtype: tf.DType) -> None:
         """Resolves one loss per output, once the model's outputs are known."""
@@ -185,7 +193,7 @@ class LossSet:
         keys = output_names or [None]
         spec, weights = self._spec, self._weight_spec
         per_output = _per_output(spec, keys, "loss")
-        weight_per_output = _per_output(weights, keys, "loss_weights") if weights else {}
+        weight_per_output = _weights_per_output(weights, keys) if weights is not None else {}
         self.losses = {k: resolve_loss(v, dtype) for k, v in per_output.items() if v is not None}
         self.weights = {k: float(weight_per_output.get(k, 1.0)) for k in self.losses}
         self.built = True
@@ -206,6 +214,8 @@ class LossSet:
         """Returns (total loss, {output name: loss}) for one batch."""
         if self.output_names is None:
             loss = self.losses[None](y_true, y_pred, sample_weight=sample_weight)
+            if self.weights[None] != 1.0:  # compile(loss_weights=0.2), as Keras weighs it
+                loss = loss * tf.cast(self.weights[None], loss.dtype)
             return loss, {}
         per_output = {}
         total = None
@@ -215,6 +225,26 @@ class LossSet:
             weighted = value * tf.cast(self.weights[name], value.dtype)
             total = weighted if total is None else total + weighted
         return total, per_output
+
+
+def _weights_per_output(weights, keys: list) -> dict:
+    """{output: weight} from compile's loss_weights: a number for a single-output model, a
+    list in output order or a dict by output name (Keras's forms)."""
+    several = keys != [None]
+    if not isinstance(weights, (dict, list, tuple)):
+        if several:
+            raise ValueError(
+                f"loss_weights={weights!r} is one number, but the model has the outputs "
+                f"{keys}: give one weight per output, as a list in that order or a dict by "
+                f"output name (as Keras requires).")
+        weights = [weights]
+    per_output = _per_output(weights, keys, "loss_weights")
+    for key, weight in per_output.items():
+        if weight is not None and not validation.is_real(weight):
+            raise ValueError(
+                f"loss_weights must be numbers. Received {weight!r} for "
+                f"{'the output ' + repr(key) if several else 'the loss'}.")
+    return {k: w for k, w in per_output.items() if w is not None}
 
 
 def _per_output(spec, keys: list, argument: str) -> dict:

@@ -48,9 +48,12 @@ def eval_feed(model, data, argument, batch_size, steps, check_finite):
 
 
 def first_batches(feed, steps, steps_argument):
-    """An evaluation or a prediction over arrays runs their first `steps` batches every time
-    (Keras's count); a dataset's iterator carries on (see `DatasetFeed`)."""
-    if steps is not None and not feed.is_dataset:
+    """An evaluation or a prediction runs the first `steps` batches of its data every time,
+    as Keras does (its evaluation resets the iterator): of the arrays, or of a new pass over
+    a dataset."""
+    if feed.is_dataset:
+        feed.cycles = False
+    elif steps is not None:
         feed.keep_first_batches(steps, steps_argument)
     return feed
 

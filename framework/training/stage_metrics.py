@@ -274,6 +274,17 @@ class StageMetrics:
         objects = [*self.metric_objects, *self.log_trackers.values()]
         return [v for obj in objects for v in obj.variables] + list(self.returned.values())
 
+    def as_keras_list(self, logs: dict):
+        """`logs` as Keras's evaluate and *_on_batch return them without return_dict (its
+        `_flatten_metrics_in_order`): the loss, the compiled metrics whose key is their name
+        (a single output's), the per-output losses, then the other keys sorted (a multi-output
+        model's metrics, prefixed by their output); a lone loss as a float."""
+        names = [metric.name for _, _, metric, _ in self.metrics]
+        losses = [tracker.name for tracker in self.output_loss_trackers.values()]
+        first = [k for k in dict.fromkeys(["loss", *names, *losses]) if k in logs]
+        values = [logs[k] for k in first + sorted(k for k in logs if k not in first)]
+        return values[0] if len(values) == 1 else values
+
     def results(self) -> dict[str, float]:
         """The stage's numbers so far, keyed without the stage prefix: what a Keras-style
         step returned last, else the trackers' and metrics' results."""

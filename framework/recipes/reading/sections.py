@@ -125,13 +125,32 @@ def _dtype_policy(value, path, checker):
     return _POLICIES.check(value, path, checker)
 
 
+def _class_weight(value, path, checker):
+    """fit's class_weight: {class id: weight}, checked without TensorFlow. YAML mapping keys
+    arrive as strings: "0" is class 0."""
+    def class_id(key):
+        if isinstance(key, str) and key.isdigit():
+            return int(key)
+        return key if isinstance(key, int) and not isinstance(key, bool) and key >= 0 else None
+
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+
+    ids = [class_id(k) for k in value] if isinstance(value, dict) and value else [None]
+    if None in ids or not all(number(v) for v in value.values()):
+        checker.report(path, f"must be a mapping from class ids (integers >= 0) to weights "
+                             f">= 0, e.g. {{0: 1.0, 1: 5.0}}, got {shown(value)}")
+        return INVALID
+    return dict(zip(ids, value.values()))
+
+
 _TRAINING = Section({
     "epochs": Field(Integer(min=1), 10, "passes over the training split"),
     "batch_size": Field(Nullable(Integer(min=1)), 32, "samples per step; null trains on all "
                                                       "samples at once"),
     "steps_per_epoch": Field(Nullable(Integer(min=1)), None,
                              "batches per epoch (null: one pass over the training split); "
-                             "epochs then carry on through reshuffled passes, as fit's"),
+                             "epochs walk through a pass and end where it ends, as Keras's fit"),
     "steps_per_execution": Field(Either(String(("auto",)), Integer(min=1)), "auto",
                                  "training steps per compiled call"),
     "jit_compile": Field(Either(String(("auto",)), Boolean()), "auto", "XLA-compile the steps"),
@@ -139,6 +158,9 @@ _TRAINING = Section({
                    "dtype policy: float32 or float64 everywhere, or mixed_bfloat16 / "
                    "mixed_float16 (compute in 16 bits, variables, loss and metrics in float32)"),
     "shuffle": Field(Boolean(), True, "reshuffle the training samples every epoch"),
+    "class_weight": Field(Nullable(Custom(_class_weight, "a mapping from class ids to weights")),
+                          None, "the loss of each training sample weighted by its class "
+                                "(fit's class_weight, single-output models)"),
     "validation_split": Field(Number(min=0.0, max=1.0, max_open=True), 0.15,
                               "fraction of the data held out for validation"),
     "test_split": Field(Number(min=0.0, max=1.0, max_open=True), 0.15,

@@ -177,6 +177,7 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
               check_finite=False, initial_epoch=initial_epoch,
               test_freq=training.get("test_freq"),
               steps_per_epoch=training.get("steps_per_epoch"),
+              class_weight=training.get("class_weight"),
               cache_frozen=training.get("cache_frozen", False))
     losses = recorder.history.get("loss") or [0.0]
     if (model.nonfinite_step is not None or stopper.epoch is not None

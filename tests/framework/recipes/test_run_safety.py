@@ -340,6 +340,16 @@ def test_recipes_can_set_steps_per_epoch(tmp_path):
         _recipe(tmp_path, overrides=["training.steps_per_epoch=0"])
 
 
+def test_recipes_can_set_class_weight(tmp_path):
+    weighted = _recipe(tmp_path, overrides=["training.class_weight={0: 1.0, 1: 3.0}"])
+    assert weighted.config["training"]["class_weight"] == {0: 1.0, 1: 3.0}
+    result = _train(tmp_path, overrides=["training.class_weight={0: 1.0, 1: 3.0}",
+                                         "training.epochs=1", "training.jit_compile=false"])
+    assert len(result.history["loss"]) == 1
+    with pytest.raises(RecipeError, match="class_weight: must be a mapping from class ids"):
+        _recipe(tmp_path, overrides=["training.class_weight={cat: 1.0}"])
+
+
 def _empty_data_files(folder):
     for path in folder.iterdir():
         if ".data-" in path.name:

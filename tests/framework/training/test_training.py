@@ -240,8 +240,11 @@ def test_fixed_steps_per_epoch_walk_through_a_finite_dataset(digits):
                   jit_compile=False)
     ids = np.arange(10, dtype="float32")[:, None] * np.ones((1, 64), "float32")
     dataset = tf.data.Dataset.from_tensor_slices((ids, y[:10])).batch(2)  # 5 batches
-    model.fit(dataset, epochs=3, steps_per_epoch=2, verbose=0)
-    assert seen == [0, 2, 4, 6, 8, 0]  # the epochs carry on through the data, then wrap
+    with pytest.warns(UserWarning, match="ran out of data"):
+        model.fit(dataset, epochs=4, steps_per_epoch=2, verbose=0)
+    # As Keras 3: the epochs carry on through the data; the third ends with it (one batch),
+    # and the fourth starts a new pass.
+    assert seen == [0, 2, 4, 6, 8, 0, 2]
 
 
 def _epoch_rows(feed, epoch):
@@ -253,17 +256,18 @@ def _epoch_rows(feed, epoch):
     return [list(row) for c in chunks for row in c.index_batches]
 
 
-def test_steps_per_epoch_on_arrays_carries_on_through_reshuffled_passes():
+def test_steps_per_epoch_on_arrays_ends_epochs_where_a_pass_ends_as_keras():
     from graphfit.training.feeds import ArrayFeed
 
-    # 7 samples in batches of 3: passes of [3, 3, 1]; 2 batches per epoch.
+    # 7 samples in batches of 3: passes of [3, 3, 1]; 2 batches per epoch: as Keras 3, an
+    # epoch of 2 batches, then one of the pass's last batch, then a new (reshuffled) pass.
     feed = ArrayFeed(np.zeros((7, 1)), None, None, 3, shuffle=True, seed=5, steps=2)
-    rows = [_epoch_rows(feed, epoch) for epoch in range(6)]
-    assert [len(r) for r in rows] == [2] * 6 and feed.steps == 2
-    stream = [row for epoch in rows for row in epoch]
-    for start in range(0, 12, 3):  # every pass holds each sample once, in a new order
-        assert sorted(sum(stream[start:start + 3], [])) == list(range(7))
-    assert stream[0:3] != stream[3:6]
+    with pytest.warns(UserWarning, match="not a multiple of steps_per_epoch=2"):
+        rows = [_epoch_rows(feed, epoch) for epoch in range(6)]
+    assert [len(r) for r in rows] == [2, 1] * 3 and feed.steps == 2
+    for epoch in range(0, 6, 2):  # every pass holds each sample once, in a new order
+        assert sorted(sum(rows[epoch] + rows[epoch + 1], [])) == list(range(7))
+    assert rows[0] != rows[2]
     assert _epoch_rows(feed, 4) == rows[4]  # an epoch's batches follow from its number
     # Without steps: one pass per epoch, as before (the permutation of [seed, epoch]).
     plain = ArrayFeed(np.zeros((7, 1)), None, None, 3, shuffle=True, seed=5)
