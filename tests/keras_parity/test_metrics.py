@@ -220,8 +220,9 @@ def test_sample_weights_reach_weighted_metrics_and_not_metrics():
     weights = np.random.default_rng(4).uniform(0, 2, size=len(train[0])).astype("float32")
     ours, theirs = twins.twins("binary", seed=3)
     twins.compile_both(ours, theirs, loss="binary_crossentropy",
-                       metrics=["accuracy", keras.metrics.AUC(num_thresholds=40)],
-                       weighted_metrics=[keras.metrics.Precision(thresholds=[0.4, 0.6]),
+                       metrics=["accuracy", keras.metrics.AUC(num_thresholds=40, name="auc")],
+                       weighted_metrics=[keras.metrics.Precision(thresholds=[0.4, 0.6],
+                                                                 name="precision"),
                                          keras.metrics.AUC(num_thresholds=40, name="w_auc")])
     ours_logs, theirs_logs = twins.evaluate_both(ours, theirs, *train, sample_weight=weights)
     twins.assert_same_logs(ours_logs, theirs_logs)
