@@ -7,6 +7,8 @@ differing or refused, with the reason; a name Keras adds fails the walk until it
 Goldens from keras/src/metrics/*_test.py run through an identity model.
 """
 
+import json
+
 import keras
 import numpy as np
 import pytest
@@ -321,3 +323,24 @@ def test_array_metrics_reach_tensorboard_and_the_progress_line_one_number_each(t
                                    rtol=1e-6)
     first, second = history.history["precision"][0]
     assert f"precision: [{first:.4f} {second:.4f}]" in capsys.readouterr().out
+
+
+def test_a_recipe_with_a_thresholds_metric_writes_one_number_per_threshold(tmp_path):
+    from graphfit.recipes import evaluate_run, load_recipe, train
+
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(
+        "data: {source: breast_cancer, standardize: true}\n"
+        "model: [{type: Dense, units: 1, activation: sigmoid}]\n"
+        "loss: binary_crossentropy\n"
+        "metrics: [{type: Precision, thresholds: [0.3, 0.7], name: precision}]\n"
+        "optimizer: {type: SGD, learning_rate: 0.1}\n"
+        "training: {epochs: 2, jit_compile: false}\n")
+    result = train(load_recipe(str(path)), run_dir=str(tmp_path / "run"), verbose=0)
+    history = json.loads((tmp_path / "run" / "history.json").read_text())
+    assert {"precision_0", "precision_1", "val_precision_0", "val_precision_1"} <= set(history)
+    assert len(history["precision_0"]) == 2
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert {"precision_0", "precision_1"} <= set(metrics["test"])
+    assert metrics["test"] == pytest.approx(result.metrics["test"])
+    assert evaluate_run(str(tmp_path / "run"))["test"] == pytest.approx(metrics["test"])
