@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any, Callable, TextIO
 
+import numpy as np
+
 from graphfit.callbacks.callback import Callback
 from graphfit.callbacks.chief import is_chief
 from graphfit.core import validation
@@ -27,6 +29,8 @@ def format_value(value: Any) -> str:
     """A metric as Keras prints it: 4 decimals, scientific notation at or below 1e-3."""
     if isinstance(value, str):
         return value
+    if isinstance(value, np.ndarray) and value.ndim:  # one value per threshold or class
+        return "[" + " ".join(format_value(v) for v in value.reshape(-1)) + "]"
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -14,6 +14,7 @@ from typing import Any
 import tensorflow as tf
 
 from graphfit.core import validation
+from graphfit.core.log_values import scalar_logs
 
 __all__ = [
     "RunWriters",
@@ -132,7 +133,7 @@ class RunWriters:
         if not values:
             return
         with self.writer(run).as_default():
-            for name, value in values.items():
+            for name, value in scalar_logs(values).items():  # an array: one tag per element
                 tf.summary.scalar(name, float(value), step=step)
 
     def flush(self, run: str | None = None) -> None:

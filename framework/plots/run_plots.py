@@ -53,7 +53,7 @@ def classifier_labels(model, x, y, batch_size: int | None = 256):
     if loss_set is None or loss_set.output_names is not None or y is None:
         return None
     kind = loss_set.kind()
-    if kind.labels is None:
+    if kind.labels not in ("binary", "categorical", "sparse_categorical"):
         return None
     outputs = np.asarray(model.predict(x, batch_size=batch_size, verbose=0))
     outputs = outputs.reshape(len(outputs), -1)

@@ -156,7 +156,7 @@ class CompileState:
         feed.arrange_targets(names, self.outputs_needing_labels(names))
         y_spec = feed.element_spec[1]
         if self.loss_set is not None and not self.loss_set.built:
-            self.loss_set.build(model.output_names, model.dtype)
+            self.loss_set.build(model.output_names, model.dtype, y_spec, model.output_spec)
         # A predict-only state has neither loss nor optimizer: no stage needs metrics.
         trains = self.loss_set is not None or self.optimizer is not None
         if trains and not self.stage_metrics and (y_spec is not None or self.loss_set is None):

@@ -106,14 +106,20 @@ def check_labels(name: str, y: np.ndarray, output: tf.TensorSpec, kind: LossKind
                 f"{name} must hold integer class ids for a sparse categorical loss; it has "
                 f"non-integer values such as {y[np.mod(y, 1) != 0].flat[0]!r}."
             )
-        if outputs is not None and y.size and (y.min() < 0 or y.max() >= outputs):
-            bad = y.min() if y.min() < 0 else y.max()
+        counted = y if kind.ignore_class is None else y[y != kind.ignore_class]
+        if outputs is not None and counted.size and (
+                counted.min() < 0 or counted.max() >= outputs):
+            bad = counted.min() if counted.min() < 0 else counted.max()
+            ignored = ("" if kind.ignore_class is None
+                       else f" (or {kind.ignore_class}, the loss's ignore_class)")
             raise ValueError(
                 f"{name} contains label {int(bad)}, but the model outputs {outputs} classes, so "
-                f"labels must lie in 0..{outputs - 1}. Give the last layer as many units as there "
-                f"are classes, or fix the labels."
+                f"labels must lie in 0..{outputs - 1}{ignored}. Give the last layer as many "
+                f"units as there are classes, or fix the labels."
             )
         return
+    if kind.labels == "own_shape":
+        return  # the loss defines the labels' shape (CTC, Circle) and checks it itself
     if kind.labels == "binary" and y.size and (y.min() < 0 or y.max() > 1):
         raise ValueError(
             f"{name} must hold targets in [0, 1] for a binary cross-entropy loss; found values "
@@ -163,10 +169,15 @@ def label_checks(y, checks: dict) -> list:
         labels = tf.cast(y if output is None else y[output], tf.float64)
         if kind.labels == "sparse_categorical" and spec.shape[-1] is not None:
             classes = int(spec.shape[-1])
-            found.append(((labels >= 0) & (labels < classes), (
-                f"{name} contains a label outside 0..{classes - 1}, but the model outputs "
-                f"{classes} classes. Fix the labels, or give the last layer as many units as "
-                f"there are classes.")))
+            ok = (labels >= 0) & (labels < classes)
+            ignored = ""
+            if kind.ignore_class is not None:
+                ok |= tf.equal(labels, float(kind.ignore_class))
+                ignored = f" (or {kind.ignore_class}, the loss's ignore_class)"
+            found.append((ok, (
+                f"{name} contains a label outside 0..{classes - 1}{ignored}, but the model "
+                f"outputs {classes} classes. Fix the labels, or give the last layer as many "
+                f"units as there are classes.")))
         elif kind.labels == "binary":
             found.append(((labels >= 0) & (labels <= 1), (
                 f"{name} must hold targets in [0, 1] for a binary cross-entropy loss.")))

@@ -19,9 +19,11 @@ from graphfit.core.naming import snake_case
 from graphfit.core.registry import LOSSES, unknown_name_error
 
 __all__ = ["LossSet", "resolve_loss", "loss_kind", "LossKind", "FunctionLoss", "loss_classes",
-           "valid_loss_names", "registered_loss"]
+           "valid_loss_names", "registered_loss", "ShapeChosenCrossentropy", "loss_key"]
 
+# Keras's own aliases (keras.losses.get), and two of tf.keras's that recipes may still use.
 _ALIASES = {
+    "bce": "binary_crossentropy",
     "mse": "mean_squared_error",
     "mae": "mean_absolute_error",
     "mape": "mean_absolute_percentage_error",
@@ -53,8 +55,50 @@ def registered_loss(key: str):
 
 
 def valid_loss_names() -> list[str]:
-    return sorted(set(loss_classes()) | set(_ALIASES)
+    return sorted(set(loss_classes()) | set(_ALIASES) | set(_CHOSEN_BY_SHAPE)
                   | {snake_case(name) for name in LOSSES.names()})
+
+
+# Keras's "crossentropy" / "ce": binary, sparse or categorical, chosen by the shapes.
+_CHOSEN_BY_SHAPE = ("crossentropy", "ce")
+
+
+def loss_key(name: str) -> str:
+    """The snake_case key a loss name stands for: 'MSE' and 'mse' -> 'mean_squared_error',
+    'Huber' -> 'huber', 'KLDivergence' -> 'kl_divergence' (Keras accepts all of these)."""
+    if name.isupper():
+        key = name.lower()
+    else:
+        key = snake_case(name) if name[:1].isupper() else name.lower()
+    return _ALIASES.get(key, key)
+
+
+class ShapeChosenCrossentropy(keras.losses.Loss):
+    """Keras's `loss="crossentropy"` (or `"ce"`): binary cross-entropy for one output unit,
+    sparse categorical for class ids, categorical for one-hot rows (Keras's rule,
+    `compile_utils.is_binary_or_sparse_categorical`).
+
+    `LossSet.build` replaces it by the chosen loss once the shapes are known; called
+    directly, it chooses at each call.
+    """
+
+    def __init__(self, name="crossentropy", reduction="sum_over_batch_size", dtype=None):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def chosen(self, y_true_shape, y_pred_shape) -> keras.losses.Loss:
+        """The Keras loss object Keras would use for labels and outputs of these shapes."""
+        y_true_shape, y_pred_shape = tf.TensorShape(y_true_shape), tf.TensorShape(y_pred_shape)
+        if y_pred_shape[-1] == 1:
+            cls = keras.losses.BinaryCrossentropy
+        elif y_true_shape.rank < y_pred_shape.rank or (
+                y_true_shape[-1] == 1 and (y_pred_shape[-1] or 0) > 1):
+            cls = keras.losses.SparseCategoricalCrossentropy
+        else:
+            cls = keras.losses.CategoricalCrossentropy
+        return cls(name=self.name, reduction=self.reduction, dtype=self.dtype)
+
+    def call(self, y_true, y_pred):
+        return self.chosen(y_true.shape, y_pred.shape).call(y_true, y_pred)
 
 
 class FunctionLoss(keras.losses.Loss):
@@ -88,8 +132,9 @@ def resolve_loss(identifier, dtype: tf.DType) -> keras.losses.Loss:
         TypeError: for anything that is not a name, a Loss or a callable.
     """
     if isinstance(identifier, str):
-        key = snake_case(identifier) if identifier[:1].isupper() else identifier.lower()
-        key = _ALIASES.get(key, key)
+        key = loss_key(identifier)
+        if key in _CHOSEN_BY_SHAPE:
+            return ShapeChosenCrossentropy(name=identifier, dtype=dtype.name)
         cls = registered_loss(key)
         if cls is None:
             raise unknown_name_error(
@@ -124,30 +169,41 @@ class LossKind:
 
     Attributes:
         labels: "sparse_categorical" (integer class ids), "categorical" (one-hot rows),
-            "binary" (0/1) or None (anything, e.g. regression).
+            "binary" (0/1), "own_shape" (labels whose shape the loss defines, unlike its
+            outputs': CTC's label sequences, Circle's class ids) or None (anything of the
+            outputs' shape, e.g. regression).
         from_logits: whether predictions are logits.
+        ignore_class: a class id the loss skips (Keras's `ignore_class`): allowed in the labels
+            although it is no class of the outputs.
     """
 
     labels: str | None
     from_logits: bool = False
+    ignore_class: int | None = None
 
 
 _KINDS = {
     "sparse_categorical_crossentropy": "sparse_categorical",
+    "categorical_generalized_cross_entropy": "sparse_categorical",
     "categorical_crossentropy": "categorical",
     "categorical_focal_crossentropy": "categorical",
     "binary_crossentropy": "binary",
     "binary_focal_crossentropy": "binary",
+    "ctc": "own_shape",
+    "circle": "own_shape",
 }
 
 
 def loss_kind(loss: keras.losses.Loss) -> LossKind:
     config = loss.get_config() if hasattr(loss, "get_config") else {}
-    if isinstance(loss, FunctionLoss):
+    # Keras's loss classes wrap a function (`fn`), as FunctionLoss does: its name says the
+    # kind, also for a subclass of a Keras loss.
+    if callable(getattr(loss, "fn", None)):
         name = getattr(loss.fn, "__name__", "")
     else:
         name = snake_case(type(loss).__name__)
-    return LossKind(_KINDS.get(name), bool(config.get("from_logits", False)))
+    return LossKind(_KINDS.get(name), bool(config.get("from_logits", False)),
+                    config.get("ignore_class"))
 
 
 class LossSet:
@@ -187,16 +243,32 @@ class LossSet:
                 if item is not None:  # an output without a loss (Keras's None)
                     resolve_loss(item, tf.float32)
 
-    def build(self, output_names: list[str] | None, dtype: tf.DType) -> None:
-        """Resolves one loss per output, once the model's outputs are known."""
+    def build(self, output_names: list[str] | None, dtype: tf.DType,
+              y_true_spec=None, y_pred_spec=None) -> None:
+        """Resolves one loss per output, once the model's outputs are known.
+
+        Args:
+            output_names: the model's output names, or None for one unnamed output.
+            dtype: the dtype the losses compute in.
+            y_true_spec, y_pred_spec: the labels' and outputs' specs (by output name for
+                several), when known: "crossentropy" is chosen from their shapes.
+        """
         self.output_names = output_names
         keys = output_names or [None]
         spec, weights = self._spec, self._weight_spec
         per_output = _per_output(spec, keys, "loss")
         weight_per_output = _weights_per_output(weights, keys) if weights is not None else {}
         self.losses = {k: resolve_loss(v, dtype) for k, v in per_output.items() if v is not None}
+        if y_true_spec is not None and y_pred_spec is not None:
+            for k, loss in self.losses.items():
+                if isinstance(loss, ShapeChosenCrossentropy):
+                    true, pred = (y_true_spec, y_pred_spec) if k is None else (
+                        y_true_spec[k], y_pred_spec[k])
+                    self.losses[k] = loss.chosen(true.shape, pred.shape)
         self.weights = {k: float(weight_per_output.get(k, 1.0)) for k in self.losses}
-        self.built = True
+        # Built without labels (predict first), "crossentropy" is chosen again when they come.
+        self.built = not any(isinstance(loss, ShapeChosenCrossentropy)
+                             for loss in self.losses.values())
 
     def bind(self, model) -> None:
         """Lets losses that read the model's state find it (a loss with a

@@ -13,6 +13,7 @@ import functools
 import keras
 import tensorflow as tf
 
+from graphfit.core import log_values
 from graphfit.core.registry import unknown_name_error
 from graphfit.training.losses import LossKind, LossSet
 
@@ -40,10 +41,18 @@ def _valid_metric_names() -> list[str]:
 
 
 def check_metric_identifier(identifier) -> None:
-    """Fails at compile time on a metric name Keras does not know."""
-    if isinstance(identifier, keras.metrics.Metric) or (
-        callable(identifier) and not isinstance(identifier, str)
-    ):
+    """Fails at compile time on a metric name Keras does not know, on a Keras metric class
+    that needs constructor arguments named by its name only, and on `Mean` / `Sum`, which
+    are not `(y_true, y_pred)` metrics.
+
+    Raises:
+        ValueError: saying what was wrong and what to pass instead.
+        TypeError: for something that is neither a name, a metric nor a function.
+    """
+    if isinstance(identifier, keras.metrics.Metric):
+        _refuse_value_metric(identifier)
+        return
+    if callable(identifier) and not isinstance(identifier, str):
         return
     if not isinstance(identifier, str):
         raise TypeError(
@@ -53,12 +62,38 @@ def check_metric_identifier(identifier) -> None:
     if identifier.lower() in ("accuracy", "acc"):
         return
     try:
-        keras.metrics.get(identifier)
+        metric = keras.metrics.get(identifier)
     except ValueError:
+        if callable(getattr(keras.metrics, identifier, None)):  # keras.metrics.huber, ...
+            raise ValueError(
+                f"Keras's metrics.get does not know {identifier!r} by name (Keras's compile "
+                f"refuses it too), although keras.metrics.{identifier} exists. Pass "
+                f"keras.metrics.MeanMetricWrapper(keras.metrics.{identifier}) instead."
+            ) from None
         raise unknown_name_error(
             "metric", identifier, _valid_metric_names(),
             "or pass a keras.metrics.Metric object or a function (y_true, y_pred).",
         ) from None
+    except TypeError as error:  # a class whose constructor needs arguments (IoU, ...)
+        raise ValueError(
+            f"Metric {identifier!r} cannot be made from its name alone ({error}). Pass the "
+            f"object with its arguments instead, e.g. metrics=[keras.metrics."
+            f"{identifier}(...)].") from None
+    if isinstance(metric, keras.metrics.Metric):
+        _refuse_value_metric(metric)
+
+
+def _refuse_value_metric(metric: keras.metrics.Metric) -> None:
+    """`Mean` and `Sum` average values, not `(y_true, y_pred)` pairs (Keras's compile fails
+    on them too, inside the step)."""
+    if type(metric) in (keras.metrics.Mean, keras.metrics.Sum):
+        name = type(metric).__name__
+        raise ValueError(
+            f"keras.metrics.{name} is not a (y_true, y_pred) metric and cannot be compiled "
+            f"(Keras's compile fails on it too). To log a value of your own, return it in "
+            f"StepResult(logs={{...}}) from your train_step or test_step: it is averaged over "
+            f"the epoch; or wrap a function fn(y_true, y_pred) in "
+            f"keras.metrics.MeanMetricWrapper(fn).")
 
 
 def resolve_metric(identifier, y_true: tf.TensorSpec, y_pred: tf.TensorSpec,
@@ -285,16 +320,17 @@ class StageMetrics:
         values = [logs[k] for k in first + sorted(k for k in logs if k not in first)]
         return values[0] if len(values) == 1 else values
 
-    def results(self) -> dict[str, float]:
+    def results(self) -> dict:
         """The stage's numbers so far, keyed without the stage prefix: what a Keras-style
-        step returned last, else the trackers' and metrics' results."""
+        step returned last, else the trackers' and metrics' results (floats, and NumPy arrays
+        for metrics with one value per threshold or class, as Keras logs them)."""
         if self.returned:
             return {name: float(value.numpy()) for name, value in self.returned.items()}
         values = {"loss": float(self.loss_tracker.result())}
         for tracker in self.output_loss_trackers.values():
             values[tracker.name] = float(tracker.result())
         for _, key, metric, _ in self.metrics:
-            values[key] = _scalar(metric.result())
+            values[key] = log_values.metric_log_value(metric.result())
         for name, tracker in self.log_trackers.items():
             values[name] = float(tracker.result())
         return values
@@ -331,14 +367,6 @@ def _as_list(spec) -> list:
     return list(spec) if isinstance(spec, (list, tuple)) else [spec]
 
 
-def _scalar(value) -> float:
-    value = tf.convert_to_tensor(value)
-    if value.shape.rank:
-        # Metrics with one value per class (F1Score without averaging) are logged as their mean.
-        value = tf.reduce_mean(value)
-    return float(value)
-
-
 def _flat_logs(logs: dict, flat: dict | None = None) -> dict:
     """A step's returned logs with nested dicts flattened (Keras's `CompileMetrics` result)."""
     flat = {} if flat is None else flat
@@ -351,7 +379,7 @@ def _flat_logs(logs: dict, flat: dict | None = None) -> dict:
 
 
 def _scalar_tensor(value) -> tf.Tensor:
-    """A returned log as a float64 scalar (a per-class result as its mean, as `_scalar`)."""
+    """A returned log as a float64 scalar (a per-class result as its mean)."""
     value = tf.convert_to_tensor(value)
     if value.shape.rank:
         value = tf.reduce_mean(value)
@@ -365,3 +393,4 @@ def reset_model_metrics(model, stages: dict) -> None:
     for metric in model.metrics:
         if id(metric) not in owned:
             metric.reset_state()
+

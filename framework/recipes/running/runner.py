@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from graphfit.core.data_checks import DataCheckError
+from graphfit.core.log_values import scalar_logs
 from graphfit.datasets.graph_set import GraphSet
 from graphfit.recipes.reading.components import clean_message
 from graphfit.recipes.reading.problems import Problem, RecipeError
@@ -372,9 +373,9 @@ def evaluate_run(run: str, verbose: int = 0,
                 # The test point of the run's last epoch, as fit wrote it.
                 board[0].evaluation_step = max(_epochs_trained(run) - 1, 0)
             # Checked when the data loaded, as training.check_finite says.
-            results[stage] = prepared.model.evaluate(x, y, batch_size=batch_size, stage=stage,
-                                                     verbose=verbose, return_dict=True,
-                                                     callbacks=board, check_finite=False)
+            results[stage] = scalar_logs(prepared.model.evaluate(
+                x, y, batch_size=batch_size, stage=stage, verbose=verbose, return_dict=True,
+                callbacks=board, check_finite=False))
     return results
 
 

@@ -33,6 +33,7 @@ import warnings
 from typing import Any
 
 from graphfit.callbacks.callback import Callback
+from graphfit.core.log_values import scalar_logs
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
 from graphfit.recipes.running import distribution, run_directory, workers
@@ -80,7 +81,7 @@ class _HistoryFile(Callback):
         return _history_of(self.records)
 
     def on_epoch_end(self, epoch, logs=None):
-        self.records.append({key: float(value) for key, value in (logs or {}).items()})
+        self.records.append({key: float(value) for key, value in scalar_logs(logs).items()})
         self.write()
 
     def write(self) -> None:
@@ -229,8 +230,9 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
         if data is not None:
             sx, sy = data if isinstance(data, tuple) else (data, None)
             # Checked when the data loaded, as training.check_finite says (as for fit).
-            metrics[stage] = model.evaluate(sx, sy, batch_size=batch_size, stage=stage,
-                                            verbose=0, return_dict=True, check_finite=False)
+            metrics[stage] = scalar_logs(model.evaluate(
+                sx, sy, batch_size=batch_size, stage=stage,
+                verbose=0, return_dict=True, check_finite=False))
     from graphfit import plots  # matplotlib loads only when drawing
 
     # The test split's predicted classes, for the confusion matrix: under several workers
