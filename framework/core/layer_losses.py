@@ -14,7 +14,8 @@ Three kinds, each reaching the training loss through the step's context
 The training loss is the compiled loss plus all of them, in `fit` and `evaluate` (Keras's
 `compute_loss` adds `model.losses` in both). Outside a step, `layer.losses` lists them for the
 layer and every layer inside it: the added and activity losses of the last call, and the weight
-regularizers evaluated now (Keras's `Layer.losses`).
+regularizers evaluated now (Keras's `Layer.losses`; a layer called several times in one
+forward pass lists its last call's, where Keras lists all: the training loss counts all).
 
 Example:
 
@@ -30,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import keras
@@ -37,7 +39,6 @@ import tensorflow as tf
 
 from graphfit.core import step_context
 from graphfit.core.autograph_scope import graphfit_api
-from graphfit.core.context_stack import ContextStack
 from graphfit.core.registry import did_you_mean
 
 __all__ = ["LayerLosses", "get_regularizer", "get_constraint", "serialize", "REGULARIZATION_LOSS",
@@ -51,10 +52,6 @@ ADDED_LOSS = "added_loss"
 _REGULARIZER_ALIASES = {"l1_l2": "l1l2"}
 _REGULARIZER_NAMES = ("l1", "l2", "l1l2", "l1_l2", "orthogonal_regularizer")
 _CONSTRAINT_NAMES = ("non_neg", "max_norm", "min_max_norm", "unit_norm")
-
-# The outermost layer call running now: it clears the losses of the calls before it.
-_calls: ContextStack[object] = ContextStack()
-
 
 def get_regularizer(value, argument: str):
     """`keras.regularizers.get(value)`: None, a Keras regularizer, its name ("l1", "l2",
@@ -131,7 +128,7 @@ class LayerLosses:
     def add_loss(self, loss) -> None:
         """Adds a scalar loss from inside `call`, as Keras's `Layer.add_loss`: inside `fit`
         and `evaluate` it joins the step's loss (logged as `added_loss`); after any call it
-        is listed in `losses` until the next call of the outermost layer.
+        is listed in `losses` until the layer's next call.
 
         Raises:
             ValueError: for something that is not a tensor or a number.
@@ -178,11 +175,9 @@ class LayerLosses:
                 for variable, regularizer in self.weight_regularizers()]
 
     def _start_call(self):
-        """Entered around each call: the outermost one forgets the losses of the last."""
-        if _calls.top() is None:
-            for layer in self.flatten_layers():
-                layer.__dict__.pop("_call_losses", None)
-        return _calls.push(self)
+        """Entered around each call: the layer forgets the losses of its last call."""
+        self.__dict__.pop("_call_losses", None)
+        return contextlib.nullcontext()
 
     def _add_call_losses(self, outputs) -> None:
         """After `call`: the activity regularizer's losses, and the weight regularizers'
