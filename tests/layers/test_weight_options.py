@@ -71,3 +71,23 @@ def test_a_bad_option_names_the_argument(name):
     option = sorted(options)[0]
     with pytest.raises(ValueError, match=f"Received: {option}='typo'"):
         getattr(layers, name)(**dict(arguments), **{option: "typo"})
+
+
+def test_a_wrapped_keras_layer_brings_its_penalties_and_added_losses():
+    import graphfit as gf
+
+    inner = keras.layers.Dense(2, kernel_regularizer=keras.regularizers.L2(0.1),
+                               activity_regularizer=keras.regularizers.L2(0.01))
+    wrapped = layers.KerasLayer(inner)
+    x = np.ones((4, 3), "float32")
+    wrapped(x)
+    inner(x)  # called by Keras itself: its losses list the activity term too
+    expected = float(keras.ops.sum(inner.losses))
+    assert len(wrapped.losses) == 2
+    assert float(tf.add_n(wrapped.losses)) == pytest.approx(expected, rel=1e-5)
+    model = gf.Sequential([wrapped], input_shape=(3,))
+    model.compile(optimizer=gf.optimizers.SGD(0.0), loss="mse")
+    history = model.fit(x, np.zeros((4, 2)), epochs=1, verbose=0).history
+    penalty = 0.1 * float(np.sum(np.square(inner.kernel.numpy())))
+    assert history["regularization_loss"][0] == pytest.approx(penalty, rel=1e-5)
+    assert history["added_loss"][0] > 0  # the activity regularizer, through Keras's add_loss
