@@ -12,6 +12,7 @@ from typing import Callable
 
 import keras
 
+from graphfit.core.layer_losses import get_constraint, get_regularizer, serialize
 from graphfit.core.validation import invalid, is_integer
 
 __all__ = [
@@ -21,15 +22,21 @@ __all__ = [
     "normalize_tuple",
     "channels_last",
     "padding_mode",
+    "set_weight_options",
+    "weight_options_config",
 ]
 
 
 def scale_and_offset(layer, shape):
     """The `gamma` and `beta` weights of a normalization layer (None where it has
     `scale=False` or `center=False`), created in that order as Keras does."""
-    gamma = (layer.add_weight("gamma", shape, initializer=layer.gamma_initializer)
+    gamma = (layer.add_weight("gamma", shape, initializer=layer.gamma_initializer,
+                              regularizer=getattr(layer, "gamma_regularizer", None),
+                              constraint=getattr(layer, "gamma_constraint", None))
              if layer.scale else None)
-    beta = (layer.add_weight("beta", shape, initializer=layer.beta_initializer)
+    beta = (layer.add_weight("beta", shape, initializer=layer.beta_initializer,
+                             regularizer=getattr(layer, "beta_regularizer", None),
+                             constraint=getattr(layer, "beta_constraint", None))
             if layer.center else None)
     return gamma, beta
 
@@ -103,3 +110,19 @@ def padding_mode(padding) -> str:
         raise invalid("padding", padding, "'valid' or 'same'")
     return mode
 
+
+
+def set_weight_options(layer, **options) -> tuple[str, ...]:
+    """Sets each `<weight>_regularizer` and `<weight>_constraint` argument on `layer` as
+    Keras's getters resolve it (an object, a name, a config dict, a callable or None), with an
+    error naming the argument; returns their names, for `weight_options_config`."""
+    for argument, value in options.items():
+        getter = get_regularizer if argument.endswith("_regularizer") else get_constraint
+        setattr(layer, argument, getter(value, argument))
+    return tuple(options)
+
+
+def weight_options_config(layer, names) -> dict:
+    """The serialized regularizers and constraints `names` of `layer`, for `get_config`."""
+    return {**{name: serialize(getattr(layer, name)) for name in names},
+            "activity_regularizer": serialize(layer.activity_regularizer)}

@@ -87,6 +87,8 @@ class BatchNormalization(Layer):
         scale: whether to multiply by the learned scale `gamma`.
         beta_initializer, gamma_initializer, moving_mean_initializer,
             moving_variance_initializer: Keras initializers (or names) of the four weights.
+        beta_regularizer, gamma_regularizer, beta_constraint, gamma_constraint: Keras
+            regularizers and constraints of `beta` and `gamma` (as Keras).
         renorm: whether to use batch renormalization (https://arxiv.org/abs/1702.03275).
         renorm_clipping: with renorm, a dict with optional keys 'rmax', 'rmin', 'dmax'
             bounding the corrections (missing: inf, 0, inf).
@@ -131,6 +133,10 @@ class BatchNormalization(Layer):
         gamma_initializer="ones",
         moving_mean_initializer="zeros",
         moving_variance_initializer="ones",
+        beta_regularizer=None,
+        gamma_regularizer=None,
+        beta_constraint=None,
+        gamma_constraint=None,
         renorm: bool = False,
         renorm_clipping: dict | None = None,
         renorm_momentum: float = 0.99,
@@ -138,8 +144,13 @@ class BatchNormalization(Layer):
         name: str | None = None,
         dtype=None,
         trainable: bool = True,
+        activity_regularizer=None,
     ):
-        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        super().__init__(name=name, dtype=dtype, trainable=trainable,
+                         activity_regularizer=activity_regularizer)
+        self._weight_options = arguments.set_weight_options(
+            self, beta_regularizer=beta_regularizer, gamma_regularizer=gamma_regularizer,
+            beta_constraint=beta_constraint, gamma_constraint=gamma_constraint)
         if isinstance(axis, bool) or not isinstance(axis, int):
             raise ValueError(f"axis must be an integer. Received: axis={axis!r}")
         self.axis = axis
@@ -313,6 +324,7 @@ class BatchNormalization(Layer):
             "renorm_clipping": None if self.renorm_clipping is None else dict(self.renorm_clipping),
             "renorm_momentum": self.renorm_momentum,
             "synchronized": self.synchronized,
+            **arguments.weight_options_config(self, self._weight_options),
         }
 
 

@@ -89,6 +89,9 @@ class Conv2D(Layer):
         use_bias: whether to add the `bias` vector.
         kernel_initializer: initializer of `kernel`.
         bias_initializer: initializer of `bias`.
+        kernel_regularizer, bias_regularizer, activity_regularizer: Keras regularizers of
+            `kernel`, `bias` and the outputs (as `Dense`).
+        kernel_constraint, bias_constraint: Keras constraints applied after each update.
         name: the layer's name. dtype: its floating dtype (None inherits the model's).
         trainable: False freezes the layer.
 
@@ -123,11 +126,20 @@ class Conv2D(Layer):
         use_bias: bool = True,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
         name: str | None = None,
         dtype=None,
         trainable: bool = True,
     ):
-        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        super().__init__(name=name, dtype=dtype, trainable=trainable,
+                         activity_regularizer=activity_regularizer)
+        self._weight_options = arguments.set_weight_options(
+            self, kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
+            kernel_constraint=kernel_constraint, bias_constraint=bias_constraint)
         self.filters = validation.positive_int("filters", filters)
         self.kernel_size = arguments.normalize_tuple(kernel_size, 2, "kernel_size")
         self.strides = arguments.normalize_tuple(strides, 2, "strides")
@@ -174,9 +186,12 @@ class Conv2D(Layer):
             "kernel",
             (*self.kernel_size, channels, self.filters),
             initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
         )
         self.bias = (
-            self.add_weight("bias", (self.filters,), initializer=self.bias_initializer)
+            self.add_weight("bias", (self.filters,), initializer=self.bias_initializer,
+                            regularizer=self.bias_regularizer, constraint=self.bias_constraint)
             if self.use_bias
             else None
         )
@@ -207,4 +222,5 @@ class Conv2D(Layer):
             "use_bias": self.use_bias,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            **arguments.weight_options_config(self, self._weight_options),
         }

@@ -30,6 +30,11 @@ class Dense(Layer):
         use_bias: whether to add the `bias` vector.
         kernel_initializer: initializer of `kernel` (a Keras initializer, name or config).
         bias_initializer: initializer of `bias`.
+        kernel_regularizer, bias_regularizer: Keras regularizers of `kernel` and `bias`
+            (objects, names such as "l2", configs); their penalties join the training loss.
+        activity_regularizer: a Keras regularizer of the outputs (per example).
+        kernel_constraint, bias_constraint: Keras constraints (or callables) applied to the
+            weights after each optimizer update.
         name: the layer's name. dtype: its floating dtype (None inherits the model's).
         trainable: False freezes the layer.
 
@@ -60,11 +65,20 @@ class Dense(Layer):
         use_bias: bool = True,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
         name: str | None = None,
         dtype=None,
         trainable: bool = True,
     ):
-        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        super().__init__(name=name, dtype=dtype, trainable=trainable,
+                         activity_regularizer=activity_regularizer)
+        self._weight_options = arguments.set_weight_options(
+            self, kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
+            kernel_constraint=kernel_constraint, bias_constraint=bias_constraint)
         self.units = validation.positive_int("units", units)
         self.activation = arguments.get_activation(activation)
         self.use_bias = bool(use_bias)
@@ -86,10 +100,12 @@ class Dense(Layer):
                 f"kernel. Received input shape {tuple(input_shape.as_list())}."
             )
         self.kernel = self.add_weight(
-            "kernel", (in_features, self.units), initializer=self.kernel_initializer
+            "kernel", (in_features, self.units), initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer, constraint=self.kernel_constraint,
         )
         self.bias = (
-            self.add_weight("bias", (self.units,), initializer=self.bias_initializer)
+            self.add_weight("bias", (self.units,), initializer=self.bias_initializer,
+                            regularizer=self.bias_regularizer, constraint=self.bias_constraint)
             if self.use_bias
             else None
         )
@@ -118,4 +134,5 @@ class Dense(Layer):
             "use_bias": self.use_bias,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            **arguments.weight_options_config(self, self._weight_options),
         }

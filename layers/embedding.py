@@ -30,6 +30,8 @@ class Embedding(Layer):
         output_dim: the size of each vector; a positive integer.
         embeddings_initializer: initializer of `embeddings`; 'uniform' (in [-0.05, 0.05]) as
             in Keras.
+        embeddings_regularizer, embeddings_constraint: a Keras regularizer and constraint
+            of `embeddings`. activity_regularizer: a Keras regularizer of the outputs.
         name: the layer's name. dtype: the floating dtype of the vectors (None inherits the
             model's).
         trainable: False freezes the vectors.
@@ -56,11 +58,18 @@ class Embedding(Layer):
         input_dim: int,
         output_dim: int,
         embeddings_initializer="uniform",
+        embeddings_regularizer=None,
+        embeddings_constraint=None,
+        activity_regularizer=None,
         name: str | None = None,
         dtype=None,
         trainable: bool = True,
     ):
-        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        super().__init__(name=name, dtype=dtype, trainable=trainable,
+                         activity_regularizer=activity_regularizer)
+        self._weight_options = arguments.set_weight_options(
+            self, embeddings_regularizer=embeddings_regularizer,
+            embeddings_constraint=embeddings_constraint)
         self.input_dim = validation.positive_int("input_dim", input_dim)
         self.output_dim = validation.positive_int("output_dim", output_dim)
         self.embeddings_initializer = arguments.get_initializer(
@@ -72,6 +81,8 @@ class Embedding(Layer):
             "embeddings",
             (self.input_dim, self.output_dim),
             initializer=self.embeddings_initializer,
+            regularizer=self.embeddings_regularizer,
+            constraint=self.embeddings_constraint,
         )
 
     def call(self, inputs, training: bool = False):
@@ -109,4 +120,5 @@ class Embedding(Layer):
             "input_dim": self.input_dim,
             "output_dim": self.output_dim,
             "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            **arguments.weight_options_config(self, self._weight_options),
         }

@@ -44,7 +44,9 @@ class KerasLayer(Layer):
     A Keras layer whose `call` takes several tensors (`MultiHeadAttention(query, value)`)
     gets the items of a list input in that order, or one input tensor in each place
     (self-attention).
-    Keras regularization losses (`add_loss`, activity regularizers) are not collected.
+    The Keras layer's losses join graphfit's: its weight regularizers (`regularization_loss`),
+    its `add_loss` and activity regularizers (`added_loss`). Its weight constraints are not
+    applied (they live on Keras's variables, which graphfit's optimizers do not update).
 
     Args:
         layer: the Keras 3 layer to wrap (built or not), or Keras's serialized form of one
@@ -142,6 +144,14 @@ class KerasLayer(Layer):
             return []
         return [_tf_variable(v) for v in self.keras_layer.trainable_weights]
 
+    def weight_regularizers(self) -> list:
+        """The Keras layer's weights that carry a regularizer (`kernel_regularizer=...`),
+        as the `tf.Variable`s graphfit trains."""
+        if not self.trainable:
+            return []
+        return [(_tf_variable(v), v.regularizer) for v in self.keras_layer.trainable_weights
+                if getattr(v, "regularizer", None) is not None]
+
     # ---------------------------------------------------------------------------- contract
     def build(self, input_shape) -> None:
         if not self.keras_layer.built:
@@ -173,8 +183,10 @@ class KerasLayer(Layer):
         inputs = tf.nest.map_structure(lambda t: _cast_floating(t, compute_dtype), inputs)
         kwargs = {"training": training} if self._passes_training else {}
         arguments = self._spread(inputs) if self._tensor_count > 1 else [inputs]
-        with keras.StatelessScope() as scope:
+        with keras.StatelessScope(collect_losses=True) as scope:
             outputs = self.keras_layer(*arguments, **kwargs)
+        for loss in scope.losses:  # the Keras layer's add_loss and activity regularizer
+            self.add_loss(loss)
         for variable in self.keras_layer.variables:
             new_value = scope.get_current_value(variable)
             if new_value is not None:

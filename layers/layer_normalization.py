@@ -32,6 +32,8 @@ class LayerNormalization(Layer):
         scale: whether to multiply by the learned scale `gamma`.
         beta_initializer: initializer of `beta`.
         gamma_initializer: initializer of `gamma`.
+        beta_regularizer, gamma_regularizer, beta_constraint, gamma_constraint: Keras
+            regularizers and constraints of `beta` and `gamma` (as Keras).
         name: the layer's name. dtype: its dtype policy (None inherits the model's); under a
             mixed policy the statistics and the normalization run in float32 (as in Keras) and
             the output is in the compute dtype.
@@ -63,11 +65,20 @@ class LayerNormalization(Layer):
         scale: bool = True,
         beta_initializer="zeros",
         gamma_initializer="ones",
+        beta_regularizer=None,
+        gamma_regularizer=None,
+        beta_constraint=None,
+        gamma_constraint=None,
         name: str | None = None,
         dtype=None,
         trainable: bool = True,
+        activity_regularizer=None,
     ):
-        super().__init__(name=name, dtype=dtype, trainable=trainable)
+        super().__init__(name=name, dtype=dtype, trainable=trainable,
+                         activity_regularizer=activity_regularizer)
+        self._weight_options = arguments.set_weight_options(
+            self, beta_regularizer=beta_regularizer, gamma_regularizer=gamma_regularizer,
+            beta_constraint=beta_constraint, gamma_constraint=gamma_constraint)
         axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
         if not axes or any(isinstance(a, bool) or not isinstance(a, int) for a in axes):
             raise ValueError(
@@ -137,4 +148,5 @@ class LayerNormalization(Layer):
             "scale": self.scale,
             "beta_initializer": keras.initializers.serialize(self.beta_initializer),
             "gamma_initializer": keras.initializers.serialize(self.gamma_initializer),
+            **arguments.weight_options_config(self, self._weight_options),
         }

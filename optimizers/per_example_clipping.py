@@ -161,11 +161,26 @@ class PerExampleClipping(transforms.GradientTransform):
             training=True, method="auto")
         size = tf.shape(gradients[0])[0]
         # As if the batch were example i: the per-example loss weighed by the batch size.
-        return self.clip_and_aggregate([g * tf.cast(size, g.dtype) for g in gradients])
+        private = self.clip_and_aggregate([g * tf.cast(size, g.dtype) for g in gradients])
+        penalty = _penalty_gradients(batch.model, variables)
+        return private if penalty is None else [
+            g + tf.cast(p, g.dtype) for g, p in zip(private, penalty)]
 
     def get_config(self) -> dict[str, Any]:
         return {"l2_norm_clip": self.l2_norm_clip, "noise_multiplier": self.noise_multiplier,
                 "seed": self.seed}
+
+
+def _penalty_gradients(model, variables) -> list:
+    """The gradient of the model's weight penalties (`kernel_regularizer=...`): it reads no
+    example, so it is added after clipping and noise, unclipped; None without penalties."""
+    pairs = [pair for layer in model.flatten_layers() for pair in layer.weight_regularizers()]
+    if not pairs:
+        return None
+    with tf.GradientTape() as tape:
+        total = tf.add_n([tf.cast(regularizer(v), tf.float64) for v, regularizer in pairs])
+    return tape.gradient(total, list(variables),
+                         unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
 
 # Registered with the built-in transforms, so recipes and optimizer configs name it

@@ -12,7 +12,6 @@ import inspect
 import re
 from typing import Any
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -23,16 +22,18 @@ from graphfit.core.dtype_policy import DTypePolicy, dtype_policy, floating_dtype
 from graphfit.core.input_spec import InputSpec
 from graphfit.core.layer_checks import LayerChecks
 from graphfit.core.layer_errors import build_error, mixed_dtype_error
+from graphfit.core.layer_losses import LayerLosses, get_constraint, get_regularizer
 from graphfit.core.layer_tracking import LayerTracking
 from graphfit.core.layer_updates import LayerUpdates
 from graphfit.core.naming import snake_case, unique_name
+from graphfit.core.variables import weight_initializer
 
 __all__ = ["Layer", "InputSpec", "floating_dtype"]
 
 
 _FLOAT32 = dtype_policy("float32")
 
-class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
+class Layer(LayerTracking, LayerUpdates, LayerChecks, LayerLosses, tf.Module):
     """Base class of graphfit layers and models.
 
     Subclasses set hyperparameters in `__init__`, create variables in `build` with
@@ -48,6 +49,7 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
             its variables through `self.compute_value(variable)`.
         trainable: False freezes the layer: its variables join the non-trainable collection
             and it registers no update hooks.
+        activity_regularizer: a Keras regularizer of the outputs (`core.layer_losses`).
 
     Example:
 
@@ -108,7 +110,8 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
         instance._constructor_arguments = constructor_config.capture(cls, args, kwargs)
         return instance
 
-    def __init__(self, name: str | None = None, dtype=None, trainable: bool = True):
+    def __init__(self, name: str | None = None, dtype=None, trainable: bool = True,
+                 activity_regularizer=None):
         if name is not None and (not isinstance(name, str) or not name or "/" in name):
             raise ValueError(
                 f"name must be a non-empty string without '/'. Received: name={name!r}"
@@ -125,6 +128,7 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
         self._trainable = bool(trainable)
         self._trainable_weights: list[tf.Variable] = []
         self._non_trainable_weights: list[tf.Variable] = []
+        self.activity_regularizer = activity_regularizer
         self.built = False
         self.input_spec: InputSpec | None = None
         self._build_input_shape = None
@@ -215,7 +219,7 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
             self.inherit_dtype_policy(self.dtype_policy)
             self._build_from(inputs)
         self._check_input_spec(inputs)
-        with tf.name_scope(self._scope_name):
+        with tf.name_scope(self._scope_name), self._start_call():
             inputs = self._batch_checked_inputs(inputs, training)
             self._in_call = True
             try:
@@ -229,6 +233,7 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
                 raise wrapped from error
             finally:
                 self._in_call = False
+            self._add_call_losses(outputs)  # activity regularizer, weight penalties
         if self._output_shape is None:
             self._output_shape = tf.nest.map_structure(_unbatched_shape, outputs)
         return outputs
@@ -274,14 +279,8 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
         return cached
 
     # -------------------------------------------------------------------------- variables
-    def add_weight(
-        self,
-        name: str,
-        shape=(),
-        initializer=None,
-        trainable: bool = True,
-        dtype=None,
-    ) -> tf.Variable:
+    def add_weight(self, name: str, shape=(), initializer=None, trainable: bool = True,
+                   dtype=None, regularizer=None, constraint=None) -> tf.Variable:
         """Creates a variable owned by this layer. Call it from `build`, never from `call`.
 
         Args:
@@ -293,9 +292,13 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
             trainable: False puts it in the non-trainable collection: gradients never update
                 it, update hooks may.
             dtype: defaults to the layer's variable dtype (float32 under a mixed policy).
+            regularizer: a Keras regularizer ('l2', `keras.regularizers.L2(0.01)`, a config)
+                whose penalty joins the training loss while the weight trains (`losses`).
+            constraint: a Keras constraint ('non_neg', `keras.constraints.MaxNorm(2)`) or a
+                callable `(value) -> value`, applied after each optimizer update.
 
         Returns:
-            The new `tf.Variable`.
+            The new `tf.Variable`, with its `regularizer` (or None) as an attribute.
         """
         if self._in_call:
             raise RuntimeError(
@@ -303,23 +306,18 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
                 f"created once, in build(input_shape); move the add_weight call there."
             )
         dtype = tf.as_dtype(dtype) if dtype is not None else self.dtype
-        if initializer is None:
-            initializer = "glorot_uniform" if trainable else "zeros"
-        init = initializer
-        if isinstance(initializer, (str, dict)):
-            init = keras.initializers.get(initializer)
-        if not callable(init):
-            raise ValueError(
-                f"initializer of weight {name!r} must be a Keras initializer, its name, or a "
-                f"callable (shape, dtype) -> tensor. Received: initializer={initializer!r}"
-            )
+        init = weight_initializer(name, initializer, trainable)
+        regularizer = get_regularizer(regularizer, "regularizer")
+        constraint = get_constraint(constraint, "constraint")
         shape = tuple(int(d) for d in tf.TensorShape(shape).as_list())
         with tf.init_scope(), tf.name_scope(self._scope_name):
             initial = tf.cast(init(shape, dtype=dtype), dtype)
             # Under a tf.distribute strategy every replica computes the same update (the
             # gradients are all-reduced first): the first replica's value is assigned once.
             variable = tf.Variable(initial, name=name, trainable=trainable, dtype=dtype,
-                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+                                   constraint=constraint)
+        variable.regularizer = regularizer  # Keras's attribute, read by `losses` and LM
         (self._trainable_weights if trainable else self._non_trainable_weights).append(variable)
         return variable
 
@@ -353,6 +351,7 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, tf.Module):
             config["dtype"] = self._explicit_policy.name
         if not self._trainable:
             config["trainable"] = False
+        config.update(self._losses_config())  # activity_regularizer, when set
         return config
 
     @classmethod

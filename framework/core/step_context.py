@@ -72,6 +72,7 @@ class StepContext:
         checks: while checking a batch, the `(layer, ok, message)` the layers reported;
             None otherwise.
         training: while checking, whether the batch is for a training step.
+        seen: the keys `first_time` was asked, in this context.
     """
 
     labels: Any = None
@@ -84,12 +85,21 @@ class StepContext:
     batch: Any = None
     checks: list | None = None
     training: bool = True
+    seen: set = dataclasses.field(default_factory=set)
 
     def total_added_loss(self, dtype: tf.DType):
         """The sum of the added losses in `dtype`, or None when no layer added one."""
         if not self.added_losses:
             return None
         return tf.add_n([tf.cast(value, dtype) for _, value in self.added_losses])
+
+    def first_time(self, key) -> bool:
+        """True the first time `key` is asked in this context (one pass), False after: a
+        layer shared by several nodes adds its weight penalties once per pass."""
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
 
 
 _contexts: ContextStack[StepContext] = ContextStack()

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from graphfit.core.shapes import num_elements
 
-__all__ = ["count_parameters", "as_tf_variable"]
+__all__ = ["count_parameters", "as_tf_variable", "weight_initializer"]
 
 
 def count_parameters(variables: Iterable) -> int:
@@ -40,3 +40,26 @@ def as_tf_variable(variable) -> tf.Variable:
         f"Optimizers update tf.Variable objects. Received: {variable!r} "
         f"(of type {type(variable).__name__})."
     )
+
+
+def weight_initializer(name: str, initializer, trainable: bool):
+    """The initializer `add_weight` calls: `initializer` (a Keras initializer, its name or
+    config, or a callable `(shape, dtype) -> tensor`), by default 'glorot_uniform' for a
+    trainable weight and 'zeros' for the others.
+
+    Raises:
+        ValueError: naming the weight and the value received.
+    """
+    if initializer is None:
+        initializer = "glorot_uniform" if trainable else "zeros"
+    init = initializer
+    if isinstance(initializer, (str, dict)):
+        import keras  # the module stays importable without Keras's cost
+
+        init = keras.initializers.get(initializer)
+    if not callable(init):
+        raise ValueError(
+            f"initializer of weight {name!r} must be a Keras initializer, its name, or a "
+            f"callable (shape, dtype) -> tensor. Received: initializer={initializer!r}"
+        )
+    return init

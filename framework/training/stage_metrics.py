@@ -296,7 +296,8 @@ class StageMetrics:
                 raise ValueError(
                     f"StepResult.logs has the key {name!r}, which the compiled loss or metrics "
                     f"already report; give it another name.")
-            self.log_trackers[name] = keras.metrics.Mean(name=name, dtype=self.dtype.name)
+            with tf.init_scope():  # eagerly, in the strategy's scope: never in a branch
+                self.log_trackers[name] = keras.metrics.Mean(name=name, dtype=self.dtype.name)
         return self.log_trackers[name]
 
     def reset(self) -> None:

@@ -22,7 +22,8 @@ from graphfit.core import autograph_scope, step_context, update_hooks
 from graphfit.core.step_types import ForwardPass, StepBatch, StepResult, unpack_data
 from graphfit.training import cross_replica, distribution
 
-__all__ = ["StepProbe", "train_step", "test_step", "predict_step", "compute_loss"]
+__all__ = ["StepProbe", "train_step", "test_step", "predict_step", "compute_loss",
+           "added_by_name"]
 
 
 class StepProbe:
@@ -75,7 +76,7 @@ class _TrainingLoss:
             if added is not None:  # losses layers add (a ClassMeans's center loss)
                 loss = loss + added
                 if first:  # logged from the first pass (LM's trials run in loops)
-                    self.added_logs.update(context.added_losses)
+                    self.added_logs.update(added_by_name(context, loss.dtype))
             if first:
                 self.first_pass = False
                 self.probe.mark("minimize")
@@ -146,13 +147,18 @@ def train_step(model, data, *, probe: StepProbe = _NO_PROBE, loss_set=None,
 
 
 def test_step(model, data) -> StepResult:
-    """The default `Model.test_step`: the loss and outputs of `data`, in inference mode."""
+    """The default `Model.test_step`: the loss and outputs of `data`, in inference mode; the
+    loss counts the losses layers add (weight and activity regularizers), as Keras's does.
+    Their terms are not logged apart here (they are in training): `evaluate` then returns
+    what Keras's returns, a scalar for a model without metrics."""
     loss_set = _compiled_loss(model, "evaluate")
     loss_set.bind(model)
     x, y, sample_weight = unpack_data(data)
-    y_pred = model(x, training=False)
+    with step_context.training_step(y) as context:
+        y_pred = model(x, training=False)
     loss, output_losses = distribution.undo_keras_scaling(*loss_set(y, y_pred, sample_weight))
-    return StepResult(loss, y_pred, output_losses)
+    added = context.total_added_loss(loss.dtype)
+    return StepResult(loss if added is None else loss + added, y_pred, output_losses)
 
 
 def predict_step(model, data):
@@ -192,3 +198,13 @@ def compute_loss(model, y, y_pred, sample_weight=None):
             f"Model {model.name!r} has no loss to compute: compile it with one "
             f"(model.compile(optimizer=..., loss=...)), or compute the loss in your step.")
     return total
+
+
+def added_by_name(context, dtype) -> dict:
+    """{name: sum} of the losses the layers added in `context`: several layers add under one
+    name (every regularized layer's `regularization_loss`), logged as their sum."""
+    sums: dict = {}
+    for name, value in context.added_losses:
+        value = tf.cast(value, dtype)
+        sums[name] = value if name not in sums else sums[name] + value
+    return sums

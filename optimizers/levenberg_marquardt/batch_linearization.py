@@ -8,6 +8,7 @@ import warnings
 from graphfit.optimizers.levenberg_marquardt import dense_forms
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import layerwise_jacobian as lm_layerwise
+from graphfit.optimizers.levenberg_marquardt import regularization as lm_regularization
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
 from graphfit.optimizers.levenberg_marquardt.forward_values import examples_independent
@@ -19,9 +20,11 @@ def gradient_from_rows(batch) -> bool:
     """Whether b = Cᵀρ, summed over the Jacobian's chunks, is half the loss gradient: for
     losses whose rows give it (`residuals.gradient_from_rows`), and examples that do not
     mix (a batch-normalized model linearized in several chunks normalizes each chunk by
-    its own statistics, so its Cᵀρ is not the whole batch's gradient)."""
+    its own statistics, so its Cᵀρ is not the whole batch's gradient), and no weight
+    penalty, whose rows (`regularization`) are not among the batch's."""
     return (lm_residuals.gradient_from_rows(batch.loss_set.losses)
-            and examples_independent(batch.model, batch.loss_set))
+            and examples_independent(batch.model, batch.loss_set)
+            and not lm_regularization.regularized(batch.model))
 
 
 def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode: str,

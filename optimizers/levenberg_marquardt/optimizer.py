@@ -12,6 +12,7 @@ from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch, reads_backward_pass
 from graphfit.core.variables import as_tf_variable
+from graphfit.optimizers.after_update import ApplyConstraints
 from graphfit.optimizers.levenberg_marquardt import batch_linearization as lm_batch
 from graphfit.optimizers.levenberg_marquardt import conjugate_gradient as lm_cg
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
@@ -21,6 +22,7 @@ from graphfit.optimizers.levenberg_marquardt import geodesic as lm_geodesic
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import matrix_free as lm_matrix_free
 from graphfit.optimizers.levenberg_marquardt import model_checks as lm_model_checks
+from graphfit.optimizers.levenberg_marquardt import regularization as lm_regularization
 from graphfit.optimizers.levenberg_marquardt import replicas as lm_replicas
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 from graphfit.optimizers.levenberg_marquardt import trial as lm_trial
@@ -31,6 +33,10 @@ from graphfit.optimizers.second_order import SecondOrderOptimizer
 
 # Grappler's settings for the direct solver's step (`LevenbergMarquardt.graph_rewrites`).
 SMALL_STEP_REWRITES = {"meta_optimizer_iterations": "ONE", "memory_optimization": "NO_MEM_OPT"}
+
+# The weights' constraints, projected after each step (accepted or not: a no-op on a point
+# that satisfies them), as first-order optimizers do after each update.
+_CONSTRAINTS = ApplyConstraints()
 
 __all__ = ["LevenbergMarquardt"]
 
@@ -55,6 +61,9 @@ class LevenbergMarquardt(SecondOrderOptimizer):
     generalized Gauss–Newton matrix and the convergence tests, and names the functions
     (`update`, `trial`, `convergence`) that carry out each part. Leave dropout out of models
     trained with LM: a random loss cannot be judged by the gain ratio.
+    L2 weight penalties (`kernel_regularizer=keras.regularizers.L2(λ)`) enter as rows √λ·w, so
+    LM minimises the loss `fit` reports; other penalties and the losses layers add in `call`
+    are refused (`regularization.py`). Weight constraints are projected after each step.
 
     Args:
         damping: "marquardt" (scale-invariant, MINPACK's choice) or "identity".
@@ -297,6 +306,9 @@ class LevenbergMarquardt(SecondOrderOptimizer):
             self._refuse_cg_under_a_strategy(n)
         self._solver_state(n, solver)
         lm_residuals.check_linearizable(batch.loss_set.losses)
+        penalty = lm_regularization.L2Rows.of(batch.model, variables)  # None: unregularized
+        if penalty is not None:
+            penalty.check(solver, self.geodesic_acceleration)
         linear = None  # linearized in the step below; under a strategy, by every replica
         if batch.replicas is None and not self._needs_loss_gradient(solver, loss_fn, batch):
             # JᵀJ's linearization gives b = Jᵀr = ½∇f itself.
@@ -332,11 +344,13 @@ class LevenbergMarquardt(SecondOrderOptimizer):
                     batch, variables, gradients, aux0.y_pred, self.jacobian_mode,
                     examples_independent(batch.model, batch.loss_set),
                     self.jacobian_chunk_size, self.cg_diagonal_probes, self._iterations)
-            return linear if linear is not None else self._linearize(
-                batch, variables, n, gradients, aux0.y_pred)
+            # With L2 rows the system stays JᵀJ (whole_batch=False: never the m < n form).
+            system = linear if linear is not None else self._linearize(
+                batch, variables, n, gradients, aux0.y_pred, whole_batch=penalty is None)
+            return system if penalty is None else penalty.augment(system)
 
-        accelerates = lm_geodesic.applies(self.geodesic_acceleration, solver, batch,
-                                          variables)
+        accelerates = penalty is None and lm_geodesic.applies(
+            self.geodesic_acceleration, solver, batch, variables)
 
         def trials(system):
             rows_of = None  # the residual rows at the variables' values (geodesic acceleration)
@@ -350,9 +364,11 @@ class LevenbergMarquardt(SecondOrderOptimizer):
             out, applied = lm_finite.gated_step(
                 self._converged, skip(), [loss0, *gradients],
                 linearize, trials)
+            _CONSTRAINTS(variables, self._iterations + 1)
             self._iterations.assign_add(tf.cast(applied, tf.int64))
             return out[0], rebuild(out[1:]).skipping_updates(~applied)
         out = tf.cond(self._converged, skip, lambda: trials(linearize()))
+        _CONSTRAINTS(variables, self._iterations + 1)  # Keras projects after the update
         self._iterations.assign_add(1)
         return out[0], rebuild(out[1:])
 

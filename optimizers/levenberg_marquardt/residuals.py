@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import autograph_scope, step_context, update_hooks
+from graphfit.core.layer_losses import REGULARIZATION_LOSS
 from graphfit.training import distribution
 from graphfit.training.losses import FunctionLoss
 
@@ -337,12 +338,14 @@ def _row_shape(loss, y_true, y_pred) -> tf.TensorShape:
 
 
 def _refuse_added_losses(context) -> None:
-    if context.added_losses:
-        names = [name for name, _ in context.added_losses]
+    # The weight penalties are not the batch's: their rows join JᵀJ (`regularization`).
+    names = sorted({name for name, _ in context.added_losses if name != REGULARIZATION_LOSS})
+    if names:
         raise ValueError(
             f"LevenbergMarquardt cannot linearize the losses that layers add to the training "
-            f"loss ({names}, e.g. ClassMeans's center_loss_weight): it only sees the compiled "
-            f"loss. Use a first-order optimizer (Adam, SGD), or put the loss on a model output "
+            f"loss in call() ({names}: add_loss, an activity_regularizer, ClassMeans's "
+            f"center_loss_weight): it only sees the compiled loss and L2 weight penalties. Use "
+            f"a first-order optimizer (Adam, SGD), or put the loss on a model output "
             f"(graphfit.training.losses.CenterLoss).")
 
 

@@ -178,3 +178,20 @@ def test_misuse_errors():
         optimizers.SGD(0.1, gradient_transforms=[transforms.ClipByNorm(1.0),
                                                  PerExampleClipping(1.0)])
     np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
+
+
+def test_weight_penalties_join_the_private_gradient_unclipped():
+    """A weight penalty reads no example: its gradient is added after clipping, so with
+    nothing clipped and no noise the step is the plain regularized one."""
+    def weights(transforms_):
+        keras.utils.set_random_seed(11)
+        model = gf.Sequential([layers.Dense(4, activation="tanh",
+                                            kernel_regularizer=keras.regularizers.L2(0.5)),
+                               layers.Dense(1)], input_shape=(3,))
+        model.compile(optimizer=optimizers.SGD(0.1, gradient_transforms=transforms_),
+                      loss="mse")
+        model.fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+        return model.get_weights()
+
+    for a, b in zip(weights([]), weights([PerExampleClipping(1e6)])):
+        np.testing.assert_allclose(b, a, atol=1e-6)
