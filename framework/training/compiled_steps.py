@@ -205,6 +205,8 @@ class CompiledSteps:
         if not self.checks.needed(stage, with_labels=True):
             return run(), tf.constant(-1)
         failed = self.checks.first_failure(stage, step_data(batch))
+        if tf.get_static_value(failed) == -1:  # no check applies to this stage's batches
+            return run(), failed
         return tf.cond(failed < 0, run, skipped), failed
 
     # ------------------------------------------------------------------ the loops

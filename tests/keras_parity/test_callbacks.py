@@ -167,15 +167,23 @@ STOPS = {
 }
 
 
+@pytest.fixture(scope="module")
+def twins_and_weights():
+    """One traced pair for the stop cases, and the weights each case starts from."""
+    ours, theirs = _twins()
+    return ours, theirs, ours.get_weights()
+
+
 @pytest.mark.parametrize("case", sorted(STOPS))
-def test_stop_flags_set_by_a_callback_stop_as_in_keras(case):
+def test_stop_flags_set_by_a_callback_stop_as_in_keras(case, twins_and_weights):
     flag, hook, at = STOPS[case]
     x, y = _data(16)
     val = _data(8, seed=1)
-    ours, theirs = _twins()
+    ours, theirs, weights = twins_and_weights
     results = []
     for model, recorder in ((ours, GraphfitRecorder(_stopper(flag, hook, at))),
                             (theirs, KerasRecorder(_stopper(flag, hook, at)))):
+        model.set_weights(weights)  # plain SGD: nothing else carries over between cases
         history = model.fit(x, y, batch_size=4, epochs=2, shuffle=False,
                             validation_data=val, callbacks=[recorder], verbose=0)
         evaluated = model.evaluate(*val, batch_size=4, callbacks=[recorder], verbose=0,
@@ -275,9 +283,12 @@ def test_lambda_callback_arguments():
         gf.callbacks.LambdaCallback(on_epoch_end=lambda logs: None)
     with pytest.raises(TypeError, match="must be a function"):
         gf.callbacks.LambdaCallback(on_train_begin="print")
-    callback = gf.callbacks.LambdaCallback(on_train_batch_end=print)  # no signature: taken
+    with pytest.raises(TypeError, match=r"called with \(batch, logs\)"):
+        gf.callbacks.LambdaCallback(on_train_batch_end=print)  # logs= would fail in fit
+    callback = gf.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: None)
     assert callback.implements_train_batch_hooks()
-    assert not gf.callbacks.LambdaCallback(on_epoch_end=print).implements_train_batch_hooks()
+    assert not gf.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: None).implements_train_batch_hooks()
 
 
 # ------------------------------------------------------------------- EarlyStopping
