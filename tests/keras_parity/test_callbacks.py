@@ -433,17 +433,13 @@ def test_early_stopping_baseline_and_start_from_epoch_in_fit(settings, at_least)
     """test_early_stopping_with_baseline / _with_start_from_epoch, through both fits from the
     same weights: the same epochs run."""
     x, y = _data(10, features=5, outputs=1)
+    ours = gf.Sequential([layers.Dense(1, activation="relu"),
+                          layers.Dense(1, activation="relu")], input_shape=(5,))
+    theirs = keras.Sequential([keras.Input((5,)), keras.layers.Dense(1, activation="relu"),
+                               keras.layers.Dense(1, activation="relu")])
+    theirs.set_weights(ours.get_weights())
     epochs = []
-    for module, model in (
-            (gf, gf.Sequential([layers.Dense(1, activation="relu"),
-                                layers.Dense(1, activation="relu")], input_shape=(5,))),
-            (keras, keras.Sequential([keras.Input((5,)),
-                                      keras.layers.Dense(1, activation="relu"),
-                                      keras.layers.Dense(1, activation="relu")]))):
-        if module is keras:
-            model.set_weights(ours_weights)
-        else:
-            ours_weights = model.get_weights()
+    for module, model in ((gf, ours), (keras, theirs)):
         model.compile(optimizer=module.optimizers.SGD(0.01), loss="mae", metrics=["mse"])
         stopper = module.callbacks.EarlyStopping(monitor="mse", **settings)
         history = model.fit(x, y, batch_size=32, shuffle=False, callbacks=[stopper],
