@@ -39,8 +39,8 @@ class HookSchedule:
         ...                      lambda b, logs: calls.append(("end", b)), setting=2)
         >>> for first, ran in ((0, 2), (2, 1), (3, 1)):  # batch 3: a smaller last batch
         ...     hooks.chunk_begins(first)
-        ...     _ = hooks.chunk_ran(first, ran, lambda: {})
-        >>> hooks.close(lambda: {})
+        ...     _ = hooks.chunk_ran(first, ran, {})
+        >>> hooks.close({})
         >>> calls
         [('begin', 0), ('end', 1), ('begin', 2), ('end', 3)]
     """
@@ -69,9 +69,9 @@ class HookSchedule:
             self._open, self._ran = True, 0
             self._begin(first)
 
-    def chunk_ran(self, first: int, ran: int, logs: Callable[[], dict]) -> bool:
-        """After a chunk ran `ran` batches from `first`; ends the execution when complete
-        (`logs()` gives the end hook its logs). Returns whether an end hook was called."""
+    def chunk_ran(self, first: int, ran: int, logs: dict) -> bool:
+        """After a chunk ran `ran` batches from `first`; ends the execution when complete,
+        with `logs`. Returns whether an end hook was called."""
         self.position = first + ran
         if ran:
             self._ran, self._last = self._ran + ran, first + ran - 1
@@ -79,7 +79,7 @@ class HookSchedule:
             return False  # the execution goes on in the next chunk
         return self._close(logs)
 
-    def close(self, logs: Callable[[], dict]) -> None:
+    def close(self, logs: dict) -> None:
         """After the pass: ends an execution the pass left open (its last, shorter one)."""
         self._close(logs)
 
@@ -89,5 +89,5 @@ class HookSchedule:
         self._open = False
         if not self._ran:
             return False  # the data ran out as the execution began: Keras calls no end hook
-        self._end(self._last, logs())
+        self._end(self._last, logs)
         return True

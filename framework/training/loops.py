@@ -68,12 +68,12 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
         total += ran
         if ran and read_each_chunk:
             results = metrics.results()
-        ended = hooks.chunk_ran(chunk.first_batch, ran, lambda: results)
+        ended = hooks.chunk_ran(chunk.first_batch, ran, results)
         converged = training and ran and _ask_optimizer_to_stop(model, state.optimizer)
         stop = model.stop_training if training else model.stop_evaluating
         if ran < chunk.num_batches or converged or (stop and (ended or not hooks.enabled)):
             break
-    hooks.close(lambda: results)
+    hooks.close(results)
     if not total:
         raise ValueError(f"{feed.names[0]} yielded no batches: there is nothing to {stage} on.")
     if feed.is_dataset and feed.steps is None:
@@ -329,8 +329,8 @@ def _predict_chunks(model, state, feed, callbacks) -> list[list[np.ndarray]]:
         if ran:
             parts.append([o.numpy() for o in outputs])
             execution.append(parts[-1])
-        ended = hooks.chunk_ran(chunk.first_batch, ran, dict)
+        ended = hooks.chunk_ran(chunk.first_batch, ran, {})
         if ran < chunk.num_batches or (model.stop_predicting and (ended or not hooks.enabled)):
             break
-    hooks.close(dict)
+    hooks.close({})
     return parts
