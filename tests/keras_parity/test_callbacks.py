@@ -623,3 +623,24 @@ def test_the_parity_table_has_a_row_for_every_keras_callback():
     for name, verdict in rows.items():
         if verdict == "works" and name in keras_names:
             assert isinstance(getattr(gf.callbacks, name), type), name
+
+
+def test_stop_flags_reach_the_loop_of_a_cached_fit():
+    """fit(cache_frozen=True) trains the tail in the whole model's place; the flags a
+    callback sets on the whole model stop the tail's loops as they stop an ordinary fit."""
+    x, y = _data(16)
+    val = _data(8, seed=1)
+    calls = []
+    for cache in (False, True):
+        model = gf.Sequential([layers.Dense(4, activation="tanh", trainable=False),
+                               layers.Dense(2)], input_shape=(3,))
+        model.compile(optimizer="sgd", loss="mse")
+        recorder = GraphfitRecorder(_stopper("stop_evaluating", "on_test_batch_end", 0))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the cache serves this fit (no fallback warning)
+            model.fit(x, y, batch_size=4, epochs=2, validation_data=val, shuffle=False,
+                      callbacks=[recorder], verbose=0, cache_frozen=cache)
+        calls.append([(hook, index) for hook, index, _ in recorder.calls])
+    assert calls[0] == calls[1]
+    assert calls[1].count(("on_test_batch_end", 0)) == 2
+    assert ("on_test_batch_end", 1) not in calls[1]
