@@ -1,10 +1,12 @@
 """graphfit.callbacks: hooks into `fit`, `evaluate` and `predict` (Keras-style, stage-aware)."""
 
+from graphfit.callbacks.backup_and_restore import BackupAndRestore
 from graphfit.callbacks.callback import Callback
 from graphfit.callbacks.callback_list import CallbackList
 from graphfit.callbacks.csv_logger import CSVLogger
 from graphfit.callbacks.early_stopping import EarlyStopping
 from graphfit.callbacks.history import History
+from graphfit.callbacks.lambda_callback import LambdaCallback
 from graphfit.callbacks.learning_rate import LearningRateScheduler, ReduceLROnPlateau
 from graphfit.callbacks.model_checkpoint import ModelCheckpoint
 from graphfit.callbacks.progress import ProgressBar
@@ -12,11 +14,13 @@ from graphfit.callbacks.tensorboard import TensorBoard
 from graphfit.callbacks.terminate_on_nan import TerminateOnNaN
 
 __all__ = [
+    "BackupAndRestore",
     "Callback",
     "CallbackList",
     "CSVLogger",
     "EarlyStopping",
     "History",
+    "LambdaCallback",
     "LearningRateScheduler",
     "ModelCheckpoint",
     "ProgressBar",

@@ -125,7 +125,8 @@ class Callback:
         """Called before a prediction execution."""
 
     def on_predict_batch_end(self, batch: int, logs=None):
-        """Called after a prediction execution."""
+        """Called after a prediction execution with `{"outputs": ...}`: the execution's
+        predictions, numpy arrays in the structure of the model's outputs (as Keras)."""
 
     # Whether the loop must call (and read metrics for) the batch hooks (Keras 2's
     # `_implements_*_batch_hooks`, public here). A subclass that overrides batch hooks but

@@ -165,10 +165,14 @@ class CallbackList(Callback):
 
     @property
     def wants_every_train_batch(self) -> bool:
-        """Whether a callback other than the progress bar listens to training batches; then
-        `steps_per_execution="auto"` runs one step per call so it hears every batch, as in
-        Keras."""
-        return any(c.implements_train_batch_hooks() for c in self.callbacks
+        """`wants_every_batch("train")`."""
+        return self.wants_every_batch("train")
+
+    def wants_every_batch(self, kind: str) -> bool:
+        """Whether a callback other than the progress bar listens to the batches of `kind`
+        ("train", "test" or "predict"); then `steps_per_execution="auto"` runs one step per
+        call so it hears every batch, as Keras (whose default is one step) calls it."""
+        return any(getattr(c, f"implements_{kind}_batch_hooks")() for c in self.callbacks
                    if c is not self._progress_bar)
 
     @property

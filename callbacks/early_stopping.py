@@ -55,8 +55,9 @@ class MonitorCallback(Callback):
 
     In "auto" mode the direction comes from the name: a loss ("loss", "val_loss",
     "out_loss") is minimized; any other key is looked up among the model's compiled metrics
-    (Keras metric objects know whether higher is better). Resolved at the first epoch end
-    whose logs hold the key, once the metrics exist.
+    (Keras metric objects know whether higher is better). Resolved at the first epoch end,
+    once the metrics exist, whether or not the logs hold the key (as Keras 3): a monitor that
+    is neither fails there, a missing key with an explicit mode only warns.
 
     Args:
         monitor: the log key to watch, e.g. "val_loss" or "val_accuracy".
@@ -88,8 +89,9 @@ class MonitorCallback(Callback):
         self.direction: str | None = None if mode == "auto" else mode
         self._warned_missing = False
 
-    def resolve_direction(self) -> str:
-        """"min" or "max": the explicit mode, or the one inferred for `monitor`."""
+    def resolve_direction(self, logs=None) -> str:
+        """"min" or "max": the explicit mode, or the one inferred for `monitor` (`logs`, when
+        given, suggest the closest key in the error)."""
         if self.direction is not None:
             return self.direction
         name = self.monitor
@@ -102,11 +104,14 @@ class MonitorCallback(Callback):
             return self.direction
         direction = getattr(_compiled_metric(self.model, name), "_direction", None)
         if direction not in ("up", "down"):
+            missing = "" if logs is None or self.monitor in logs else (
+                f" The logs hold no {self.monitor!r}" + did_you_mean(
+                    self.monitor, logs, template="; did you mean {!r}?", otherwise=".")
+                + f" They hold: {', '.join(logs)}.")
             raise ValueError(
                 f"{type(self).__name__} callback received monitor={self.monitor!r}, but cannot "
                 "tell whether that quantity should be maximized or minimized. Pass mode='max' "
-                "to look for the highest value, or mode='min' for the lowest."
-            )
+                f"to look for the highest value, or mode='min' for the lowest.{missing}")
         self.direction = "max" if direction == "up" else "min"
         return self.direction
 
@@ -224,11 +229,12 @@ class EarlyStopping(MonitorCallback):
         clear_stop_reason(self.model)
 
     def on_epoch_end(self, epoch, logs=None):
+        # As Keras 3: in "auto" mode a monitor whose direction cannot be told (a key that
+        # is no loss and no compiled metric, e.g. a typo) fails at the first epoch end,
+        # whether the logs hold it or not; a key missing from the logs only warns.
+        self.resolve_direction(logs)
         current = self.monitored_value(logs, "Early stopping")
-        if current is None:
-            return
-        self.resolve_direction()  # fails at the first value when "auto" cannot tell
-        if epoch < self.start_from_epoch:
+        if current is None or epoch < self.start_from_epoch:
             return
         current = float(current)
         if self.restore_best_weights and self.best_weights is None:

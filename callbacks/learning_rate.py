@@ -178,10 +178,10 @@ class ReduceLROnPlateau(MonitorCallback):
         logs = logs if logs is not None else {}
         optimizer = _optimizer(self)
         logs["learning_rate"] = read_learning_rate(optimizer)
+        self.resolve_direction(logs)  # as Keras 3 (and EarlyStopping): before the value
         current = self.monitored_value(logs, "Learning rate reduction")
         if current is None:
             return
-        self.resolve_direction()
         current = float(current)
         if self.in_cooldown():
             self.cooldown_counter -= 1

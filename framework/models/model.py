@@ -61,7 +61,12 @@ class Model(CompiledView, Layer):
     the start of its stage.
 
     Attributes set while training (callbacks read and write them):
-        stop_training: set True to end `fit` after the current batch (Keras's flag).
+        stop_training: set True to end `fit` after the current execution of
+            `steps_per_execution` batches (Keras's flag; reset when `fit` starts).
+        stop_evaluating: set True to end an evaluation (`evaluate`, or `fit`'s validation
+            and test) after the current execution (Keras's flag; reset at each one's start).
+        stop_predicting: set True to end `predict` after the current execution; it returns
+            the outputs so far (Keras's flag; reset when `predict` starts).
         stop_reason: why `fit` stopped early, in words (`EarlyStopping`, `TerminateOnNaN`, an
             optimizer's own stopping test), or None.
         nonfinite_step: the step whose loss was not finite (`TerminateOnNaN`), or None.
@@ -92,6 +97,8 @@ class Model(CompiledView, Layer):
         self._predict_state: CompileState | None = None
         self._building = False
         self.stop_training = False
+        self.stop_evaluating = False
+        self.stop_predicting = False
         self.stop_reason: str | None = None
         self.nonfinite_step: int | None = None
         self.history = None

@@ -212,6 +212,8 @@ class CompiledSteps:
         if not self.checks.needed(stage, with_labels=True):
             return run(), tf.constant(-1)
         failed = self.checks.first_failure(stage, step_data(batch))
+        if tf.get_static_value(failed) == -1:  # no check applies to this stage's batches
+            return run(), failed
         return tf.cond(failed < 0, run, skipped), failed
 
     # ------------------------------------------------------------------ the loops
@@ -340,13 +342,15 @@ class CompiledSteps:
         with self._calling():
             return loop((x,), tf.constant(index_batches, tf.int32))
 
-    def predict_dataset(self, iterator, num_steps: int):
+    def predict_dataset(self, iterator, num_steps: int, first_batch: int = 0):
+        """Runs up to `num_steps` predict steps from `iterator`; returns (how many ran,
+        their outputs concatenated, flat). `first_batch` numbers the first for messages."""
         loop = self._loop("dataset", "predict", None)
         with self._calling():
             done, failed, outputs = loop(iterator, tf.constant(num_steps, tf.int32))
         if int(failed) >= 0:
-            raise self.checks.error("predict", int(failed), f"batch {int(done)}")
-        return outputs
+            raise self.checks.error("predict", int(failed), f"batch {first_batch + int(done)}")
+        return int(done), outputs
 
     def loop_kind(self, stage: str, capacity: int = MIN_FUSED_STEPS) -> str:
         """How `stage`'s array chunks of `capacity` steps run: "xla_chunk" (the chunk one XLA

@@ -179,6 +179,7 @@ class _WholeModel(Callback):
         self._sync()
 
     def on_test_begin(self, logs=None, stage="test"):
+        self.whole.stop_evaluating = False
         self.inner.on_test_begin(logs, stage=stage)
 
     def on_test_batch_begin(self, batch, logs=None, stage="test"):
@@ -186,6 +187,7 @@ class _WholeModel(Callback):
 
     def on_test_batch_end(self, batch, logs=None, stage="test"):
         self.inner.on_test_batch_end(batch, logs, stage=stage)
+        self.tail.stop_evaluating = self.whole.stop_evaluating
 
     def on_test_end(self, logs=None, stage="test"):
         self.inner.on_test_end(logs, stage=stage)

@@ -7,6 +7,7 @@ tells the callbacks. The data is made ready for the first step in `stage_data`.
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -16,6 +17,7 @@ from graphfit.callbacks import CallbackList
 from graphfit.core import validation
 from graphfit.saving import checkpoints
 from graphfit.training import distribution
+from graphfit.training.batch_hooks import HookSchedule
 from graphfit.training.feeds import make_feed, refuse_python_iterators
 from graphfit.training.stage_data import (
     eval_feed,
@@ -32,6 +34,10 @@ __all__ = ["fit", "evaluate", "predict", "run_stage"]
 def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackList) -> dict:
     """Runs one pass of `stage` over `feed`; returns the stage's results (unprefixed).
 
+    The batch hooks are called once per execution of `steps_per_execution` batches, and
+    `model.stop_training` (training) or `model.stop_evaluating` (evaluation), set by a
+    callback, ends the pass after the execution, as in Keras.
+
     Raises:
         ValueError: when the data yields no batch, or a dataset batch fails its checks.
     """
@@ -40,19 +46,17 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
     reset_model_metrics(model, state.stage_metrics)  # a custom step's own, as in Keras
     training = stage == "train"
     sizer = state.sizers[stage]
-    wants_batches = (
-        callbacks.needs_train_batch_hooks if training else callbacks.needs_test_batch_hooks)
-    one_at_a_time = training and callbacks.wants_every_train_batch
-    sizes = distribution.chunk_sizes(state.strategy, sizer, one_at_a_time)
+    hooks = _hook_schedule(callbacks, stage, sizer.setting)
+    one_at_a_time = callbacks.wants_every_batch("train" if training else "test")
+    sizes = hooks.aligned(distribution.chunk_sizes(state.strategy, sizer, one_at_a_time))
     capacity = sizer.capacity(feed.steps, one_at_a_time)
     # Reading the metrics of several workers is a collective: every worker reads them after
     # every chunk, whether its own callbacks want them or not (the chief's progress bar does).
-    read_each_chunk = wants_batches or distribution.is_multi_worker(state.strategy)
+    read_each_chunk = hooks.enabled or distribution.is_multi_worker(state.strategy)
     iterator = feed.epoch_iterator() if feed.is_dataset else None
-    total = 0
+    total, results = 0, {}
     for chunk in feed.chunks(epoch, sizes):
-        if wants_batches:
-            _batch_hook(callbacks, stage, "begin", chunk.first_batch, None)
+        hooks.chunk_begins(chunk.first_batch)
         started = time.perf_counter()
         if feed.is_dataset:
             ran, iterator = _run_dataset_chunk(state.steps, stage, feed, chunk, iterator)
@@ -65,17 +69,27 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
         total += ran
         if ran and read_each_chunk:
             results = metrics.results()
-            if wants_batches:
-                _batch_hook(callbacks, stage, "end", chunk.first_batch + ran - 1, results)
-        if training and ran:
-            _ask_optimizer_to_stop(model, state.optimizer)
-        if ran < chunk.num_batches or (training and model.stop_training):
+        ended = hooks.chunk_ran(chunk.first_batch, ran, results)
+        converged = training and ran and _ask_optimizer_to_stop(model, state.optimizer)
+        stop = model.stop_training if training else model.stop_evaluating
+        if ran < chunk.num_batches or converged or (stop and (ended or not hooks.enabled)):
             break
+    hooks.close(results)
     if not total:
         raise ValueError(f"{feed.names[0]} yielded no batches: there is nothing to {stage} on.")
     if feed.is_dataset and feed.steps is None:
         feed.steps = total  # learned on the first pass: the progress bar can show a total
     return metrics.results()
+
+
+def _hook_schedule(callbacks, stage: str, setting) -> HookSchedule:
+    """When `stage`'s batch hooks are called (see `batch_hooks`)."""
+    if stage == "train":
+        return HookSchedule(callbacks.on_train_batch_begin, callbacks.on_train_batch_end,
+                            setting, callbacks.needs_train_batch_hooks)
+    return HookSchedule(lambda batch: callbacks.on_test_batch_begin(batch, stage=stage),
+                        lambda batch, logs: callbacks.on_test_batch_end(batch, logs, stage=stage),
+                        setting, callbacks.needs_test_batch_hooks)
 
 
 def _run_dataset_chunk(steps, stage, feed, chunk, iterator):
@@ -86,22 +100,18 @@ def _run_dataset_chunk(steps, stage, feed, chunk, iterator):
     return ran, iterator
 
 
-def _ask_optimizer_to_stop(model, optimizer) -> None:
-    """Stops training when the optimizer asks (LevenbergMarquardt converged), saying why."""
+def _ask_optimizer_to_stop(model, optimizer) -> bool:
+    """Stops training when the optimizer asks (LevenbergMarquardt converged), saying why;
+    returns whether it asked."""
     reason = optimizer.stop_reason() if optimizer is not None else None
     if reason:
         model.stop_training = True
         model.stop_reason = reason
-
-
-def _batch_hook(callbacks, stage, when, batch, logs):
-    if stage == "train":
-        getattr(callbacks, f"on_train_batch_{when}")(batch, logs)
-    else:
-        getattr(callbacks, f"on_test_batch_{when}")(batch, logs, stage=stage)
+    return bool(reason)
 
 
 def _evaluate_stage(model, state, stage, feed, epoch, callbacks) -> dict:
+    model.stop_evaluating = False  # Keras's flag, about this evaluation
     callbacks.on_test_begin(stage=stage)
     logs = run_stage(model, state, stage, feed, epoch, callbacks)
     callbacks.on_test_end(logs, stage=stage)
@@ -177,6 +187,15 @@ def _fit_feeds(model, x, y, sample_weight, *, batch_size, shuffle, steps_per_epo
                               check_finite)}
 
 
+def _start_after_callbacks(state_of_fit, train_feed) -> int:
+    """The epoch the fit starts at once `on_train_begin` ran: a callback that restored an
+    interrupted fit (`BackupAndRestore`, as Keras's sets `model._initial_epoch`) left the
+    fit state it saved, whose epoch and shuffle seed the fit carries on from."""
+    if not train_feed.is_dataset:  # a dataset shuffles itself
+        train_feed.seed = int(state_of_fit.shuffle_seed.numpy())
+    return int(state_of_fit.epoch.numpy())
+
+
 def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data, test_data,
         shuffle, initial_epoch, sample_weight, steps_per_epoch, validation_steps, test_steps,
         validation_freq, test_freq, check_finite, validation_batch_size=None):
@@ -210,6 +229,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     state_of_fit.epoch.assign(initial_epoch)
     callbacks.on_train_begin()
     train = feeds["train"]
+    initial_epoch = _start_after_callbacks(state_of_fit, train)
     # Once, so a resumed fit's steps are those of an unbroken one.
     state.steps.expect_fit(None if train.is_dataset else train.batch_size,
                            train.batches_per_pass)
@@ -274,7 +294,8 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
                                    steps_argument="steps"), steps, "steps")
     prepare(model, state, feed, stage)
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
-                             verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
+                             verbose=verbose,
+                             params={"epochs": 1, "steps": feed.steps, "verbose": verbose})
     logs = _evaluate_stage(model, state, stage, feed, 0, callbacks)
     return logs if return_dict else state.stage_metrics[stage].as_keras_list(logs)
 
@@ -290,26 +311,55 @@ def predict(model, x, *, batch_size, verbose, steps, callbacks):
     prepare(model, state, feed, "predict")
     verbose = validation.verbosity(verbose, allow_auto=True)
     callbacks = CallbackList(callbacks, model=model, add_progress_bar=verbose > 0,
-                             verbose=verbose, params={"steps": feed.steps, "verbose": verbose})
+                             verbose=verbose,
+                             params={"epochs": 1, "steps": feed.steps, "verbose": verbose})
+    model.stop_predicting = False  # Keras's flag, about this prediction
     callbacks.on_predict_begin()
-    parts = []
-    if feed.is_dataset:
-        callbacks.on_predict_batch_begin(0)
-        outputs = state.steps.predict_dataset(feed.epoch_iterator(), feed.steps or 2**31 - 1)
-        parts.append([o.numpy() for o in outputs])
-        callbacks.on_predict_batch_end(max((feed.steps or 1) - 1, 0), None)
-    else:
-        sizer = state.sizers["predict"]
-        for chunk in feed.chunks(0, distribution.chunk_sizes(state.strategy, sizer, False)):
-            callbacks.on_predict_batch_begin(chunk.first_batch)
-            started = time.perf_counter()
-            outputs = state.steps.predict_arrays(feed.tensors()[0], chunk.index_batches)
-            parts.append([o.numpy() for o in outputs])
-            if chunk.index_batches.shape[1] == feed.batch_size:
-                sizer.record(chunk.num_batches, time.perf_counter() - started)
-            callbacks.on_predict_batch_end(chunk.first_batch + chunk.num_batches - 1, None)
+    parts = _predict_chunks(model, state, feed, callbacks)
     callbacks.on_predict_end()
     flat = [np.concatenate(column) for column in zip(*parts)]
     if not flat or not len(flat[0]):
         raise ValueError(f"{feed.names[0]} yielded no batches: there is nothing to predict.")
     return tf.nest.pack_sequence_as(model.output_spec, flat)
+
+
+def _predict_chunks(model, state, feed, callbacks) -> list[list[np.ndarray]]:
+    """Runs `predict`'s chunks, calling the batch hooks once per execution with the
+    execution's outputs (`{"outputs": ...}`, as Keras), until the data ends or a callback
+    sets `model.stop_predicting`. Returns each chunk's outputs, flat."""
+    sizer, parts, execution = state.sizers["predict"], [], []
+
+    def begin(batch):
+        execution.clear()
+        callbacks.on_predict_batch_begin(batch)
+
+    def end(batch, _):
+        outputs = [np.concatenate(column) for column in zip(*execution)]
+        callbacks.on_predict_batch_end(
+            batch, {"outputs": tf.nest.pack_sequence_as(model.output_spec, outputs)})
+
+    hooks = HookSchedule(begin, end, sizer.setting, callbacks.needs_predict_batch_hooks)
+    sizes = hooks.aligned(distribution.chunk_sizes(state.strategy, sizer,
+                                                   callbacks.wants_every_batch("predict")))
+    if feed.is_dataset and not hooks.enabled:
+        sizes = itertools.repeat(2**31 - 1)  # nobody listens: one call reads the dataset
+    iterator = feed.epoch_iterator() if feed.is_dataset else None
+    for chunk in feed.chunks(0, sizes):
+        hooks.chunk_begins(chunk.first_batch)
+        started = time.perf_counter()
+        if feed.is_dataset:
+            ran, outputs = state.steps.predict_dataset(iterator, chunk.num_batches,
+                                                       chunk.first_batch)
+        else:
+            ran = chunk.num_batches
+            outputs = state.steps.predict_arrays(feed.tensors()[0], chunk.index_batches)
+        if feed.is_dataset or chunk.index_batches.shape[1] == feed.batch_size:
+            sizer.record(ran, time.perf_counter() - started)
+        if ran:
+            parts.append([o.numpy() for o in outputs])
+            execution.append(parts[-1])
+        ended = hooks.chunk_ran(chunk.first_batch, ran, {})
+        if ran < chunk.num_batches or (model.stop_predicting and (ended or not hooks.enabled)):
+            break
+    hooks.close({})
+    return parts
