@@ -15,7 +15,10 @@ __version__ = "0.1.0"
 _LAZY = {
     "DTypePolicy": ("graphfit.core.dtype_policy", "DTypePolicy"),
     "DataCheckError": ("graphfit.core.data_checks", "DataCheckError"),
+    "Functional": ("graphfit.models.functional", "Functional"),
     "GraphModel": ("graphfit.models.graph_model", "GraphModel"),
+    "Input": ("graphfit.models.input_layer", "Input"),
+    "InputLayer": ("graphfit.models.input_layer", "InputLayer"),
     "InputSpec": ("graphfit.core.input_spec", "InputSpec"),
     "Layer": ("graphfit.core.layer", "Layer"),
     "Model": ("graphfit.models.model", "Model"),
@@ -30,6 +33,7 @@ _LAZY = {
     "flops": ("graphfit.inspect.flops", None),
     "inspect": ("graphfit.inspect", None),
     "layers": ("graphfit.layers", None),
+    "models": ("graphfit.models", None),
     "optimizers": ("graphfit.optimizers", None),
     "recipes": ("graphfit.recipes", None),
     "register_layer": ("graphfit.core.registry", "register_layer"),
