@@ -65,9 +65,10 @@ class SymbolicTensor:
     def _refuse(self, *_args, **_kwargs):
         raise TypeError(
             f"{self!r} is a placeholder of graphfit's functional API: it holds no values, so "
-            f"Python operators, indexing and TensorFlow operations cannot be applied to it. "
-            f"Apply a layer instead (layers.Add()([a, b]), layers.Concatenate(), "
-            f"layers.Reshape(...), or a gf.Layer subclass whose call does the computation)."
+            f"Python operators, indexing, TensorFlow operations and Keras layers or models "
+            f"cannot be applied to it. Apply a graphfit layer instead (layers.Add()([a, b]), "
+            f"layers.Concatenate(), layers.Reshape(...), a gf.Layer subclass whose call does "
+            f"the computation, or a Keras layer or model wrapped: layers.KerasLayer(...))."
         )
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse

@@ -409,3 +409,11 @@ def test_keras_objects_get_the_graphfit_equivalent():
                   callbacks=[keras.callbacks.EarlyStopping()])
     with pytest.raises(ValueError, match=r"graphfit.optimizers.SGD"):
         model.compile(optimizer=keras.optimizers.SGD(), loss="mse")
+
+
+def test_a_keras_layer_called_on_a_graphfit_input_names_the_wrapper():
+    with pytest.raises(TypeError, match=r"wrapped: layers.KerasLayer\(...\)"):
+        keras.layers.Dense(2)(gf.Input((3,)))
+    inputs = gf.Input((3,))
+    outputs = layers.KerasLayer(keras.layers.Dense(2))(inputs)  # what the message says
+    assert gf.Model(inputs, outputs).count_params() == 8
