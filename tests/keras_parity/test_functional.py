@@ -417,3 +417,44 @@ def test_a_keras_layer_called_on_a_graphfit_input_names_the_wrapper():
     inputs = gf.Input((3,))
     outputs = layers.KerasLayer(keras.layers.Dense(2))(inputs)  # what the message says
     assert gf.Model(inputs, outputs).count_params() == 8
+
+
+def test_dict_input_to_list_model():
+    def build(lib):
+        L = lib_layers(lib)
+        title = lib.Input(shape=(20,), name="title")
+        text_body = lib.Input(shape=(20,), name="text_body")
+        tags = lib.Input(shape=(10,), name="tags")
+        features = L.Dense(8, activation="relu")(L.Concatenate()([title, text_body, tags]))
+        priority = L.Dense(1, activation="sigmoid", name="priority")(features)
+        department = L.Dense(3, activation="softmax", name="department")(features)
+        return lib.Model(inputs=[title, text_body, tags], outputs=[priority, department])
+
+    model, twin = build(gf), build(keras)
+    _copy_weights(model, twin)
+    rng = np.random.default_rng(5)
+    x = [rng.integers(0, 2, size=(32, 20)), rng.integers(0, 2, size=(32, 20)),
+         rng.integers(0, 2, size=(32, 10))]
+    y = [rng.random(size=(32, 1)), rng.integers(0, 2, size=(32, 3))]
+    by_name_x = dict(zip(["title", "text_body", "tags"], x))
+    by_name_y = dict(zip(["priority", "department"], y))
+    for ours_lib, m in ((gf, model), (keras, twin)):
+        m.compile(optimizer=ours_lib.optimizers.SGD(0.05),
+                  loss=["mean_squared_error", "categorical_crossentropy"])
+    losses = [m.fit(x, y, epochs=1, batch_size=8, shuffle=False, verbose=0).history["loss"]
+              for m in (model, twin)]
+    for ours_lib, m in ((gf, model), (keras, twin)):  # dict style
+        m.compile(optimizer=ours_lib.optimizers.SGD(0.05),
+                  loss={"priority": "mean_squared_error",
+                        "department": "categorical_crossentropy"},
+                  metrics={"priority": ["mean_absolute_error"], "department": ["accuracy"]})
+    histories = [m.fit(by_name_x, by_name_y, epochs=1, batch_size=8, shuffle=False,
+                       verbose=0).history for m in (model, twin)]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+    np.testing.assert_allclose(histories[0]["loss"], histories[1]["loss"], rtol=1e-5)
+    ours = model.evaluate(by_name_x, by_name_y, verbose=0, return_dict=True)
+    theirs = twin.evaluate(by_name_x, by_name_y, verbose=0, return_dict=True)
+    np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-5)
+    priority_preds, department_preds = model.predict(by_name_x, verbose=0)
+    np.testing.assert_allclose(department_preds, twin.predict(x, verbose=0)[1], rtol=1e-5,
+                               atol=1e-6)
