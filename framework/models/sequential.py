@@ -131,7 +131,10 @@ class Sequential(Model):
         return outputs
 
     def get_config(self) -> dict[str, Any]:
-        return {**self._base_config(), "layers": [layer_to_config(l) for l in self._stack]}
+        config = {**self._base_config(), "layers": [layer_to_config(l) for l in self._stack]}
+        if self._input.tensor is not None:  # built for a gf.Input: rebuilt for its shape
+            config["input_shape"] = self._input.tensor.shape.as_list()[1:]
+        return config
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Sequential":
