@@ -133,8 +133,14 @@ class Functional(GraphModel):
         (2, 16)
     """
 
-    def __init__(self, inputs, outputs, name: str | None = None, trainable: bool = True,
-                 dtype=None, **kwargs):
+    def __init__(self, inputs=None, outputs=None, name: str | None = None,
+                 trainable: bool = True, dtype=None, **kwargs):
+        if inputs is None or outputs is None:
+            raise ValueError(
+                "gf.Model(inputs, outputs) needs both: the symbolic inputs (gf.Input(...)) and "
+                "the outputs of the layers called on them. Received: "
+                f"inputs={inputs!r}, outputs={outputs!r}"
+            )
         if kwargs:
             raise TypeError(
                 f"gf.Model(inputs, outputs) takes name, trainable and dtype; received "

@@ -82,3 +82,11 @@ def test_symbolic_calls_take_one_input_and_a_bool_training():
         layers.Dense(2)(inputs, training="yes")
     with pytest.raises(TypeError, match=r"one symbolic tensor or a list of them"):
         layers.Concatenate()({"a": inputs})
+
+
+def test_a_functional_model_needs_inputs_and_outputs():
+    inputs = gf.Input((3,))
+    with pytest.raises(ValueError, match=r"needs both.*outputs=None"):
+        gf.Model(inputs)
+    with pytest.raises(TypeError, match=r"takes name, trainable and dtype; received \['units'\]"):
+        gf.Model(inputs, layers.Dense(1)(inputs), units=3)
