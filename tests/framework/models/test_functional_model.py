@@ -90,3 +90,12 @@ def test_a_functional_model_needs_inputs_and_outputs():
         gf.Model(inputs)
     with pytest.raises(TypeError, match=r"takes name, trainable and dtype; received \['units'\]"):
         gf.Model(inputs, layers.Dense(1)(inputs), units=3)
+
+
+def test_levenberg_marquardt_fits_a_functional_model():
+    x = np.linspace(-1, 1, 20)[:, None]
+    inputs = gf.Input((1,), dtype="float64")
+    model = gf.Model(inputs, layers.Dense(1, dtype="float64")(inputs), dtype="float64")
+    model.compile(optimizer=gf.optimizers.LevenbergMarquardt(), loss="mse")
+    model.fit(x, 3 * x + 0.5, batch_size=None, epochs=3, verbose=0)
+    np.testing.assert_allclose([w.item() for w in model.get_weights()], [3.0, 0.5], atol=1e-6)
