@@ -8,6 +8,7 @@ from typing import Any, Iterable
 
 from graphfit.callbacks.callback import STAGES, Callback
 from graphfit.core import validation
+from graphfit.core.keras_objects import is_keras_object, keras_object_hint
 
 __all__ = ["CallbackList"]
 
@@ -47,6 +48,8 @@ def _check_callback(callback) -> Callback:
             f"callbacks must hold Callback instances, not classes. Received the class "
             f"{callback.__name__}; pass {callback.__name__}() instead."
         )
+    if is_keras_object(callback):
+        raise TypeError(keras_object_hint(callback, "callbacks received"))
     kind = type(callback)
     raise TypeError(
         f"callbacks must be graphfit.callbacks.Callback instances (or a list of them). "

@@ -15,7 +15,10 @@ __version__ = "0.1.0"
 _LAZY = {
     "DTypePolicy": ("graphfit.core.dtype_policy", "DTypePolicy"),
     "DataCheckError": ("graphfit.core.data_checks", "DataCheckError"),
+    "Functional": ("graphfit.models.functional", "Functional"),
     "GraphModel": ("graphfit.models.graph_model", "GraphModel"),
+    "Input": ("graphfit.models.input_layer", "Input"),
+    "InputLayer": ("graphfit.models.input_layer", "InputLayer"),
     "InputSpec": ("graphfit.core.input_spec", "InputSpec"),
     "Layer": ("graphfit.core.layer", "Layer"),
     "Model": ("graphfit.models.model", "Model"),

@@ -98,6 +98,9 @@ class GINConv(Layer):
         if self.train_epsilon:
             self.epsilon_variable = self.add_weight(
                 "epsilon", (), initializer=keras.initializers.Constant(self.epsilon))
+        # The MLP builds here too, so that build(input_shape) by hand makes every variable.
+        self.mlp[0].build((None, input_shape[0][-1]))
+        self.mlp[1].build((None, self.units))
 
     def call(self, inputs, training: bool = False):
         hidden = self.aggregate(inputs)

@@ -15,17 +15,19 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import autograph_scope
+from graphfit.core import autograph_scope, symbolic
 from graphfit.core import config as constructor_config
 from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.dtype_policy import DTypePolicy, dtype_policy, floating_dtype
 from graphfit.core.input_spec import InputSpec
+from graphfit.core.layer_build import LayerBuild, built_once, unbatched_shape
 from graphfit.core.layer_checks import LayerChecks
-from graphfit.core.layer_errors import build_error, mixed_dtype_error
+from graphfit.core.layer_errors import mixed_dtype_error
 from graphfit.core.layer_losses import LayerLosses, get_constraint, get_regularizer
 from graphfit.core.layer_tracking import LayerTracking
 from graphfit.core.layer_updates import LayerUpdates
 from graphfit.core.naming import snake_case, unique_name
+from graphfit.core.symbolic import LayerNodes
 from graphfit.core.variables import weight_initializer
 
 __all__ = ["Layer", "InputSpec", "floating_dtype"]
@@ -33,7 +35,8 @@ __all__ = ["Layer", "InputSpec", "floating_dtype"]
 
 _FLOAT32 = dtype_policy("float32")
 
-class Layer(LayerTracking, LayerUpdates, LayerChecks, LayerLosses, tf.Module):
+class Layer(LayerTracking, LayerUpdates, LayerChecks, LayerLosses, LayerBuild, LayerNodes,
+            tf.Module):
     """Base class of graphfit layers and models.
 
     Subclasses set hyperparameters in `__init__`, create variables in `build` with
@@ -201,8 +204,11 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, LayerLosses, tf.Module):
             layer.inherit_dtype_policy(self.dtype_policy)
 
     # ------------------------------------------------------------------------- the contract
+    @built_once
     def build(self, input_shape) -> None:
-        """Creates the layer's variables with `add_weight`. Runs once, before the first call."""
+        """Creates the layer's variables with `add_weight`. Runs once: at the first call, or
+        when called by hand with a shape ((None, 4), a list or a `TensorShape`), after which
+        the layer is built and its calls reuse those variables."""
 
     def call(self, inputs, training: bool = False):
         """The layer's computation. Subclasses implement it."""
@@ -211,7 +217,9 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, LayerLosses, tf.Module):
         )
 
     @graphfit_api
-    def __call__(self, inputs, *args, training: bool = False, **kwargs):
+    def __call__(self, inputs, *args, training: bool | None = None, **kwargs):
+        if symbolic.is_symbolic(inputs):  # the functional API: record the call, compute later
+            return symbolic.call_symbolically(self, inputs, args, kwargs, training)
         training = _python_bool(training, self)
         inputs = tf.nest.map_structure(self._convert_input, inputs)
         if not self.built:
@@ -235,22 +243,8 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, LayerLosses, tf.Module):
                 self._in_call = False
             self._add_call_losses(outputs)  # activity regularizer, weight penalties
         if self._output_shape is None:
-            self._output_shape = tf.nest.map_structure(_unbatched_shape, outputs)
+            self._output_shape = tf.nest.map_structure(unbatched_shape, outputs)
         return outputs
-
-    def _build_from(self, inputs) -> None:
-        shapes = tf.nest.map_structure(lambda t: t.shape, inputs)
-        self._build_input_shape = tf.nest.map_structure(_unbatched_shape, shapes)
-        # Variables are created once, outside any trace, even when the first call is traced.
-        with tf.init_scope():
-            try:
-                self.build(shapes)
-            except Exception as error:  # say which layer; keep the type and the cause
-                wrapped = build_error(self, shapes, error)
-                if wrapped is error:
-                    raise
-                raise wrapped from error
-        self.built = True
 
     def _convert_input(self, value):
         tensor = value if isinstance(value, tf.Tensor) else tf.convert_to_tensor(value)
@@ -279,12 +273,14 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, LayerLosses, tf.Module):
         return cached
 
     # -------------------------------------------------------------------------- variables
-    def add_weight(self, name: str, shape=(), initializer=None, trainable: bool = True,
-                   dtype=None, regularizer=None, constraint=None) -> tf.Variable:
+    def add_weight(self, name: str | None = None, shape=(), initializer=None,
+                   trainable: bool = True, dtype=None, regularizer=None,
+                   constraint=None) -> tf.Variable:
         """Creates a variable owned by this layer. Call it from `build`, never from `call`.
 
         Args:
-            name: the variable's name inside the layer ('kernel', 'moving_mean').
+            name: the variable's name inside the layer ('kernel', 'moving_mean');
+                "variable" when not given (Keras code often omits it).
             shape: its shape.
             initializer: a Keras initializer or its name; default 'glorot_uniform' for
                 trainable variables and 'zeros' for the others. A callable
@@ -300,6 +296,7 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, LayerLosses, tf.Module):
         Returns:
             The new `tf.Variable`, with its `regularizer` (or None) as an attribute.
         """
+        name = name or "variable"
         if self._in_call:
             raise RuntimeError(
                 f"Layer {self.name!r} called add_weight({name!r}) from call(). Variables are "
@@ -384,10 +381,3 @@ def _python_bool(training, layer: Layer) -> bool:
         f"Layer {layer.name!r}: training must be a Python bool (the train and inference "
         f"graphs are traced separately). Received: training={training!r}"
     )
-
-
-def _unbatched_shape(shape_or_tensor) -> tuple:
-    shape = getattr(shape_or_tensor, "shape", shape_or_tensor)
-    dims = tf.TensorShape(shape).as_list() if tf.TensorShape(shape).rank is not None else []
-    return tuple([None] + dims[1:]) if dims else ()
-

@@ -27,14 +27,20 @@ class Node:
     Args:
         layer: the layer; its name is the node's name.
         inputs: the name it reads, or a list of names (the layer then receives a list).
+        training: True or False fixes the flag the layer is called with (Keras's
+            `layer(x, training=False)` in a functional model); None passes on the model's.
+        node_name: the node's name when it is not the layer's: a layer called by several
+            nodes (a shared layer) has one name per node.
     """
 
     layer: Layer
     inputs: str | Sequence[str]
+    training: bool | None = None
+    node_name: str | None = None
 
     @property
     def name(self) -> str:
-        return self.layer.name
+        return self.node_name or self.layer.name
 
     @property
     def input_names(self) -> list[str]:
@@ -49,7 +55,8 @@ class GraphModel(Model):
         inputs: the input names, or a dict {name: shape of one sample} to build at once.
         nodes: `Node`s, in any order.
         outputs: the node (or input) name of the output, or a list of names; with several
-            outputs the model returns a dict {name: tensor}.
+            outputs the model returns a dict {name: tensor}. A dict {output name: node name}
+            names the outputs otherwise than their nodes.
         name, dtype, trainable: as for `Model`.
 
     Example:
@@ -78,12 +85,16 @@ class GraphModel(Model):
         shapes = dict(inputs) if isinstance(inputs, dict) else None
         self._structure = _Structure(shapes)
         self.input_names = [inputs] if isinstance(inputs, str) else list(inputs)
-        self.output_list = [outputs] if isinstance(outputs, str) else list(outputs)
+        self.output_list = [outputs] if isinstance(outputs, str) else list(
+            outputs.values() if isinstance(outputs, dict) else outputs)
         if not self.input_names:
             raise ValueError("A GraphModel needs at least one input name.")
         ordered = _topological_order(self.input_names, list(nodes), self.output_list)
+        self._structure.output_keys = list(outputs) if isinstance(outputs, dict) else None
+        self._node_list = _NodeList(ordered)
         self._structure.wiring = [
-            (node.name, node.input_names, isinstance(node.inputs, str)) for node in ordered
+            (node.name, node.input_names, isinstance(node.inputs, str), node.training)
+            for node in ordered
         ]
         self._graph_layers: list[Layer] = [node.layer for node in ordered]
         if not self.trainable:
@@ -95,6 +106,18 @@ class GraphModel(Model):
     @property
     def layers(self) -> list[Layer]:
         return list(self._graph_layers)
+
+    @property
+    def nodes(self) -> list[Node]:
+        """The nodes in running order (each after what it reads)."""
+        return list(self._node_list.nodes)
+
+    @property
+    def graph_outputs(self):
+        """The outputs as the constructor takes them: a list of node names, or a dict
+        {output name: node name} when the outputs are named otherwise than their nodes."""
+        keys = self._structure.output_keys
+        return dict(zip(keys, self.output_list)) if keys else list(self.output_list)
 
     def arrange_inputs(self, x):
         """Inputs (data or specs) as a dict by input name, however they were given."""
@@ -130,27 +153,44 @@ class GraphModel(Model):
 
     def call(self, inputs, training: bool = False):
         values = self._named_inputs(inputs)
-        for layer, (name, sources, single) in zip(self._graph_layers, self._structure.wiring):
+        wiring = self._structure.wiring
+        for layer, (name, sources, single, fixed) in zip(self._graph_layers, wiring):
             args = values[sources[0]] if single else [values[s] for s in sources]
-            values[name] = layer(args, training=training)
+            values[name] = layer(args, training=training if fixed is None else fixed)
         if len(self.output_list) == 1:
             return values[self.output_list[0]]
-        return {name: values[name] for name in self.output_list}
+        keys = self._structure.output_keys or self.output_list
+        return {key: values[name] for key, name in zip(keys, self.output_list)}
 
     def get_config(self) -> dict[str, Any]:
         nodes = []
-        for layer, (_, sources, single) in zip(self._graph_layers, self._structure.wiring):
-            nodes.append({**layer_to_config(layer), "inputs": sources[0] if single else sources})
+        for layer, (name, sources, single, fixed) in zip(self._graph_layers,
+                                                         self._structure.wiring):
+            entry = {**layer_to_config(layer), "inputs": sources[0] if single else sources}
+            if fixed is not None:
+                entry["training"] = fixed
+            if name != layer.name:
+                entry["node_name"] = name
+            nodes.append(entry)
         shapes = self._structure.input_shapes
         inputs = {k: list(v) for k, v in shapes.items()} if shapes else list(self.input_names)
         return {**self._base_config(), "inputs": inputs, "nodes": nodes,
-                "outputs": list(self.output_list)}
+                "outputs": self.graph_outputs}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "GraphModel":
         config = dict(config)
-        nodes = [Node(layer_from_config(entry), entry["inputs"]) for entry in config.pop("nodes")]
+        nodes = [Node(layer_from_config(entry), entry["inputs"], entry.get("training"),
+                      entry.get("node_name")) for entry in config.pop("nodes")]
         return cls(nodes=nodes, **config)
+
+
+@dataclasses.dataclass
+class _NodeList:
+    """The nodes, outside TensorFlow's attribute tracking (their layers are tracked as
+    `_graph_layers`)."""
+
+    nodes: list
 
 
 @dataclasses.dataclass
@@ -160,6 +200,7 @@ class _Structure:
 
     input_shapes: dict | None
     wiring: list = dataclasses.field(default_factory=list)
+    output_keys: list | None = None  # the keys of several outputs, when not the node names
 
 
 def _topological_order(inputs: list[str], nodes: list[Node], outputs: list[str]) -> list[Node]:

@@ -53,8 +53,9 @@ class _Signature:
 
 
 class Model(CompiledView, Layer):
-    """A trainable model. Subclass it (define layers in `__init__`, compute in `call`) or use
-    `Sequential` and `GraphModel`.
+    """A trainable model. Subclass it (define layers in `__init__`, compute in `call`), call
+    it with symbolic inputs and outputs (`gf.Model(inputs, outputs)`, Keras's functional API:
+    see `graphfit.models.Functional`), or use `Sequential` and `GraphModel`.
 
     Training follows Keras: `compile(optimizer, loss, metrics)`, then `fit`, `evaluate`,
     `predict`. The train, validation and test stages keep separate metric state, each reset at
@@ -90,7 +91,29 @@ class Model(CompiledView, Layer):
         2
     """
 
-    def __init__(self, name: str | None = None, dtype=None, trainable: bool = True):
+    builds_by_tracing = True  # build(input_shape) traces a forward pass; the layers build
+
+    def __new__(cls, *args, **kwargs):
+        # Keras's signature detection: Model(inputs, outputs) makes a functional model, also
+        # for a subclass that keeps Model.__init__ (one that only overrides train_step).
+        from graphfit.models import functional  # it subclasses Model
+
+        if cls.__init__ is Model.__init__ and functional.functional_arguments(args, kwargs):
+            cls = functional.functional_class(cls)
+        return super().__new__(cls, *args, **kwargs)
+
+    def __init__(self, *args, **kwargs):
+        """`Model(name=None, dtype=None, trainable=True)`; `Model(inputs, outputs, name=...)`
+        makes a functional model, also from a subclass's `super().__init__(inputs, outputs)`.
+        """
+        from graphfit.models import functional
+
+        if functional.functional_arguments(args, kwargs):
+            functional.become_functional(self, args, kwargs)
+            return
+        self._init_model(*args, **kwargs)
+
+    def _init_model(self, name: str | None = None, dtype=None, trainable: bool = True):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
         self.compile_state: CompileState | None = None
         self._signature = _Signature()
@@ -102,6 +125,16 @@ class Model(CompiledView, Layer):
         self.stop_reason: str | None = None
         self.nonfinite_step: int | None = None
         self.history = None
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects: dict | None = None):
+        """Rebuilds a model from `get_config()`; a functional model's config (Keras's
+        layout, with `input_layers`) gives a functional model, as `keras.Model.from_config`."""
+        from graphfit.models import functional
+
+        if "input_layers" in config and "layers" in config:
+            return functional.functional_class(cls).from_config(config, custom_objects)
+        return super().from_config(config)
 
     # ------------------------------------------------------------------------- building
     def build(self, input_shape=None, dtype=None) -> None:
@@ -192,8 +225,18 @@ class Model(CompiledView, Layer):
         """The model's layers, in order."""
         return self.direct_sublayers()
 
-    def get_layer(self, name: str) -> Layer:
-        """The layer called `name`, searched through nested models too."""
+    def get_layer(self, name: str | None = None, index: int | None = None) -> Layer:
+        """The layer called `name`, searched through nested models too; or the one at
+        `index` in `model.layers` (Keras's `get_layer(index=...)`)."""
+        if (name is None) == (index is None):
+            raise ValueError(f"get_layer takes a layer name or an index, one of them. Received: "
+                             f"name={name!r}, index={index!r}")
+        if index is not None:
+            layers = self.layers
+            if not isinstance(index, int) or not -len(layers) <= index < len(layers):
+                raise ValueError(f"Model {self.name!r} has {len(layers)} layers; index={index!r} "
+                                 f"is not one of them.")
+            return layers[index]
         for layer in self.flatten_layers(include_self=False):
             if layer.name == name:
                 return layer

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable
 
+import tensorflow as tf
+
+from graphfit.core.keras_objects import is_keras_object, keras_object_hint
 from graphfit.core.layer import Layer
 from graphfit.core.registry import LAYERS, register_layer
+from graphfit.core.symbolic import SymbolicTensor
 from graphfit.models.model import Model
 
 __all__ = ["Sequential", "layer_to_config", "layer_from_config"]
@@ -25,6 +30,13 @@ def layer_to_config(layer: Layer) -> dict[str, Any]:
 
 def layer_from_config(entry: dict[str, Any]) -> Layer:
     return LAYERS.get(entry["type"]).from_config(entry.get("config", {}))
+
+
+@dataclasses.dataclass
+class _InputHolder:
+    """The `gf.Input` a Sequential was given first, outside TensorFlow's tracking."""
+
+    tensor: SymbolicTensor | None = None
 
 
 @register_layer
@@ -62,18 +74,31 @@ class Sequential(Model):
                  trainable: bool = True, input_shape=None):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
         self._stack: list[Layer] = []
+        self._input = _InputHolder()
         for layer in layers:
             self.add(layer)
         if input_shape is not None:
             self.build((None, *input_shape))
+        elif self._input.tensor is not None and self._stack:
+            self.build_for(tf.TensorSpec([None, *self._input.tensor.shape[1:]],
+                                         self._input.tensor.dtype))
 
     def add(self, layer: Layer) -> None:
-        """Appends a layer (before the model is built)."""
+        """Appends a layer (before the model is built). A `gf.Input(shape)` first, as in
+        Keras, gives the input's shape and dtype: the model builds when its layers are given
+        to the constructor."""
+        if isinstance(layer, SymbolicTensor) and not self._stack and self._input.tensor is None:
+            self._input.tensor = layer
+            return
         if not isinstance(layer, Layer):
-            raise TypeError(
-                f"Sequential takes graphfit layers; received {type(layer).__name__}. Wrap a Keras "
-                f"layer with graphfit.layers.KerasLayer(...)."
-            )
+            what = f"Sequential {self.name!r} received"
+            if isinstance(layer, SymbolicTensor):
+                raise TypeError(f"{what} {layer!r}: a gf.Input can only come first. Wire layers "
+                                f"called on symbolic tensors with gf.Model(inputs, outputs).")
+            if is_keras_object(layer):
+                raise TypeError(keras_object_hint(layer, what))
+            raise TypeError(f"Sequential takes graphfit layers; "
+                            f"{keras_object_hint(layer, 'received')}")
         if self.built:
             raise ValueError(
                 f"Sequential {self.name!r} is already built; create a new Sequential to add "
@@ -106,7 +131,10 @@ class Sequential(Model):
         return outputs
 
     def get_config(self) -> dict[str, Any]:
-        return {**self._base_config(), "layers": [layer_to_config(l) for l in self._stack]}
+        config = {**self._base_config(), "layers": [layer_to_config(l) for l in self._stack]}
+        if self._input.tensor is not None:  # built for a gf.Input: rebuilt for its shape
+            config["input_shape"] = self._input.tensor.shape.as_list()[1:]
+        return config
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Sequential":

@@ -22,6 +22,7 @@ import numpy as np
 from graphfit import layers, optimizers
 from graphfit.core.layer import Layer
 from graphfit.models.graph_model import Node
+from graphfit.models.input_layer import Input
 from graphfit.testing.fit_contract import run_fit_optimizer_test
 from graphfit.testing.layer_contract import run_layer_test
 from graphfit.testing.optimizer_contract import run_optimizer_test
@@ -169,6 +170,21 @@ def _keras_graph() -> keras.Model:
     return keras.Model([a, b], keras.layers.Dense(1)(hidden))
 
 
+def _functional_io() -> dict[str, Any]:
+    # The graph above through the functional API, with a layer called twice (shared).
+    a, b = Input((3,), name="a"), Input((2,), name="b")
+    hidden = layers.Dense(4, activation="tanh", name="hidden")(layers.Concatenate()([a, b]))
+    shared = layers.Dense(4, activation="tanh", name="shared")
+    return {"inputs": [a, b], "outputs": layers.Dense(1)(shared(shared(hidden)))}
+
+
+def _keras_functional() -> keras.Model:
+    a, b = keras.Input((3,)), keras.Input((2,))
+    hidden = keras.layers.Dense(4, activation="tanh")(keras.layers.Concatenate()([a, b]))
+    shared = keras.layers.Dense(4, activation="tanh")
+    return keras.Model([a, b], keras.layers.Dense(1)(shared(shared(hidden))))
+
+
 LAYER_EXAMPLES: dict[str, tuple[LayerExample, ...]] = {
     "Activation": (LayerExample({"activation": "softmax"}, _normal(3, 4), (3, 4), 0, 0,
                                 reference=lambda: keras.layers.Activation("softmax")),),
@@ -229,6 +245,10 @@ LAYER_EXAMPLES: dict[str, tuple[LayerExample, ...]] = {
                                 expected_hooks=2, reference=_keras_sequential, atol=1e-5),),
     "GraphModel": (LayerExample(_graph_nodes, [_normal(5, 3), _normal(5, 2, seed=1)], (5, 1),
                                 4, 0, reference=_keras_graph, atol=1e-5),),
+    "Functional": (LayerExample(_functional_io, [_normal(5, 3), _normal(5, 2, seed=1)], (5, 1),
+                                6, 0, reference=_keras_functional, atol=1e-5),),
+    "InputLayer": (LayerExample({"shape": (3,)}, _normal(4, 3), (4, 3), 0, 0,
+                                reference=lambda: lambda layer, x: x),),
     # Graphs 0 and 3 empty (first and last), a padding node (index 9 >= G = 4) last.
     "SegmentPooling": tuple(
         LayerExample({"reduce": reduce, "kernel_initializer": "random_normal"},

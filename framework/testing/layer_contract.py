@@ -10,7 +10,9 @@ plain script on a user's own layer as well as in a test suite.
 
 1. the class is registered (`@graphfit.register_layer`, so configs and recipes can
    name it) and `xla_friendly_on_cpu`, where it sets one, is a bool;
-2. the inference output has `expected_output_shape` (batch axis included);
+2. `layer.build(input_shape)` called by hand with plain tuples marks it built (a second
+   build does nothing) and the first call reuses its variables; the inference output has
+   `expected_output_shape` (batch axis included);
 3. the counts of trainable and non-trainable variables;
 4. a second call creates no variable and reuses the same variable objects;
 5. eager, `tf.function` and (if `run_xla`) XLA give the same outputs in inference mode,
@@ -51,6 +53,7 @@ import tensorflow as tf
 from graphfit.core import update_hooks
 from graphfit.core.layer import Layer
 from graphfit.core.registry import LAYERS
+from graphfit.testing.build_contract import build_by_hand, check_first_call_reuses
 
 __all__ = [
     "run_layer_test",
@@ -160,9 +163,11 @@ def run_layer_test(
     inputs = to_inputs(input_data)
     _check_class(layer_cls)
 
-    # 2-4. shape, collections, variable reuse
+    # 2-4. build by hand, shape, collections, variable reuse
     layer = layer_cls(**init_kwargs)
+    built = build_by_hand(layer, inputs)
     outputs = layer(inputs)
+    check_first_call_reuses(layer, built)
     _check_shape_and_counts(layer, outputs, expected_output_shape, expected_trainable,
                             expected_non_trainable)
     variable_ids = [id(v) for v in layer.variables]

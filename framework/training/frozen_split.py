@@ -133,46 +133,35 @@ def _split_sequential(model, hooked: set[int]) -> FrozenSplit:
     return FrozenSplit(frozen, tail, run_frozen)
 
 
-def _graph_wiring(model) -> list[tuple[object, list[str], bool]]:
-    """(layer, names it reads, whether it reads one name) per node, in running order."""
-    try:
-        nodes = model.get_config()["nodes"]
-    except ValueError as error:  # an unregistered layer class: no config, no wiring
-        reason = f"the wiring of GraphModel {model.name!r} cannot be read ({error})"
-        raise _Refusal(reason) from None
-    return [(layer, [n["inputs"]] if isinstance(n["inputs"], str) else list(n["inputs"]),
-             isinstance(n["inputs"], str)) for layer, n in zip(model.layers, nodes)]
-
-
 def _split_graph(model, hooked: set[int]) -> FrozenSplit:
-    from graphfit.models import GraphModel, Node
+    from graphfit.models import GraphModel  # models import the training package
 
-    wiring = _graph_wiring(model)
     known = set(model.input_names)
     frozen, rest = [], []
-    for entry in wiring:
-        layer, sources, _ = entry
-        if all(s in known for s in sources) and _qualifies(layer, hooked):
-            frozen.append(entry)
-            known.add(layer.name)
+    for node in model.nodes:  # in running order
+        if all(s in known for s in node.input_names) and _qualifies(node.layer, hooked):
+            frozen.append(node)
+            known.add(node.name)
         else:
-            rest.append(entry)
-    _check_worth_it([e[0] for e in frozen], bool(rest))
-    read = {s for _, sources, _ in rest for s in sources} | set(model.output_list)
-    boundary = [name for name in [*model.input_names, *(e[0].name for e in frozen)]
+            rest.append(node)
+    _check_worth_it([node.layer for node in frozen], bool(rest))
+    read = {s for node in rest for s in node.input_names} | set(model.output_list)
+    boundary = [name for name in [*model.input_names, *(node.name for node in frozen)]
                 if name in read and name in known]
-    nodes = [Node(layer, sources[0] if single else sources) for layer, sources, single in rest]
-    tail = GraphModel(boundary, nodes, list(model.output_list), name=f"{model.name}_tail",
+    tail = GraphModel(boundary, rest, model.graph_outputs, name=f"{model.name}_tail",
                       dtype=model.dtype_policy)
 
     def run_frozen(x, training):
         values = dict(x)
-        for layer, sources, single in frozen:
-            args = values[sources[0]] if single else [values[s] for s in sources]
-            values[layer.name] = layer(args, training=training)
+        for node in frozen:
+            sources = node.input_names
+            args = values[sources[0]] if isinstance(node.inputs, str) else [
+                values[s] for s in sources]
+            fixed = node.training
+            values[node.name] = node.layer(args, training=training if fixed is None else fixed)
         return {name: values[name] for name in boundary}
 
-    return FrozenSplit([e[0] for e in frozen], tail, run_frozen)
+    return FrozenSplit([node.layer for node in frozen], tail, run_frozen)
 
 
 def frozen_outputs(split: FrozenSplit, x, batch_size: int, training: bool):
