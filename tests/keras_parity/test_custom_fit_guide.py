@@ -2,8 +2,8 @@
 (keras-io guides/custom_train_step_in_tensorflow.py), run through Keras and through graphfit.
 
 Each example's classes are the guide's code, written once in `guide_classes(base)` and defined
-on `keras.Sequential` and on `gf.Sequential` (the guide builds its models with the functional
-API, `CustomModel(inputs, outputs)`; a Sequential subclass runs the same steps). Both start
+on `keras.Sequential` and on `gf.Sequential`; the guide's own functional form,
+`CustomModel(inputs, outputs)`, is tested once on `keras.Model` and `gf.Model`. Both start
 from the same weights, train on the same tiny data in the same order, and must report the same
 logs. The GAN example is the guide's `train_step`, on Dense networks and vectors instead of
 convolutions and MNIST (the guide's data is downloaded; the suite downloads nothing).
@@ -152,6 +152,24 @@ def test_first_example_compute_loss_and_self_metrics():
     _close(model.fit(X, Y, epochs=3, **FIT).history, expected)
     assert set(expected) == {"loss", "mae"}
 
+
+
+def test_the_guide_s_own_form_custom_model_of_inputs_and_outputs():
+    """The guide's exact construction: `CustomModel(inputs, outputs)` on `keras.Model` /
+    `gf.Model` with `keras.Input` / `gf.Input` (a functional model with the overridden step)."""
+    keras_class = guide_classes(keras.Model)["FirstExample"]
+    graphfit_class = guide_classes(gf.Model)["FirstExample"]
+    keras.utils.set_random_seed(1)
+    k_inputs = keras.Input(shape=(8,))
+    reference = keras_class(k_inputs, keras.layers.Dense(1)(k_inputs))
+    inputs = gf.Input(shape=(8,))
+    model = graphfit_class(inputs, layers.Dense(1)(inputs))
+    assert isinstance(model, graphfit_class)
+    model.set_weights(reference.get_weights())
+    reference.compile(optimizer="adam", loss="mse", metrics=["mae"])
+    model.compile(optimizer="adam", loss="mse", metrics=["mae"], **NO_XLA)
+    expected = reference.fit(X, Y, epochs=2, **FIT).history
+    _close(model.fit(X, Y, epochs=2, **FIT).history, expected)
 
 def test_lower_level_own_metrics_listed_in_a_metrics_property():
     reference, model = _pair("LowerLevel")
