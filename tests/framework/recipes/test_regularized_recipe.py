@@ -1,5 +1,5 @@
-"""A recipe with weight regularizers and constraints trains from the command line, and its
-history and TensorBoard runs show the regularization loss apart from the total."""
+"""A recipe with weight regularizers, constraints and class weights trains from the command
+line, and its history and TensorBoard runs show the regularization loss apart from the total."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ model:
      kernel_constraint: non_neg}
 loss: {type: BinaryCrossentropy, from_logits: true}
 optimizer: {type: Adam, learning_rate: 0.05}
-training: {epochs: 3, batch_size: 32}
+training: {epochs: 3, batch_size: 32, class_weight: {0: 1.0, 1: 3.0}}
 """
 
 
