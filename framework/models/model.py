@@ -614,6 +614,11 @@ class Model(CompiledView, Layer):
                 ".graphfit file; unzip it to see its parts.")
         return model_file.save_model(self, filepath, overwrite=overwrite)
 
+    def to_json(self, **kwargs) -> str:
+        """The architecture as JSON, without weights (Keras's `to_json`);
+        `graphfit.models.model_from_json` reads it back. `kwargs` go to `json.dumps`."""
+        return model_file.model_to_json(self, **kwargs)
+
     def get_compile_config(self) -> dict | None:
         """`compile`'s arguments as plain data (None before `compile`), as a saved model
         holds them (Keras's method)."""

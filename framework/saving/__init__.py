@@ -9,7 +9,7 @@ from graphfit.saving.checkpoints import (
     restore_latest,
     resume_point,
 )
-from graphfit.saving.model_file import load_model, save_model
+from graphfit.saving.model_file import load_model, model_from_json, model_to_json, save_model
 
-__all__ = ["Checkpointer", "FitState", "fit_state", "load_model", "restore_latest",
-           "resume_point", "save_model"]
+__all__ = ["Checkpointer", "FitState", "fit_state", "load_model", "model_from_json",
+           "model_to_json", "restore_latest", "resume_point", "save_model"]

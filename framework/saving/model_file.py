@@ -50,7 +50,8 @@ from graphfit.saving import compile_config as compile_config_lib
 from graphfit.saving.checkpoints import optimizer_parts
 from graphfit.saving.weights_io import mismatch_reason
 
-__all__ = ["save_model", "load_model", "EXTENSION", "FORMAT_VERSION"]
+__all__ = ["save_model", "load_model", "model_to_json", "model_from_json", "EXTENSION",
+           "FORMAT_VERSION"]
 
 EXTENSION = ".graphfit"
 FORMAT_VERSION = 1
@@ -325,3 +326,38 @@ def load_model(filepath, custom_objects: dict | None = None, compile: bool = Tru
         if config.get("build") is not None:
             _restore(model, archive, path)
     return model
+
+
+# ------------------------------------------------------------------------------- JSON
+def model_to_json(model, **kwargs) -> str:
+    """The model's architecture as JSON, without weights (Keras's `model.to_json`): its
+    registered type, `get_config()` and the module of every class it names. `kwargs` go to
+    `json.dumps` (`indent=2`)."""
+    _check_graphfit_model(model)
+    config = _model_config(model)
+    return json.dumps({**config["model"], "classes": config["classes"]}, **kwargs)
+
+
+def model_from_json(json_string: str, custom_objects: dict | None = None,
+                    safe_mode: bool = True):
+    """A new, unbuilt model from `model_to_json`'s text (Keras's `model_from_json`): same
+    classes and configuration, fresh weights. `custom_objects` and `safe_mode` as in
+    `load_model`.
+
+    Example:
+        >>> import graphfit as gf
+        >>> from graphfit import layers
+        >>> model = gf.Sequential([layers.Dense(2, name="out")], input_shape=(3,))
+        >>> copy = gf.models.model_from_json(model.to_json())
+        >>> type(copy).__name__, copy.get_layer("out").units
+        ('Sequential', 2)
+    """
+    importlib.import_module("graphfit.models")  # registers Sequential and GraphModel
+    try:
+        entry = json.loads(json_string)
+        name, config = entry["type"], entry["config"]
+    except (TypeError, ValueError, KeyError) as error:
+        raise ValueError(f"model_from_json needs the text model.to_json() wrote "
+                         f'({{"type": ..., "config": ...}}); reading it failed: {error}') from None
+    _find_classes(entry.get("classes") or {}, custom_objects, safe_mode)
+    return LAYERS.get(name).from_config(config)

@@ -310,3 +310,19 @@ def test_a_registered_subclassed_model_round_trips_with_mixed_precision(tmp_path
                  for m in (model, loaded)]
     assert histories[0] == histories[1]
     _assert_same_state(model, loaded)
+
+
+def test_to_json_and_model_from_json_rebuild_the_architecture_without_weights():
+    inputs = gf.Input((4,), name="x")
+    hidden = layers.Dense(3, activation="relu", name="h")(inputs)
+    model = gf.Model(inputs, layers.Dense(1, name="o")(hidden))
+    text = model.to_json(indent=2)
+    assert json.loads(text)["type"] == "Functional"
+    copy = gf.models.model_from_json(text)
+    assert [layer.name for layer in copy.layers] == ["x", "h", "o"]
+    assert copy.get_layer("h").get_config()["activation"] == "relu"
+    copy.set_weights(model.get_weights())  # same architecture: the weights fit
+    x = np.ones((2, 4), "float32")
+    np.testing.assert_allclose(copy.predict(x, verbose=0), model.predict(x, verbose=0))
+    with pytest.raises(ValueError, match="model_from_json needs the text model.to_json"):
+        gf.models.model_from_json('{"config": {}}')
