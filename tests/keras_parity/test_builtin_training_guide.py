@@ -46,7 +46,7 @@ y_val = RNG.integers(0, 10, 32).astype("float32")
 x_test = RNG.random((32, 784)).astype("float32")
 y_test = RNG.integers(0, 10, 32).astype("float32")
 # graphfit's default is XLA on a CPU (Keras's is not); without it both trace the same ops and
-# graphfit traces faster. The first example runs graphfit's default.
+# graphfit traces faster (tests/keras_parity/test_custom_fit_guide.py runs the default).
 NO_XLA = dict(jit_compile=False)
 QUIET = dict(verbose=0, shuffle=False)
 LIBS = {"keras": (keras, keras.layers, keras.optimizers, keras.callbacks),
@@ -123,6 +123,7 @@ def test_end_to_end_fit_evaluate_predict(initial_weights):
             optimizer=LIBS[lib][2].Adam(),  # the guide's RMSprop()
             loss=keras.losses.SparseCategoricalCrossentropy(),
             metrics=[keras.metrics.SparseCategoricalAccuracy()],
+            **(NO_XLA if lib == "gf" else {}),
         )
     ours, expected = _fit_both(reference, model, x_train, y_train, batch_size=64, epochs=2,
                                validation_data=(x_val, y_val), **QUIET)
@@ -330,15 +331,6 @@ class _ListEndpoint(logistic_endpoint(gf.Layer)):
 
 
 # ------------------------------------------------------------ validation_split, tf.data
-def test_validation_split_and_compile_by_names(initial_weights):
-    reference, model = _pair(get_compiled_model, initial_weights)
-    ours, expected = _fit_both(reference, model, x_train, y_train, batch_size=64,
-                               validation_split=0.2, epochs=1, **QUIET)
-    _close(ours, expected)
-    # The last 20%, before shuffling: the same numbers as validation_data of those rows.
-    _close(ours["val_loss"], model.evaluate(x_train[102:], y_train[102:], verbose=0)[0])
-
-
 def train_dataset(*arrays, batch=64, reshuffle=True):
     # Shuffle and slice the dataset (seeded: both fits draw the same order).
     dataset = tf.data.Dataset.from_tensor_slices(arrays or (x_train, y_train))
@@ -656,3 +648,118 @@ def test_multi_input_multi_output_dataset_of_dicts(multi_io_pair):
     assert isinstance(ours, list) and len(ours) == len(expected) == 2
     for a, b in zip(ours, expected):
         _close(a, b, atol=1e-5)
+
+
+# ------------------------------------------------------------------------ callbacks
+def loss_history(base):
+    class LossHistory(base):
+        def on_train_begin(self, logs):
+            self.per_batch_losses = []
+
+        def on_batch_end(self, batch, logs):
+            self.per_batch_losses.append(logs.get("loss"))
+
+    return LossHistory
+
+
+def test_validation_split_early_stopping_and_an_own_callback(initial_weights):
+    # get_compiled_model compiles by names; validation_split=0.2 is the guide's.
+    reference, model = _pair(get_compiled_model, initial_weights)
+    runs, histories = [], []
+    for m, lib in ((reference, "keras"), (model, "gf")):
+        callbacks_ = [
+            LIBS[lib][3].EarlyStopping(
+                # Stop training when `val_loss` is no longer improving
+                monitor="val_loss",
+                # "no longer improving" being defined as "no better than 1e-2 less"
+                min_delta=1e-2,
+                # "no longer improving" being further defined as "for at least 2 epochs"
+                patience=2,
+                verbose=0,  # the guide's 1 prints a line
+            ),
+            loss_history(LIBS[lib][3].Callback)(),  # the guide's LossHistory
+        ]
+        runs.append(m.fit(x_train, y_train, epochs=20, batch_size=64, callbacks=callbacks_,
+                          validation_split=0.2, **QUIET).history)
+        histories.append(callbacks_[1].per_batch_losses)
+    expected, ours = runs
+    assert 2 < len(expected["loss"]) < 20
+    _close(ours, expected)
+    # The running mean of each epoch's batches: 102 training rows are 2 batches of 64.
+    assert len(histories[0]) == 2 * len(expected["loss"])
+    _close(histories[1], histories[0])
+    # The last 20%, before shuffling: the same numbers as validation_data of those rows.
+    reference.fit(x_train, y_train, epochs=1, batch_size=64, validation_split=0.2, **QUIET)
+    _close(model.fit(x_train[:102], y_train[:102], epochs=1, batch_size=64,
+                     validation_data=(x_train[102:], y_train[102:]), **QUIET).history,
+           reference.history.history)
+
+
+def test_model_checkpoint_best_only_and_restoring(initial_weights, tmp_path):
+    from graphfit.saving.checkpoints import Checkpointer, restore_latest
+
+    reference, model = _pair(get_compiled_model, initial_weights)
+    # Differs by design (docs/keras_parity.md, ModelCheckpoint): a folder of TensorFlow
+    # checkpoints (latest/, best/), not a `.keras` file per epoch; only at epoch ends.
+    with pytest.raises(ValueError, match="folder"):
+        callbacks.ModelCheckpoint(filepath=str(tmp_path / "mymodel_{epoch}.keras"),
+                                  save_best_only=True, monitor="val_loss")
+    with pytest.raises(ValueError, match="save_freq must be 'epoch'"):
+        callbacks.ModelCheckpoint(filepath=str(tmp_path / "ckpt"), save_freq=100)
+    keras_callbacks = [keras.callbacks.ModelCheckpoint(
+        # Path where to save the model
+        # The two parameters below mean that we will overwrite
+        # the current checkpoint if and only if
+        # the `val_loss` score has improved.
+        # The saved model name will include the current epoch.
+        filepath=str(tmp_path / "mymodel_{epoch}.keras"),
+        save_best_only=True,  # Only save a model if `val_loss` has improved.
+        monitor="val_loss",
+    )]
+    our_callbacks = [callbacks.ModelCheckpoint(filepath=str(tmp_path / "mymodel"),
+                                               save_best_only=True, monitor="val_loss")]
+    expected = reference.fit(x_train, y_train, epochs=2, batch_size=64,
+                             callbacks=keras_callbacks, validation_split=0.2, **QUIET).history
+    ours = model.fit(x_train, y_train, epochs=2, batch_size=64, callbacks=our_callbacks,
+                     validation_split=0.2, **QUIET).history
+    _close(ours, expected)
+    best_epoch = int(np.argmin(expected["val_loss"])) + 1
+    saved = keras.models.load_model(tmp_path / f"mymodel_{best_epoch}.keras")
+    restored = get_compiled_model("gf")
+    assert Checkpointer(str(tmp_path / "mymodel"), restored).restore("best") is not None
+    _close(restored.predict(x_test, verbose=0), saved.predict(x_test, verbose=0), atol=1e-6)
+
+    # make_or_restore_model, graphfit's way: ModelCheckpoint's latest/ and restore_latest.
+    checkpoint_dir = str(tmp_path / "ckpt")
+
+    def make_or_restore_model():
+        model = get_compiled_model("gf")
+        state = restore_latest(model, checkpoint_dir)
+        return model, (state["epoch"] if state else 0)
+
+    model, initial_epoch = make_or_restore_model()
+    assert initial_epoch == 0
+    model.set_weights(initial_weights)
+    model.fit(x_train, y_train, epochs=1, batch_size=64,
+              callbacks=[callbacks.ModelCheckpoint(checkpoint_dir)], **QUIET)
+    restored, initial_epoch = make_or_restore_model()
+    assert initial_epoch == 1
+    _close(restored.predict(x_test, verbose=0), model.predict(x_test, verbose=0))
+
+
+# ------------------------------------------------------------ learning-rate schedules
+def test_learning_rate_schedule(initial_weights):
+    reference, model = _pair(get_uncompiled_model, initial_weights)
+    initial_learning_rate = 0.1
+    lr_schedule = keras.optimizers.schedules.ExponentialDecay(
+        # decay_steps=1 (the guide's 100000): the rate falls within this short fit
+        initial_learning_rate, decay_steps=1, decay_rate=0.96, staircase=True
+    )
+    # SGD for the guide's RMSprop
+    reference.compile(optimizer=keras.optimizers.SGD(learning_rate=lr_schedule),
+                      loss="sparse_categorical_crossentropy")
+    model.compile(optimizer=optimizers.SGD(learning_rate=lr_schedule),
+                  loss="sparse_categorical_crossentropy", **NO_XLA)
+    _close(*_fit_both(reference, model, x_train, y_train, batch_size=32, epochs=2, **QUIET))
+    _close(float(model.optimizer.learning_rate), float(reference.optimizer.learning_rate))
+    _close(float(model.optimizer.learning_rate), 0.1 * 0.96 ** 8)
