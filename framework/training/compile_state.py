@@ -25,7 +25,11 @@ def _check_metrics(metrics, argument: str):
         raise ValueError(
             f"{argument} must be a list, or a dict by output name. Received: {argument}={metrics!r}"
         )
+    # Keras's list of lists, one per output, may give an output None (no metrics).
+    nested = not isinstance(metrics, dict) and any(isinstance(i, (list, tuple)) for i in metrics)
     for item in metrics.values() if isinstance(metrics, dict) else metrics:
+        if item is None and nested:
+            continue
         for identifier in item if isinstance(item, (list, tuple)) else [item]:
             check_metric_identifier(identifier)
     return metrics

@@ -346,6 +346,10 @@ def _per_output(spec, output_names) -> list[tuple]:
         return [(None, m) for m in _as_list(spec)]
     if isinstance(spec, dict):
         return [(out, m) for out in output_names for m in _as_list(spec.get(out))]
+    if spec and all(entry is None or isinstance(entry, (list, tuple)) for entry in spec):
+        if len(spec) != len(output_names):  # Keras's [[metrics of output 1], [...], ...]
+            raise ValueError(f"A list of metric lists needs one per output {output_names}.")
+        return [(out, m) for out, entry in zip(output_names, spec) for m in _as_list(entry)]
     return [(out, m) for out in output_names for m in _as_list(spec)]
 
 
@@ -363,9 +367,7 @@ def _unique_key(output, name: str, weighted: bool, taken: set) -> str:
 
 
 def _as_list(spec) -> list:
-    if spec is None:
-        return []
-    return list(spec) if isinstance(spec, (list, tuple)) else [spec]
+    return [] if spec is None else list(spec) if isinstance(spec, (list, tuple)) else [spec]
 
 
 def _flat_logs(logs: dict, flat: dict | None = None) -> dict:

@@ -89,3 +89,21 @@ def test_stages_own_distinct_metric_variables(splits):
     variables = [{id(v) for v in stage_metrics[s].variables} for s in ("train", "val", "test")]
     assert all(variables) and not (variables[0] & variables[1] or variables[0] & variables[2]
                                    or variables[1] & variables[2])
+
+
+def _two_outputs():
+    inputs = gf.Input((3,), name="x")
+    return gf.Model(inputs, [layers.Dense(1, name="a")(inputs), layers.Dense(2, name="b")(inputs)])
+
+
+def test_a_list_of_metric_lists_gives_each_output_its_own():
+    # Keras's `metrics=[[metrics of output 1], [metrics of output 2]]`.
+    model = _two_outputs()
+    model.compile(optimizer="sgd", loss=["mse", "mse"], metrics=[["mae", "mse"], None],
+                  jit_compile=False)
+    x, y = np.ones((4, 3), "float32"), [np.zeros((4, 1), "float32"), np.zeros((4, 2), "float32")]
+    logs = model.evaluate(x, y, verbose=0, return_dict=True)
+    assert {k for k in logs if k.startswith(("a_m", "b_m"))} == {"a_mae", "a_mse"}
+    model.compile(optimizer="sgd", loss=["mse", "mse"], metrics=[["mae"]], jit_compile=False)
+    with pytest.raises(ValueError, match="one per output"):
+        model.evaluate(x, y, verbose=0)
