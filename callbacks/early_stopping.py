@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from graphfit.callbacks.callback import Callback
 from graphfit.callbacks.progress import format_value
 from graphfit.core import validation
@@ -124,7 +126,8 @@ class MonitorCallback(Callback):
         return value - self.min_delta > reference
 
     def monitored_value(self, logs, what: str) -> float | None:
-        """`logs[monitor]`, or None with one warning (per run) listing the available keys."""
+        """`logs[monitor]` as a float (a one-element array too, as Keras compares it), or None
+        with one warning (per run) listing the available keys."""
         logs = logs or {}
         value = logs.get(self.monitor)
         if value is None and not self._warned_missing:
@@ -133,7 +136,15 @@ class MonitorCallback(Callback):
             warnings.warn(
                 f"{what} conditioned on metric `{self.monitor}` which is not available. "
                 f"Available metrics are: {','.join(logs)}.{hint}", stacklevel=3)
-        return value
+        if value is None:
+            return None
+        values = np.asarray(value).reshape(-1)
+        if values.size != 1:  # a metric with one value per threshold or class
+            raise ValueError(
+                f"{what} monitors `{self.monitor}`, which has {values.size} values (one per "
+                f"threshold or class), but it needs one number: give the metric a single "
+                f"threshold or class_id (or an average), or monitor another key.")
+        return float(values[0])
 
     def on_train_begin(self, logs=None):
         self._warned_missing = False

@@ -644,3 +644,13 @@ def test_stop_flags_reach_the_loop_of_a_cached_fit():
     assert calls[0] == calls[1]
     assert calls[1].count(("on_test_batch_end", 0)) == 2
     assert ("on_test_batch_end", 1) not in calls[1]
+
+
+def test_a_monitor_with_one_value_per_threshold_is_refused_with_what_to_do():
+    # Keras compares a one-element array as a number (F1Score of one class) and fails on more
+    # with NumPy's message; graphfit says which key and what to monitor instead.
+    stopper = gf.callbacks.EarlyStopping(monitor="precision")
+    stopper.on_train_begin()
+    assert stopper.monitored_value({"precision": np.array([0.5])}, "Early stopping") == 0.5
+    with pytest.raises(ValueError, match="`precision`, which has 2 values"):
+        stopper.monitored_value({"precision": np.array([0.5, 0.25])}, "Early stopping")
