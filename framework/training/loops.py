@@ -139,10 +139,10 @@ def _check_fit_arguments(epochs, initial_epoch, validation_freq, test_freq, shuf
     validation.positive_int("test_freq", test_freq, allow_none=True)
     for name, value in steps.items():
         validation.positive_int(name, value, allow_none=True)
-    if not isinstance(initial_epoch, (int, np.integer)) or not 0 <= initial_epoch < epochs:
+    # initial_epoch >= epochs trains nothing, as Keras (a finished run resumed).
+    if not isinstance(initial_epoch, (int, np.integer)) or initial_epoch < 0:
         raise ValueError(
-            f"initial_epoch must be an integer in [0, epochs). Received: "
-            f"initial_epoch={initial_epoch!r}, epochs={epochs}")
+            f"initial_epoch must be an integer >= 0. Received: initial_epoch={initial_epoch!r}")
 
 
 def _check_validation_freq(validation_freq) -> None:
@@ -239,7 +239,7 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     finally:  # steps outside fit (model.train_step) are passes of their own
         state.steps.expect_fit(None if train.is_dataset else train.batch_size, None)
     restored = callbacks.restore_final_weights()
-    if feeds["test"] is not None and (tested != epoch or restored):
+    if feeds["test"] is not None and initial_epoch < epochs and (tested != epoch or restored):
         # Training stopped early, or a callback restored other weights: the test numbers
         # must describe the final weights.
         logs.update(_prefixed("test", _evaluate_stage(model, state, "test", feeds["test"],

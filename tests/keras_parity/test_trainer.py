@@ -494,3 +494,19 @@ def test_auto_scale_loss_false_leaves_the_optimizer_unwrapped_as_keras():
         assert isinstance(twin.optimizer, keras.optimizers.LossScaleOptimizer) == auto_scale_loss
     with pytest.raises(ValueError, match="auto_scale_loss must be True or False"):
         model.compile(loss="mse", auto_scale_loss="yes")
+
+
+def test_initial_epoch_at_or_past_epochs_trains_nothing_as_keras():
+    x, y = np.ones((8, 2), "float32"), np.ones((8, 1), "float32")
+    theirs = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    ours = gf.Sequential([layers.Dense(1)], input_shape=(2,))
+    ours.set_weights(theirs.get_weights())
+    before = ours.get_weights()
+    for model in (theirs, ours):
+        model.compile(optimizer="sgd", loss="mse")
+    expected = theirs.fit(x, y, epochs=2, initial_epoch=2, verbose=0).history
+    history = ours.fit(x, y, epochs=2, initial_epoch=3, verbose=0, test_data=(x, y)).history
+    assert expected == {} and history == {}
+    assert all(np.array_equal(a, b) for a, b in zip(before, ours.get_weights()))
+    with pytest.raises(ValueError, match="initial_epoch must be an integer >= 0"):
+        ours.fit(x, y, epochs=2, initial_epoch=-1, verbose=0)
