@@ -139,10 +139,37 @@ def _model_config(model) -> dict:
         raise ValueError(
             f"{type(model).__name__}.get_config() must return plain data (numbers, strings, "
             f"lists, dicts) to be saved: {error}") from None
+    unloadable = _unloadable_objects(entry["config"], "")
+    if unloadable:
+        raise ValueError(
+            f"The model cannot be saved: load_model could not rebuild "
+            f"{'; '.join(unloadable)}: a function, a lambda, or a Keras class not registered "
+            f"with @keras.saving.register_keras_serializable. Use a Keras object "
+            f"(keras.regularizers.L2(0.01), keras.constraints.NonNeg()) or register the class.")
     spec = model.built_input_spec
     return {"model": entry, "build": None if spec is None else _encode_spec(spec),
             "compile": compile_config_lib.compile_config(model),
             "classes": _named_classes(entry, {})}
+
+
+def _unloadable_objects(config, where: str) -> list[str]:
+    """Where `config` holds a Keras-serialized object that deserializing cannot find again:
+    a lambda, or a function or class outside Keras that Keras's registry does not know."""
+    found = []
+    if isinstance(config, dict):
+        lambda_ = config.get("class_name") == "__lambda__"
+        outside = "module" in config and not str(config["module"]).startswith("keras")
+        if lambda_ or (outside and "class_name" in config
+                       and keras.saving.get_registered_object(config.get("registered_name"))
+                       is None):
+                found.append(f"{where or 'the model'} ({config['class_name']} from "
+                             f"{config.get('module')})")
+        for key, value in config.items():
+            found += _unloadable_objects(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(config, list):
+        for index, value in enumerate(config):
+            found += _unloadable_objects(value, f"{where}[{index}]")
+    return found
 
 
 def _metadata() -> dict:
@@ -317,7 +344,10 @@ def load_model(filepath, custom_objects: dict | None = None, compile: bool = Tru
         _check_metadata(_read_json(archive, "metadata.json", path), path)
         config = _read_json(archive, "config.json", path)
         _find_classes(config.get("classes") or {}, custom_objects, safe_mode)
-        entry = config["model"]
+        entry = config.get("model")
+        if not isinstance(entry, dict) or not {"type", "config"} <= entry.keys():
+            raise ValueError(f"{path!r} is not a graphfit model file, or it is damaged: its "
+                             f"config.json does not describe a model.")
         model = LAYERS.get(entry["type"]).from_config(entry["config"])
         if config.get("build") is not None:
             model.build_for(_decode_spec(config["build"]))

@@ -10,6 +10,7 @@ import zipfile
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import graphfit as gf
 from graphfit import layers, optimizers
@@ -326,3 +327,34 @@ def test_to_json_and_model_from_json_rebuild_the_architecture_without_weights():
     np.testing.assert_allclose(copy.predict(x, verbose=0), model.predict(x, verbose=0))
     with pytest.raises(ValueError, match="model_from_json needs the text model.to_json"):
         gf.models.model_from_json('{"config": {}}')
+
+
+def _custom_penalty(weights):
+    return 0.0 * tf.reduce_sum(weights)
+
+
+@pytest.mark.parametrize("regularizer", [lambda w: 0.0 * tf.reduce_sum(w), _custom_penalty],
+                         ids=["lambda", "function"])
+def test_save_refuses_a_regularizer_load_model_could_not_rebuild(tmp_path, regularizer):
+    model = gf.Sequential([layers.Dense(1, kernel_regularizer=regularizer, name="out")],
+                          input_shape=(2,))
+    with pytest.raises(ValueError, match=r"cannot be saved: load_model could not rebuild "
+                                         r"layers\[0\]\.config\.kernel_regularizer"):
+        model.save(str(tmp_path / "m.graphfit"))
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_config_without_its_model_is_called_damaged(tmp_path):
+    path = tmp_path / "m.graphfit"
+    gf.Sequential([layers.Dense(1)], input_shape=(2,)).save(str(path))
+    damaged = tmp_path / "d.graphfit"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(damaged, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                del config["model"]
+                data = json.dumps(config)
+            target.writestr(item.filename, data)
+    with pytest.raises(ValueError, match="damaged: its config.json does not describe a model"):
+        gf.models.load_model(str(damaged))
