@@ -1,4 +1,5 @@
-"""Epoch logs for writers that take one number per key.
+"""Log values: metric results as Keras logs them, a step's returned logs, and epoch logs for
+writers that take one number per key.
 
 Keras logs a metric with one value per threshold or class (`Precision(thresholds=[0.5, 0.7])`,
 `F1Score()`) as one NumPy array under the metric's name; graphfit's logs do the same. TensorBoard
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["metric_log_value", "scalar_logs"]
+__all__ = ["flat_logs", "float64_scalar", "metric_log_value", "scalar_logs"]
 
 
 def scalar_logs(logs: dict | None) -> dict:
@@ -47,3 +48,22 @@ def metric_log_value(value):
     """
     value = np.array(tf.convert_to_tensor(value), copy=True)
     return float(value) if value.ndim == 0 else value
+
+
+def flat_logs(logs: dict, flat: dict | None = None) -> dict:
+    """A step's returned logs with nested dicts flattened (Keras's `CompileMetrics` result)."""
+    flat = {} if flat is None else flat
+    for name, value in logs.items():
+        if isinstance(value, dict):
+            flat_logs(value, flat)
+        else:
+            flat[name] = value
+    return flat
+
+
+def float64_scalar(value) -> tf.Tensor:
+    """A returned log as a float64 scalar (a per-class result as its mean)."""
+    value = tf.convert_to_tensor(value)
+    if value.shape.rank:
+        value = tf.reduce_mean(value)
+    return tf.cast(value, tf.float64)

@@ -247,8 +247,8 @@ class StageMetrics:
         metric results so far, which the step updated itself) is kept as the stage's logs.
         """
         if isinstance(result, dict):
-            for name, value in _flat_logs(result).items():
-                self._returned_variable(name).assign(_scalar_tensor(value))
+            for name, value in log_values.flat_logs(result).items():
+                self._returned_variable(name).assign(log_values.float64_scalar(value))
             return
         batch = tf.cast(batch_size, self.dtype)
         self.loss_tracker.update_state(tf.cast(result.loss, self.dtype), sample_weight=batch)
@@ -345,6 +345,9 @@ def _per_output(spec, output_names) -> list[tuple]:
     if output_names is None:
         return [(None, m) for m in _as_list(spec)]
     if isinstance(spec, dict):
+        if set(spec) - set(output_names):  # a misspelt output would drop its metrics
+            raise ValueError(f"The metrics name outputs {sorted(set(spec) - set(output_names))} "
+                             f"the model does not have; its outputs are {output_names}.")
         return [(out, m) for out in output_names for m in _as_list(spec.get(out))]
     if spec and all(entry is None or isinstance(entry, (list, tuple)) for entry in spec):
         if len(spec) != len(output_names):  # Keras's [[metrics of output 1], [...], ...]
@@ -370,25 +373,6 @@ def _as_list(spec) -> list:
     return [] if spec is None else list(spec) if isinstance(spec, (list, tuple)) else [spec]
 
 
-def _flat_logs(logs: dict, flat: dict | None = None) -> dict:
-    """A step's returned logs with nested dicts flattened (Keras's `CompileMetrics` result)."""
-    flat = {} if flat is None else flat
-    for name, value in logs.items():
-        if isinstance(value, dict):
-            _flat_logs(value, flat)
-        else:
-            flat[name] = value
-    return flat
-
-
-def _scalar_tensor(value) -> tf.Tensor:
-    """A returned log as a float64 scalar (a per-class result as its mean)."""
-    value = tf.convert_to_tensor(value)
-    if value.shape.rank:
-        value = tf.reduce_mean(value)
-    return tf.cast(value, tf.float64)
-
-
 def reset_model_metrics(model, stages: dict) -> None:
     """Resets the metric objects `model.metrics` lists that no stage owns (a custom step's
     own trackers), as Keras resets `model.metrics` when a stage starts."""
@@ -396,4 +380,3 @@ def reset_model_metrics(model, stages: dict) -> None:
     for metric in model.metrics:
         if id(metric) not in owned:
             metric.reset_state()
-

@@ -510,3 +510,14 @@ def test_initial_epoch_at_or_past_epochs_trains_nothing_as_keras():
     assert all(np.array_equal(a, b) for a, b in zip(before, ours.get_weights()))
     with pytest.raises(ValueError, match="initial_epoch must be an integer >= 0"):
         ours.fit(x, y, epochs=2, initial_epoch=-1, verbose=0)
+
+
+def test_metrics_for_an_output_the_model_does_not_have_are_refused():
+    # Keras: "dictionary key mismatch"; before, graphfit dropped the misspelt output's metrics.
+    inputs = gf.Input((2,))
+    model = gf.Model(inputs, {"a": layers.Dense(1, name="a")(inputs),
+                              "b": layers.Dense(1, name="b")(inputs)})
+    model.compile(optimizer="sgd", loss="mse", metrics={"a": ["mae"], "bb": ["mae"]})
+    x, y = np.ones((4, 2), "float32"), np.ones((4, 1), "float32")
+    with pytest.raises(ValueError, match=r"outputs \['bb'\] the model does not have"):
+        model.fit(x, {"a": y, "b": y}, epochs=1, verbose=0)
