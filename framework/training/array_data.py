@@ -39,10 +39,11 @@ def to_array(value, dtype: tf.DType):
 
 
 def is_structure_of_arrays(value) -> bool:
-    """Whether `value` is a list or tuple of arrays (several inputs or outputs), not one
-    array written as a list of rows."""
-    return isinstance(value, (list, tuple)) and bool(value) and all(
-        isinstance(v, (np.ndarray, tf.Tensor)) and np.ndim(v) >= 1 for v in value
+    """Whether `value` is a list or tuple of arrays (several inputs or outputs; None for an
+    output without labels, as Keras), not one array written as a list of rows."""
+    arrays = [v for v in value if v is not None] if isinstance(value, (list, tuple)) else []
+    return bool(arrays) and all(
+        isinstance(v, (np.ndarray, tf.Tensor)) and np.ndim(v) >= 1 for v in arrays
     )
 
 
@@ -75,7 +76,8 @@ def spec_of(value):
     if value is None:
         return None
     return tf.nest.map_structure(
-        lambda a: tf.TensorSpec([None, *a.shape[1:]], tf.as_dtype(a.dtype)), value
+        lambda a: None if a is None else tf.TensorSpec([None, *a.shape[1:]],
+                                                       tf.as_dtype(a.dtype)), value
     )
 
 
@@ -107,6 +109,11 @@ def arrange_targets(y, output_names: list[str] | None, needed: list[str], name: 
             f"The model has outputs {output_names}; give {name} as a dict by output name or a "
             f"list in that order."
         )
+    unknown = sorted(set(y) - set(output_names), key=str)
+    if unknown:  # a misspelt output would leave its labels unused (Keras refuses it too)
+        raise ValueError(f"{name} has labels for {unknown}, which the model does not output "
+                         f"(outputs: {output_names}); check the names.")
+    y = {n: v for n, v in y.items() if v is not None}  # Keras's None for an output without loss
     missing = [n for n in needed if n not in y]
     if missing:
         raise ValueError(f"{name} lacks labels for outputs {missing} (outputs: {output_names}).")

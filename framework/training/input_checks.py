@@ -19,10 +19,10 @@ __all__ = ["check_same_length", "check_finite", "check_features", "check_labels"
 def _leaves(name: str, value) -> list[tuple[str, np.ndarray]]:
     if value is None:
         return []
-    if isinstance(value, dict):
-        return [(f"{name}[{k!r}]", np.asarray(v)) for k, v in value.items()]
+    if isinstance(value, dict):  # None: an output without labels (Keras)
+        return [(f"{name}[{k!r}]", np.asarray(v)) for k, v in value.items() if v is not None]
     if isinstance(value, (list, tuple)):
-        return [(f"{name}[{i}]", np.asarray(v)) for i, v in enumerate(value)]
+        return [(f"{name}[{i}]", np.asarray(v)) for i, v in enumerate(value) if v is not None]
     return [(name, np.asarray(value))]
 
 

@@ -521,3 +521,16 @@ def test_metrics_for_an_output_the_model_does_not_have_are_refused():
     x, y = np.ones((4, 2), "float32"), np.ones((4, 1), "float32")
     with pytest.raises(ValueError, match=r"outputs \['bb'\] the model does not have"):
         model.fit(x, {"a": y, "b": y}, epochs=1, verbose=0)
+
+
+def test_labels_for_an_output_the_model_does_not_have_are_refused_and_none_means_none():
+    inputs = gf.Input((2,))
+    model = gf.Model(inputs, {"a": layers.Dense(1, name="a")(inputs),
+                              "b": layers.Dense(1, name="b")(inputs)})
+    model.compile(optimizer="sgd", loss={"a": "mse", "b": None}, jit_compile=False)
+    x, y = np.ones((4, 2), "float32"), np.ones((4, 1), "float32")
+    with pytest.raises(ValueError, match=r"has labels for \['typo'\], which the model does not"):
+        model.fit(x, {"a": y, "typo": y}, epochs=1, verbose=0)
+    # Keras's list form with None for the output without a loss.
+    history = model.fit(x, [y, None], epochs=1, verbose=0).history
+    assert np.isfinite(history["loss"][0])
