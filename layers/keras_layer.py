@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from graphfit.core.layer import Layer
 from graphfit.core.registry import register_layer
+from graphfit.core.variables import attach_constraint
 
 __all__ = ["KerasLayer"]
 
@@ -45,8 +46,9 @@ class KerasLayer(Layer):
     gets the items of a list input in that order, or one input tensor in each place
     (self-attention).
     The Keras layer's losses join graphfit's: its weight regularizers (`regularization_loss`),
-    its `add_loss` and activity regularizers (`added_loss`). Its weight constraints are not
-    applied (they live on Keras's variables, which graphfit's optimizers do not update).
+    its `add_loss` and activity regularizers (`added_loss`). Its weight constraints
+    (`kernel_constraint=...`) are applied after each update by every graphfit optimizer, as
+    Keras's optimizers apply them.
 
     Args:
         layer: the Keras 3 layer to wrap (built or not), or Keras's serialized form of one
@@ -158,11 +160,13 @@ class KerasLayer(Layer):
             if self._tensor_count > 1:  # build(query_shape, value_shape) and the like
                 self.keras_layer.build(*[tuple(tf.TensorShape(s).as_list())
                                          for s in self._spread(input_shape, is_shape=True)])
-                return
-            shapes = tf.nest.map_structure(
-                lambda s: tuple(tf.TensorShape(s).as_list()), input_shape
-            )
-            self.keras_layer.build(shapes)
+            else:
+                self.keras_layer.build(tf.nest.map_structure(
+                    lambda s: tuple(tf.TensorShape(s).as_list()), input_shape))
+        # Keras keeps a weight's constraint on its keras.Variable; graphfit's optimizers
+        # update the tf.Variable under it and find the constraint attached there.
+        for weight in self.keras_layer.weights:
+            attach_constraint(_tf_variable(weight), getattr(weight, "constraint", None))
 
     def _spread(self, inputs, is_shape: bool = False) -> list:
         """The positional tensors of a Keras call taking several (query, value): a list's

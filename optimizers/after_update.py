@@ -27,6 +27,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from graphfit.core import autograph_scope
+from graphfit.core.variables import constraint_of
 
 __all__ = ["AfterUpdate", "ApplyConstraints"]
 
@@ -45,13 +46,15 @@ class AfterUpdate:
 
 
 class ApplyConstraints(AfterUpdate):
-    """Projects each variable that has a `constraint` (`tf.Variable(..., constraint=fn)`)
-    with it: `v <- constraint(v)`, as Keras applies constraints after the update."""
+    """Projects each variable that has a constraint (`tf.Variable(..., constraint=fn)`, or one
+    attached with `graphfit.core.variables.attach_constraint`, as a wrapped Keras layer's
+    weights have) with it: `v <- constraint(v)`, as Keras applies constraints after the
+    update."""
 
     def __call__(self, variables: Sequence[tf.Variable], step: tf.Tensor) -> None:
         del step
         for variable in variables:
-            constraint = getattr(variable, "constraint", None)
+            constraint = constraint_of(variable)
             if constraint is not None:
                 variable.assign(autograph_scope.convert_user_code(constraint)(
                     tf.convert_to_tensor(variable)))

@@ -1,4 +1,5 @@
-"""Variables: the one parameter counter of graphfit, and `as_tf_variable`.
+"""Variables: the one parameter counter of graphfit, `as_tf_variable`, and the constraint
+each variable carries (`constraint_of`, `attach_constraint`).
 
 Example:
 
@@ -10,13 +11,20 @@ Example:
 
 from __future__ import annotations
 
-from typing import Iterable
+import weakref
+from typing import Callable, Iterable
 
 import tensorflow as tf
 
 from graphfit.core.shapes import num_elements
 
-__all__ = ["count_parameters", "as_tf_variable", "weight_initializer"]
+__all__ = ["count_parameters", "as_tf_variable", "weight_initializer", "constraint_of",
+           "attach_constraint"]
+
+# Constraints of variables created elsewhere (a wrapped Keras layer's weights carry theirs on
+# the Keras variable, not on the tf.Variable the optimizers update), by id of the tf.Variable;
+# an entry goes when its variable is garbage-collected.
+_ATTACHED: dict[int, tuple[weakref.ref, Callable]] = {}
 
 
 def count_parameters(variables: Iterable) -> int:
@@ -63,3 +71,28 @@ def weight_initializer(name: str, initializer, trainable: bool):
             f"callable (shape, dtype) -> tensor. Received: initializer={initializer!r}"
         )
     return init
+
+
+def attach_constraint(variable: tf.Variable, constraint: Callable | None) -> None:
+    """Records `constraint` (`tensor -> tensor`) as the constraint of `variable`, for a
+    variable whose constructor did not get it (the `tf.Variable` under a Keras weight that has
+    a `constraint`). None removes an attached constraint."""
+    key = id(variable)
+    if constraint is None:
+        _ATTACHED.pop(key, None)
+        return
+    reference = weakref.ref(variable, lambda _, key=key: _ATTACHED.pop(key, None))
+    _ATTACHED[key] = (reference, constraint)
+
+
+def constraint_of(variable) -> Callable | None:
+    """The constraint optimizers apply to `variable` after each update: its own
+    (`tf.Variable(..., constraint=fn)`), else one attached with `attach_constraint`, else
+    None."""
+    own = getattr(variable, "constraint", None)
+    if own is not None:
+        return own
+    entry = _ATTACHED.get(id(variable))
+    if entry is not None and entry[0]() is variable:
+        return entry[1]
+    return None

@@ -336,6 +336,25 @@ def test_constraints_hold_after_each_first_order_step():
     assert record.kernels and all(np.linalg.norm(k[:, 0]) <= 1.0 + 1e-6 for k in record.kernels)
 
 
+def test_a_wrapped_keras_layers_constraint_is_applied_as_keras_applies_it():
+    # The constraint lives on the Keras variable; graphfit's SGD must project the tf.Variable
+    # under it after each step, as keras.optimizers.SGD does: same weights after 2 epochs.
+    def dense():
+        return keras.layers.Dense(1, kernel_constraint=keras.constraints.NonNeg(),
+                                  kernel_initializer=keras.initializers.Constant(0.5))
+
+    wrapped = dense()
+    model = gf.Sequential([layers.KerasLayer(wrapped)], input_shape=(4,))
+    model.compile(optimizer=optimizers.SGD(0.05), loss="mse")
+    model.fit(X, Y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    twin = keras.Sequential([keras.Input((4,)), dense()])
+    twin.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    twin.fit(X, Y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    kernel = wrapped.kernel.numpy()
+    assert kernel[1, 0] == 0.0  # the unconstrained fit drives it to -2
+    np.testing.assert_allclose(kernel, twin.layers[0].kernel.numpy(), rtol=1e-6, atol=1e-7)
+
+
 # ---------------------------------------------------------------------- under MirroredStrategy
 
 TWO_CPU_SCRIPT = pathlib.Path(__file__).with_name("regularization_mirrored_script.py")
