@@ -32,7 +32,7 @@ def train_on_batch(model, x, y=None, sample_weight=None, class_weight=None,
     state = model.compiled_for("train_on_batch")
     default_step = require_loss(model, state, "train")
     _one_batch(x, "train_on_batch", "fit")
-    if y is None and default_step:
+    if y is None and default_step and state.loss_set is not None:
         raise ValueError("train_on_batch() needs labels: pass y.")
     sample_weight = class_weights.weigh_arrays(y, sample_weight, class_weight, model.dtype)
     feed = make_feed(model, x, y, sample_weight, batch_size=None)

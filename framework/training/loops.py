@@ -207,7 +207,8 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
                          steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
                          test_steps=test_steps)
     refuse_python_iterators(x, "x")
-    if y is None and default_step and not isinstance(x, tf.data.Dataset):
+    if y is None and default_step and state.loss_set is not None and not isinstance(
+            x, tf.data.Dataset):
         raise ValueError("fit() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
     state_of_fit = checkpoints.fit_state(model)
     seed = _shuffle_seed(state, state_of_fit, initial_epoch)
@@ -286,7 +287,8 @@ def evaluate(model, x, y, *, batch_size, verbose, sample_weight, steps, callback
         raise ValueError(f"stage must be 'val' or 'test'. Received: stage={stage!r}")
     verbose = validation.verbosity(verbose, allow_auto=True)
     refuse_python_iterators(x, "x")
-    if y is None and default_step and not isinstance(x, tf.data.Dataset):
+    if y is None and default_step and state.loss_set is not None and not isinstance(
+            x, tf.data.Dataset):
         raise ValueError("evaluate() needs labels: pass y, or a tf.data.Dataset of (x, y) batches.")
     validation.positive_int("steps", steps, allow_none=True)
     feed = first_batches(make_feed(model, x, y, sample_weight, batch_size=batch_size,

@@ -19,7 +19,8 @@ from graphfit.core.naming import snake_case
 from graphfit.core.registry import LOSSES, unknown_name_error
 
 __all__ = ["LossSet", "resolve_loss", "loss_kind", "LossKind", "FunctionLoss", "loss_classes",
-           "valid_loss_names", "registered_loss", "ShapeChosenCrossentropy", "loss_key"]
+           "valid_loss_names", "registered_loss", "ShapeChosenCrossentropy", "loss_key",
+           "AddedLossesOnly", "no_loss_to_compute"]
 
 # Keras's own aliases (keras.losses.get), and two of tf.keras's that recipes may still use.
 _ALIASES = {
@@ -337,3 +338,30 @@ def _per_output(spec, keys: list, argument: str) -> dict:
             )
         return dict(zip(keys, spec))
     return {k: spec for k in keys}
+
+
+class AddedLossesOnly(LossSet):
+    """The compiled loss of a model compiled with `loss=None`: none, so the default steps
+    minimise only the losses its layers add (`add_loss`, regularizers), as Keras does (a
+    variational autoencoder's KL and reconstruction terms, say). The step refuses a batch
+    whose layers added nothing (`no_loss_to_compute`)."""
+
+    def __init__(self):  # no spec to check
+        self.output_names = None
+        self.losses, self.weights = {}, {}
+        self.built = True
+
+    def build(self, output_names, dtype, y_true_spec=None, y_pred_spec=None) -> None:
+        self.output_names = output_names
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        floating = [t.dtype for t in tf.nest.flatten(y_pred) if t.dtype.is_floating]
+        return tf.zeros((), floating[0] if floating else tf.float32), {}
+
+
+def no_loss_to_compute(model_name: str, caller: str) -> ValueError:
+    """The error of a default step with no compiled loss and no loss its layers added."""
+    return ValueError(
+        f"{caller}() has no loss to compute: model {model_name!r} was compiled without a "
+        f"loss and its layers added none (add_loss, kernel_regularizer, ...). Compile it with "
+        f"one (model.compile(optimizer=..., loss='mse')), or add the loss in a layer's call.")

@@ -78,8 +78,8 @@ def prepare(model, state, feed, stage: str) -> None:
     if stage == "train" and state.optimizer is not None and not overrides_step(model):
         weights = None if feed.is_dataset else feed.sample_weight
         try:
-            state.optimizer.check_training(state.loss_set.losses, state.strategy is not None,
-                                           weights)
+            losses = {} if state.loss_set is None else state.loss_set.losses
+            state.optimizer.check_training(losses, state.strategy is not None, weights)
         except ValueError as error:
             raise OptimizerMismatch(str(error)) from None
     if not feed.is_dataset:
@@ -88,13 +88,12 @@ def prepare(model, state, feed, stage: str) -> None:
 
 
 def require_loss(model, state, stage: str) -> bool:
-    """The default steps need the compiled loss; an overridden step computes its own.
-    Returns whether the stage runs the default step."""
+    """Whether the stage runs the default step (an overridden step computes its own loss).
+    Compiled with `loss=None`, the default steps minimise the losses layers add, as Keras's
+    do; a step whose layers add none raises then (`losses.no_loss_to_compute`)."""
+    del state
     step = "train_step" if stage == "train" else "test_step"
-    default = not overrides_step(model, step)
-    if default:
-        state.require_loss("fit" if stage == "train" else "evaluate")
-    return default
+    return not overrides_step(model, step)
 
 
 def check_inputs(model, x, y, *, stage: str, batch_size, check_finite: bool = True) -> None:

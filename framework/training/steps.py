@@ -21,6 +21,7 @@ import tensorflow as tf
 from graphfit.core import autograph_scope, step_context, update_hooks
 from graphfit.core.step_types import ForwardPass, StepBatch, StepResult, unpack_data
 from graphfit.training import cross_replica, distribution
+from graphfit.training.losses import AddedLossesOnly, no_loss_to_compute
 
 __all__ = ["StepProbe", "train_step", "test_step", "predict_step", "compute_loss",
            "added_by_name"]
@@ -43,9 +44,18 @@ _NO_PROBE = StepProbe()
 
 
 def _compiled_loss(model, caller: str):
+    """The compiled `LossSet`; compiled with `loss=None`, the added losses only."""
     state = model.compiled_for(caller)
-    state.require_loss(caller)
-    return state.loss_set
+    return state.loss_set if state.loss_set is not None else AddedLossesOnly()
+
+
+def _with_added(loss, added, loss_set, model, caller: str):
+    """The compiled loss plus the losses layers added (`added`, or None for none)."""
+    if added is None:
+        if not loss_set.losses:
+            raise no_loss_to_compute(model.name, caller)
+        return loss
+    return loss + added
 
 
 class _TrainingLoss:
@@ -73,10 +83,9 @@ class _TrainingLoss:
             loss, output_losses = distribution.undo_keras_scaling(
                 *self.loss_set(y, y_pred, sample_weight))
             added = context.total_added_loss(loss.dtype)
-            if added is not None:  # losses layers add (a ClassMeans's center loss)
-                loss = loss + added
-                if first:  # logged from the first pass (LM's trials run in loops)
-                    self.added_logs.update(added_by_name(context, loss.dtype))
+            loss = _with_added(loss, added, self.loss_set, self.model, "fit")
+            if added is not None and first:  # logged from the first pass (LM's trials)
+                self.added_logs.update(added_by_name(context, loss.dtype))
             if first:
                 self.first_pass = False
                 self.probe.mark("minimize")
@@ -158,7 +167,8 @@ def test_step(model, data) -> StepResult:
         y_pred = model(x, training=False)
     loss, output_losses = distribution.undo_keras_scaling(*loss_set(y, y_pred, sample_weight))
     added = context.total_added_loss(loss.dtype)
-    return StepResult(loss if added is None else loss + added, y_pred, output_losses)
+    return StepResult(_with_added(loss, added, loss_set, model, "evaluate"), y_pred,
+                      output_losses)
 
 
 def predict_step(model, data):

@@ -305,6 +305,12 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         elif batch.replicas is not None:
             self._refuse_cg_under_a_strategy(n)
         self._solver_state(n, solver)
+        if not batch.loss_set.losses:
+            raise ValueError(
+                "LevenbergMarquardt minimises the squared residuals of the compiled loss, and "
+                "the model was compiled with loss=None (the losses layers add are no residuals "
+                "it can linearize). Compile it with loss='mse', a cross-entropy or a "
+                "ResidualLoss.")
         lm_residuals.check_linearizable(batch.loss_set.losses)
         penalty = lm_regularization.L2Rows.of(batch.model, variables)  # None: unregularized
         if penalty is not None:

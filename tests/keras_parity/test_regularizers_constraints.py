@@ -195,6 +195,36 @@ def test_add_loss_in_call_lists_in_losses_and_clears_at_the_next_call():
         layer.add_loss("much")
 
 
+def test_compiled_without_a_loss_fit_minimises_the_added_losses_as_keras():
+    # Keras: compile(optimizer) alone, fit(x): the loss is what the layers add (a VAE's terms).
+    def dense():
+        return dict(kernel_initializer=keras.initializers.Constant(0.3))
+
+    model = gf.Sequential([layers.Dense(2, **dense()), _Penalty()], input_shape=(4,))
+    model.compile(optimizer=optimizers.SGD(0.1))
+    history = model.fit(X, epochs=3, batch_size=8, verbose=0, shuffle=False).history
+    twin = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, **dense()),
+                             _KerasPenalty()])
+    twin.compile(optimizer=keras.optimizers.SGD(0.1))
+    expected = twin.fit(X, epochs=3, batch_size=8, verbose=0, shuffle=False).history["loss"]
+    np.testing.assert_allclose(history["loss"], expected, rtol=1e-5)
+    np.testing.assert_allclose(model.get_weights()[0], twin.get_weights()[0], rtol=1e-5)
+    assert model.evaluate(X, verbose=0) == pytest.approx(twin.evaluate(X, verbose=0),
+                                                          rel=1e-5)
+
+
+def test_compiled_without_a_loss_and_nothing_added_says_what_to_do():
+    model = gf.Sequential([layers.Dense(1)], input_shape=(4,))
+    model.compile(optimizer="sgd")
+    with pytest.raises(ValueError, match=r"fit\(\) has no loss to compute.*loss='mse'"):
+        model.fit(X, epochs=1, verbose=0)
+    lm = gf.Sequential([layers.Dense(1, kernel_regularizer="l2")], input_shape=(4,),
+                       dtype="float64")
+    lm.compile(optimizer=optimizers.LevenbergMarquardt())
+    with pytest.raises(ValueError, match="compiled with loss=None"):
+        lm.fit(X.astype("float64"), epochs=1, verbose=0)
+
+
 def test_a_shared_layer_is_penalized_once_and_a_frozen_one_not_at_all():
     class Twice(gf.Layer):
         def __init__(self):
