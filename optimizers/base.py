@@ -14,6 +14,8 @@ optimizers, and a second-order optimizer (`SecondOrderOptimizer`) overrides what
                                 over the data, whether to skip a non-finite step)
     check_training(losses, distributed, sample_weight)
                                 refuses, before the first step, what it cannot minimise
+    check_model(model)          refuses, before the first step, a model it cannot train
+                                (`fit` and `graphfit validate` call both)
     stop_reason()               polled after each chunk of steps: a string stops `fit`
     steps_across_replicas       under a `tf.distribute` strategy: False, the whole step runs
                                 on every replica; True, `minimize` runs once, in cross-replica
@@ -128,6 +130,12 @@ class BaseOptimizer(tf.Module):
         or (`distributed`) under a strategy, or with these in-memory sample weights (a NumPy
         array, or None). `fit` and `graphfit validate` call it; the default accepts all."""
         del losses, distributed, sample_weight
+
+    def check_model(self, model) -> None:
+        """Raises a ValueError, before the first step, for what of the built `model` this
+        optimizer cannot train (its weights' regularizers, say). `fit` and `graphfit
+        validate` call it; the default accepts every model."""
+        del model
 
     def stop_reason(self) -> str | None:
         """Why the optimizer asks `fit` to stop (it converged), or None to go on; `fit` asks

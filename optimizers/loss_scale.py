@@ -239,6 +239,9 @@ class LossScaleOptimizer(BaseOptimizer):
     def check_training(self, losses: dict, distributed: bool, sample_weight=None) -> None:
         self.inner_optimizer.check_training(losses, distributed, sample_weight)
 
+    def check_model(self, model) -> None:
+        self.inner_optimizer.check_model(model)
+
     def scale_loss(self, loss):
         """`loss * loss_scale`, for a custom step that calls `apply_gradients` itself."""
         loss = tf.convert_to_tensor(loss)

@@ -80,6 +80,7 @@ def prepare(model, state, feed, stage: str) -> None:
         try:
             losses = {} if state.loss_set is None else state.loss_set.losses
             state.optimizer.check_training(losses, state.strategy is not None, weights)
+            state.optimizer.check_model(model)
         except ValueError as error:
             raise OptimizerMismatch(str(error)) from None
     if not feed.is_dataset:

@@ -247,6 +247,17 @@ class LevenbergMarquardt(SecondOrderOptimizer):
                 f"sqrt(w)); {negative.size} weight(s) are negative, such as "
                 f"{weights[negative[0]]:g} at index {negative[0]}.")
 
+    def check_model(self, model) -> None:
+        """Refuses, before the first step, weight regularizers that are no sums of squares
+        (L1) and L2 penalties with what cannot take their rows (the cg solver, geodesic
+        acceleration forced on); the step checks them again when it is traced."""
+        variables = model.trainable_variables
+        penalty = lm_regularization.L2Rows.of(model, variables)
+        if penalty is not None:
+            n = sum(int(np.prod(v.shape.as_list())) for v in variables)
+            penalty.check(lm_cg.resolve_solver(self.solver, n, self.max_parameters),
+                          self.geodesic_acceleration)
+
     def _refuse_cg_under_a_strategy(self, n: int | None) -> None:
         """The matrix-free solver has no distributed form yet (n: the parameters, if known)."""
         chose = ("" if self.solver == "cg" else

@@ -93,7 +93,22 @@ def _l2_factor(layer, variable, regularizer) -> float:
         return float(regularizer.l2)
     raise ValueError(
         f"LevenbergMarquardt writes an L2 penalty λ‖w‖² as residual rows √λ·w, but weight "
-        f"{variable.name!r} of layer {layer.name!r} has the regularizer {regularizer!r}, which "
+        f"{variable.name!r} of layer {layer.name!r} has the regularizer "
+        f"{_describe(regularizer)}, which "
         f"is not a sum of squares of the weights (L1 and L1L2 with l1 > 0 have no such rows). "
         f"Use keras.regularizers.L2 with LevenbergMarquardt, or train with a first-order "
         f"optimizer (Adam, SGD).")
+
+
+def _describe(regularizer) -> str:
+    """`L1(l1=0.01)` for a Keras regularizer (its config), the repr of anything else."""
+    get_config = getattr(regularizer, "get_config", None)
+    try:
+        config = get_config() if callable(get_config) else None
+    except NotImplementedError:
+        config = None
+    if not isinstance(config, dict):
+        return repr(regularizer)
+    arguments = ", ".join(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value!r}"
+                          for key, value in config.items())
+    return f"{type(regularizer).__name__}({arguments})"
