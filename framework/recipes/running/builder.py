@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 
 from graphfit.recipes.reading.callback_paths import PATH_ARGUMENTS
 from graphfit.recipes.reading.components import (
@@ -73,11 +75,27 @@ def compile_arguments(config: dict) -> dict:
     return {
         "optimizer": optimizers.get(dict(config["optimizer"])),
         "loss": loss_of(config),
-        "metrics": [instantiate(m, METRIC) if isinstance(m, dict) else m
-                    for m in config["metrics"]],
+        "metrics": [_metric(m) if isinstance(m, dict) else m for m in config["metrics"]],
         "jit_compile": training["jit_compile"],
         "steps_per_execution": training["steps_per_execution"],
     }
+
+
+def _metric(entry: dict):
+    """A recipe's metric object, named as Keras names the first of its class: checking a
+    recipe builds its metrics too, and Keras numbers each later unnamed one (`precision_1`)."""
+    if entry.get("name") is None and "class_path" not in entry:
+        cls = METRIC.lookup(entry["type"])
+        name = inspect.signature(cls.__init__).parameters.get("name")
+        if name is not None and name.default is None:
+            entry = {**entry, "name": _snake_case(cls.__name__)}
+    return instantiate(entry, METRIC)
+
+
+def _snake_case(name: str) -> str:
+    """Keras's default object name of a class name: `TruePositives` -> `true_positives`."""
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
 def loss_of(config: dict):

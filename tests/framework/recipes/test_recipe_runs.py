@@ -314,3 +314,24 @@ def test_predict_with_a_single_input_graph_model(tmp_path, capsys):
     assert cli.main(["predict", str(run), "--input", str(tmp_path / "points.npz"),
                      "--output", str(tmp_path / "p.csv")]) == 0
     assert "wrote 2 predictions (class, probability_0, probability_1)" in capsys.readouterr().out
+
+
+def test_recipe_metric_objects_keep_keras_default_names(tmp_path):
+    # Checking a recipe builds its metrics once already; the run's must not be renumbered
+    # (`precision_1`): the log keys are the names Keras gives the first object of a class.
+    recipe = tmp_path / "metrics.yaml"
+    recipe.write_text(
+        "data: {source: breast_cancer}\n"
+        "model: [{type: Dense, units: 1}]\n"
+        "loss: {type: BinaryCrossentropy, from_logits: true}\n"
+        "metrics: [auc, {type: Precision}, {type: TruePositives, thresholds: 0.3},\n"
+        "          {type: Recall, name: my_recall}, {type: MeanSquaredError}]\n"
+        "optimizer: adam\n"
+        "training: {epochs: 1}\n")
+    from graphfit.recipes.running.builder import compile_arguments
+
+    config = load_recipe(str(recipe)).config
+    for _ in range(2):
+        names = [getattr(m, "name", m) for m in compile_arguments(config)["metrics"]]
+        assert names == ["auc", "precision", "true_positives", "my_recall",
+                         "mean_squared_error"]
