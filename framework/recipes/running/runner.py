@@ -86,6 +86,7 @@ def prepare(recipe: Recipe, distribute: bool = True) -> Prepared:
         except ValueError as error:
             raise _error(recipe, _stage_key(config, stage, error, model), error) from None
     _check_tap_names(recipe, model)
+    _check_monitors(recipe, model, splits)
     return Prepared(recipe, model, splits, strategy)
 
 
@@ -186,6 +187,32 @@ def _check_tap_names(recipe: Recipe, model) -> None:
                 check(names, model)
             except ValueError as error:
                 raise _error(recipe, ("callbacks", index, key), error) from None
+
+
+def _check_monitors(recipe: Recipe, model, splits: Splits) -> None:
+    """A callback watching a quantity whose direction it cannot tell (a misspelt
+    `monitor` in mode "auto") fails at the end of the first epoch, as in Keras; found here
+    instead, before any training, with the keys the run will log."""
+    from graphfit.callbacks.early_stopping import MonitorCallback
+    from graphfit.recipes.reading.components import CALLBACK
+    from graphfit.recipes.running.builder import instantiate
+
+    names = model.metrics_names
+    logs = dict.fromkeys(names + [f"{stage}_{name}" for stage, data in
+                                  (("val", splits.val), ("test", splits.test))
+                                  if data is not None for name in names])
+    for index, entry in enumerate(recipe.config["callbacks"]):
+        if not isinstance(entry, dict) or "type" not in entry:
+            continue
+        cls = CALLBACK.lookup(entry["type"])
+        if not (isinstance(cls, type) and issubclass(cls, MonitorCallback)):
+            continue
+        callback = instantiate(entry, CALLBACK)
+        callback.set_model(model)
+        try:
+            callback.resolve_direction(logs)
+        except ValueError as error:
+            raise _error(recipe, ("callbacks", index, "monitor"), error) from None
 
 
 def _build_on(model, train) -> None:
