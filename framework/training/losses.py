@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import warnings
 
 import keras
@@ -147,7 +148,11 @@ def resolve_loss(identifier, dtype: tf.DType) -> keras.losses.Loss:
         if identifier.dtype == dtype.name:
             return identifier
         try:
-            return type(identifier).from_config({**identifier.get_config(), "dtype": dtype.name})
+            rebuilt = type(identifier).from_config({**identifier.get_config(),
+                                                    "dtype": dtype.name})
+            if _same_arguments(identifier, rebuilt):
+                return rebuilt
+            raise ValueError("its config drops constructor arguments")
         except (TypeError, ValueError):
             warnings.warn(
                 f"Loss {identifier.name!r} computes in {identifier.dtype} and could not be "
@@ -162,6 +167,18 @@ def resolve_loss(identifier, dtype: tf.DType) -> keras.losses.Loss:
         f"loss must be a loss name, a keras.losses.Loss or a function (y_true, y_pred). "
         f"Received: loss={identifier!r}"
     )
+
+
+def _same_arguments(loss: keras.losses.Loss, rebuilt: keras.losses.Loss) -> bool:
+    """Whether `rebuilt` (from `loss`'s config) computes what `loss` does. Some Keras 3.15
+    configs leave constructor arguments out (`Huber`'s delta, the `axis` of
+    `SparseCategoricalCrossentropy` and `CosineSimilarity`); a wrapper's repr names its
+    function's arguments, so it tells a lossy rebuild apart."""
+    arguments = [p.name for p in inspect.signature(type(loss).__init__).parameters.values()
+                 if p.name not in ("self", "name", "reduction", "dtype")
+                 and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    config = loss.get_config()
+    return all(name in config for name in arguments) or repr(loss) == repr(rebuilt)
 
 
 @dataclasses.dataclass(frozen=True)

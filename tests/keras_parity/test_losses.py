@@ -277,3 +277,19 @@ def test_kerass_loss_goldens_through_evaluate(case):
                                                  sample_weight=weights)
     twins.assert_same_logs(ours_logs, theirs_logs)
     assert ours_logs["loss"] == pytest.approx(golden, rel=1e-4)  # Keras's epsilon clipping
+
+
+def test_a_loss_whose_keras_config_drops_arguments_keeps_them_in_a_float64_model():
+    # Keras 3.15's Huber.get_config leaves `delta` out: rebuilt from it in float64, the loss
+    # would silently become Huber(delta=1). graphfit keeps the object (and says so).
+    y_true = np.array([[0.0], [0.0], [0.0]])
+    y_pred = np.array([[0.5], [3.0], [-6.0]])
+    expected = float(keras.losses.Huber(delta=2.0)(y_true, y_pred))
+    with pytest.warns(UserWarning, match="could not be rebuilt in the model's float64"):
+        loss = resolve_loss(keras.losses.Huber(delta=2.0), tf.float64)
+    assert float(loss(y_true, y_pred)) == pytest.approx(expected, rel=1e-6)
+    assert expected != pytest.approx(float(keras.losses.Huber()(y_true, y_pred)))
+    # A config that holds every argument is rebuilt in float64, as before.
+    rebuilt = resolve_loss(keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                           tf.float64)
+    assert rebuilt.dtype == "float64" and rebuilt.get_config()["from_logits"] is True
