@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
 
+from graphfit.core.naming import snake_case
 from graphfit.recipes.reading.callback_paths import PATH_ARGUMENTS
 from graphfit.recipes.reading.components import (
     CALLBACK,
@@ -88,14 +88,8 @@ def _metric(entry: dict):
         cls = METRIC.lookup(entry["type"])
         name = inspect.signature(cls.__init__).parameters.get("name")
         if name is not None and name.default is None:
-            entry = {**entry, "name": _snake_case(cls.__name__)}
+            entry = {**entry, "name": snake_case(cls.__name__)}
     return instantiate(entry, METRIC)
-
-
-def _snake_case(name: str) -> str:
-    """Keras's default object name of a class name: `TruePositives` -> `true_positives`."""
-    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
-    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
 def loss_of(config: dict):
