@@ -44,6 +44,9 @@ class GINConv(Layer):
             named `epsilon`) rather than a constant.
         kernel_initializer: initializer of both Dense kernels.
         bias_initializer: initializer of both Dense biases.
+        kernel_regularizer, bias_regularizer, kernel_constraint, bias_constraint: Keras
+            regularizers and constraints of both Dense kernels and biases (as `Dense`'s).
+        activity_regularizer: a Keras regularizer of the layer's output.
         name: the layer's name. dtype: its floating dtype (None inherits the model's).
         trainable: False freezes the layer.
 
@@ -69,9 +72,14 @@ class GINConv(Layer):
 
     def __init__(self, units: int, activation="relu", epsilon: float = 0.0,
                  train_epsilon: bool = False, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", name: str | None = None, dtype=None,
-                 trainable: bool = True):
-        super().__init__(name=name, dtype=dtype, trainable=trainable)
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
+                 name: str | None = None, dtype=None, trainable: bool = True):
+        super().__init__(name=name, dtype=dtype, trainable=trainable,
+                         activity_regularizer=activity_regularizer)
+        self._weight_options = arguments.set_weight_options(
+            self, kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
+            kernel_constraint=kernel_constraint, bias_constraint=bias_constraint)
         self.units = validation.positive_int("units", units)
         self.activation = arguments.get_activation(activation)
         self.epsilon = validation.finite_number("epsilon", epsilon)
@@ -86,9 +94,17 @@ class GINConv(Layer):
         self.mlp = [Dense(units, activation=self.activation, name=f"{self.name}_mlp_{i}",
                           kernel_initializer=keras.initializers.serialize(
                               self.kernel_initializer),
-                          bias_initializer=keras.initializers.serialize(self.bias_initializer))
+                          bias_initializer=keras.initializers.serialize(self.bias_initializer),
+                          **self._mlp_weight_options())
                     for i in (1, 2)]
         self.epsilon_variable = None
+
+    def _mlp_weight_options(self) -> dict:
+        """Each Dense of the MLP gets its own copy (from the config) of the regularizers and
+        constraints, which then apply to both kernels and both biases."""
+        options = arguments.weight_options_config(self, self._weight_options)
+        del options["activity_regularizer"]  # of the GIN layer's output, not the MLP's
+        return options
 
     def build(self, input_shape) -> None:
         _check_shapes(self, input_shape)
@@ -140,6 +156,7 @@ class GINConv(Layer):
             "train_epsilon": self.train_epsilon,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            **arguments.weight_options_config(self, self._weight_options),
         }
 
 

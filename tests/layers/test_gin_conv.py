@@ -287,3 +287,20 @@ def test_an_edge_outside_the_batch_stops_every_loop_under_xla(embedded):
                 lambda: model.predict(dataset.map(lambda a, b: a), verbose=0)):
         with pytest.raises(ValueError, match=message):
             run()
+
+
+def test_regularizers_and_constraints_reach_both_dense_layers_of_the_mlp():
+    import keras
+
+    gin = layers.GINConv(4, kernel_regularizer=keras.regularizers.L2(0.1),
+                         bias_constraint="non_neg", activity_regularizer="l1")
+    out = gin([tf.ones((3, 2)), tf.constant([0, 1]), tf.constant([1, 2])])
+    kernels = [dense.kernel.numpy() for dense in gin.mlp]
+    penalties = sorted(float(v) for v in gin.losses)
+    expected = sorted([0.1 * float((k ** 2).sum()) for k in kernels]
+                      + [0.01 * float(np.abs(out.numpy()).sum()) / 3])  # Keras: / batch
+    np.testing.assert_allclose(penalties, expected, rtol=1e-5)
+    rebuilt = layers.GINConv.from_config(gin.get_config())
+    assert [type(d.kernel_regularizer).__name__ for d in rebuilt.mlp] == ["L2", "L2"]
+    assert all(type(d.bias_constraint).__name__ == "NonNeg" for d in rebuilt.mlp)
+    assert rebuilt.mlp[0].activity_regularizer is None  # the GIN layer's output only
