@@ -18,6 +18,7 @@ from graphfit.layers.gradient_hook import GradientHook
 from graphfit.layers.keras_layer import KerasLayer
 from graphfit.layers.layer_normalization import LayerNormalization
 from graphfit.layers.merging import Add, Concatenate
+from graphfit.layers.operations import TensorOperation
 from graphfit.layers.pooling import AveragePooling2D, GlobalAveragePooling2D, MaxPooling2D
 from graphfit.layers.reshaping import Flatten, Reshape
 from graphfit.layers.segment_pooling import SegmentPooling
@@ -45,4 +46,5 @@ __all__ = [
     "MaxPooling2D",
     "Reshape",
     "SegmentPooling",
+    "TensorOperation",
 ]

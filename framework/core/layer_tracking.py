@@ -13,7 +13,7 @@ from typing import Iterator
 
 import tensorflow as tf
 
-from graphfit.core.variables import count_parameters
+from graphfit.core.variables import assign_in_order, count_parameters
 
 __all__ = ["LayerTracking"]
 
@@ -77,6 +77,18 @@ class LayerTracking:
     @property
     def non_trainable_weights(self) -> list[tf.Variable]:
         return self.non_trainable_variables
+
+    def get_weights(self) -> list:
+        """The values of `weights` as NumPy arrays, in order (Keras's method)."""
+        return [v.numpy() for v in self.weights]
+
+    def set_weights(self, weights) -> None:
+        """Assigns NumPy arrays to `weights`, in the order of `get_weights()`.
+
+        Raises:
+            ValueError: for another number of arrays, or an array of another shape.
+        """
+        assign_in_order(self.weights, weights, self.name)
 
     def count_params(self) -> int:
         """The number of scalars in the layer's variables (Keras's `count_params`)."""

@@ -20,7 +20,7 @@ from graphfit.core.keras_objects import keras_object_hint
 from graphfit.core.shapes import shape_text
 
 __all__ = ["CallNode", "History", "LayerNodes", "SymbolicTensor", "call_nodes",
-           "call_symbolically", "holds_placeholder", "is_symbolic"]
+           "call_symbolically", "holds_placeholder", "is_symbolic", "set_operator_recorder"]
 
 
 class History(NamedTuple):
@@ -65,15 +65,61 @@ class SymbolicTensor:
     def _refuse(self, *_args, **_kwargs):
         raise TypeError(
             f"{self!r} is a placeholder of graphfit's functional API: it holds no values, so "
-            f"Python operators, indexing, TensorFlow operations and Keras layers or models "
-            f"cannot be applied to it. Apply a graphfit layer instead (layers.Add()([a, b]), "
-            f"layers.Concatenate(), layers.Reshape(...), a gf.Layer subclass whose call does "
-            f"the computation, or a Keras layer or model wrapped: layers.KerasLayer(...))."
+            f"TensorFlow operations, iteration and Keras layers or models cannot be applied "
+            f"to it (Python's arithmetic operators and indexing can). Apply a graphfit layer "
+            f"instead (layers.Concatenate(), layers.Reshape(...), a gf.Layer subclass whose "
+            f"call does the computation, or a Keras layer or model wrapped: "
+            f"layers.KerasLayer(...))."
         )
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
-    __truediv__ = __rtruediv__ = __matmul__ = __rmatmul__ = __pow__ = __neg__ = _refuse
-    __getitem__ = __iter__ = __len__ = __bool__ = __array__ = _refuse
+    def _operator(operation: str, reverse: bool = False):
+        def apply(self, other):
+            return _record(operation, self, other, reverse)
+        return apply
+
+    __add__, __radd__ = _operator("add"), _operator("add", reverse=True)
+    __sub__, __rsub__ = _operator("subtract"), _operator("subtract", reverse=True)
+    __mul__, __rmul__ = _operator("multiply"), _operator("multiply", reverse=True)
+    __truediv__, __rtruediv__ = _operator("divide"), _operator("divide", reverse=True)
+    __matmul__, __rmatmul__ = _operator("matmul"), _operator("matmul", reverse=True)
+    __pow__, __rpow__ = _operator("power"), _operator("power", reverse=True)
+    del _operator
+
+    def __neg__(self):
+        return _record("negative", self)
+
+    def __getitem__(self, key):
+        return _record("getitem", self, index=key)
+
+    __iter__ = __len__ = __bool__ = __array__ = _refuse
+
+
+@dataclasses.dataclass
+class _OperatorRecorder:
+    """What records Python operators on symbolic tensors: set by the layer library
+    (`graphfit.layers.operations`), which core cannot import."""
+
+    record: Any = None
+    index_of: Any = None
+
+
+_OPERATORS = _OperatorRecorder()
+
+
+def set_operator_recorder(record, index_of) -> None:
+    """Installs `record(operation, tensor, other, reverse, index)`, which applies one layer
+    for a Python operator on a symbolic tensor, and `index_of(key)`, the serializable form of
+    an index."""
+    _OPERATORS.record, _OPERATORS.index_of = record, index_of
+
+
+def _record(operation: str, tensor: SymbolicTensor, other=None, reverse: bool = False,
+            index=None):
+    if _OPERATORS.record is None:
+        tensor._refuse()
+    if operation == "getitem":
+        return _OPERATORS.record(operation, tensor, index=_OPERATORS.index_of(index))
+    return _OPERATORS.record(operation, tensor, other, reverse)
 
 
 def _refuse_conversion(value, dtype=None, name=None, as_ref=False):

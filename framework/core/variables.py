@@ -14,12 +14,13 @@ from __future__ import annotations
 import weakref
 from typing import Callable, Iterable
 
+import numpy as np
 import tensorflow as tf
 
 from graphfit.core.shapes import num_elements
 
 __all__ = ["count_parameters", "as_tf_variable", "weight_initializer", "constraint_of",
-           "attach_constraint"]
+           "attach_constraint", "assign_in_order"]
 
 # Constraints of variables created elsewhere (a wrapped Keras layer's weights carry theirs on
 # the Keras variable, not on the tf.Variable the optimizers update), by id of the tf.Variable;
@@ -96,3 +97,22 @@ def constraint_of(variable) -> Callable | None:
     if entry is not None and entry[0]() is variable:
         return entry[1]
     return None
+
+
+def assign_in_order(variables, values, owner: str) -> None:
+    """Assigns `values` to `variables` one by one, after checking count and shapes."""
+    values = list(values)
+    if len(values) != len(variables):
+        raise ValueError(
+            f"{owner!r} has {len(variables)} weights but {len(values)} arrays were given. Its "
+            f"weights, in order: {[(v.name, tuple(v.shape)) for v in variables]}"
+        )
+    for variable, value in zip(variables, values):
+        value = np.asarray(value)
+        if tuple(value.shape) != tuple(variable.shape):
+            raise ValueError(
+                f"{owner!r}: weight {variable.name!r} has shape {tuple(variable.shape)}, but the "
+                f"array given for it has shape {value.shape}."
+            )
+    for variable, value in zip(variables, values):
+        variable.assign(np.asarray(value, dtype=variable.dtype.as_numpy_dtype))

@@ -5,29 +5,11 @@ from __future__ import annotations
 import os
 import tempfile
 
-import numpy as np
 import tensorflow as tf
 
+from graphfit.core.variables import assign_in_order
+
 __all__ = ["save", "load", "assign_in_order", "mismatch_reason"]
-
-
-def assign_in_order(variables, values, owner: str) -> None:
-    """Assigns `values` to `variables` one by one, after checking count and shapes."""
-    values = list(values)
-    if len(values) != len(variables):
-        raise ValueError(
-            f"{owner!r} has {len(variables)} weights but {len(values)} arrays were given. Its "
-            f"weights, in order: {[(v.name, tuple(v.shape)) for v in variables]}"
-        )
-    for variable, value in zip(variables, values):
-        value = np.asarray(value)
-        if tuple(value.shape) != tuple(variable.shape):
-            raise ValueError(
-                f"{owner!r}: weight {variable.name!r} has shape {tuple(variable.shape)}, but the "
-                f"array given for it has shape {value.shape}."
-            )
-    for variable, value in zip(variables, values):
-        variable.assign(np.asarray(value, dtype=variable.dtype.as_numpy_dtype))
 
 
 def _check_prefix(filepath: str) -> str:
