@@ -323,3 +323,29 @@ def test_keras_compiled_fit_starts_schedule_free_z_at_zeros():
     z_kernel = k.optimizer.variables[2].numpy()  # hidden kernel's momentum after one step
     assert np.abs(z_kernel).max() <= 0.02 + 1e-6  # one step of at most lr from zeros
     assert not np.allclose(z_kernel, start[0], atol=0.05)
+
+
+# ------------------------------------------------------------------------------ recipes
+
+
+@pytest.mark.parametrize("optimizer", [
+    "{type: Adafactor, relative_step: false, clip_threshold: 0.5}",
+    "{type: Muon, learning_rate: 0.01, exclude_layers: [out]}",
+    "{type: ScheduleFreeAdamW, warmup_steps: 5}",
+])
+def test_recipes_name_the_optimizers_by_type(optimizer):
+    recipe = gf.recipes.recipe_from_text(
+        "data: {source: moons, n_samples: 40}\n"
+        "model: [{type: Dense, units: 4, activation: tanh}, {type: Dense, units: 1, name: out}]\n"
+        "loss: {type: BinaryCrossentropy, from_logits: true}\n"
+        f"optimizer: {optimizer}\n", "recipe.yaml")
+    built = gf.optimizers.get(recipe.optimizer)
+    assert type(built).__name__ in optimizer
+
+
+def test_a_recipe_with_a_bad_argument_names_it():
+    with pytest.raises(gf.recipes.RecipeError, match="ns_steps must be a non-negative integer"):
+        gf.recipes.recipe_from_text(
+            "data: {source: moons}\nmodel: [{type: Dense, units: 1}]\n"
+            "loss: {type: BinaryCrossentropy, from_logits: true}\n"
+            "optimizer: {type: Muon, ns_steps: 2.5}\n", "recipe.yaml")
