@@ -263,6 +263,27 @@ def test_schedule_free_averaged_value_is_the_x_sequence():
     assert not np.allclose(x, v.numpy())  # the evaluation point differs from the weights
 
 
+class _PaperScheduleFree(optimizers.ScheduleFreeAdamW):
+    """Recovers the previous x with the previous z, as Keras's comment says it means to."""
+
+    def update_rule(self, gradient, variable_value, slots, learning_rate, step):
+        new_value, new_slots = super().update_rule(gradient, variable_value, slots,
+                                                   learning_rate, step)
+        beta_1 = tf.constant(self.beta_1, variable_value.dtype)
+        z_old, z = slots["momentum"], new_slots["momentum"]
+        x_old = (variable_value - (1 - beta_1) * z_old) / beta_1
+        x_new = (1 - 1.0 / step) * x_old + (1.0 / step) * z
+        return (1 - beta_1) * z + beta_1 * x_new, new_slots
+
+
+def test_keras_schedule_free_recovers_x_with_the_new_z():
+    """What Keras computes is not the paper's step: the paper's version drifts from Keras at
+    step 2 (at step 1 the two coincide, the weight 1/t being 1)."""
+    with pytest.raises(AssertionError, match="after step 2"):
+        assert_matches_keras(lambda: _PaperScheduleFree(0.05),
+                             lambda: keras.optimizers.ScheduleFreeAdamW(0.05), steps=5)
+
+
 # ------------------------------------------------------------------- model.fit parity
 
 _RNG = np.random.default_rng(7)
