@@ -21,13 +21,16 @@ from typing import Any
 
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.optimizers import after_update, schedules, transforms
+from graphfit.optimizers.adafactor import Adafactor
 from graphfit.optimizers.adam import Adam
 from graphfit.optimizers.base import BaseOptimizer
 from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
 from graphfit.optimizers.levenberg_marquardt.residuals import ResidualLoss
 from graphfit.optimizers.loss_scale import LossScaleOptimizer
+from graphfit.optimizers.muon import Muon
 from graphfit.optimizers.optimizer import Optimizer
 from graphfit.optimizers.per_example_clipping import PerExampleClipping
+from graphfit.optimizers.schedule_free_adamw import ScheduleFreeAdamW
 from graphfit.optimizers.second_order import SecondOrderOptimizer
 from graphfit.optimizers.sgd import SGD
 from graphfit.optimizers.transforms import (
@@ -44,6 +47,9 @@ __all__ = [
     "SecondOrderOptimizer",
     "SGD",
     "Adam",
+    "Adafactor",
+    "Muon",
+    "ScheduleFreeAdamW",
     "LevenbergMarquardt",
     "LossScaleOptimizer",
     "ResidualLoss",

@@ -302,6 +302,15 @@ class Optimizer(BaseOptimizer):
         if self._weight_decay is not None:
             self._weight_decay.exclude([as_tf_variable(v) for v in var_list or ()], var_names)
 
+    def weight_decay_for(self, variable: tf.Variable):
+        """The decoupled weight decay applied to `variable` before its update, or None: the
+        constructor's `weight_decay` unless the variable is exempt. An optimizer whose rate
+        depends on the variable (Muon: `adam_weight_decay` for its AdamW variables) overrides
+        it; the result is a callable `(value, learning_rate) -> decayed value`."""
+        if self._weight_decay is not None and self._weight_decay.applies_to(variable):
+            return self._weight_decay
+        return None
+
     # ------------------------------------------------------------------------------ steps
 
     @graphfit_api
@@ -386,8 +395,9 @@ class Optimizer(BaseOptimizer):
         dtype = variable.dtype
         lr = tf.cast(learning_rate, dtype)
         value = tf.convert_to_tensor(variable)
-        if self._weight_decay is not None and self._weight_decay.applies_to(variable):
-            value = self._weight_decay(value, lr)  # folded into the single assign below
+        decay = self.weight_decay_for(variable)
+        if decay is not None:
+            value = decay(value, lr)  # folded into the single assign below
         slots = self._slots[self._index.position[variable.ref()]]
         current = {name: tf.convert_to_tensor(slot) for name, slot in slots.items()}
         new_value, new_slots = autograph_scope.convert_user_code(self.update_rule)(

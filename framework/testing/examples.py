@@ -316,6 +316,28 @@ OPTIMIZER_EXAMPLES: dict[str, tuple[OptimizerExample, ...]] = {
             amsgrad=True, global_clipnorm=1.0),
             ("momentum", "velocity", "velocity_hat"), through_fit=False, label="amsgrad"),
     ),
+    "Adafactor": (
+        OptimizerExample(lambda: optimizers.Adafactor(learning_rate=0.05), ("r", "c", "velocity"),
+                         label="default"),
+        OptimizerExample(lambda: optimizers.Adafactor(
+            0.5, beta_2_decay=-0.65, epsilon_1=1e-15, epsilon_2=1e-4, clip_threshold=0.9,
+            relative_step=False, weight_decay=0.01), ("r", "c", "velocity"), through_fit=False,
+            label="tuned"),
+    ),
+    "Muon": (
+        OptimizerExample(lambda: optimizers.Muon(learning_rate=0.05), ("momentum", "velocity"),
+                         label="default"),
+        OptimizerExample(lambda: optimizers.Muon(
+            0.02, nesterov=False, rms_rate=None, ns_steps=3, exclude_layers=["kernel"]),
+            ("momentum", "velocity"), through_fit=False, label="all_adamw"),
+    ),
+    "ScheduleFreeAdamW": (
+        OptimizerExample(lambda: optimizers.ScheduleFreeAdamW(learning_rate=0.05),
+                         ("momentum", "velocity"), label="default"),
+        OptimizerExample(lambda: optimizers.ScheduleFreeAdamW(
+            0.1, beta_1=0.8, warmup_steps=3, weight_decay=0.01), ("momentum", "velocity"),
+            through_fit=False, label="warmup"),
+    ),
     # LM linearizes the model's residuals, so only a model-level fit can drive it. XLA is
     # left out: its trial loop takes seconds to compile on a CPU, for no extra coverage here.
     "LevenbergMarquardt": (
