@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from graphfit.core.registry import register_layer
 from graphfit.core.validation import is_integer
-from graphfit.layers.convolutional import Conv, document_arguments
+from graphfit.layers.convolutional import Conv, document_arguments, expand_signature
 
 __all__ = ["ConvTranspose", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
            "transpose_output_size"]
@@ -192,5 +192,7 @@ class Conv3DTranspose(ConvTranspose):
                          dilation_rate, **kwargs)
 
 
+expand_signature(ConvTranspose, exclude=("groups",))
+expand_signature(Conv3DTranspose, exclude=("groups",))
 for _cls in (Conv1DTranspose, Conv2DTranspose, Conv3DTranspose):
     document_arguments(_cls, _TRANSPOSE_ARGS)

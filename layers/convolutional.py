@@ -12,6 +12,7 @@ TensorFlow op on channels-last inputs (`convolve`); a concrete layer sets only `
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from typing import Any
 
@@ -25,7 +26,7 @@ from graphfit.layers import arguments
 from graphfit.layers.activation import activate
 
 __all__ = ["BaseConv", "Conv", "Conv1D", "Conv2D", "Conv3D", "ImageInputSpec",
-           "document_arguments", "spatial_output_size"]
+           "document_arguments", "expand_signature", "spatial_output_size"]
 
 _AXES = {1: "steps", 2: "height, width", 3: "depth, height, width"}
 
@@ -386,6 +387,29 @@ class Conv3D(Conv):
     rank = 3
 
 
+def expand_signature(cls, exclude: tuple[str, ...] = ()) -> None:
+    """Gives `cls.__init__` the signature of every argument it takes, those it passes on to
+    the `__init__`s above it in **kwargs included (keyword-only), `exclude` left out: what
+    `help()` shows and recipes check arguments against."""
+    names, merged = set(exclude), []
+    for owner in cls.__mro__:
+        init = vars(owner).get("__init__")
+        if init is None:
+            continue
+        parameters = list(inspect.signature(init).parameters.values())[1:]
+        for parameter in parameters:
+            if parameter.kind is parameter.VAR_KEYWORD or parameter.name in names:
+                continue
+            names.add(parameter.name)
+            if owner is not cls:
+                parameter = parameter.replace(kind=parameter.KEYWORD_ONLY)
+            merged.append(parameter)
+        if owner is BaseConv or not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    self_parameter = next(iter(inspect.signature(cls.__init__).parameters.values()))
+    cls.__init__.__signature__ = inspect.Signature([self_parameter, *merged])
+
+
 def document_arguments(cls, template: str, **extra) -> None:
     """Fills the `{args}` of `cls`'s docstring from `template` (its `{rank}`, `{ndim}`,
     `{last}`, `{first}`, `{causal}` and `extra`), for the rank of `cls`."""
@@ -395,5 +419,6 @@ def document_arguments(cls, template: str, **extra) -> None:
         causal=", or 'causal' (Conv1D)" if cls.allows_causal else "", **extra))
 
 
+expand_signature(Conv)
 for _cls in (Conv1D, Conv2D, Conv3D):
     document_arguments(_cls, _CONV_ARGS)

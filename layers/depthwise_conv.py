@@ -18,7 +18,7 @@ import tensorflow as tf
 from graphfit.core import validation
 from graphfit.core.registry import register_layer
 from graphfit.layers import arguments
-from graphfit.layers.convolutional import BaseConv, document_arguments
+from graphfit.layers.convolutional import BaseConv, document_arguments, expand_signature
 
 __all__ = ["DepthwiseConv", "DepthwiseConv1D", "DepthwiseConv2D", "SeparableConv",
            "SeparableConv1D", "SeparableConv2D"]
@@ -243,6 +243,8 @@ class SeparableConv2D(SeparableConv):
     rank = 2
 
 
+expand_signature(DepthwiseConv)
+expand_signature(SeparableConv)
 for _cls in (DepthwiseConv1D, DepthwiseConv2D):
     document_arguments(_cls, _DEPTHWISE_ARGS, filters="", pointwise="")
 for _cls in (SeparableConv1D, SeparableConv2D):
