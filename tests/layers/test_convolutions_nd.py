@@ -183,6 +183,17 @@ KERAS_SHAPES = [
      (1, 224, 224, 2)),
     ("Conv3DTranspose", dict(filters=6, kernel_size=(2, 2, 3), strides=(2, 1, 2)),
      (2, 8, 8, 8, 4), (2, 16, 9, 17, 6)),
+    # ... and from depthwise_conv_test.py and separable_conv_test.py
+    ("DepthwiseConv1D", dict(depth_multiplier=5, kernel_size=2), (3, 5, 4), (3, 4, 20)),
+    ("DepthwiseConv1D", dict(depth_multiplier=6, kernel_size=2, strides=(2,)), (3, 5, 4),
+     (3, 2, 24)),
+    ("DepthwiseConv1D", dict(depth_multiplier=6, kernel_size=2, padding="same",
+                             data_format="channels_first", dilation_rate=(2,)), (3, 4, 10),
+     (3, 24, 10)),
+    ("SeparableConv1D", dict(depth_multiplier=6, filters=6, kernel_size=2, padding="same",
+                             dilation_rate=(2,)), (3, 4, 4), (3, 4, 6)),
+    ("SeparableConv1D", dict(depth_multiplier=6, filters=6, kernel_size=2, strides=(2,)),
+     (3, 5, 4), (3, 2, 6)),
 ]
 
 
