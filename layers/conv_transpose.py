@@ -63,8 +63,11 @@ class ConvTranspose(Conv):
 
         >>> import tensorflow as tf
         >>> from graphfit import layers
-        >>> layers.Conv1DTranspose(2, 3, strides=2)(tf.ones((1, 5, 4))).shape
+        >>> up = layers.Conv1DTranspose(2, 3, strides=2)
+        >>> up(tf.ones((1, 5, 4))).shape  # (5 - 1) * 2 + 3 steps
         TensorShape([1, 11, 2])
+        >>> tuple(up.kernel.shape)  # (kernel_size, filters, input channels)
+        (3, 2, 4)
     """
 
     def __init__(self, filters: int, kernel_size, strides=1, padding: str = "valid",
