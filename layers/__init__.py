@@ -8,8 +8,15 @@ from graphfit.layers.batch_normalization import BatchNormalization
 from graphfit.layers.black_box import BlackBox
 from graphfit.layers.center_loss import CenterLoss
 from graphfit.layers.class_means import ClassMeans
-from graphfit.layers.convolutional import Conv2D
+from graphfit.layers.conv_transpose import Conv1DTranspose, Conv2DTranspose, Conv3DTranspose
+from graphfit.layers.convolutional import Conv1D, Conv2D, Conv3D
 from graphfit.layers.dense import Dense
+from graphfit.layers.depthwise_conv import (
+    DepthwiseConv1D,
+    DepthwiseConv2D,
+    SeparableConv1D,
+    SeparableConv2D,
+)
 from graphfit.layers.dropout import Dropout
 from graphfit.layers.embedding import Embedding
 from graphfit.layers.formula import Formula
@@ -32,8 +39,15 @@ __all__ = [
     "CenterLoss",
     "ClassMeans",
     "Concatenate",
+    "Conv1D",
+    "Conv1DTranspose",
     "Conv2D",
+    "Conv2DTranspose",
+    "Conv3D",
+    "Conv3DTranspose",
     "Dense",
+    "DepthwiseConv1D",
+    "DepthwiseConv2D",
     "Dropout",
     "Embedding",
     "Flatten",
@@ -46,5 +60,7 @@ __all__ = [
     "MaxPooling2D",
     "Reshape",
     "SegmentPooling",
+    "SeparableConv1D",
+    "SeparableConv2D",
     "TensorOperation",
 ]

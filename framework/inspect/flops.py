@@ -47,8 +47,14 @@ its outputs (`loss` is that sum) and `update == 0`; its notes say so.
 What TensorFlow counts (its registered statistics): MatMul `2*m*n*k`; Conv2D
 `2*batch*out_h*out_w*c_out*kh*kw*c_in`; Conv2DBackpropFilter and Conv2DBackpropInput
 `2*batch*in_h*in_w*c_in*kh*kw*c_out/stride**2` (the forward count for "same" padding; more than
-it for "valid"); element-wise Add, Sub, Mul, RealDiv, Maximum, Square, Neg, ...: one per output
-element (Rsqrt 2, Softmax 5); Sum: the input size minus the output size; Mean the input size.
+it for "valid"); Conv3D and DepthwiseConv2dNative likewise (`c_in` per group for a grouped
+convolution, 1 for a depthwise one, times its depth multiplier). Conv1D runs as a Conv2D of
+height 1; Conv*DTranspose as Conv2DBackpropInput / Conv3DBackpropInputV2 (exact for "same"
+padding and a window a multiple of the stride, above it otherwise); SeparableConv as a depthwise
+convolution plus a 1x1 Conv2D. The 3-D and depthwise gradients have no TensorFlow statistic: the
+2-D formula counts them (`flops_graph`). Element-wise Add, Sub, Mul, RealDiv, Maximum, Square,
+Neg, ...: one per output element (Rsqrt 2, Softmax 5); Sum: the input size minus the output
+size; Mean the input size.
 Ops without a statistic count 0, however much arithmetic they do: Relu and ReluGrad, Sigmoid,
 Tanh, Exp, Sqrt, DivNoNan, fused kernels. `uncounted_ops` lists the ones met.
 

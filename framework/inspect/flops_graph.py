@@ -20,6 +20,11 @@ Uses three TensorFlow internals, for want of public equivalents: op callbacks
 (`tensorflow.python.framework.op_callbacks`, to see each op as a layer creates it), the graph's
 function library (`Graph._get_function`) and the statistics registry (to tell which op types
 have a FLOP count).
+
+TensorFlow registers no FLOP statistic for the gradients of 3-D and depthwise convolutions
+(Conv3DBackpropInputV2, which is also Conv3DTranspose's forward op, Conv3DBackpropFilterV2,
+DepthwiseConv2dNativeBackpropInput and ...Filter); they are counted here with TensorFlow's own
+formula for the 2-D ones (`_convolution_gradient_flops`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import dataclasses
 import io
 import re
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import op_callbacks
 from tensorflow.python.framework import ops as tf_ops
@@ -57,13 +63,42 @@ _NO_ARITHMETIC = frozenset({
 _INCOMPLETE = re.compile(r"(\d+) ops no flops stats due to incomplete shapes")
 
 
+def _convolution_gradient_flops(op: tf.Operation, image: tf.TensorShape,
+                                kernel: tf.TensorShape) -> int | None:
+    """TensorFlow's formula for Conv2DBackpropInput / Conv2DBackpropFilter, for any rank:
+    2 * image elements * kernel elements / (image channels * product of the strides), where
+    the image is the convolution's input (its gradient, for the input gradient). For a
+    depthwise kernel (kh, kw, channels, multiplier) that is 2 * image elements * kh * kw *
+    multiplier / stride^2. None when a shape is not fully defined."""
+    if not (image.is_fully_defined() and kernel.is_fully_defined()):
+        return None
+    channels_first = op.get_attr("data_format").decode().startswith("NC")
+    strides = list(op.get_attr("strides"))
+    strides = strides[2:] if channels_first else strides[1:-1]
+    channels = image[1] if channels_first else image[-1]
+    return (2 * image.num_elements() * kernel.num_elements()
+            // (channels * int(np.prod(strides))))
+
+
+# Convolution gradients without a FLOP statistic in TensorFlow (the 3-D and depthwise ones;
+# also the forward op of Conv3DTranspose): {op type: (the image's shape, the kernel's)}.
+_CONVOLUTION_GRADIENTS = {
+    "Conv3DBackpropInputV2": lambda op: (op.outputs[0].shape, op.inputs[1].shape),
+    "DepthwiseConv2dNativeBackpropInput": lambda op: (op.outputs[0].shape, op.inputs[1].shape),
+    "Conv3DBackpropFilterV2": lambda op: (op.inputs[0].shape, op.outputs[0].shape),
+    "DepthwiseConv2dNativeBackpropFilter": lambda op: (op.inputs[0].shape,
+                                                       op.outputs[0].shape),
+}
+
+
 def _registered_types() -> frozenset[str]:
     """Op types with a registered "flops" statistic (what the profiler can count)."""
     try:
         keys = tf_ops._stats_registry.list()  # pylint: disable=protected-access
-        return frozenset(k.split(",")[0] for k in keys if k.endswith(",flops"))
+        types = frozenset(k.split(",")[0] for k in keys if k.endswith(",flops"))
     except AttributeError:  # a TensorFlow without the private registry: its public list
-        return frozenset(flops_registry.IMPLEMENTED_OPS)
+        types = frozenset(flops_registry.IMPLEMENTED_OPS)
+    return types | frozenset(_CONVOLUTION_GRADIENTS)
 
 
 @dataclasses.dataclass
@@ -177,6 +212,11 @@ class _Counter:
         totals = {}
         for op in graph.get_operations():
             flops = per_op.get(op.name, 0)
+            if op.type in _CONVOLUTION_GRADIENTS and not flops:
+                flops = _convolution_gradient_flops(op, *_CONVOLUTION_GRADIENTS[op.type](op))
+                if flops is None:
+                    self.stats.incomplete_shapes += 1
+                    flops = 0
             if live is not None and op.name not in live:
                 totals[op.name] = 0
                 self.stats.dead_ops += 1

@@ -140,6 +140,14 @@ _BN_RANDOM = {
 _FORMULA = "b1*(1-exp(-b2*x)) + sin(pi*x)"
 
 
+def _conv(name: str, inputs, output_shape, weights: int = 2, label: str = "default",
+          **kwargs) -> LayerExample:
+    """A convolution layer's example, its Keras twin built from the same arguments."""
+    return LayerExample({**kwargs, "bias_initializer": "random_normal"}, inputs, output_shape,
+                        weights, 0, reference=lambda: getattr(keras.layers, name)(**kwargs),
+                        atol=1e-5, rtol=1e-5, label=label)
+
+
 def _formula_values(layer, x):
     return (2.0 * (1 - np.exp(-0.5 * x)) + np.sin(np.pi * x))[:, None]
 
@@ -216,7 +224,31 @@ LAYER_EXAMPLES: dict[str, tuple[LayerExample, ...]] = {
     "Conv2D": (LayerExample(
         {"filters": 3, "kernel_size": 3, "bias_initializer": "random_normal"},
         _normal(2, 6, 6, 2), (2, 4, 4, 3), 2, 0,
-        reference=lambda: keras.layers.Conv2D(3, 3), atol=1e-5, rtol=1e-5),),
+        reference=lambda: keras.layers.Conv2D(3, 3), atol=1e-5, rtol=1e-5),
+        _conv("Conv2D", _normal(2, 6, 6, 4), (2, 4, 4, 6), filters=6, kernel_size=3, groups=2,
+              label="groups")),
+    "Conv1D": (
+        _conv("Conv1D", _normal(2, 7, 4), (2, 7, 3), filters=3, kernel_size=3,
+              padding="causal", dilation_rate=2, activation="tanh", label="causal"),
+        _conv("Conv1D", _normal(2, 7, 4), (2, 6, 4), filters=4, kernel_size=2, groups=2,
+              label="groups"),
+    ),
+    "Conv3D": (_conv("Conv3D", _normal(2, 4, 5, 5, 2), (2, 3, 2, 2, 2), filters=2,
+                     kernel_size=2, strides=(1, 2, 2)),),
+    "Conv1DTranspose": (_conv("Conv1DTranspose", _normal(2, 5, 4), (2, 12, 3), filters=3,
+                              kernel_size=3, strides=2, output_padding=1),),
+    "Conv2DTranspose": (_conv("Conv2DTranspose", _IMAGES, (2, 10, 12, 3), filters=3,
+                              kernel_size=3, strides=2, padding="same"),),
+    "Conv3DTranspose": (_conv("Conv3DTranspose", _normal(2, 2, 3, 3, 2), (2, 4, 6, 6, 2),
+                              filters=2, kernel_size=2, strides=2),),
+    "DepthwiseConv1D": (_conv("DepthwiseConv1D", _normal(2, 7, 3), (2, 7, 6), kernel_size=3,
+                              depth_multiplier=2, padding="same"),),
+    "DepthwiseConv2D": (_conv("DepthwiseConv2D", _IMAGES, (2, 3, 4, 6), kernel_size=3,
+                              depth_multiplier=2),),
+    "SeparableConv1D": (_conv("SeparableConv1D", _normal(2, 7, 3), (2, 3, 4), weights=3,
+                              filters=4, kernel_size=3, dilation_rate=2),),
+    "SeparableConv2D": (_conv("SeparableConv2D", _IMAGES, (2, 3, 3, 4), weights=3, filters=4,
+                              kernel_size=2, strides=2, padding="same"),),
     "Dense": (LayerExample(
         {"units": 5, "activation": "tanh", "bias_initializer": "random_normal"}, _VECTORS,
         (4, 5), 2, 0, reference=lambda: keras.layers.Dense(5, activation="tanh")),),

@@ -16,7 +16,7 @@ Changes to the guide's code, on both sides:
 - RMSprop (`keras.optimizers.RMSprop()`, `"rmsprop"`) is Adam, SGD with the schedule:
   graphfit has no RMSprop, and naming it is refused (asserted below); the schedule's
   `decay_steps=100000` is 1, so the rate falls within the short fit;
-- Conv1D, GlobalMaxPooling1D and GlobalMaxPooling2D are Keras's layers wrapped in
+- GlobalMaxPooling1D and GlobalMaxPooling2D are Keras's layers wrapped in
   `layers.KerasLayer`; `layers.concatenate` is the `Concatenate` layer;
 - the datasets' `shuffle(buffer_size=1024)` gets a seed, so both fits draw the same order
   (and one fit of two epochs reads one order: see test_a_reshuffling_dataset_between_epochs);
@@ -521,7 +521,7 @@ def multi_io_model(lib):
     x1 = layers_.Conv2D(3, 3)(image_input)
     x1 = keras_layer("GlobalMaxPooling2D")(x1)
 
-    x2 = keras_layer("Conv1D", 3, 3)(timeseries_input)
+    x2 = layers_.Conv1D(3, 3)(timeseries_input)
     x2 = keras_layer("GlobalMaxPooling1D")(x2)
 
     x = layers_.Concatenate()([x1, x2])  # the guide's layers.concatenate([x1, x2])

@@ -4,7 +4,7 @@ weights (both built, graphfit's weights copied into Keras layer by layer, predic
 epoch's losses compared).
 
 Changes to the guide's code, each because graphfit lacks the piece (docs/keras_parity.md):
-- layers graphfit does not have (LSTM, Conv1D, Conv2DTranspose, UpSampling2D,
+- layers graphfit does not have (LSTM, UpSampling2D,
   GlobalMaxPooling2D, GlobalAveragePooling1D, Average) are Keras's, wrapped in
   `layers.KerasLayer`; `layers.add` / `layers.concatenate` are the `Add` / `Concatenate` layers;
 - RMSprop (not in graphfit) is Adam in both; `validation_split=0.2` is `validation_data` with
@@ -94,11 +94,11 @@ def encoder_and_autoencoder(lib, L, wrap):
     encoder = lib.Model(encoder_input, encoder_output, name="encoder")
 
     x = L.Reshape((4, 4, 1))(encoder_output)
-    x = wrap("Conv2DTranspose", 16, 3, activation="relu")(x)
-    x = wrap("Conv2DTranspose", 32, 3, activation="relu")(x)
+    x = L.Conv2DTranspose(16, 3, activation="relu")(x)
+    x = L.Conv2DTranspose(32, 3, activation="relu")(x)
     x = wrap("UpSampling2D", 3)(x)
-    x = wrap("Conv2DTranspose", 16, 3, activation="relu")(x)
-    decoder_output = wrap("Conv2DTranspose", 1, 3, activation="relu")(x)
+    x = L.Conv2DTranspose(16, 3, activation="relu")(x)
+    decoder_output = L.Conv2DTranspose(1, 3, activation="relu")(x)
     autoencoder = lib.Model(encoder_input, decoder_output, name="autoencoder")
     return encoder, autoencoder
 
@@ -130,9 +130,9 @@ def nested_autoencoder(lib, L, wrap):
 
     decoder_input = lib.Input(shape=(16,), name="encoded_img")
     x = L.Reshape((4, 4, 1))(decoder_input)
-    x = wrap("Conv2DTranspose", 16, 3, activation="relu")(x)
+    x = L.Conv2DTranspose(16, 3, activation="relu")(x)
     x = wrap("UpSampling2D", 3)(x)
-    decoder_output = wrap("Conv2DTranspose", 1, 3, activation="relu")(x)
+    decoder_output = L.Conv2DTranspose(1, 3, activation="relu")(x)
     decoder = lib.Model(decoder_input, decoder_output, name="decoder")
 
     autoencoder_input = lib.Input(shape=(28, 28, 1), name="img")
@@ -327,7 +327,7 @@ def test_mix_and_match_api_styles():
     assert rnn_model(tf.zeros((1, timesteps, input_dim))).shape == (1, 1)
 
     inputs = gf.Input(batch_shape=(batch_size, timesteps, input_dim))
-    x = _keras_wrapped("Conv1D", 32, 3)(inputs)
+    x = layers.Conv1D(32, 3)(inputs)
     outputs = CustomRNN()(x)
     assert outputs.shape == (batch_size, timesteps - 2, 1)  # traced with the static batch
     model = gf.Model(inputs, outputs)

@@ -1,4 +1,5 @@
-"""Conv2D: the layer contract and numbers against keras.layers.Conv2D; channels-last errors."""
+"""Conv2D: the layer contract and numbers against keras.layers.Conv2D; input errors. The other
+convolutions (and channels_first) are in test_convolutions_nd.py."""
 
 import keras
 import numpy as np
@@ -50,11 +51,6 @@ def test_conv2d_rank_errors_name_the_reshape_that_fixes_them():
         layers.Conv2D(2, 3)(tf.ones((4, 64)))
     with pytest.raises(ValueError, match=r"Add layers.Reshape\(\(5, 6, 1\)\) before it"):
         layers.Conv2D(2, 3)(tf.ones((4, 5, 6)))
-
-
-def test_conv2d_channels_first_is_refused_with_the_reason():
-    with pytest.raises(ValueError, match="CPU kernels.*NHWC"):
-        layers.Conv2D(2, 3, data_format="channels_first")
 
 
 def test_conv2d_too_small_input():

@@ -1,6 +1,6 @@
-"""FLOP counts (graphfit.inspect.flops): Dense and Conv2D against hand counts, the training step's
-parts, per-layer attribution, the pitfalls (loops, conds, nested functions, pruned ops), and
-that counting leaves the model and its optimizer untouched.
+"""FLOP counts (graphfit.inspect.flops): Dense and the convolutions against hand counts, the
+training step's parts, per-layer attribution, the pitfalls (loops, conds, nested functions,
+pruned ops), and that counting leaves the model and its optimizer untouched.
 
 TensorFlow's counts used in the hand counts: MatMul 2*m*n*k; Conv2D 2 * output elements *
 kh*kw*c_in; Conv2DBackpropFilter 2 * input elements * kh*kw*c_out / stride^2; an element-wise
@@ -312,3 +312,73 @@ def test_counting_at_an_example_batch_equals_counting_at_its_rows():
     other.build((None, 4))
     report = gf_inspect.step_graph(other, "train", 9, flops=False)
     assert report.signature == "x: float32[9, 4], y: int64[9], sample_weight: None"
+
+
+# Hand counts of the other convolution layers' forward pass at batch 2, with TensorFlow's
+# formulas: a convolution 2 * output elements * window * input channels per group (grouped:
+# channels / groups; Conv1D runs as a Conv2D of height 1); a transposed convolution (the
+# input gradient of a convolution: Conv2DBackpropInput, Conv3DBackpropInputV2) 2 * output
+# elements * window * input channels / stride product, which for 'same' padding with a window
+# a multiple of the stride is the exact count of its scatter, 2 * input elements * window *
+# filters; a depthwise convolution 2 * output elements * window; a separable one the
+# depthwise part plus a 1x1 convolution; then the bias add, one per output element.
+CONVOLUTION_FORWARD = [
+    # Conv1D groups=2: out (6, 4); 2 * (2*6*4) * 3 * (4/2) + bias 48
+    (lambda: layers.Conv1D(4, 3, groups=2), (8, 4), 2 * 48 * 3 * 2 + 48),
+    # Conv1D causal: the padded input keeps 5 steps; 2 * (2*5*2) * 3 * 3 + 20
+    (lambda: layers.Conv1D(2, 3, padding="causal"), (5, 3), 2 * 20 * 3 * 3 + 20),
+    # Conv3D: out (3, 3, 3, 2) = 108 per 2 examples; 2 * 108 * 8 * 2 + 108
+    (lambda: layers.Conv3D(2, 2), (4, 4, 4, 2), 2 * 108 * 8 * 2 + 108),
+    # Conv1DTranspose same, stride 2, window 4: 2 * input (2*5*3) * 4 * 2 filters + out 40
+    (lambda: layers.Conv1DTranspose(2, 4, strides=2, padding="same"), (5, 3),
+     2 * 30 * 4 * 2 + 40),
+    # Conv2DTranspose same, stride 2, window 4x4: 2 * input (2*3*3*3) * 16 * 2 + out 144
+    (lambda: layers.Conv2DTranspose(2, 4, strides=2, padding="same"), (3, 3, 3),
+     2 * 54 * 16 * 2 + 144),
+    # Conv3DTranspose valid, stride 2 = window 2: 2 * input (2*27*2) * 8 * 2 + out 864
+    (lambda: layers.Conv3DTranspose(2, 2, strides=2), (3, 3, 3, 2), 2 * 108 * 8 * 2 + 864),
+    # DepthwiseConv1D: out (6, 3) = 36; 2 * 36 * 3 + 36
+    (lambda: layers.DepthwiseConv1D(3), (8, 3), 2 * 36 * 3 + 36),
+    # DepthwiseConv2D x2: out (4, 4, 6) = 192; 2 * 192 * 9 + 192
+    (lambda: layers.DepthwiseConv2D(3, depth_multiplier=2), (6, 6, 3), 2 * 192 * 9 + 192),
+    # SeparableConv1D: depthwise 2 * 36 * 3, pointwise 2 * (2*6*4) * 3, bias 48
+    (lambda: layers.SeparableConv1D(4, 3), (8, 3), 2 * 36 * 3 + 2 * 48 * 3 + 48),
+    # SeparableConv2D x2: depthwise 2 * 192 * 9, pointwise 2 * (2*4*4*4) * 6, bias 128
+    (lambda: layers.SeparableConv2D(4, 3, depth_multiplier=2), (6, 6, 3),
+     2 * 192 * 9 + 2 * 128 * 6 + 128),
+]
+
+
+@pytest.mark.parametrize("make, input_shape, expected", CONVOLUTION_FORWARD,
+                         ids=["conv1d_groups", "conv1d_causal", "conv3d", "conv1d_transpose",
+                              "conv2d_transpose", "conv3d_transpose", "depthwise1d",
+                              "depthwise2d", "separable1d", "separable2d"])
+def test_other_convolutions_forward_matches_the_hand_count(make, input_shape, expected):
+    model = gf.Sequential([make()], input_shape=input_shape)
+    counts = flops.count_flops(model, batch_size=2)
+    assert counts["forward"] == expected
+    assert counts["uncounted_ops"]["forward"] == {}
+
+
+def test_3d_and_depthwise_convolution_gradients_are_counted():
+    """TensorFlow has no FLOP statistic for these gradient ops; graphfit counts them with
+    TensorFlow's formula for the 2-D ones: 2 * image elements * window * output channels /
+    stride product (the image: the layer's input, or its gradient)."""
+    model = gf.Sequential([layers.Dense(3, name="pre"), layers.DepthwiseConv2D(3, name="dw"),
+                           layers.Flatten(), layers.Dense(1)], input_shape=(6, 6, 3))
+    model.compile(optimizer="sgd", loss="mse")
+    counts = flops.count_flops(model, batch_size=2)
+    # input gradient 2 * (2*6*6*3) * 9 * 1, kernel gradient the same, bias Sum 96 - 3
+    assert counts["per_layer"]["dw"]["backward"] == 2 * 216 * 9 * 2 + 93
+    volume = gf.Sequential([layers.Dense(2, name="pre"), layers.Conv3D(2, 2, name="c3"),
+                            layers.Conv3DTranspose(2, 2, strides=2, name="up")],
+                           input_shape=(4, 4, 4, 2))
+    volume.compile(optimizer="sgd", loss="mse")
+    counts = flops.count_flops(volume, batch_size=2)
+    # Conv3D: input and kernel gradients 2 * (2*4*4*4*2) * 8 * 2 each, bias Sum 108 - 2
+    assert counts["per_layer"]["c3"]["backward"] == 2 * (2 * 256 * 8 * 2) + 106
+    # Conv3DTranspose: its input gradient is a Conv3D of the (2, 6, 6, 6, 2) output gradient,
+    # 2 * 108 * 8 * 2; its kernel gradient 2 * 864 * 8 * 2 / 8; bias Sum 864 - 2
+    assert counts["per_layer"]["up"]["backward"] == 2 * 108 * 8 * 2 + 2 * 864 * 2 + 862
+    assert "Conv3DBackpropInputV2" not in counts["uncounted_ops"]["training_step"]
+    assert "DepthwiseConv2dNativeBackpropFilter" not in counts["uncounted_ops"]["training_step"]
