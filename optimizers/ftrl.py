@@ -58,7 +58,7 @@ class Ftrl(Optimizer):
         >>> opt = Ftrl(learning_rate=0.1, l1_regularization_strength=0.5)
         >>> _ = opt.apply_gradients([(tf.constant([0.1, 2.0]), w)])
         >>> [round(float(x), 4) for x in w]  # the first coordinate's |z| <= l1: exactly zero
-        [0.0, -0.2261]
+        [0.0, 0.7204]
     """
 
     slot_names = ("accumulator", "linear")

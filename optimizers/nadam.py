@@ -82,7 +82,7 @@ class Nadam(Optimizer):
         >>> for _ in range(2):
         ...     _ = opt.minimize(lambda: (tf.reduce_sum(w * w), None), [w])
         >>> [round(float(w[0]), 4), len(opt.variables)]  # iterations, rate, 2 slots, u_product
-        [0.7853, 5]
+        [0.8202, 5]
     """
 
     slot_names = ("momentum", "velocity")

@@ -139,3 +139,42 @@ def test_keras_golden(name):
         np.testing.assert_allclose(x.numpy(), golden[step], rtol=5e-4, atol=5e-4,
                                    err_msg=f"{name} after step {step + 1}")
         optimizer.apply_gradients([(grads, x)])
+
+
+# ------------------------------------------- float64: exact hyperparameters, unlike Keras
+
+def _numpy_adamw(w, grads, lr=0.1, weight_decay=0.004, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+    m = v = np.zeros_like(w)
+    for t, g in enumerate(grads, 1):
+        w = w - w * weight_decay * lr
+        m, v = m + (g - m) * (1 - beta_1), v + (g * g - v) * (1 - beta_2)
+        w = w - m * (lr * np.sqrt(1 - beta_2**t) / (1 - beta_1**t)) / (np.sqrt(v) + epsilon)
+    return w
+
+
+def _numpy_nadam(w, grads, lr=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+    m = v = np.zeros_like(w)
+    product = 1.0
+    for t, g in enumerate(grads, 1):
+        u_t, u_next = (beta_1 * (1 - 0.5 * 0.96**s) for s in (t, t + 1))
+        product = product * beta_1 * (1 - 0.5 * 0.96**t)
+        m, v = m + (g - m) * (1 - beta_1), v + (g * g - v) * (1 - beta_2)
+        m_hat = u_next * m / (1 - product * u_next) + (1 - u_t) * g / (1 - product)
+        w = w - m_hat * lr / (np.sqrt(v / (1 - beta_2**t)) + epsilon)
+    return w
+
+
+@pytest.mark.parametrize("name, reference", [("AdamW", _numpy_adamw), ("Nadam", _numpy_nadam)])
+def test_float64_keeps_the_default_betas_exact(name, reference):
+    grads = [np.full(10, 0.01)] + [np.arange(1, 11) / 10.0] * 5
+    want = reference(np.ones(10), grads)
+    results = {}
+    for library in (optimizers, keras.optimizers):
+        x = tf.Variable(np.ones(10), dtype=tf.float64)
+        optimizer = getattr(library, name)(learning_rate=0.1)
+        for g in grads:
+            optimizer.apply_gradients([(tf.constant(g), x)])
+        results[library] = x.numpy()
+    np.testing.assert_allclose(results[optimizers], want, rtol=1e-13, atol=0)
+    # Keras casts 0.9 and 0.999 through float32 (0.99900001287...): off by far more.
+    assert np.abs(results[keras.optimizers] - want).max() > 1e-9
