@@ -247,15 +247,16 @@ def test_get_errors_list_the_valid_names():
     with pytest.raises(ValueError) as error:
         optimizers.get("adma")
     assert "Unknown optimizer 'adma'. Did you mean 'Adam'?" in str(error.value)
-    assert "Adam, LevenbergMarquardt, LossScaleOptimizer, SGD" in str(error.value)
+    assert "Adam, AdamW, Adamax, " in str(error.value)
+    assert "LevenbergMarquardt, Lion, LossScaleOptimizer, Nadam, RMSprop, SGD" in str(error.value)
     with pytest.raises(ValueError, match="needs a 'type' key"):
         optimizers.get({"learning_rate": 0.1})
-    expected = (r"Could not interpret.*Adam, LevenbergMarquardt, LossScaleOptimizer, SGD"
+    expected = (r"Could not interpret.*Adam, AdamW, .*LossScaleOptimizer, Nadam, RMSprop, SGD"
                 r".*Received: 42")
     with pytest.raises(ValueError, match=expected):
         optimizers.get(42)
     with pytest.raises(ValueError, match="Known optimizers: .*Adam.*SGD"):
-        optimizers.get({"type": "RMSprop"})
+        optimizers.get({"type": "RMSProp2"})
 
 
 @pytest.mark.parametrize("module", ["", ".optimizer", ".sgd", ".adam", ".transforms", ".schedules"])
