@@ -2,7 +2,8 @@
 
 Optimizers here are `tf.Module`s whose slot variables (momentum, Adam moments) are created once
 by `build`, outside any trace, and updated by the ops of the compiled training step; see
-`graphfit.optimizers.optimizer` for how that makes state carry across steps. `SGD` and `Adam`
+`graphfit.optimizers.optimizer` for how that makes state carry across steps. `SGD`, `Adam`,
+`AdamW`, `RMSprop`, `Adagrad`, `Adadelta`, `Adamax`, `Nadam`, `Ftrl`, `Lion` and `Lamb`
 reproduce `keras.optimizers` numerically. `get` turns a name or a config into an optimizer,
 as recipes need.
 
@@ -21,15 +22,24 @@ from typing import Any
 
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.optimizers import after_update, schedules, transforms
+from graphfit.optimizers.adadelta import Adadelta
 from graphfit.optimizers.adafactor import Adafactor
+from graphfit.optimizers.adagrad import Adagrad
 from graphfit.optimizers.adam import Adam
+from graphfit.optimizers.adamax import Adamax
+from graphfit.optimizers.adamw import AdamW
 from graphfit.optimizers.base import BaseOptimizer
+from graphfit.optimizers.ftrl import Ftrl
+from graphfit.optimizers.lamb import Lamb
 from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
 from graphfit.optimizers.levenberg_marquardt.residuals import ResidualLoss
+from graphfit.optimizers.lion import Lion
 from graphfit.optimizers.loss_scale import LossScaleOptimizer
 from graphfit.optimizers.muon import Muon
+from graphfit.optimizers.nadam import Nadam
 from graphfit.optimizers.optimizer import Optimizer
 from graphfit.optimizers.per_example_clipping import PerExampleClipping
+from graphfit.optimizers.rmsprop import RMSprop
 from graphfit.optimizers.schedule_free_adamw import ScheduleFreeAdamW
 from graphfit.optimizers.second_order import SecondOrderOptimizer
 from graphfit.optimizers.sgd import SGD
@@ -50,6 +60,15 @@ __all__ = [
     "Adafactor",
     "Muon",
     "ScheduleFreeAdamW",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Adadelta",
+    "Adamax",
+    "Nadam",
+    "Ftrl",
+    "Lion",
+    "Lamb",
     "LevenbergMarquardt",
     "LossScaleOptimizer",
     "ResidualLoss",

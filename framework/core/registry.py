@@ -27,15 +27,35 @@ __all__ = ["Registry", "LAYERS", "OPTIMIZERS", "CALLBACKS", "register_layer", "c
 T = TypeVar("T")
 
 
+def _typo_distance(a: str, b: str) -> int:
+    """Edits from `a` to `b`: insertions, deletions, substitutions and swaps of neighbours
+    (optimal string alignment), so "adma" is one typo from "adam"."""
+    previous, current = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        before, previous, current = previous, current, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1,
+                             previous[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+    return current[len(b)]
+
+
 def closest(name: str, candidates) -> str | None:
-    """The candidate that looks most like `name`, or None when nothing is close."""
+    """The candidate that looks most like `name`, or None when nothing is close.
+
+    Among the close candidates (difflib's), the fewest typos away wins: "adma" is "Adam"
+    (one swap), not the longer "Adamax" that difflib ranks first.
+    """
     candidates = list(candidates)
-    match = difflib.get_close_matches(name.lower(), {c.lower() for c in candidates}, n=1,
-                                      cutoff=0.6)
-    if not match:
+    matches = difflib.get_close_matches(name.lower(), {c.lower() for c in candidates}, n=5,
+                                        cutoff=0.6)
+    if not matches:
         return None
+    # min keeps the first of equals, so ties go as difflib ranks them.
+    match = min(matches, key=lambda c: _typo_distance(name.lower(), c))
     # "Dense" and "dense" fold together: prefer the one whose case matches best.
-    same = [c for c in candidates if c.lower() == match[0]]
+    same = [c for c in candidates if c.lower() == match]
     return max(same, key=lambda c: difflib.SequenceMatcher(None, name, c).ratio())
 
 

@@ -370,6 +370,30 @@ OPTIMIZER_EXAMPLES: dict[str, tuple[OptimizerExample, ...]] = {
             0.1, beta_1=0.8, warmup_steps=3, weight_decay=0.01), ("momentum", "velocity"),
             through_fit=False, label="warmup"),
     ),
+    # Keras's other update rules (optimizers/<name>.py), each with non-default arguments.
+    "AdamW": (OptimizerExample(lambda: optimizers.AdamW(0.05, weight_decay=0.1, amsgrad=True),
+                               ("momentum", "velocity", "velocity_hat"), label="amsgrad"),),
+    "RMSprop": (
+        OptimizerExample(lambda: optimizers.RMSprop(0.01), ("velocity",), through_fit=False,
+                         label="plain"),
+        OptimizerExample(lambda: optimizers.RMSprop(0.01, momentum=0.9, centered=True),
+                         ("velocity", "momentum", "average_gradient"), label="centered"),
+    ),
+    "Adagrad": (OptimizerExample(lambda: optimizers.Adagrad(0.1, initial_accumulator_value=0.3),
+                                 ("accumulator",)),),
+    "Adadelta": (OptimizerExample(lambda: optimizers.Adadelta(1.0, rho=0.8, epsilon=1e-4),
+                                  ("accumulated_grad", "accumulated_delta_var")),),
+    "Adamax": (OptimizerExample(lambda: optimizers.Adamax(0.05, weight_decay=0.01),
+                                ("momentum", "norm")),),
+    # Nadam also keeps one optimizer-level variable, u_product, after the slots.
+    "Nadam": (OptimizerExample(lambda: optimizers.Nadam(0.05), ("momentum", "velocity")),),
+    # FTRL sets each weight from its accumulated linear term: a small rate first jumps away.
+    "Ftrl": (OptimizerExample(lambda: optimizers.Ftrl(
+        1.0, initial_accumulator_value=1.0, l1_regularization_strength=0.001,
+        l2_regularization_strength=0.01, l2_shrinkage_regularization_strength=0.01, beta=0.1),
+        ("accumulator", "linear")),),
+    "Lion": (OptimizerExample(lambda: optimizers.Lion(0.01, weight_decay=0.1), ("momentum",)),),
+    "Lamb": (OptimizerExample(lambda: optimizers.Lamb(0.05), ("momentum", "velocity")),),
     # LM linearizes the model's residuals, so only a model-level fit can drive it. XLA is
     # left out: its trial loop takes seconds to compile on a CPU, for no extra coverage here.
     "LevenbergMarquardt": (

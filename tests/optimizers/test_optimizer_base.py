@@ -258,7 +258,7 @@ def test_get_errors_list_the_valid_names():
     with pytest.raises(ValueError, match=expected):
         optimizers.get(42)
     with pytest.raises(ValueError, match="Known optimizers: .*Adam.*SGD"):
-        optimizers.get({"type": "RMSprop"})
+        optimizers.get({"type": "RMSProp2"})
 
 
 @pytest.mark.parametrize("module", ["", ".optimizer", ".sgd", ".adam", ".transforms", ".schedules"])

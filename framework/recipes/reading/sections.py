@@ -271,10 +271,9 @@ def _check_learning_rate_callbacks(resolved: dict, checker: Checker) -> None:
 
 
 def _optimizer_class(name):
-    """The registered optimizer class of that name, or None (an unknown or custom one)."""
-    from graphfit.core.registry import OPTIMIZERS
-
-    return OPTIMIZERS.get(name) if isinstance(name, str) and name in OPTIMIZERS else None
+    """The registered optimizer class of that name, found as `type:` finds it (Keras's
+    lower-case "rmsprop" too), or None (an unknown or custom one)."""
+    return optimizer_family().lookup(name) if isinstance(name, str) else None
 
 
 def _check_splits(resolved: dict, checker: Checker) -> None:
