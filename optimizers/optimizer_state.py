@@ -22,8 +22,8 @@ Example:
     >>> w = tf.Variable([1.0, 2.0])
     >>> opt = optimizers.SGD(0.1, momentum=0.9)
     >>> _ = opt.apply_gradients([(tf.constant([1.0, 1.0]), w)])
-    >>> [np.round(v, 3).tolist() for v in opt.get_weights()]
-    [1, 0.1, [-0.1, -0.1]]
+    >>> [np.asarray(v, "float64").round(3).tolist() for v in opt.get_weights()]
+    [1.0, 0.1, [-0.1, -0.1]]
     >>> twin = optimizers.SGD(0.1, momentum=0.9)
     >>> twin.build([w])
     >>> twin.set_weights(opt.get_weights())

@@ -155,3 +155,21 @@ def test_bad_steps_and_second_order_optimizers_are_refused():
     with pytest.raises(ValueError, match="LevenbergMarquardt does not take "
                                          "gradient_accumulation_steps"):
         optimizers.get({"type": "LevenbergMarquardt", "gradient_accumulation_steps": 2})
+
+
+def test_one_replica_mirrored_strategy_equals_one_device():
+    """Under a strategy a cond cannot assign mirrored variables: the select path instead."""
+    plain, _ = _fit_ours(4, None, optimizer=optimizers.Adam(
+        0.02, gradient_accumulation_steps=4, use_ema=True, ema_overwrite_frequency=3))
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        mirrored, _ = _models()
+        mirrored.compile(optimizer=optimizers.Adam(0.02, gradient_accumulation_steps=4,
+                                                   use_ema=True, ema_overwrite_frequency=3),
+                         loss="mse", jit_compile=False)
+    mirrored.fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    assert int(mirrored.optimizer.iterations) == 4
+    for a, b in zip(mirrored.get_weights(), plain.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    for a, b in zip(mirrored.optimizer.get_weights(), plain.optimizer.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
