@@ -84,6 +84,17 @@ class GradientAccumulation(tf.Module):
 
     Raises:
         ValueError: for anything else (Keras's message).
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> from graphfit import optimizers
+        >>> w = tf.Variable([0.0])
+        >>> opt = optimizers.SGD(0.5, gradient_accumulation_steps=3)
+        >>> for g in (1.0, 2.0, 6.0):
+        ...     _ = opt.apply_gradients([(tf.constant([g]), w)])
+        >>> float(w[0]), int(opt.iterations)  # one update with the mean gradient, 3
+        (-1.5, 1)
     """
 
     def __init__(self, steps: int):

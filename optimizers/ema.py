@@ -61,6 +61,19 @@ class ExponentialMovingAverage(AfterUpdate, tf.Module):
 
     Raises:
         ValueError: for a momentum outside [0, 1] or a bad frequency (Keras's messages).
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> from graphfit import optimizers
+        >>> w = tf.Variable([2.0])
+        >>> opt = optimizers.SGD(1.0, use_ema=True, ema_momentum=0.5)
+        >>> _ = opt.apply_gradients([(tf.constant([1.0]), w)])  # w: 1, average: 1
+        >>> _ = opt.apply_gradients([(tf.constant([1.0]), w)])  # w: 0, average: 0.5
+        >>> opt.moving_average.finalize([w])
+        True
+        >>> float(w[0])
+        0.5
     """
 
     def __init__(self, momentum: float = 0.99, overwrite_frequency: int | None = None):
