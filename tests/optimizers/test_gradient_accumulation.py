@@ -4,6 +4,8 @@ LossScaleOptimizer, refused by a second-order optimizer."""
 
 from __future__ import annotations
 
+import pathlib
+
 import keras
 import numpy as np
 import pytest
@@ -11,6 +13,9 @@ import tensorflow as tf
 
 import graphfit as gf
 from graphfit import layers, optimizers
+
+# Run in a fresh process with two logical CPUs (tests/conftest.py's two_cpu_results).
+TWO_CPU_SCRIPT = pathlib.Path(__file__).with_name("accumulation_mirrored_script.py")
 
 RNG = np.random.RandomState(0)
 X = RNG.normal(size=(32, 3)).astype("float32")
@@ -173,3 +178,11 @@ def test_one_replica_mirrored_strategy_equals_one_device():
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     for a, b in zip(mirrored.optimizer.get_weights(), plain.optimizer.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_two_replica_mirrored_strategy_equals_one_device(two_cpu_results):
+    result = two_cpu_results[str(TWO_CPU_SCRIPT)]
+    assert isinstance(result, dict), result
+    assert result["iterations"] == [4, 4]
+    assert result["difference"] < 1e-6
+
