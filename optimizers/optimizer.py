@@ -116,8 +116,9 @@ class Optimizer(BaseOptimizer):
     e.g. SGD without momentum keeps no slot), implement `update_rule`, and extend
     `get_config` with their own hyperparameters. A subclass constructor that takes
     `**base_arguments` and passes them on here gives its users `use_ema=` and the other Keras
-    base arguments in Python; `from_config` (recipes) sets them whatever the constructor takes. See the module docstring for the order of
-    the work in a step and for why slots persist across executions of a compiled step.
+    base arguments in Python; `from_config` (recipes) sets them whatever the constructor
+    takes. See the module docstring for the order of the work in a step and for why slots
+    persist across executions of a compiled step.
 
     Args:
         learning_rate: a non-negative float, a `keras.optimizers.schedules`
