@@ -21,7 +21,14 @@ from __future__ import annotations
 from typing import Any
 
 from graphfit.core.registry import OPTIMIZERS
-from graphfit.optimizers import after_update, schedules, transforms
+from graphfit.optimizers import (
+    accumulation,
+    after_update,
+    ema,
+    optimizer_state,
+    schedules,
+    transforms,
+)
 from graphfit.optimizers.adadelta import Adadelta
 from graphfit.optimizers.adafactor import Adafactor
 from graphfit.optimizers.adagrad import Adagrad
@@ -78,11 +85,15 @@ __all__ = [
     "ClipByGlobalNorm",
     "PerExampleClipping",
     "chain",
+    "accumulation",
     "after_update",
+    "ema",
+    "optimizer_state",
     "schedules",
     "transforms",
     "get",
     "serialize",
+    "deserialize",
 ]
 
 
@@ -95,14 +106,16 @@ def _lookup(name: str) -> type[BaseOptimizer]:
     return OPTIMIZERS.get(name)  # raises, naming the closest name and all valid ones
 
 
-def get(identifier: Any, dtype_policy=None) -> BaseOptimizer:
-    """An optimizer from an instance, a class, a registered name or a config.
+def get(identifier: Any, dtype_policy=None) -> BaseOptimizer | None:
+    """An optimizer from an instance, a class, a registered name or a config (Keras's
+    `keras.optimizers.get`, which returns None for None).
 
     Args:
         identifier: an optimizer (returned as it is); an optimizer class or a registered
             name, case-insensitive ("sgd", "Adam"), giving a new instance with default
-            arguments; or a dict `{"type": name, **constructor arguments}` (the Keras form
-            `{"class_name": name, "config": {...}}` is accepted too).
+            arguments; a dict `{"type": name, **constructor arguments}` (Keras's
+            `{"class_name": name, "config": {...}}`, as `keras.optimizers.serialize` writes
+            it, is accepted too); or None, giving None.
         dtype_policy: the model's `DTypePolicy`, or None: under one whose 16-bit gradients
             underflow ("mixed_float16") the optimizer is wrapped in a `LossScaleOptimizer`
             (Keras's dynamic loss scaling), unless it is one.
@@ -114,6 +127,8 @@ def get(identifier: Any, dtype_policy=None) -> BaseOptimizer:
         ValueError: for an unknown name (with a "did you mean" and all valid names) or an
             identifier of another kind.
     """
+    if identifier is None:
+        return None
     optimizer = _resolve(identifier)
     if (dtype_policy is not None and dtype_policy.needs_loss_scaling
             and not isinstance(optimizer, LossScaleOptimizer)):
@@ -154,5 +169,20 @@ def _resolve(identifier: Any) -> BaseOptimizer:
 
 
 def serialize(optimizer: BaseOptimizer) -> dict[str, Any]:
-    """`{"type": ClassName, **optimizer.get_config()}`, the inverse of `get(dict)`."""
+    """`{"type": ClassName, **optimizer.get_config()}`, the inverse of `get(dict)`: the form
+    a recipe writes (Keras's `serialize` nests the config under "config" instead; both
+    `get` and `deserialize` read either)."""
     return {"type": type(optimizer).__name__, **optimizer.get_config()}
+
+
+def deserialize(config: dict[str, Any]) -> BaseOptimizer:
+    """The optimizer of a `serialize` (or `keras.optimizers.serialize`) config.
+
+    Raises:
+        ValueError: for something that is not such a dict, or an unknown name.
+    """
+    if not isinstance(config, dict):
+        raise ValueError("deserialize() takes an optimizer config dict ({'type': 'Adam', ...} "
+                         f"or Keras's {{'class_name': 'Adam', 'config': {{...}}}}). "
+                         f"Received: {config!r}")
+    return _resolve(config)

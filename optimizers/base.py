@@ -17,6 +17,12 @@ optimizers, and a second-order optimizer (`SecondOrderOptimizer`) overrides what
     check_model(model)          refuses, before the first step, a model it cannot train
                                 (`fit` and `graphfit validate` call both)
     stop_reason()               polled after each chunk of steps: a string stops `fit`
+    fit_callbacks()             callbacks `fit` runs with the user's, first (an optimizer with
+                                `use_ema` brings the one that calls
+                                `finalize_variable_values` once the epochs end)
+    finalize_variable_values(var_list)
+                                puts the final values into the model's variables (Keras's
+                                method: the moving average of `use_ema`); none by default
     steps_across_replicas       under a `tf.distribute` strategy: False, the whole step runs
                                 on every replica; True, `minimize` runs once, in cross-replica
                                 context, and splits the batch itself (`batch.replicas`)
@@ -25,7 +31,13 @@ optimizers, and a second-order optimizer (`SecondOrderOptimizer`) overrides what
                                 (`graphfit.core.graph_rewrites`), or None
 
 `iterations` counts the steps applied, and `variables` lists the state training checkpoints
-save. `add_variable` and `track_variable` add state that is not per variable.
+save (`get_weights` / `set_weights` read and write it as values). `add_variable` and
+`track_variable` add state that is not per variable.
+
+The Keras base-optimizer arguments `use_ema`, `gradient_accumulation_steps`,
+`loss_scale_factor` (and `ema_momentum`, `ema_overwrite_frequency`) belong to first-order
+optimizers (`Optimizer`); `from_config` of an optimizer that does not take them refuses them
+with the reason.
 """
 
 from __future__ import annotations
@@ -39,6 +51,11 @@ __all__ = ["BaseOptimizer", "FIRST_REPLICA"]
 # Under a tf.distribute strategy every replica computes the same update from all-reduced
 # gradients: the first replica's value is assigned, once, to every copy.
 FIRST_REPLICA = tf.VariableAggregation.ONLY_FIRST_REPLICA
+
+# Keras's base-optimizer arguments that only a first-order optimizer takes, at their defaults.
+_FIRST_ORDER_ARGUMENTS = {"use_ema": False, "ema_momentum": 0.99,
+                          "ema_overwrite_frequency": None, "loss_scale_factor": None,
+                          "gradient_accumulation_steps": None}
 
 
 class BaseOptimizer(tf.Module):
@@ -142,13 +159,58 @@ class BaseOptimizer(tf.Module):
         after each chunk of training steps and keeps the answer as `model.stop_reason`."""
         return None
 
+    def fit_callbacks(self) -> list:
+        """Callbacks `fit` runs before the user's (none by default)."""
+        return []
+
+    def finalize_variable_values(self, var_list) -> bool:
+        """Sets the final values of `var_list` once `fit` ends; returns whether it changed
+        them. Nothing by default."""
+        del var_list
+        return False
+
+    def scale_loss(self, loss):
+        """The loss a custom step differentiates (unchanged by default)."""
+        return loss
+
+    def get_weights(self) -> list:
+        """The values of `variables`, NumPy arrays in that order."""
+        from graphfit.optimizers import optimizer_state  # it documents the order
+
+        return optimizer_state.get_weights(self)
+
+    def set_weights(self, weights) -> None:
+        """Assigns `weights` to `variables`, in order.
+
+        Raises:
+            ValueError: for a count or shape that does not match (nothing is assigned).
+        """
+        from graphfit.optimizers import optimizer_state
+
+        optimizer_state.set_weights(self, weights)
+
     def get_config(self) -> dict[str, Any]:
         """Constructor arguments (Keras's names where Keras has the optimizer)."""
         return {"name": self.name}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "BaseOptimizer":
-        """Rebuilds an optimizer from `get_config()`."""
+        """Rebuilds an optimizer from `get_config()`.
+
+        Raises:
+            ValueError: for a Keras base-optimizer argument this optimizer does not take
+                (`use_ema`, `gradient_accumulation_steps`, ...) at other than its default.
+        """
+        config = dict(config)
+        for key, default in _FIRST_ORDER_ARGUMENTS.items():
+            if key in config and config[key] != default:
+                raise ValueError(
+                    f"{cls.__name__} does not take {key}: it is an argument of first-order "
+                    f"optimizers (graphfit.optimizers.Optimizer), whose gradient step the "
+                    f"moving average, the accumulation and the loss factor act on. Give it "
+                    f"to the first-order optimizer (the inner_optimizer of a "
+                    f"LossScaleOptimizer), or leave it out. Received: {key}={config[key]!r}")
+            config.pop(key, None)
         return cls(**config)
 
     def __repr__(self) -> str:

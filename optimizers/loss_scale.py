@@ -67,6 +67,12 @@ def _checked_inner(inner_optimizer) -> BaseOptimizer:
         transforms = inner_optimizer.get_config().get("gradient_transforms") or []
     except ValueError:  # a user's transform has no config: it is not PerExampleClipping
         transforms = []
+    if getattr(inner_optimizer, "loss_scale_factor", None) is not None:
+        raise ValueError(
+            "LossScaleOptimizer cannot wrap an optimizer with a loss_scale_factor: the loss "
+            "would be scaled twice (Keras drops the inner factor silently). Leave "
+            "loss_scale_factor unset on the inner optimizer. Received: "
+            f"loss_scale_factor={inner_optimizer.loss_scale_factor!r}")
     if any(t.get("type") == "PerExampleClipping" for t in transforms):
         raise ValueError(
             "LossScaleOptimizer cannot wrap an optimizer with PerExampleClipping (its "
@@ -236,6 +242,22 @@ class LossScaleOptimizer(BaseOptimizer):
     def stop_reason(self) -> str | None:
         return self.inner_optimizer.stop_reason()
 
+    # The inner optimizer's EMA and end-of-fit machinery (`use_ema`), as Keras forwards it.
+    @property
+    def built(self) -> bool:
+        return getattr(self.inner_optimizer, "built", True)
+
+    @property
+    def moving_average(self):
+        """The inner optimizer's moving average of the weights, or None."""
+        return getattr(self.inner_optimizer, "moving_average", None)
+
+    def fit_callbacks(self) -> list:
+        return self.inner_optimizer.fit_callbacks()
+
+    def finalize_variable_values(self, var_list) -> bool:
+        return self.inner_optimizer.finalize_variable_values(var_list)
+
     def check_training(self, losses: dict, distributed: bool, sample_weight=None) -> None:
         self.inner_optimizer.check_training(losses, distributed, sample_weight)
 
@@ -354,7 +376,7 @@ class LossScaleOptimizer(BaseOptimizer):
         """Rebuilds it from `get_config()`; `inner_optimizer` may be an optimizer, a name or
         a config dict (`{"type": "SGD", ...}` or Keras's `{"class_name": ..., "config": ...}`).
         """
-        return cls(**config)  # the constructor takes the inner optimizer's config too
+        return super().from_config(config)  # the constructor takes the inner's config too
 
     def __repr__(self) -> str:
         return (f"<LossScaleOptimizer name={self.name!r} "

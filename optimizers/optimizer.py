@@ -14,14 +14,21 @@ An optimizer subclass writes only `update_rule`, a small pure function
 it (Sonnet's `Momentum`, Optax's `ScaleByAdamState`). The base class does the rest of a step:
 
 1. drops missing (None) gradients, with one warning naming the variables, and densifies
-   `tf.IndexedSlices`;
-2. applies the gradient transforms to the WHOLE list (a transform that computes the gradient
-   itself first, `PerExampleClipping`; then `clipvalue`, `clipnorm`, `global_clipnorm`, then
-   the user's `gradient_transforms`): every gradient is computed and transformed before any
-   variable changes;
-3. applies Keras's decoupled weight decay, `v <- v - v * weight_decay * learning_rate`;
-4. reads the slots, calls `update_rule`, and assigns the new variable and slot values;
-5. increments `iterations`.
+   `tf.IndexedSlices`; divides them by `loss_scale_factor` when it is set;
+2. a transform that computes the gradient itself (`PerExampleClipping`) replaces them;
+3. with `gradient_accumulation_steps=k`, adds them to the accumulators and goes on to 4-6
+   once every k calls only, with the mean gradient (`graphfit.optimizers.accumulation`);
+4. applies the gradient transforms to the WHOLE list (`clipvalue`, `clipnorm`,
+   `global_clipnorm`, then the user's `gradient_transforms`): every gradient is computed and
+   transformed before any variable changes;
+5. applies Keras's decoupled weight decay, `v <- v - v * weight_decay * learning_rate`;
+6. reads the slots, calls `update_rule`, and assigns the new variable and slot values;
+7. runs the after-update hooks (the moving average of `use_ema`, then the constraints);
+8. increments the step counter.
+
+The Keras base-optimizer machinery lives in modules of its own: `ema` (`use_ema`),
+`accumulation` (`gradient_accumulation_steps`), `optimizer_state` (`get_weights`,
+`set_weights` and the order of `variables`); `schedules` resolves the learning rate.
 
 Learning rates, hyperparameters and gradients are cast to each variable's dtype, so float32
 and float64 models both work; float32 results match `keras.optimizers` bit for bit up to the
@@ -35,21 +42,18 @@ from typing import Any, Callable, Iterable, Sequence
 
 import tensorflow as tf
 
-from graphfit.core import autograph_scope, step_context
+from graphfit.core import autograph_scope, step_context, validation
 from graphfit.core.autograph_scope import graphfit_api
 from graphfit.core.step_types import StepBatch, loss_and_aux
 from graphfit.core.variables import as_tf_variable
-from graphfit.optimizers import schedules, transforms
+from graphfit.optimizers import optimizer_state, schedules, transforms
+from graphfit.optimizers.accumulation import GradientAccumulation
 from graphfit.optimizers.after_update import ApplyConstraints
 from graphfit.optimizers.base import FIRST_REPLICA, BaseOptimizer
+from graphfit.optimizers.ema import ExponentialMovingAverage
 from graphfit.training import distribution
 
 __all__ = ["Optimizer", "cast_hyperparameter"]
-
-# Keras optimizer arguments graphfit does not implement; a Keras config may carry them at
-# their defaults, which `from_config` then ignores.
-_KERAS_ONLY_DEFAULTS = {"use_ema": False, "ema_momentum": 0.99, "ema_overwrite_frequency": None,
-                        "loss_scale_factor": None, "gradient_accumulation_steps": None}
 
 
 def cast_hyperparameter(value, dtype: tf.DType) -> tf.Tensor:
@@ -76,6 +80,12 @@ class _AfterUpdateHooks:
 
     def append(self, hook) -> None:
         self.hooks.append(hook)
+
+    def insert(self, index: int, hook) -> None:
+        self.hooks.insert(index, hook)
+
+    def remove_instances(self, kind: type) -> None:
+        self.hooks = [hook for hook in self.hooks if not isinstance(hook, kind)]
 
 
 class _BuiltOnce:
@@ -104,23 +114,37 @@ class Optimizer(BaseOptimizer):
 
     Subclasses set the class attribute `slot_names` (an instance may narrow it in `__init__`,
     e.g. SGD without momentum keeps no slot), implement `update_rule`, and extend
-    `get_config` with their own hyperparameters. See the module docstring for the order of
-    the work in a step and for why slots persist across executions of a compiled step.
+    `get_config` with their own hyperparameters. A subclass constructor that takes
+    `**base_arguments` and passes them on here gives its users `use_ema=` and the other Keras
+    base arguments in Python; `from_config` (recipes) sets them whatever the constructor
+    takes. See the module docstring for the order of the work in a step and for why slots
+    persist across executions of a compiled step.
 
     Args:
         learning_rate: a non-negative float, a `keras.optimizers.schedules`
-            `LearningRateSchedule` (evaluated at `iterations` each step), or a schedule config.
+            `LearningRateSchedule` (evaluated at the step counter each step), a schedule
+            config, or a zero-argument callable returning the rate (as Keras).
         clipnorm: if set, clip each gradient to this L2 norm (`transforms.ClipByNorm`).
         clipvalue: if set, clip gradient elements to `[-clipvalue, clipvalue]`.
-        global_clipnorm: if set, scale all gradients together to this joint L2 norm.
+        global_clipnorm: if set, scale all gradients together to this joint L2 norm. Keras
+            refuses more than one of the three; graphfit applies them in the order above.
         weight_decay: if set, decoupled weight decay `v <- v - v * weight_decay * lr`,
             applied before the update rule (Keras's semantics).
         gradient_transforms: more transforms (callables `grads -> grads`, or configs of the
             built-in ones), applied to the whole gradient list after the clipping flags.
+        use_ema: keep an exponential moving average of the weights (`optimizers.ema`),
+            put into the model when `fit` ends. Defaults to False.
+        ema_momentum: the average's momentum, in [0, 1] (with `use_ema`). Defaults to 0.99.
+        ema_overwrite_frequency: None, or overwrite the weights with their average every so
+            many updates (with `use_ema`).
+        loss_scale_factor: None, or a positive float: `minimize` differentiates
+            `loss * loss_scale_factor` and the gradients are divided by it (as Keras).
+        gradient_accumulation_steps: None, or an integer >= 2: update once every so many
+            steps with the mean gradient (`optimizers.accumulation`).
         name: the optimizer's name (a valid scope name).
 
     Raises:
-        ValueError: for a bad learning rate, clipping value or weight decay.
+        ValueError: for a bad learning rate, clipping value, weight decay or base argument.
 
     Example:
 
@@ -146,6 +170,11 @@ class Optimizer(BaseOptimizer):
         global_clipnorm: float | None = None,
         weight_decay: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
+        use_ema: bool = False,
+        ema_momentum: float = 0.99,
+        ema_overwrite_frequency: int | None = None,
+        loss_scale_factor: float | None = None,
+        gradient_accumulation_steps: int | None = None,
         name: str | None = None,
     ):
         super().__init__(name=name)
@@ -172,6 +201,7 @@ class Optimizer(BaseOptimizer):
         self.global_clipnorm = None if global_clipnorm is None else float(global_clipnorm)
         self.weight_decay = None if weight_decay is None else float(weight_decay)
         self._index = _SlotIndex()
+        # A LearningRateSchedule or a zero-argument callable; None for a constant rate.
         self._schedule = learning_rate if not isinstance(learning_rate, float) else None
         with tf.init_scope(), self.name_scope:
             # float64 so a float64 model gets its learning rate exactly; cast to float32 it
@@ -180,6 +210,33 @@ class Optimizer(BaseOptimizer):
                 0.0 if self._schedule is not None else learning_rate, dtype=tf.float64,
                 trainable=False, name="learning_rate", aggregation=FIRST_REPLICA)
         self._slots: list[dict[str, tf.Variable]] = []  # one dict per built model variable
+        self._configure_base_arguments(
+            use_ema=use_ema, ema_momentum=ema_momentum,
+            ema_overwrite_frequency=ema_overwrite_frequency, loss_scale_factor=loss_scale_factor,
+            gradient_accumulation_steps=gradient_accumulation_steps)
+
+    def _configure_base_arguments(self, *, use_ema, ema_momentum, ema_overwrite_frequency,
+                                  loss_scale_factor, gradient_accumulation_steps) -> None:
+        """Sets Keras's EMA, loss-scale and accumulation arguments (before `build`; also
+        `from_config`, for a subclass whose constructor does not take them)."""
+        if self._slots:
+            raise ValueError(f"Optimizer {self.name!r} is built: its EMA and accumulation "
+                             "arguments can no longer change.")
+        if not isinstance(use_ema, bool):
+            raise validation.invalid("use_ema", use_ema, "a bool")
+        # Keras checks the EMA arguments only with use_ema; they are kept either way.
+        self._moving_average = (ExponentialMovingAverage(ema_momentum, ema_overwrite_frequency)
+                                if use_ema else None)
+        self.use_ema, self.ema_momentum = use_ema, ema_momentum
+        self.ema_overwrite_frequency = ema_overwrite_frequency
+        self.after_update.remove_instances(ExponentialMovingAverage)
+        if use_ema:  # before the constraints: Keras averages, then projects
+            self.after_update.insert(0, self._moving_average)
+        self.loss_scale_factor = validation.positive_float(
+            "loss_scale_factor", loss_scale_factor, allow_none=True)
+        self._accumulation = (None if gradient_accumulation_steps is None
+                              else GradientAccumulation(gradient_accumulation_steps))
+        self.gradient_accumulation_steps = gradient_accumulation_steps
 
     # ----------------------------------------------------------------------------- state
 
@@ -196,32 +253,92 @@ class Optimizer(BaseOptimizer):
             TypeError: when setting a float on an optimizer built with a schedule (Keras).
             ValueError: when setting a negative or non-numeric rate.
         """
-        if self._schedule is not None:
+        if isinstance(self._schedule, schedules.LearningRateSchedule):
             return tf.convert_to_tensor(self._schedule(self._iterations))
+        if self._schedule is not None:  # Keras: a callable is called with no argument
+            return tf.convert_to_tensor(self._schedule())
         return tf.convert_to_tensor(self._learning_rate_variable)
 
     @learning_rate.setter
     def learning_rate(self, value) -> None:
         tensor = isinstance(value, (tf.Tensor, tf.Variable))
         resolved = value if tensor else schedules.get(value)
-        if isinstance(resolved, schedules.LearningRateSchedule):
-            self._schedule = resolved
+        if not isinstance(resolved, float) and not tensor:
+            self._schedule = resolved  # a schedule or a callable
             return
         if self._schedule is not None:
             raise TypeError(
-                "This optimizer was created with a LearningRateSchedule as its learning_rate, "
-                "so its learning rate cannot be set to a number (a step traced with the "
-                "schedule would ignore it). Create the optimizer with a float learning_rate "
-                "to make it settable."
+                "This optimizer was created with a LearningRateSchedule (or a callable) as "
+                "its learning_rate, so its learning rate cannot be set to a number (a step "
+                "traced with the schedule would ignore it). Create the optimizer with a float "
+                "learning_rate to make it settable."
             )
         # Not through float32: 0.03 must stay 0.03 for a float64 model.
         self._learning_rate_variable.assign(cast_hyperparameter(resolved, tf.float64))
 
     @property
+    def iterations(self):
+        """The number of updates applied: the step counter (an int64 variable), or, with
+        `gradient_accumulation_steps=k`, the counter // k (a tensor), as Keras."""
+        if self._accumulation is not None:
+            return self._iterations // self._accumulation.steps
+        return self._iterations
+
+    @property
+    def built(self) -> bool:
+        """Whether `build` created the per-variable state of at least one variable."""
+        return bool(self._slots)
+
+    @property
+    def moving_average(self) -> ExponentialMovingAverage | None:
+        """The moving average of the weights (`use_ema=True`), or None."""
+        return self._moving_average
+
+    @property
     def variables(self) -> list[tf.Variable]:
-        """The optimizer's own collection: iterations, learning rate, then slots in build order."""
+        """The optimizer's own collection, in Keras's order: iterations, learning rate, the
+        moving averages, the gradient accumulators, then the slots, variable by variable, and
+        the state of transforms and hooks (see `optimizers.optimizer_state`)."""
         slots = [slot for per_variable in self._slots for slot in per_variable.values()]
-        return [self._iterations, self._learning_rate_variable, *slots, *self._extra_variables]
+        averages = self._moving_average.averages if self._moving_average else []
+        accumulators = self._accumulation.accumulators if self._accumulation else []
+        return [self._iterations, self._learning_rate_variable, *averages, *accumulators,
+                *slots, *self._extra_variables]
+
+    def get_weights(self) -> list:
+        """The values of `variables`, NumPy arrays in that order (Keras 2's method)."""
+        return optimizer_state.get_weights(self)
+
+    def set_weights(self, weights) -> None:
+        """Assigns `weights` to `variables`, in order (Keras's method; build first).
+
+        Raises:
+            ValueError: for a count or shape that does not match (nothing is assigned).
+        """
+        optimizer_state.set_weights(self, weights)
+
+    def finalize_variable_values(self, var_list) -> bool:
+        """Puts the moving averages into `var_list` (with `use_ema`; Keras's method, which
+        `fit` calls once its epochs end). Returns whether any variable changed."""
+        if self._moving_average is None:
+            return False
+        return self._moving_average.finalize([as_tf_variable(v) for v in var_list])
+
+    def fit_callbacks(self) -> list:
+        """With `use_ema`, the callback that finalizes the weights when `fit` ends."""
+        if self._moving_average is None:
+            return []
+        from graphfit.callbacks.finalize_variable_values import FinalizeVariableValues
+
+        return [FinalizeVariableValues()]
+
+    def scale_loss(self, loss):
+        """`loss * loss_scale_factor` (unchanged without one), for a custom step that calls
+        `apply_gradients` itself, as Keras's `scale_loss`."""
+        if self.loss_scale_factor is None:
+            return loss
+        loss = tf.convert_to_tensor(loss)
+        return loss * tf.cast(self.loss_scale_factor, loss.dtype)
 
     def build(self, variables: Iterable[tf.Variable]) -> None:
         """Creates the slots of every variable that has none yet (idempotent, incremental).
@@ -245,6 +362,8 @@ class Optimizer(BaseOptimizer):
             return
         for hook in self.after_update:
             hook.build(self, new)  # like the slots: for the variables that have none yet
+        if self._accumulation is not None:
+            self._accumulation.build(self, new)
         with tf.init_scope(), self.name_scope:
             for variable in new:
                 base = variable.name.split(":")[0].replace("/", "_")
@@ -342,7 +461,8 @@ class Optimizer(BaseOptimizer):
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables)
             loss, aux = loss_and_aux(loss_fn())
-        gradients = tape.gradient(loss, variables)
+            scaled = self.scale_loss(loss)  # apply_gradients divides by the factor
+        gradients = tape.gradient(scaled, variables)
         # Under a tf.distribute strategy: the global batch's gradient, before any transform.
         gradients = distribution.sum_gradients(gradients)
         step_context.record_gradients(gradients, variables)  # for gradient histograms
@@ -378,18 +498,29 @@ class Optimizer(BaseOptimizer):
                 "them (trainable=False).", stacklevel=2)
         grads = [tf.convert_to_tensor(g) for g, _ in pairs]  # densifies tf.IndexedSlices
         variables = [v for _, v in pairs]
+        if self.loss_scale_factor is not None:
+            grads = [g / tf.cast(self.loss_scale_factor, g.dtype) for g in grads]
         if self._gradient_source is not None:
             grads = self._gradient_source.apply(grads, variables)
-        grads = self._flag_transforms.apply(grads, variables)
-        grads = self._user_transforms.apply(grads, variables)
-        learning_rate = self.learning_rate
-        step = self._iterations + 1
-        for gradient, variable in zip(grads, variables):
-            self._update_variable(gradient, variable, learning_rate, step)
-        for hook in self.after_update:  # constraints, then what the optimizer adds
+        step = self.iterations + 1  # the 1-based number of the update this call belongs to
+        if self._accumulation is None:
+            self._update(grads, variables, step)
+        else:  # updates once every k calls, with the mean gradient
+            self._accumulation.apply(grads, variables, self._iterations,
+                                     lambda mean: self._update(mean, variables, step),
+                                     [*variables, *self.variables[1:]])
+        for hook in self.after_update:  # the moving average, the constraints, ...
             hook(variables, step)
         self._iterations.assign_add(1)
         return self._iterations
+
+    def _update(self, grads, variables, step) -> None:
+        """Steps 4-6 of the module docstring."""
+        grads = self._flag_transforms.apply(grads, variables)
+        grads = self._user_transforms.apply(grads, variables)
+        learning_rate = self.learning_rate
+        for gradient, variable in zip(grads, variables):
+            self._update_variable(gradient, variable, learning_rate, step)
 
     def _update_variable(self, gradient, variable, learning_rate, step) -> None:
         dtype = variable.dtype
@@ -429,9 +560,19 @@ class Optimizer(BaseOptimizer):
     # ----------------------------------------------------------------------------- config
 
     def get_config(self) -> dict[str, Any]:
-        """Constructor arguments with Keras's names; a schedule is serialized by Keras."""
-        if self._schedule is not None:
+        """Constructor arguments with Keras's names; a schedule is serialized by Keras.
+
+        Raises:
+            ValueError: for a learning rate that is a plain Python callable (a config cannot
+                hold it; Keras fails on a lambda too): use a `LearningRateSchedule`.
+        """
+        if isinstance(self._schedule, schedules.LearningRateSchedule):
             learning_rate = schedules.serialize(self._schedule)
+        elif self._schedule is not None:
+            raise ValueError(
+                f"Optimizer {self.name!r} has a Python callable as its learning_rate "
+                f"({self._schedule!r}), which a config cannot hold. Use a number or a "
+                "keras.optimizers.schedules.LearningRateSchedule to save or serialize it.")
         else:
             learning_rate = float(self._learning_rate_variable.numpy())
         return {
@@ -445,24 +586,27 @@ class Optimizer(BaseOptimizer):
                 transforms.serialize(t) for t in ([self._gradient_source] if
                                                   self._gradient_source else [])
                 + self._user_transforms.transforms],
+            "use_ema": self.use_ema,
+            "ema_momentum": self.ema_momentum,
+            "ema_overwrite_frequency": self.ema_overwrite_frequency,
+            "loss_scale_factor": self.loss_scale_factor,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
         }
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "Optimizer":
         """Rebuilds an optimizer from `get_config()` (or from a Keras optimizer's config).
 
-        Raises:
-            ValueError: for a Keras-only feature graphfit lacks (`use_ema=True`, ...).
+        The Keras base arguments (`use_ema`, ..., `gradient_accumulation_steps`) are set
+        after construction, so they work for every subclass, whether or not its constructor
+        names them.
         """
         config = dict(config)
-        for key, default in _KERAS_ONLY_DEFAULTS.items():
-            value = config.pop(key, default)
-            if value != default:
-                raise ValueError(
-                    f"graphfit optimizers do not support the Keras argument {key!r}. "
-                    f"Received: {key}={value!r}"
-                )
-        return cls(**config)
+        base = {key: config.pop(key, default)
+                for key, default in optimizer_state.BASE_ARGUMENTS.items()}
+        optimizer = cls(**config)
+        optimizer._configure_base_arguments(**base)
+        return optimizer
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name!r} slots={list(self.slot_names)}>"

@@ -1,8 +1,11 @@
 """Learning-rate schedules: Keras's own, accepted as they are.
 
-A learning rate is either a non-negative float or a `keras.optimizers.schedules`
-`LearningRateSchedule`, which the optimizer evaluates at its `iterations` counter at every
-step (as Keras does). graphfit writes no schedules of its own: the Keras classes are
+A learning rate is a non-negative float, a `keras.optimizers.schedules`
+`LearningRateSchedule`, which the optimizer evaluates at its step counter at every step (as
+Keras does; under gradient accumulation, the counter of batches, not of updates), or a
+zero-argument callable returning the rate, called at every step (Keras accepts one too: in a
+compiled step it is called when the step is traced, so it should read a `tf.Variable` to
+change between executions). graphfit writes no schedules of its own: the Keras classes are
 re-exported here, and `get` also rebuilds one from a config, so a recipe can say
 
     learning_rate: {type: ExponentialDecay, initial_learning_rate: 0.1,
@@ -89,15 +92,15 @@ def deserialize(config: dict[str, Any]) -> LearningRateSchedule:
     return schedule
 
 
-def get(learning_rate) -> float | LearningRateSchedule:
+def get(learning_rate):
     """Resolves an optimizer's `learning_rate` argument.
 
     Args:
-        learning_rate: a non-negative number, a `LearningRateSchedule`, or a schedule config
-            (see `deserialize`).
+        learning_rate: a non-negative number, a `LearningRateSchedule`, a schedule config
+            (see `deserialize`) or a zero-argument callable returning the rate.
 
     Returns:
-        A Python float or a `LearningRateSchedule`.
+        A Python float, a `LearningRateSchedule` or the callable.
 
     Raises:
         ValueError: if `learning_rate` is none of these, or a negative or non-finite number.
@@ -106,6 +109,8 @@ def get(learning_rate) -> float | LearningRateSchedule:
         return learning_rate
     if isinstance(learning_rate, dict):
         return deserialize(learning_rate)
+    if callable(learning_rate) and not isinstance(learning_rate, type):
+        return learning_rate  # Keras: a callable with no arguments, called at each step
     if (
         isinstance(learning_rate, numbers.Real)
         and not isinstance(learning_rate, bool)
@@ -115,7 +120,8 @@ def get(learning_rate) -> float | LearningRateSchedule:
         return float(learning_rate)
     raise ValueError(
         "learning_rate must be a non-negative float, a "
-        "keras.optimizers.schedules.LearningRateSchedule, or a schedule config such as "
-        "{'type': 'ExponentialDecay', ...}. "
+        "keras.optimizers.schedules.LearningRateSchedule, a schedule config such as "
+        "{'type': 'ExponentialDecay', ...}, or a callable with no arguments returning the "
+        "rate. "
         f"Received: learning_rate={learning_rate!r}"
     )

@@ -32,6 +32,8 @@ class SGD(Optimizer):
         nesterov: whether to use Nesterov momentum. Defaults to False.
         weight_decay, clipnorm, clipvalue, global_clipnorm, gradient_transforms, name:
             see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: if `momentum` is outside [0, 1] or `nesterov` is not a bool, or for a bad
@@ -63,6 +65,7 @@ class SGD(Optimizer):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         validation.number_in_range("momentum", momentum, 0, 1)
         if not isinstance(nesterov, bool):
@@ -75,6 +78,7 @@ class SGD(Optimizer):
             weight_decay=weight_decay,
             gradient_transforms=gradient_transforms,
             name=name,
+            **base_arguments,
         )
         self.momentum = float(momentum)
         self.nesterov = nesterov

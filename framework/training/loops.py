@@ -221,8 +221,11 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     for stage, feed in feeds.items():
         if feed is not None:
             prepare(model, state, feed, stage)
+    # The optimizer's own first (`fit_callbacks`: the end-of-fit finalization of use_ema).
+    own = state.optimizer.fit_callbacks() if state.optimizer is not None else []
     callbacks = CallbackList(
-        callbacks, model=model, add_history=True, add_progress_bar=verbose > 0, verbose=verbose,
+        [*own, callbacks], model=model, add_history=True, add_progress_bar=verbose > 0,
+        verbose=verbose,
         params={"epochs": epochs, "steps": feeds["train"].steps, "verbose": verbose})
     model.stop_training = False
     model.stop_reason = None  # a reason is about the fit that set it

@@ -297,10 +297,13 @@ def test_registry_and_exports():
     assert set(callbacks_package.__all__) == {
         "Callback", "CallbackList", "History", "ProgressBar", "TensorBoard", "ModelCheckpoint",
         "CSVLogger", "EarlyStopping", "LearningRateScheduler", "ReduceLROnPlateau",
-        "TerminateOnNaN", "LambdaCallback", "BackupAndRestore"}
+        "TerminateOnNaN", "LambdaCallback", "BackupAndRestore", "SwapEMAWeights",
+        "FinalizeVariableValues"}
     # Python only: a recipe cannot hold functions, and a recipe's run resumes with
-    # `graphfit train --resume`, which restores the same checkpoints.
-    python_only = {"Callback", "CallbackList", "LambdaCallback", "BackupAndRestore"}
+    # `graphfit train --resume`, which restores the same checkpoints; an optimizer with
+    # use_ema adds FinalizeVariableValues to fit itself.
+    python_only = {"Callback", "CallbackList", "LambdaCallback", "BackupAndRestore",
+                   "FinalizeVariableValues"}
     for name in set(callbacks_package.__all__) - python_only:
         assert CALLBACKS.get(name) is getattr(callbacks_package, name)
     assert "LambdaCallback" not in CALLBACKS and "BackupAndRestore" not in CALLBACKS

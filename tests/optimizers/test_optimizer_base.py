@@ -213,9 +213,9 @@ def test_from_keras_config():
     config = keras.optimizers.Adam(learning_rate=0.5, amsgrad=True).get_config()
     optimizer = optimizers.Adam.from_config(config)
     assert optimizer.amsgrad and float(optimizer.learning_rate) == pytest.approx(0.5)
-    config["use_ema"] = True
-    with pytest.raises(ValueError, match="do not support the Keras argument 'use_ema'"):
-        optimizers.Adam.from_config(config)
+    config.update(use_ema=True, gradient_accumulation_steps=2)  # supported since issue 42
+    optimizer = optimizers.Adam.from_config(config)
+    assert optimizer.use_ema and optimizer.gradient_accumulation_steps == 2
 
 
 def test_schedule_config_in_recipe_form():

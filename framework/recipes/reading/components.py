@@ -98,6 +98,14 @@ def signature_arguments(cls: type) -> tuple[dict[str, inspect.Parameter], bool]:
         base = inspect.signature(Layer.__init__).parameters
         named.update({name: base[name] for name in _LAYER_BASE_ARGUMENTS if name not in named})
         open_ended = False  # a Layer's **kwargs end at Layer.__init__, whose names we know
+    from graphfit.optimizers.optimizer import Optimizer  # the optimizers import the models
+
+    if issubclass(cls, Optimizer):
+        # Its from_config takes Keras's base arguments (use_ema, ...) whatever its signature.
+        base = inspect.signature(Optimizer.__init__).parameters
+        named.update({name: p for name, p in base.items()
+                      if p.kind is p.KEYWORD_ONLY and name not in named})
+        open_ended = False
     return named, open_ended
 
 
