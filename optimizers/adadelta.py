@@ -35,6 +35,8 @@ class Adadelta(Optimizer):
         epsilon: added inside the square roots, >= 0. Defaults to 1e-7.
         weight_decay, clipnorm, clipvalue, global_clipnorm, gradient_transforms, name:
             see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: for `rho` outside [0, 1], a negative `epsilon`, or a bad base argument.
@@ -64,6 +66,7 @@ class Adadelta(Optimizer):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         rho = validation.number_in_range("rho", rho, 0, 1)
         if not validation.is_real(epsilon) or epsilon < 0:
@@ -76,6 +79,7 @@ class Adadelta(Optimizer):
             weight_decay=weight_decay,
             gradient_transforms=gradient_transforms,
             name=name,
+            **base_arguments,
         )
         self.rho = rho
         self.epsilon = float(epsilon)

@@ -59,6 +59,8 @@ class Adafactor(Optimizer):
         relative_step: cap a constant learning rate at `1 / sqrt(t)`. Defaults to True.
         weight_decay, clipnorm, clipvalue, global_clipnorm, gradient_transforms, name:
             see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: for an argument outside the ranges above, a non-bool relative_step, or a
@@ -94,6 +96,7 @@ class Adafactor(Optimizer):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         if not validation.is_real(beta_2_decay) or beta_2_decay > 0:
             raise validation.invalid("beta_2_decay", beta_2_decay,
@@ -111,6 +114,7 @@ class Adafactor(Optimizer):
             weight_decay=weight_decay,
             gradient_transforms=gradient_transforms,
             name=name,
+            **base_arguments,
         )
         self.beta_2_decay = float(beta_2_decay)
         self.epsilon_1 = epsilon_1

@@ -31,6 +31,8 @@ class Adagrad(Optimizer):
         epsilon: added inside the square root, >= 0. Defaults to 1e-7.
         weight_decay, clipnorm, clipvalue, global_clipnorm, gradient_transforms, name:
             see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: for a negative `initial_accumulator_value` or `epsilon`, or a bad base
@@ -61,6 +63,7 @@ class Adagrad(Optimizer):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         if not validation.is_real(initial_accumulator_value) or initial_accumulator_value < 0:
             raise validation.invalid("initial_accumulator_value", initial_accumulator_value,
@@ -75,6 +78,7 @@ class Adagrad(Optimizer):
             weight_decay=weight_decay,
             gradient_transforms=gradient_transforms,
             name=name,
+            **base_arguments,
         )
         self.initial_accumulator_value = float(initial_accumulator_value)
         self.epsilon = float(epsilon)

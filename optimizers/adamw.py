@@ -30,6 +30,8 @@ class AdamW(Adam):
         weight_decay: the decoupled decay rate, a float >= 0 (not None). Defaults to 0.004.
         beta_1, beta_2, epsilon, amsgrad: as `Adam` (0.9, 0.999, 1e-7, False).
         clipnorm, clipvalue, global_clipnorm, gradient_transforms, name: see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: for `weight_decay=None` or negative, or a bad Adam or base argument.
@@ -59,6 +61,7 @@ class AdamW(Adam):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         if weight_decay is None:
             raise validation.invalid("weight_decay", weight_decay,
@@ -71,4 +74,5 @@ class AdamW(Adam):
             global_clipnorm=global_clipnorm,
             gradient_transforms=gradient_transforms,
             name=name,
+            **base_arguments,
         )

@@ -45,6 +45,8 @@ class Ftrl(Optimizer):
         beta: >= 0; the paper's beta, added to l2 as `beta / (2 * lr)`. Defaults to 0.0.
         weight_decay, clipnorm, clipvalue, global_clipnorm, gradient_transforms, name:
             see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: for a positive `learning_rate_power`, a negative strength, accumulator
@@ -79,6 +81,7 @@ class Ftrl(Optimizer):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         if not validation.is_real(learning_rate_power) or learning_rate_power > 0:
             raise validation.invalid("learning_rate_power", learning_rate_power,
@@ -97,6 +100,7 @@ class Ftrl(Optimizer):
             weight_decay=weight_decay,
             gradient_transforms=gradient_transforms,
             name=name,
+            **base_arguments,
         )
         self.learning_rate_power = float(learning_rate_power)
         self.initial_accumulator_value = float(initial_accumulator_value)

@@ -33,6 +33,8 @@ class Lion(Optimizer):
         beta_2: decay rate of the momentum, in [0, 1]. Defaults to 0.99.
         weight_decay, clipnorm, clipvalue, global_clipnorm, gradient_transforms, name:
             see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: for a beta out of range, or a bad base argument.
@@ -62,6 +64,7 @@ class Lion(Optimizer):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         beta_1 = validation.number_in_range("beta_1", beta_1, 0, 1, include_low=False)
         beta_2 = validation.number_in_range("beta_2", beta_2, 0, 1)
@@ -73,6 +76,7 @@ class Lion(Optimizer):
             weight_decay=weight_decay,
             gradient_transforms=gradient_transforms,
             name=name,
+            **base_arguments,
         )
         self.beta_1 = beta_1
         self.beta_2 = beta_2

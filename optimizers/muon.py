@@ -81,6 +81,8 @@ class Muon(Optimizer):
         nesterov: Nesterov momentum for the Muon step. Defaults to True.
         rms_rate: Moonlight's update scale (> 0), or None for none. Defaults to 0.2.
         clipnorm, clipvalue, global_clipnorm, gradient_transforms, name: see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: for an argument outside the ranges above, a bad regular expression in
@@ -129,6 +131,7 @@ class Muon(Optimizer):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         self.adam_beta_1 = validation.number_in_range("adam_beta_1", adam_beta_1, 0, 1,
                                                       include_high=False)
@@ -149,7 +152,8 @@ class Muon(Optimizer):
         self.rms_rate = validation.positive_float("rms_rate", rms_rate, allow_none=True)
         super().__init__(learning_rate, clipnorm=clipnorm, clipvalue=clipvalue,
                          global_clipnorm=global_clipnorm, weight_decay=weight_decay,
-                         gradient_transforms=gradient_transforms, name=name)
+                         gradient_transforms=gradient_transforms, name=name,
+                         **base_arguments)
         self.adam_weight_decay = validation.finite_number(
             "adam_weight_decay", adam_weight_decay, minimum=0, allow_none=True)
         # The decays per rule; both share the exclusions (Keras's `_use_weight_decay`).

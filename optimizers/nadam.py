@@ -69,6 +69,8 @@ class Nadam(Optimizer):
         epsilon: added to sqrt(v_hat), >= 0. Defaults to 1e-7.
         weight_decay, clipnorm, clipvalue, global_clipnorm, gradient_transforms, name:
             see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: for a beta outside [0, 1), a negative `epsilon`, or a bad base argument.
@@ -100,6 +102,7 @@ class Nadam(Optimizer):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         beta_1 = validation.number_in_range("beta_1", beta_1, 0, 1, include_high=False)
         beta_2 = validation.number_in_range("beta_2", beta_2, 0, 1, include_high=False)
@@ -113,6 +116,7 @@ class Nadam(Optimizer):
             weight_decay=weight_decay,
             gradient_transforms=gradient_transforms,
             name=name,
+            **base_arguments,
         )
         self.beta_1 = beta_1
         self.beta_2 = beta_2

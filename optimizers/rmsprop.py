@@ -39,6 +39,8 @@ class RMSprop(Optimizer):
             Defaults to False.
         weight_decay, clipnorm, clipvalue, global_clipnorm, gradient_transforms, name:
             see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: for `rho` or `momentum` outside [0, 1], a negative epsilon, a non-bool
@@ -71,6 +73,7 @@ class RMSprop(Optimizer):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         rho = validation.number_in_range("rho", rho, 0, 1)
         momentum = validation.number_in_range("momentum", momentum, 0, 1)
@@ -86,6 +89,7 @@ class RMSprop(Optimizer):
             weight_decay=weight_decay,
             gradient_transforms=gradient_transforms,
             name=name,
+            **base_arguments,
         )
         self.rho = rho
         self.momentum = momentum

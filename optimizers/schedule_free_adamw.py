@@ -49,6 +49,8 @@ class ScheduleFreeAdamW(Optimizer):
             to `lr`; 0 for none. Defaults to 0.
         weight_decay, clipnorm, clipvalue, global_clipnorm, gradient_transforms, name:
             see `Optimizer`.
+        **base_arguments: Keras's `use_ema`, `ema_momentum`, `ema_overwrite_frequency`,
+            `loss_scale_factor`, `gradient_accumulation_steps` (see `Optimizer`).
 
     Raises:
         ValueError: for an argument outside the ranges above or a bad base argument.
@@ -82,6 +84,7 @@ class ScheduleFreeAdamW(Optimizer):
         global_clipnorm: float | None = None,
         gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
+        **base_arguments,
     ):
         beta_1 = validation.number_in_range("beta_1", beta_1, 0, 1, include_low=False,
                                             include_high=False)
@@ -96,6 +99,7 @@ class ScheduleFreeAdamW(Optimizer):
             weight_decay=weight_decay,
             gradient_transforms=gradient_transforms,
             name=name,
+            **base_arguments,
         )
         self.beta_1 = beta_1
         self.beta_2 = beta_2

@@ -260,11 +260,20 @@ def chain(*transforms: Callable | dict) -> Chain:
 
 
 def from_flags(clipvalue=None, clipnorm=None, global_clipnorm=None) -> Chain:
-    """The transforms that the optimizer flags stand for, in the order they apply.
+    """The transform that the optimizer's clipping flag stands for: exactly Keras's clipping.
 
-    Elementwise first, then per variable, then global, so the final joint norm respects
-    `global_clipnorm`. With a single flag set this is exactly Keras's clipping.
+    Raises:
+        ValueError: when more than one flag is set, as Keras refuses it (to clip in several
+            ways, pass the transforms in order in `gradient_transforms`).
     """
+    given = {"clipnorm": clipnorm, "clipvalue": clipvalue, "global_clipnorm": global_clipnorm}
+    if sum(value is not None for value in given.values()) > 1:
+        raise ValueError(
+            f"Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set (as in "
+            f"Keras). Received: clipnorm={clipnorm}, clipvalue={clipvalue}, global_clipnorm="
+            f"{global_clipnorm}. To clip in several ways, give the transforms in the order to "
+            f"apply them: gradient_transforms=[transforms.ClipByValue(...), "
+            f"transforms.ClipByGlobalNorm(...)].")
     flags = []
     if clipvalue is not None:
         flags.append(ClipByValue(clipvalue))

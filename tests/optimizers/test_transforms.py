@@ -81,7 +81,16 @@ def test_the_test_problem_makes_every_clip_bite():
     assert set(INITIAL) == {"kernel", "bias"}
 
 
-def test_several_flags_apply_in_documented_order_then_user_transforms():
+def test_several_clipping_flags_are_refused_as_keras_and_transforms_chain_instead():
+    import keras
+
+    for flags in ({"clipvalue": 3.0, "global_clipnorm": 1.0}, {"clipnorm": 1.0,
+                                                              "clipvalue": 1.0}):
+        with pytest.raises(ValueError, match="Only one of `clipnorm`, `clipvalue` and"):
+            keras.optimizers.SGD(1.0, **flags)
+        with pytest.raises(ValueError, match=r"Only one of `clipnorm`, `clipvalue` and.*"
+                                             r"gradient_transforms="):
+            optimizers.SGD(1.0, **flags)
     seen = []
 
     def record(grads):
@@ -89,9 +98,8 @@ def test_several_flags_apply_in_documented_order_then_user_transforms():
         return grads
 
     w = tf.Variable([0.0, 0.0])
-    optimizer = optimizers.SGD(
-        1.0, clipvalue=3.0, global_clipnorm=1.0, gradient_transforms=[record]
-    )
+    optimizer = optimizers.SGD(1.0, gradient_transforms=[
+        transforms.ClipByValue(3.0), transforms.ClipByGlobalNorm(1.0), record])
     optimizer.apply_gradients([(tf.constant([4.0, 0.0]), w)])
     # clipvalue first: [3, 0]; then global norm 3 -> 1: [1, 0]; then the user transform.
     assert seen == [[[1.0, 0.0]]]
