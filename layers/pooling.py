@@ -29,8 +29,8 @@ __all__ = [
 
 
 class _Pooling(Layer):
-    """Windowed pooling over `rank` spatial axes (`tf.nn.pool`: TensorFlow's MaxPool/AvgPool
-    kernels, 1-D through the 2-D kernel as Keras's TensorFlow backend does)."""
+    """Windowed pooling over `rank` spatial axes (TensorFlow's MaxPool/AvgPool kernels, 1-D
+    through the 2-D kernel as Keras's TensorFlow backend does; 3-D see `_separable`)."""
 
     keeps_example_axis = True
 
@@ -79,8 +79,8 @@ class _Pooling(Layer):
         return self._separable(inputs)
 
     def _pool(self, inputs, window, strides):
-        return tf.nn.pool(inputs, window_shape=window, pooling_type=self.pooling_type,
-                          strides=strides, padding=self.padding.upper())
+        pool = tf.nn.max_pool if self.pooling_type == "MAX" else tf.nn.avg_pool
+        return pool(inputs, ksize=window, strides=strides, padding=self.padding.upper())
 
     def _separable(self, inputs):
         """3-D pooling as 2-D pooling over (height, width), then over depth: max and mean
