@@ -15,6 +15,7 @@ __all__ = ["AXES", "channels_last_only", "spatial_input_spec", "boolean", "side_
 
 # The names of the spatial axes, by rank, for shapes in messages and docstrings.
 AXES = {1: ("steps",), 2: ("height", "width"), 3: ("depth", "height", "width")}
+_FORMATS = {1: "NWC", 2: "NHWC", 3: "NDHWC"}  # TensorFlow's names of the layouts
 
 
 def _shape_text(rank: int, channels_first: bool = False) -> str:
@@ -32,8 +33,9 @@ def channels_last_only(data_format, layer: str, rank: int) -> str:
         raise ValueError(
             f"{layer} supports only data_format='channels_last', inputs shaped "
             f"{_shape_text(rank)}: graphfit's spatial layers are channels-last throughout, as "
-            f"TensorFlow's CPU kernels need. Transpose inputs shaped {_shape_text(rank, True)} "
-            f"with tf.transpose(x, {permutation}) and pass data_format='channels_last' or None. "
+            f"TensorFlow's CPU kernels need ({_FORMATS[rank]}). Transpose inputs shaped "
+            f"{_shape_text(rank, True)} with tf.transpose(x, {permutation}) and pass "
+            f"data_format='channels_last' or None. "
             f"Received: data_format='channels_first'"
         )
     raise ValueError(f"{layer}: data_format must be 'channels_last' or None. "
