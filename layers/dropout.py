@@ -164,7 +164,7 @@ class _SpatialDropout(Dropout):
         return tf.stack([dynamic[0], *[1] * self.rank, dynamic[-1]])
 
 
-_SPATIAL_DOC = """Dropout of whole channels over {rank} spatial axes (Keras's {{name}}).
+_SPATIAL_DOC = """Drops whole channels of {what} in training (Keras's {{name}}).
 
     In training each channel of each example is dropped (all its positions) with probability
     `rate`, the kept ones scaled by `1 / (1 - rate)`; at inference the layer is the identity.
@@ -198,7 +198,8 @@ _SPATIAL_SHAPES = {1: ("`(batch, steps, channels)`", (2, 5, 4), "0:1"),
 
 def _spatial_dropout_class(rank: int) -> type:
     shape, example, first = _SPATIAL_SHAPES[rank]
-    doc = _SPATIAL_DOC.format(rank=rank, shape=shape, ndim=rank + 2, example=example,
+    what = {1: "sequences", 2: "images", 3: "volumes"}[rank]
+    doc = _SPATIAL_DOC.format(what=what, rank=rank, shape=shape, ndim=rank + 2, example=example,
                               first=first)
     return public_class(_SpatialDropout, f"SpatialDropout{rank}D", rank, __name__, doc)
 
@@ -226,8 +227,9 @@ class _GaussianLayer(_Seeded):
 
 @register_layer
 class GaussianNoise(_GaussianLayer):
-    """Adds zero-mean Gaussian noise of standard deviation `stddev` in training (Keras's
-    GaussianNoise); the identity at inference.
+    """Adds zero-mean Gaussian noise of standard deviation `stddev` in training.
+
+    Keras's GaussianNoise: the identity at inference.
 
     Args:
         stddev: the noise's standard deviation, in [0, 1] as Keras requires.
@@ -272,8 +274,10 @@ class GaussianNoise(_GaussianLayer):
 
 @register_layer
 class GaussianDropout(_GaussianLayer):
-    """Multiplies its inputs by Gaussian noise of mean 1 and standard deviation
-    `sqrt(rate / (1 - rate))` in training (Keras's GaussianDropout); the identity at inference.
+    """Multiplies its inputs by Gaussian noise of mean 1 in training.
+
+    Keras's GaussianDropout: the noise's standard deviation is `sqrt(rate / (1 - rate))`; the
+    identity at inference.
 
     Args:
         rate: the drop probability of the equivalent Dropout, in [0, 1) (Keras also takes 1,

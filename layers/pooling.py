@@ -211,8 +211,8 @@ MaxPooling3D = _pooling_class(
     pooling_type="MAX")
 AveragePooling1D = _pooling_class(
     "AveragePooling1D", _Pooling, 1,
-    "Average pooling over steps. With padding='same' the padded positions are left out of\n"
-    "    the mean, as in Keras and TensorFlow.",
+    "Average pooling over steps: `(batch, steps, channels)` -> `(batch, new_steps, channels)`."
+    "\n\n    With padding='same' the padded positions are left out of the mean, as in Keras.",
     _example("AveragePooling1D", "2", (1, 4, 1), "array([0.5, 2.5], dtype=float32)"),
     pooling_type="AVG")
 AveragePooling2D = _pooling_class(
@@ -224,7 +224,8 @@ AveragePooling2D = _pooling_class(
     pooling_type="AVG")
 AveragePooling3D = _pooling_class(
     "AveragePooling3D", _Pooling, 3,
-    "Average pooling over volumes: `(batch, depth, height, width, channels)`.",
+    "Average pooling over volumes: `(batch, depth, height, width, channels)`.\n\n"
+    "    With padding='same' the padded positions are left out of the mean, as in Keras.",
     _example("AveragePooling3D", "2", (1, 2, 2, 2, 1), "array([3.5], dtype=float32)"),
     pooling_type="AVG")
 GlobalMaxPooling1D = _pooling_class(

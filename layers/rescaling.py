@@ -26,8 +26,10 @@ def _numbers(value, argument: str):
 
 @register_layer
 class Rescaling(Layer):
-    """Multiplies its inputs by `scale` and adds `offset` (Keras's Rescaling): e.g. pixels in
-    [0, 255] to [0, 1] with `scale=1/255`, or to [-1, 1] with `scale=1/127.5, offset=-1`.
+    """Multiplies its inputs by `scale` and adds `offset` (Keras's Rescaling).
+
+    E.g. pixels in [0, 255] to [0, 1] with `scale=1/255`, or to [-1, 1] with
+    `scale=1/127.5, offset=-1`.
 
     Integer inputs are cast to the layer's floating dtype first, as in Keras.
 

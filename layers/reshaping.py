@@ -259,6 +259,7 @@ _SPATIAL = """
         >>> layers.{name}({call_args})(tf.ones({in_shape})).shape
         TensorShape({out_shape})
 """
+_AXES_TEXT = {1: "the steps axis", 2: "height and width", 3: "depth, height and width"}
 _SIDES = {1: "an int, or a pair (before, after)",
           2: "an int, a pair (symmetric height, width) or ((top, bottom), (left, right))",
           3: "an int, 3 ints (symmetric per axis) or 3 pairs (before, after)"}
@@ -282,7 +283,7 @@ _SHAPES = {1: ((2, 5, 3), (2, 7, 3), (2, 3, 3), (2, 10, 3)),
 def _padding_class(rank: int) -> type:
     name = f"ZeroPadding{rank}D"
     return public_class(_ZeroPadding, name, rank, __name__, _doc(
-        f"Zeros added before and after each of the {rank} spatial axes (Keras's {name}).",
+        f"Zeros added before and after {_AXES_TEXT[rank]} (Keras's {name}).",
         rank, f"        padding: {_SIDES[rank]}; default 1 on each side.", "1",
         _SHAPES[rank][0], _SHAPES[rank][1]))
 
@@ -290,7 +291,7 @@ def _padding_class(rank: int) -> type:
 def _cropping_class(rank: int) -> type:
     name, default = f"Cropping{rank}D", 0 if rank == 2 else 1
     return public_class(_Cropping, name, rank, __name__, _doc(
-        f"Entries cut off before and after each of the {rank} spatial axes (Keras's {name}).",
+        f"Entries cut off before and after {_AXES_TEXT[rank]} (Keras's {name}).",
         rank, f"        cropping: {_SIDES[rank]}; None is Keras's default, {default} on each "
         f"side.", "1", _SHAPES[rank][0], _SHAPES[rank][2],
         extra=", or smaller than the cropping"), default_cropping=default)
@@ -302,9 +303,9 @@ def _up_sampling_class(rank: int) -> type:
                      "`tf.image.resize`\n            method: 'bilinear', 'bicubic', 'lanczos3', "
                      "'lanczos5', 'area'." if rank == 2 else "")
     return public_class(_UpSampling, name, rank, __name__, _doc(
-        f"Each entry repeated `size` times along each of the {rank} spatial axes (Keras's "
-        f"{name}).", rank, f"        size: an int or a tuple of {rank} ints, the repeat factor "
-        f"per axis.{interpolation}", "2", _SHAPES[rank][0], _SHAPES[rank][3]))
+        f"Each entry repeated `size` times along {_AXES_TEXT[rank]} (Keras's {name}).", rank,
+        f"        size: an int or a tuple of {rank} ints, the repeat factor per axis."
+        f"{interpolation}", "2", _SHAPES[rank][0], _SHAPES[rank][3]))
 
 
 ZeroPadding1D, ZeroPadding2D, ZeroPadding3D = (_padding_class(r) for r in (1, 2, 3))
