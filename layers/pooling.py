@@ -8,6 +8,8 @@ attribute; the public classes only name the rank and the reduction, as Keras's d
 
 from __future__ import annotations
 
+import math
+
 import tensorflow as tf
 
 from graphfit.core.layer import Layer
@@ -169,94 +171,57 @@ _GLOBAL_ARGS = """
 """
 
 
-def _pooling_class(name: str, base: type, rank: int, summary: str, example: str,
-                   **attributes) -> type:
-    """A registered public pooling class: `base` at `rank`, with its own docstring."""
-    text = (_WINDOW_ARGS if base is _Pooling else _GLOBAL_ARGS).format(rank=rank,
-                                                                       ndim=rank + 2)
-    doc = f"{summary}\n{text}\n    Example:\n\n{example}"
+_EXAMPLE = """
+    Example:
+
+        >>> import tensorflow as tf
+        >>> from graphfit import layers
+        >>> x = tf.reshape(tf.range({size}.0), {shape})
+        >>> layers.{name}({args})(x).numpy().ravel()
+        array({result}, dtype=float32)
+"""
+# Per rank: the spatial axes in words, the inputs' shape, and the example's input shape.
+_RANKS = {1: ("steps", "(batch, steps, channels)", (1, 4, 1)),
+          2: ("height and width", "(batch, height, width, channels)", (1, 2, 4, 1)),
+          3: ("depth, height and width", "(batch, depth, height, width, channels)",
+              (1, 2, 2, 2, 1))}
+# The examples' outputs (tf.range inputs of the shapes above), checked as doctests.
+_RESULTS = {("Max", 1): "[1., 3.]", ("Max", 2): "[5., 7.]", ("Max", 3): "[7.]",
+            ("Average", 1): "[0.5, 2.5]", ("Average", 2): "[2.5, 4.5]",
+            ("Average", 3): "[3.5]", ("GlobalMax", 1): "[3.]", ("GlobalMax", 2): "[7.]",
+            ("GlobalMax", 3): "[7.]", ("GlobalAverage", 1): "[1.5]",
+            ("GlobalAverage", 2): "[3.5]", ("GlobalAverage", 3): "[3.5]"}
+_MEAN_NOTE = ("\n\n    With padding='same' the padded positions are left out of the mean, as "
+              "in Keras and TensorFlow.")
+
+
+def _pooling_class(kind: str, rank: int) -> type:
+    """The registered public class `{kind}Pooling{rank}D` ("Max", "Average", "GlobalMax" or
+    "GlobalAverage"), with its own docstring."""
+    axes, shape, example_shape = _RANKS[rank]
+    name, reduction = f"{kind}Pooling{rank}D", "max" if kind.endswith("Max") else "mean"
+    if kind.startswith("Global"):
+        base, attributes = _GlobalPooling, {
+            "_reduce": staticmethod(tf.reduce_max if reduction == "max" else tf.reduce_mean)}
+        summary = (f"The {reduction} over {axes} of each channel: `{shape}` -> "
+                   f"`(batch, channels)`.")
+        args = _GLOBAL_ARGS
+    else:
+        base, attributes = _Pooling, {"pooling_type": "MAX" if kind == "Max" else "AVG"}
+        summary = (f"{kind} pooling over {axes}: the {reduction} of each `pool_size` window "
+                   f"of `{shape}`, per channel." + (_MEAN_NOTE if kind == "Average" else ""))
+        args = _WINDOW_ARGS
+    example = _EXAMPLE.format(size=math.prod(example_shape), shape=example_shape, name=name,
+                              args="" if base is _GlobalPooling else "2",
+                              result=_RESULTS[(kind, rank)])
+    doc = summary + "\n" + args.format(rank=rank, ndim=rank + 2) + example
     return public_class(base, name, rank, __name__, doc, **attributes)
 
 
-_EXAMPLE = """        >>> import tensorflow as tf
-        >>> from graphfit import layers
-        >>> layers.{name}({args})(tf.reshape(tf.range({size}.0), {shape})).numpy().ravel()
-        {result}
-"""
-
-
-def _example(name, args, shape, result):
-    size = 1
-    for d in shape:
-        size *= d
-    return _EXAMPLE.format(name=name, args=args, size=size, shape=shape, result=result)
-
-
-MaxPooling1D = _pooling_class(
-    "MaxPooling1D", _Pooling, 1,
-    "Max pooling over steps: `(batch, steps, channels)` -> `(batch, new_steps, channels)`.",
-    _example("MaxPooling1D", "2", (1, 4, 1), "array([1., 3.], dtype=float32)"),
-    pooling_type="MAX")
-MaxPooling2D = _pooling_class(
-    "MaxPooling2D", _Pooling, 2,
-    "Max pooling: the largest value of each `pool_size` window, per channel.\n\n"
-    "    Inputs `(batch, height, width, channels)` give "
-    "`(batch, new_height, new_width, channels)`.",
-    _example("MaxPooling2D", "2", (1, 2, 4, 1), "array([5., 7.], dtype=float32)"),
-    pooling_type="MAX")
-MaxPooling3D = _pooling_class(
-    "MaxPooling3D", _Pooling, 3,
-    "Max pooling over volumes: `(batch, depth, height, width, channels)`.",
-    _example("MaxPooling3D", "2", (1, 2, 2, 2, 1), "array([7.], dtype=float32)"),
-    pooling_type="MAX")
-AveragePooling1D = _pooling_class(
-    "AveragePooling1D", _Pooling, 1,
-    "Average pooling over steps: `(batch, steps, channels)` -> `(batch, new_steps, channels)`."
-    "\n\n    With padding='same' the padded positions are left out of the mean, as in Keras.",
-    _example("AveragePooling1D", "2", (1, 4, 1), "array([0.5, 2.5], dtype=float32)"),
-    pooling_type="AVG")
-AveragePooling2D = _pooling_class(
-    "AveragePooling2D", _Pooling, 2,
-    "Average pooling: the mean of each `pool_size` window, per channel.\n\n"
-    "    With padding='same' the padded positions are left out of the mean, as in Keras and\n"
-    "    TensorFlow.",
-    _example("AveragePooling2D", "2", (1, 2, 2, 1), "array([1.5], dtype=float32)"),
-    pooling_type="AVG")
-AveragePooling3D = _pooling_class(
-    "AveragePooling3D", _Pooling, 3,
-    "Average pooling over volumes: `(batch, depth, height, width, channels)`.\n\n"
-    "    With padding='same' the padded positions are left out of the mean, as in Keras.",
-    _example("AveragePooling3D", "2", (1, 2, 2, 2, 1), "array([3.5], dtype=float32)"),
-    pooling_type="AVG")
-GlobalMaxPooling1D = _pooling_class(
-    "GlobalMaxPooling1D", _GlobalPooling, 1,
-    "The max over steps of each channel: `(batch, steps, c)` -> `(batch, c)`.",
-    _example("GlobalMaxPooling1D", "", (1, 3, 2), "array([4., 5.], dtype=float32)"),
-    _reduce=staticmethod(tf.reduce_max))
-GlobalMaxPooling2D = _pooling_class(
-    "GlobalMaxPooling2D", _GlobalPooling, 2,
-    "The max over height and width of each channel: `(batch, h, w, c)` -> `(batch, c)`.",
-    _example("GlobalMaxPooling2D", "", (1, 2, 2, 1), "array([3.], dtype=float32)"),
-    _reduce=staticmethod(tf.reduce_max))
-GlobalMaxPooling3D = _pooling_class(
-    "GlobalMaxPooling3D", _GlobalPooling, 3,
-    "The max over depth, height and width of each channel: `(batch, d, h, w, c)` -> "
-    "`(batch, c)`.",
-    _example("GlobalMaxPooling3D", "", (1, 2, 2, 2, 1), "array([7.], dtype=float32)"),
-    _reduce=staticmethod(tf.reduce_max))
-GlobalAveragePooling1D = _pooling_class(
-    "GlobalAveragePooling1D", _GlobalPooling, 1,
-    "The mean over steps of each channel: `(batch, steps, c)` -> `(batch, c)`.",
-    _example("GlobalAveragePooling1D", "", (1, 3, 2), "array([2., 3.], dtype=float32)"),
-    _reduce=staticmethod(tf.reduce_mean))
-GlobalAveragePooling2D = _pooling_class(
-    "GlobalAveragePooling2D", _GlobalPooling, 2,
-    "The mean over height and width of each channel: `(batch, h, w, c)` -> `(batch, c)`.",
-    _example("GlobalAveragePooling2D", "", (1, 2, 2, 1), "array([1.5], dtype=float32)"),
-    _reduce=staticmethod(tf.reduce_mean))
-GlobalAveragePooling3D = _pooling_class(
-    "GlobalAveragePooling3D", _GlobalPooling, 3,
-    "The mean over depth, height and width of each channel: `(batch, d, h, w, c)` -> "
-    "`(batch, c)`.",
-    _example("GlobalAveragePooling3D", "", (1, 2, 2, 2, 1), "array([3.5], dtype=float32)"),
-    _reduce=staticmethod(tf.reduce_mean))
+MaxPooling1D, MaxPooling2D, MaxPooling3D = (_pooling_class("Max", r) for r in (1, 2, 3))
+AveragePooling1D, AveragePooling2D, AveragePooling3D = (
+    _pooling_class("Average", r) for r in (1, 2, 3))
+GlobalMaxPooling1D, GlobalMaxPooling2D, GlobalMaxPooling3D = (
+    _pooling_class("GlobalMax", r) for r in (1, 2, 3))
+GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAveragePooling3D = (
+    _pooling_class("GlobalAverage", r) for r in (1, 2, 3))
