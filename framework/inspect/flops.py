@@ -56,7 +56,10 @@ convolution plus a 1x1 Conv2D. The 3-D and depthwise gradients have no TensorFlo
 Neg, ...: one per output element (Rsqrt 2, Softmax 5); Sum: the input size minus the output
 size; Mean the input size.
 Ops without a statistic count 0, however much arithmetic they do: Relu and ReluGrad, Sigmoid,
-Tanh, Exp, Sqrt, DivNoNan, fused kernels. `uncounted_ops` lists the ones met.
+Tanh, Exp, Sqrt, DivNoNan, fused kernels. `uncounted_ops` lists the ones met. graphfit adds
+rules for a few types TensorFlow lacks that its layers run (`op_statistics`): Max/Min/Prod as
+Sum (global max pooling), two-operand Einsum as `2 *` the product of its index sizes
+(attention), ResizeBilinear 9 per output element (bilinear up-sampling).
 
 Pitfalls (the report's `notes` says which ones the model met):
 

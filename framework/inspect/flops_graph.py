@@ -1,7 +1,9 @@
 """FLOPs of every op of a traced graph, and the layer that created it.
 
 `framework/flops.py` builds on this: `op_flops` reads the FLOPs of each op of a `tf.function`
-graph, nested functions included; `LayerOwners` records which layer created each op.
+graph, nested functions included; `LayerOwners` records which layer created each op. Op types
+TensorFlow has no statistic for but graphfit's layers run (Max, Einsum, ResizeBilinear) are
+counted by graphfit's own rules (`op_statistics`).
 
 The counting itself is TensorFlow's: `tf.compat.v1.profiler.profile(graph,
 options=ProfileOptionBuilder.float_operation())` in its "scope" view, which gives each op the
@@ -41,6 +43,8 @@ from tensorflow.python.framework import op_callbacks
 from tensorflow.python.framework import ops as tf_ops
 from tensorflow.python.profiler.internal import flops_registry
 from tensorflow.python.util import deprecation
+
+from graphfit.inspect import op_statistics
 
 __all__ = ["GraphStats", "LayerOwners", "op_flops", "walk_layers"]
 
@@ -228,7 +232,11 @@ class _Counter:
             elif op.type in _CONDITIONALS:
                 self.stats.conditionals += 1
             if op.type not in self.registered and op.type not in _NO_ARITHMETIC:
-                self.stats.uncounted[op.type] += 1
+                own = op_statistics.count(op)  # graphfit's rule for a type TF lacks
+                if own is None:
+                    self.stats.uncounted[op.type] += 1
+                else:
+                    flops += own
             for name in _called_functions(op):
                 flops += self.function(graph, name)
             totals[op.name] = flops

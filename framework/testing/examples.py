@@ -127,6 +127,8 @@ def _identity(layer, inputs):
 _VECTORS = _normal(4, 3)
 _SEQUENCES = _normal(2, 3, 4, scale=3.0, shift=1.0)
 _IMAGES = _normal(2, 5, 6, 3)
+_STEPS = _normal(2, 6, 3, seed=4)
+_VOLUMES = _normal(2, 3, 4, 4, 2, seed=5)
 _IDS = np.array([[0, 3, 9, 3], [1, 2, 8, 7], [5, 5, 4, 6]], dtype="int32")
 _MERGE_A, _MERGE_B, _MERGE_C = (_normal(2, 3, n, seed=n) for n in (4, 2, 4))
 _CURVE_X = np.array([0.5, 1.0, 1.7, 2.5, 3.2], dtype="float32")
@@ -218,6 +220,67 @@ LAYER_EXAMPLES: dict[str, tuple[LayerExample, ...]] = {
                                   reference=keras.layers.MaxPooling2D),),
     "GlobalAveragePooling2D": (LayerExample({}, _IMAGES, (2, 3), 0, 0,
                                             reference=keras.layers.GlobalAveragePooling2D),),
+    **{f"{kind}Pooling{rank}D": (LayerExample(
+        dict(arguments), inputs, shape, 0, 0,
+        reference=lambda kind=kind, rank=rank, arguments=arguments: getattr(
+            keras.layers, f"{kind}Pooling{rank}D")(**arguments)),)
+       for kind, rank, arguments, inputs, shape in (
+           ("Max", 1, {}, _STEPS, (2, 3, 3)),
+           ("Average", 1, {"pool_size": 3, "strides": 1, "padding": "same"}, _STEPS, (2, 6, 3)),
+           ("Max", 3, {"pool_size": (2, 3, 2), "padding": "same"}, _VOLUMES, (2, 2, 2, 2, 2)),
+           ("Average", 3, {"pool_size": 2}, _VOLUMES, (2, 1, 2, 2, 2)),
+           ("GlobalMax", 1, {}, _STEPS, (2, 3)),
+           ("GlobalMax", 2, {"keepdims": True}, _IMAGES, (2, 1, 1, 3)),
+           ("GlobalMax", 3, {}, _VOLUMES, (2, 2)),
+           ("GlobalAverage", 1, {}, _STEPS, (2, 3)),
+           ("GlobalAverage", 3, {"keepdims": True}, _VOLUMES, (2, 1, 1, 1, 2)))},
+    **{f"{kind}{rank}D": (LayerExample(
+        dict(arguments), inputs, shape, 0, 0,
+        reference=lambda kind=kind, rank=rank, arguments=arguments: getattr(
+            keras.layers, f"{kind}{rank}D")(**arguments)),)
+       for kind, rank, arguments, inputs, shape in (
+           ("ZeroPadding", 1, {"padding": (1, 2)}, _STEPS, (2, 9, 3)),
+           ("ZeroPadding", 2, {"padding": ((1, 0), (2, 1))}, _IMAGES, (2, 6, 9, 3)),
+           ("ZeroPadding", 3, {}, _VOLUMES, (2, 5, 6, 6, 2)),
+           ("Cropping", 1, {"cropping": (1, 2)}, _STEPS, (2, 3, 3)),
+           ("Cropping", 2, {"cropping": ((1, 0), (2, 1))}, _IMAGES, (2, 4, 3, 3)),
+           ("Cropping", 3, {}, _VOLUMES, (2, 1, 2, 2, 2)),
+           ("UpSampling", 1, {"size": 3}, _STEPS, (2, 18, 3)),
+           ("UpSampling", 3, {"size": (1, 2, 1)}, _VOLUMES, (2, 3, 8, 4, 2)))},
+    "UpSampling2D": tuple(
+        LayerExample({"size": (2, 3), "interpolation": interpolation}, _IMAGES,
+                     (2, 10, 18, 3), 0, 0, atol=1e-5, label=interpolation,
+                     run_xla=interpolation == "nearest",  # supports_jit=False otherwise
+                     reference=lambda interpolation=interpolation: keras.layers.UpSampling2D(
+                         (2, 3), interpolation=interpolation))
+        for interpolation in ("nearest", "bilinear")),
+    # Training draws graphfit's own random numbers; inference is the identity, as in Keras.
+    **{name: (LayerExample(dict(arguments), inputs, inputs.shape, 0, 0,
+                           training_deterministic=False, reference=lambda: _identity),)
+       for name, arguments, inputs in (
+           ("SpatialDropout1D", {"rate": 0.5, "seed": 1}, _STEPS),
+           ("SpatialDropout2D", {"rate": 0.5, "seed": 2}, _IMAGES),
+           ("SpatialDropout3D", {"rate": 0.5, "seed": 3}, _VOLUMES),
+           ("GaussianNoise", {"stddev": 0.5, "seed": 4}, _VECTORS),
+           ("GaussianDropout", {"rate": 0.3, "seed": 5}, _VECTORS))},
+    "Rescaling": (LayerExample({"scale": [0.5, -2.0, 3.0], "offset": 1.0}, _IMAGES,
+                               (2, 5, 6, 3), 0, 0,
+                               reference=lambda: keras.layers.Rescaling([0.5, -2.0, 3.0], 1.0)),),
+    # Keras's recurrent and attention layers as graphfit layers (KerasBacked): unrolled LSTM
+    # and GRU (graphfit's unroll=None) against Keras's looped ones on the same weights. The
+    # non-trainable variable is the Keras layer's dropout seed generator.
+    "LSTM": (LayerExample({"units": 3, "bias_initializer": "random_normal"}, _SEQUENCES,
+                          (2, 3), 3, 1, reference=lambda: _keras_twin(lambda: keras.layers.LSTM(3)),
+                          atol=1e-5,
+                          rtol=1e-5),),
+    "GRU": (LayerExample({"units": 3, "return_sequences": True}, _SEQUENCES, (2, 3, 3), 3, 1,
+                         reference=lambda: _keras_twin(
+                             lambda: keras.layers.GRU(3, return_sequences=True)),
+                         atol=1e-5, rtol=1e-5),),
+    "MultiHeadAttention": (LayerExample({"num_heads": 2, "key_dim": 2}, _SEQUENCES,
+                                        (2, 3, 4), 8, 0, reference=lambda: _keras_twin(
+                                            lambda: keras.layers.MultiHeadAttention(2, 2), True),
+                                        atol=1e-5, rtol=1e-5),),
     "BatchNormalization": (LayerExample(
         {**_BN_RANDOM, "momentum": 0.9}, _normal(8, 3, scale=2.0, shift=3.0), (8, 3), 2, 2,
         expected_hooks=2, reference=lambda: keras.layers.BatchNormalization(momentum=0.9)),),
@@ -307,6 +370,21 @@ LAYER_EXAMPLES: dict[str, tuple[LayerExample, ...]] = {
          np.array([1, 0, 2, 1, 0, 2, 0, 0], "int32")], (5, 4), 5, 0,
         reference=lambda: _gin_values, atol=1e-5),),
 }
+
+
+def _keras_twin(make: Callable[[], keras.layers.Layer], self_attention: bool = False):
+    """A reference `(layer, x) -> outputs`: a fresh Keras layer from `make()` given the
+    wrapped Keras layer's weights (its seed generators left out), called on x (as (x, x)
+    for self-attention)."""
+
+    def reference(layer, x):
+        twin = make()
+        arguments = (x, x) if self_attention else (x,)
+        twin(*arguments)
+        twin.set_weights([w.numpy() for w in layer.keras_layer.weights])
+        return twin(*arguments)
+
+    return reference
 
 
 def _segment_pooling_values(layer, inputs):

@@ -382,3 +382,69 @@ def test_3d_and_depthwise_convolution_gradients_are_counted():
     assert counts["per_layer"]["up"]["backward"] == 2 * 108 * 8 * 2 + 2 * 864 * 2 + 862
     assert "Conv3DBackpropInputV2" not in counts["uncounted_ops"]["training_step"]
     assert "DepthwiseConv2dNativeBackpropFilter" not in counts["uncounted_ops"]["training_step"]
+# ---------------------------------------------------------------- pooling, shape, noise, RNN
+# Hand counts at batch B = 2 (TensorFlow's rules, and graphfit's for Max, Einsum and
+# ResizeBilinear: graphfit.inspect.op_statistics). Pooling: window area per output element;
+# 3-D pooling runs as 2-D over (height, width) then over depth, each pass counted.
+B = 2
+
+
+def _lstm_step(b, n_in, u):  # x@W, h@U, their sum, the bias, c = f*c + i*g, h = o*tanh(c)
+    return 2 * b * n_in * 4 * u + 2 * b * u * 4 * u + 2 * b * 4 * u + 4 * b * u
+
+
+def _gru_step(b, n_in, u):  # x@W + b0, h@U + b1 (reset_after), z, r, r*h_inner, the update
+    return 2 * b * n_in * 3 * u + 2 * b * u * 3 * u + 2 * b * 3 * u + 2 * b * u + 2 * b * u \
+        + 4 * b * u
+
+
+_ATTENTION_SCORES = 2 * B * 4 * 2 * 3 * 4  # einsum over batch, query 4, heads 2, key_dim 3, key 4
+_SHAPE_LAYER_FLOPS = [
+    # (layer, example shape, forward, forward_train, uncounted in the training step)
+    (lambda: layers.MaxPooling1D(2), (6, 3), B * 3 * 3 * 2, None, {}),
+    (lambda: layers.AveragePooling1D(3, strides=1, padding="same"), (6, 3),
+     B * 6 * 3 * 3, None, {}),
+    (lambda: layers.MaxPooling3D(2), (4, 4, 4, 2),
+     (B * 4) * 2 * 2 * 2 * 4 + B * 2 * 4 * 2 * 2, None, {}),
+    (lambda: layers.AveragePooling3D((2, 1, 2)), (4, 4, 4, 2),
+     (B * 4) * 4 * 2 * 2 * 2 + B * 2 * 8 * 2 * 2, None, {}),
+    (lambda: layers.GlobalMaxPooling2D(), (4, 5, 3), B * 4 * 5 * 3 - B * 3, None, {}),  # Max
+    (lambda: layers.GlobalAveragePooling1D(), (6, 3), B * 6 * 3, None, {}),  # Mean: in size
+    (lambda: layers.ZeroPadding3D(), (2, 2, 2, 1), 0, None, {}),  # Pad: no arithmetic
+    (lambda: layers.Cropping2D(1), (4, 4, 2), 0, None, {}),
+    (lambda: layers.UpSampling1D(3), (4, 2), 1, None, {}),  # tf.repeat's shape product
+    (lambda: layers.UpSampling2D(interpolation="bilinear"), (4, 4, 2),
+     9 * B * 8 * 8 * 2 + 2, None, {}),  # + the two new sizes
+    (lambda: layers.Rescaling(2.0, 1.0), (5,), 2 * B * 5, None, {}),
+    # Training: the draw (uniform: scale and shift per mask entry), the keep test, 1 - rate,
+    # and the scaled product per input element.
+    (lambda: layers.SpatialDropout2D(0.5), (4, 4, 2), 0, B * 4 * 4 * 2 + 3 * B * 2 + 1,
+     {"StatelessRandomUniformV2": 1}),
+    (lambda: layers.GaussianNoise(0.1), (5,), 0, 3 * B * 5, {"StatelessRandomNormalV2": 1}),
+    (lambda: layers.GaussianDropout(0.1), (5,), 0, 3 * B * 5, {"StatelessRandomNormalV2": 1}),
+    (lambda: layers.LSTM(3), (4, 2), 4 * _lstm_step(B, 2, 3), None,
+     {"Sigmoid": 12, "Tanh": 8}),
+    (lambda: layers.GRU(3), (4, 2), 4 * _gru_step(B, 2, 3), None, {"Sigmoid": 8, "Tanh": 4}),
+    # Projections q, k, v (5 -> 2x3) and output (2x3 -> 5) with biases, scores and weighting
+    # (Einsum), the scores scaled by 1/sqrt(key_dim) and their softmax (1 + 5 per score).
+    (lambda: layers.MultiHeadAttention(2, 3), (4, 5),
+     3 * (2 * B * 4 * 5 * 6 + B * 4 * 6) + 2 * B * 4 * 6 * 5 + B * 4 * 5
+     + 2 * _ATTENTION_SCORES + B * 2 * 4 * 4 * (1 + 5), None, {}),
+]
+
+
+@pytest.mark.parametrize("make, shape, forward, forward_train, uncounted", _SHAPE_LAYER_FLOPS)
+def test_pooling_shape_noise_and_recurrent_layers_match_the_hand_count(
+        make, shape, forward, forward_train, uncounted):
+    layer = make()
+    model = gf.Sequential([layer])
+    model.build((None, *shape))
+    counts = flops.count_flops(model, batch_size=B)
+    assert counts["forward"] == forward, type(layer).__name__
+    assert counts["forward_train"] == (forward if forward_train is None else forward_train)
+    assert counts["per_layer"][layer.name]["forward"] == forward
+    met = counts["uncounted_ops"]["forward" if forward_train is None else "training_step"]
+    for op_type, number in uncounted.items():
+        assert met.get(op_type) == number, (type(layer).__name__, met)
+    for own in ("Max", "Einsum", "ResizeBilinear"):  # graphfit's rules count these
+        assert own not in counts["uncounted_ops"]["training_step"]
