@@ -423,6 +423,12 @@ class MultiOptimizer(BaseOptimizer):
             optimizer.check_training(losses, distributed, sample_weight)
 
     def check_model(self, model) -> None:
+        """Looks up every trainable variable of `model` in an `OptimizerMap` before the first
+        step (so `graphfit validate` reports a path that two patterns match), then lets each
+        inner optimizer check the model."""
+        if isinstance(self._routing.map, OptimizerMap):
+            for variable in model.trainable_variables:
+                self._routing.map(variable)
         for optimizer in self._inner_optimizers:
             optimizer.check_model(model)
 
