@@ -312,3 +312,82 @@ def test_resume_save_and_load(keras_run, tmp_path):
     for ours, theirs in zip(loaded.get_weights(), whole.get_weights()):
         np.testing.assert_array_equal(ours, theirs)
     shutil.rmtree(tmp_path / "a")
+
+
+# ---------------------------------------------------- callbacks on each inner optimizer
+
+
+def _two_sgd_model(names=("sgd", "sgd_1")):
+    opt_1, opt_2 = optimizers.SGD(0.1, name=names[0]), optimizers.SGD(0.01, name=names[1])
+    model = gf.Sequential([layers.Dense(2, kernel_initializer="ones", use_bias=False,
+                                        name="dense_1"),
+                           layers.Dense(1, kernel_initializer="ones", use_bias=False,
+                                        name="dense_2")], input_shape=(1,))
+    model.compile(loss="mse", optimizer=optimizers.MultiOptimizer(optimizers.OptimizerMap(
+        default_optimizer=opt_2, optimizer_map={".*dense_1/.*": opt_1})))
+    return model, opt_1, opt_2
+
+
+def test_learning_rate_scheduler_and_reduce_lr_on_plateau_set_each_rate():
+    model, opt_1, opt_2 = _two_sgd_model()
+    scheduler = gf.callbacks.LearningRateScheduler(lambda epoch, lr: lr * 0.5)
+    scheduler.set_model(model)
+    scheduler.on_epoch_begin(epoch=1)
+    np.testing.assert_allclose([float(opt_1.learning_rate), float(opt_2.learning_rate)],
+                               [0.05, 0.005])
+
+    model, opt_1, opt_2 = _two_sgd_model()
+    reduce_lr = gf.callbacks.ReduceLROnPlateau(monitor="val_loss", factor=0.5, patience=1)
+    reduce_lr.set_model(model)
+    reduce_lr.on_train_begin()
+    logs = {"val_loss": 1.0}
+    reduce_lr.on_epoch_end(epoch=0, logs=logs)
+    np.testing.assert_allclose([float(opt_1.learning_rate), float(opt_2.learning_rate)],
+                               [0.1, 0.01])
+    assert set(logs) == {"val_loss", "learning_rate_sgd", "learning_rate_sgd_1"}  # Keras's
+    reduce_lr.on_epoch_end(epoch=1, logs={"val_loss": 1.0})
+    np.testing.assert_allclose([float(opt_1.learning_rate), float(opt_2.learning_rate)],
+                               [0.05, 0.005])
+
+    model, opt_1, opt_2 = _two_sgd_model(("SGD", "SGD_1"))
+    history = model.fit(np.ones((2, 1), "float32"), np.ones((2, 1), "float32"), epochs=2,
+                        verbose=0, callbacks=[gf.callbacks.LearningRateScheduler([0.2, 0.3])])
+    assert history.history["learning_rate_SGD"] == history.history["learning_rate_SGD_1"]
+    np.testing.assert_allclose(history.history["learning_rate_SGD"], [0.2, 0.3])
+
+
+def test_use_ema_on_one_inner_optimizer_finalizes_its_variables_only():
+    model, _, _ = _two_sgd_model()
+    ema = optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5)
+    model.compile(loss="mse", optimizer=optimizers.MultiOptimizer(optimizers.OptimizerMap(
+        optimizers.SGD(0.1), {".*dense_1/.*": ema})))
+    assert [type(c).__name__ for c in model.optimizer.fit_callbacks()] == [
+        "FinalizeVariableValues"]
+    model.fit(np.ones((2, 1), "float32"), np.zeros((2, 1), "float32"), epochs=2, verbose=0)
+    kernel = model.layers[0].kernel
+    np.testing.assert_array_equal(kernel.numpy(), ema.moving_average.average_of(kernel).numpy())
+
+
+def test_swap_ema_weights_swaps_the_ema_optimizers_variables_only():
+    model, _, _ = _two_sgd_model()
+    ema = optimizers.SGD(0.1, use_ema=True, ema_momentum=0.9)
+    model.compile(loss="mse", optimizer=optimizers.MultiOptimizer(optimizers.OptimizerMap(
+        optimizers.SGD(0.1), {".*dense_1/.*": ema})))
+    model.train_on_batch(np.ones((1, 1), "float32"), np.ones((1, 1), "float32"))
+    dense_1, dense_2 = model.layers[0].kernel, model.layers[1].kernel
+    dense_1.assign([[2.0, 2.0]])
+    dense_2.assign([[3.0], [3.0]])
+    ema.moving_average.average_of(dense_1).assign([[9.0, 9.0]])
+    swap = gf.callbacks.SwapEMAWeights()
+    swap.set_model(model)
+    swap.on_test_begin()  # Keras's golden: dense_1 <-> its average; dense_2 untouched
+    np.testing.assert_array_equal(dense_1.numpy(), [[9.0, 9.0]])
+    np.testing.assert_array_equal(ema.moving_average.average_of(dense_1).numpy(), [[2.0, 2.0]])
+    np.testing.assert_array_equal(dense_2.numpy(), [[3.0], [3.0]])
+    swap.on_test_end()
+    np.testing.assert_array_equal(dense_1.numpy(), [[2.0, 2.0]])
+    np.testing.assert_array_equal(ema.moving_average.average_of(dense_1).numpy(), [[9.0, 9.0]])
+    without = _two_sgd_model()[0]
+    swap.set_model(without)
+    with pytest.raises(ValueError, match="on at least one of a MultiOptimizer's"):
+        swap.on_test_begin()
