@@ -5,6 +5,7 @@ checkpoints, `.graphfit` files and recipes."""
 
 from __future__ import annotations
 
+import pathlib
 import shutil
 
 import keras
@@ -15,6 +16,8 @@ import tensorflow as tf
 import graphfit as gf
 from graphfit import layers, optimizers
 from graphfit.saving import checkpoints
+
+from ..framework.training.script_results import script_results
 
 KO = keras.optimizers
 RNG = np.random.RandomState(3)
@@ -391,3 +394,14 @@ def test_swap_ema_weights_swaps_the_ema_optimizers_variables_only():
     swap.set_model(without)
     with pytest.raises(ValueError, match="on at least one of a MultiOptimizer's"):
         swap.on_test_begin()
+
+
+# ---------------------------------------------------------------------- under MirroredStrategy
+
+TWO_CPU_SCRIPT = pathlib.Path(__file__).with_name("multi_optimizer_mirrored_script.py")
+
+
+def test_under_mirrored_strategy_as_on_one_device(two_cpu_results):
+    result = script_results(TWO_CPU_SCRIPT, two_cpu_results)
+    assert result["weights"] < 1e-6 and result["loss"] < 1e-5, result
+    assert result["iterations"] == [12, 12]
