@@ -405,3 +405,20 @@ def test_under_mirrored_strategy_as_on_one_device(two_cpu_results):
     result = script_results(TWO_CPU_SCRIPT, two_cpu_results)
     assert result["weights"] < 1e-6 and result["loss"] < 1e-5, result
     assert result["iterations"] == [12, 12]
+
+
+def test_tensorboard_logs_each_inner_optimizers_rate(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    model, _, _ = _two_sgd_model(("SGD", "SGD_1"))  # Keras's golden: the names as keys
+    board = gf.callbacks.TensorBoard(str(tmp_path))
+    board.set_model(model)
+    board.on_epoch_end(0, {"loss": 1.0})
+    board.on_train_end()
+    events = EventAccumulator(str(tmp_path / "train"), size_guidance={"tensors": 0})
+    events.Reload()
+    rates = {tag: float(tf.make_ndarray(events.Tensors(tag)[0].tensor_proto))
+             for tag in events.Tags()["tensors"] if tag.startswith("learning_rate")}
+    assert rates.keys() == {"learning_rate_SGD", "learning_rate_SGD_1"}
+    np.testing.assert_allclose([rates["learning_rate_SGD"], rates["learning_rate_SGD_1"]],
+                               [0.1, 0.01])
