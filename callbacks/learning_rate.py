@@ -9,7 +9,8 @@ and put the rate the epoch trained with into the epoch logs as "learning_rate", 
 
 An optimizer created with a `LearningRateSchedule` computes its rate from the step count, so
 these callbacks refuse it at the start of training with a clear error rather than silently
-doing nothing.
+doing nothing. A `MultiOptimizer` has no rate of its own: as Keras 3.15's, they set each of
+its `optimizers`' rate and log it as "learning_rate_<name of the optimizer>".
 """
 
 from __future__ import annotations
@@ -35,13 +36,28 @@ def _optimizer(callback: Callback):
             f"{type(callback).__name__} needs a compiled model whose optimizer has a "
             f"'learning_rate' attribute. Received optimizer: {optimizer!r}"
         )
-    if not hasattr(optimizer, "learning_rate"):
+    if not hasattr(optimizer, "learning_rate") and not _inner_optimizers(optimizer):
         stepper = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
         raise ValueError(
             f"{type(callback).__name__} would change nothing: {type(stepper).__name__} has "
             f"no learning rate (a second-order optimizer solves for the length of each "
             f"step). Remove the callback.")
     return optimizer
+
+
+def _inner_optimizers(optimizer) -> list:
+    """A MultiOptimizer's `optimizers` (also under a LossScaleOptimizer), else []."""
+    return list(getattr(getattr(optimizer, "inner_optimizer", optimizer), "optimizers", ()))
+
+
+def rated_optimizers(callback: Callback) -> dict:
+    """{log key: optimizer} of the rates the callback sets: {"learning_rate": the model's
+    optimizer}, or, for a MultiOptimizer, {"learning_rate_<name>": each of its optimizers}."""
+    optimizer = _optimizer(callback)
+    inner = _inner_optimizers(optimizer)
+    if not inner:
+        return {"learning_rate": optimizer}
+    return {f"learning_rate_{each.name}": each for each in inner}
 
 
 def read_learning_rate(optimizer) -> float:
@@ -69,8 +85,8 @@ def set_learning_rate(optimizer, value: float, who: str) -> None:
 def _check_settable(callback: Callback) -> None:
     # Assigning the current value changes nothing but fails at once on a schedule, before
     # any epoch is spent.
-    optimizer = _optimizer(callback)
-    set_learning_rate(optimizer, read_learning_rate(optimizer), type(callback).__name__)
+    for optimizer in rated_optimizers(callback).values():
+        set_learning_rate(optimizer, read_learning_rate(optimizer), type(callback).__name__)
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -176,8 +192,8 @@ class ReduceLROnPlateau(MonitorCallback):
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs if logs is not None else {}
-        optimizer = _optimizer(self)
-        logs["learning_rate"] = read_learning_rate(optimizer)
+        rated = rated_optimizers(self)
+        logs.update({key: read_learning_rate(each) for key, each in rated.items()})
         self.resolve_direction(logs)  # as Keras 3 (and EarlyStopping): before the value
         current = self.monitored_value(logs, "Learning rate reduction")
         if current is None:
@@ -191,7 +207,8 @@ class ReduceLROnPlateau(MonitorCallback):
             self.wait = 0
         elif not self.in_cooldown():
             self.wait += 1
-            if self.wait >= self.patience and self._reduce(optimizer, epoch):
+            if self.wait >= self.patience and any(  # a list: every optimizer reduces
+                    [self._reduce(each, epoch) for each in rated.values()]):
                 self.cooldown_counter = self.cooldown
                 self.wait = 0
 
@@ -277,18 +294,22 @@ class LearningRateScheduler(Callback):
         self.schedule = schedule
         self._schedule = _check_schedule(schedule)
         self.verbose = verbose
-        self._initial_lr: float | None = None
+        self._initial_lrs: dict[str, float] = {}
 
     def on_train_begin(self, logs=None):
-        self._initial_lr = read_learning_rate(_optimizer(self))
+        self._initial_lrs = {key: read_learning_rate(each)
+                             for key, each in rated_optimizers(self).items()}
 
-    def rate_for(self, epoch: int, current_lr: float) -> float:
-        """The learning rate the schedule gives epoch `epoch` (0-based)."""
+    def rate_for(self, epoch: int, current_lr: float, initial_lr: float | None = None) -> float:
+        """The learning rate the schedule gives epoch `epoch` (0-based), for an optimizer at
+        `current_lr` that began training at `initial_lr` (default: the model's optimizer's)."""
         schedule = self._schedule
         if isinstance(schedule, list):
             return schedule[min(epoch, len(schedule) - 1)]
         if isinstance(schedule, dict):
-            rate = self._initial_lr if self._initial_lr is not None else current_lr
+            if initial_lr is None:
+                initial_lr = self._initial_lrs.get("learning_rate")
+            rate = initial_lr if initial_lr is not None else current_lr
             for start, value in schedule.items():
                 if start > epoch:
                     break
@@ -301,12 +322,16 @@ class LearningRateScheduler(Callback):
         return _as_rate(value, "The output of the schedule function")
 
     def on_epoch_begin(self, epoch, logs=None):
-        optimizer = _optimizer(self)
-        rate = self.rate_for(epoch, read_learning_rate(optimizer))
-        set_learning_rate(optimizer, rate, "LearningRateScheduler")
-        if self.verbose:
-            print(f"\nEpoch {epoch + 1}: LearningRateScheduler setting learning rate to {rate}.")
+        rated = rated_optimizers(self)
+        for key, optimizer in rated.items():
+            rate = self.rate_for(epoch, read_learning_rate(optimizer), self._initial_lrs.get(key))
+            set_learning_rate(optimizer, rate, "LearningRateScheduler")
+            if self.verbose:
+                whose = f"{optimizer.name} " if len(rated) > 1 else ""
+                print(f"\nEpoch {epoch + 1}: LearningRateScheduler setting {whose}learning rate "
+                      f"to {rate}.")
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
-            logs["learning_rate"] = read_learning_rate(_optimizer(self))
+            logs.update({key: read_learning_rate(each)
+                         for key, each in rated_optimizers(self).items()})

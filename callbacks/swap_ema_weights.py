@@ -52,27 +52,32 @@ class SwapEMAWeights(Callback):
         self.swap_on_epoch = swap_on_epoch
         self._swapped_here = False  # for an evaluation or prediction, by this callback
 
-    def _average(self):
+    def _averages(self) -> list:
+        """The moving averages to swap: the optimizer's, or, for a MultiOptimizer (also under
+        a LossScaleOptimizer), those of its optimizers with `use_ema=True`, as Keras."""
         optimizer = getattr(self.model, "optimizer", None)
-        average = getattr(optimizer, "moving_average", None)
-        if average is None:
+        inner = getattr(getattr(optimizer, "inner_optimizer", optimizer), "optimizers", None)
+        averages = [getattr(each, "moving_average", None) for each in (inner or [optimizer])]
+        averages = [average for average in averages if average is not None]
+        if not averages:
             raise ValueError(
-                "SwapEMAWeights must be used when `use_ema=True` is set on the optimizer. "
-                f"Received: use_ema={getattr(optimizer, 'use_ema', False)} (optimizer "
-                f"{optimizer!r}).")
-        return average
+                "SwapEMAWeights must be used when `use_ema=True` is set on the optimizer "
+                f"(on at least one of a MultiOptimizer's). Received: "
+                f"use_ema={getattr(optimizer, 'use_ema', False)} (optimizer {optimizer!r}).")
+        return averages
 
     def _swap_in(self) -> bool:
-        average = self._average()
-        if average.swapped:
-            return False
-        average.swap()
-        return True
+        swapped = False
+        for average in self._averages():
+            if not average.swapped:
+                average.swap()
+                swapped = True
+        return swapped
 
     def _swap_out(self) -> None:
-        average = self._average()
-        if average.swapped:
-            average.swap()
+        for average in self._averages():
+            if average.swapped:
+                average.swap()
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.swap_on_epoch:

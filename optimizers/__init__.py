@@ -42,6 +42,7 @@ from graphfit.optimizers.levenberg_marquardt import LevenbergMarquardt
 from graphfit.optimizers.levenberg_marquardt.residuals import ResidualLoss
 from graphfit.optimizers.lion import Lion
 from graphfit.optimizers.loss_scale import LossScaleOptimizer
+from graphfit.optimizers.multi_optimizer import MultiOptimizer, OptimizerMap
 from graphfit.optimizers.muon import Muon
 from graphfit.optimizers.nadam import Nadam
 from graphfit.optimizers.optimizer import Optimizer
@@ -78,6 +79,8 @@ __all__ = [
     "Lamb",
     "LevenbergMarquardt",
     "LossScaleOptimizer",
+    "MultiOptimizer",
+    "OptimizerMap",
     "ResidualLoss",
     "GradientTransform",
     "ClipByValue",

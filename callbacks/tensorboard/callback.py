@@ -264,10 +264,9 @@ class TensorBoard(Callback):
                 continue  # written by on_test_end, once
             by_stage[stage][key[len(stage) + 1:] if stage != "train" else key] = value
         train_logs = by_stage["train"]
-        if self.model is not None and train_logs and "learning_rate" not in train_logs:
-            rate = self._learning_rate()
-            if rate is not None:
-                by_stage["train"]["learning_rate"] = rate
+        if self.model is not None and train_logs and not any(
+                key.startswith("learning_rate") for key in train_logs):
+            train_logs.update(self._learning_rates())
         for stage, values in by_stage.items():
             self._runs.scalars(stage, values, epoch)
         if self.histogram_freq and epoch % self.histogram_freq == 0 and self.model is not None:
@@ -334,12 +333,20 @@ class TensorBoard(Callback):
         iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
         return 0 if iterations is None else int(iterations.numpy())
 
-    def _learning_rate(self) -> float | None:
+    def _learning_rates(self) -> dict:
+        """{"learning_rate": rate}; for a MultiOptimizer (also under a LossScaleOptimizer)
+        {"learning_rate_<name>": rate} of each of its optimizers, as Keras; {} for none."""
         optimizer = getattr(self.model, "optimizer", None)
-        try:
-            return float(tf.convert_to_tensor(optimizer.learning_rate))
-        except (AttributeError, TypeError, ValueError):
-            return None
+        inner = getattr(getattr(optimizer, "inner_optimizer", optimizer), "optimizers", None)
+        named = ({f"learning_rate_{each.name}": each for each in inner} if inner
+                 else {"learning_rate": optimizer})
+        rates = {}
+        for key, each in named.items():
+            try:
+                rates[key] = float(tf.convert_to_tensor(each.learning_rate))
+            except (AttributeError, TypeError, ValueError):
+                pass
+        return rates
 
     def _evaluation_step(self) -> int:
         if self.evaluation_step is not None:

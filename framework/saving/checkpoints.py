@@ -368,8 +368,8 @@ def _present_in(saved: dict, objects: dict) -> dict:
 
 def _holds_slots(saved: dict) -> bool:
     """Whether the checkpoint (`saved`: its variable names) holds optimizer slots (not so if
-    the optimizer never ran)."""
-    return any(name.startswith("optimizer/_slots/") for name in saved)
+    the optimizer never ran), its own or those of optimizers inside it (a MultiOptimizer's)."""
+    return any(name.startswith("optimizer/") and "/_slots/" in name for name in saved)
 
 
 def _check_slot_names(saved: dict, optimizer, path: str) -> None:

@@ -486,4 +486,12 @@ OPTIMIZER_EXAMPLES: dict[str, tuple[OptimizerExample, ...]] = {
             optimizers.SGD(0.02, momentum=0.9), initial_scale=2.0**8, dynamic_growth_steps=2),
             ("momentum",), through_minimize=False, label="sgd_momentum"),
     ),
+    # Each variable to its optimizer: the kernels to Adam, the rest to SGD with momentum. Fit
+    # only, as LossScaleOptimizer: its `variables` are its iterations, then each inner
+    # optimizer's (tests/keras_parity/test_multi_optimizer.py).
+    "MultiOptimizer": (
+        OptimizerExample(lambda: optimizers.MultiOptimizer(optimizers.OptimizerMap(
+            optimizers.SGD(0.02, momentum=0.9), {".*kernel": optimizers.Adam(0.01)})),
+            through_minimize=False, label="adam_kernels_sgd_rest"),
+    ),
 }

@@ -57,7 +57,34 @@ def _optimizer(value, path, checker):
         if inner is INVALID:
             return INVALID
         value = {**value, "inner_optimizer": inner}
+    if isinstance(value, dict) and isinstance(value.get("optimizer_map"), dict):
+        routed = _optimizer_map(value["optimizer_map"], path + ("optimizer_map",), checker)
+        if routed is INVALID:
+            return INVALID
+        value = {**value, "optimizer_map": routed}
     return check_component(value, path, checker, optimizer_family())
+
+
+def _optimizer_map(value: dict, path, checker):
+    """A MultiOptimizer's `optimizer_map: {default_optimizer: ..., optimizer_map: {pattern:
+    ...}}`: each optimizer checked as one, each pattern as a regular expression."""
+    checked, problems = dict(value), len(checker.problems)
+    if "default_optimizer" in value:
+        checked["default_optimizer"] = _optimizer(value["default_optimizer"],
+                                                  path + ("default_optimizer",), checker)
+    routes = value.get("optimizer_map")
+    if isinstance(routes, dict):
+        checked["optimizer_map"] = {}
+        for pattern, optimizer in routes.items():
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as error:
+                checker.report(path + ("optimizer_map", pattern),
+                               f"the key {shown(pattern)} must be a regular expression over "
+                               f"variable paths ({error})")
+            checked["optimizer_map"][pattern] = _optimizer(
+                optimizer, path + ("optimizer_map", pattern), checker)
+    return INVALID if len(checker.problems) > problems else checked
 
 
 def _name(value, path, checker):
