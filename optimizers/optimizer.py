@@ -23,7 +23,8 @@ it (Sonnet's `Momentum`, Optax's `ScaleByAdamState`). The base class does the re
    transformed before any variable changes;
 5. applies Keras's decoupled weight decay, `v <- v - v * weight_decay * learning_rate`;
 6. reads the slots, calls `update_rule`, and assigns the new variable and slot values;
-7. runs the after-update hooks (the moving average of `use_ema`, then the constraints);
+7. runs the after-update hooks (the moving average of `use_ema`, then the constraints); under
+   accumulation those marked `update_steps_only` (Nadam's `u_product`) run with step 6 only;
 8. increments the step counter.
 
 The Keras base-optimizer machinery lives in modules of its own: `ema` (`use_ema`),
@@ -510,17 +511,23 @@ class Optimizer(BaseOptimizer):
                                      lambda mean: self._update(mean, variables, step),
                                      [*variables, *self.variables[1:]])
         for hook in self.after_update:  # the moving average, the constraints, ...
-            hook(variables, step)
+            if self._accumulation is None or not hook.update_steps_only:
+                hook(variables, step)
         self._iterations.assign_add(1)
         return self._iterations
 
     def _update(self, grads, variables, step) -> None:
-        """Steps 4-6 of the module docstring."""
+        """Steps 4-6 of the module docstring; under accumulation, also the after-update hooks
+        that run on update steps only (in the update branch, as Keras's `update_step`)."""
         grads = self._flag_transforms.apply(grads, variables)
         grads = self._user_transforms.apply(grads, variables)
         learning_rate = self.learning_rate
         for gradient, variable in zip(grads, variables):
             self._update_variable(gradient, variable, learning_rate, step)
+        if self._accumulation is not None:
+            for hook in self.after_update:
+                if hook.update_steps_only:
+                    hook(variables, step)
 
     def _update_variable(self, gradient, variable, learning_rate, step) -> None:
         dtype = variable.dtype
