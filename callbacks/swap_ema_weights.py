@@ -17,7 +17,11 @@ class SwapEMAWeights(Callback):
     and their averages exchange values; afterwards they are exchanged back, so training goes
     on from its own weights while the validation metrics describe the average. With
     `swap_on_epoch=True` the average is also in the model between `on_epoch_end` and the next
-    `on_epoch_begin`, so callbacks listed after this one (`ModelCheckpoint`) see it.
+    `on_epoch_begin`, so callbacks listed after this one (`ModelCheckpoint`) see it. A
+    training checkpoint written then (`BackupAndRestore`, a recipe's run checkpoints) records
+    that the averages are swapped in, so a fit resumed from it swaps back at its first epoch
+    and goes on exactly as the uninterrupted fit (Keras's, with its `BackupAndRestore` after
+    this callback, would train on from the average).
 
     The exchange is exact (a copy; Keras's TensorFlow version adds and subtracts, which can
     round). Differences from Keras: after `predict` the weights are swapped back (Keras
