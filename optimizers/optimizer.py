@@ -299,8 +299,11 @@ class Optimizer(BaseOptimizer):
     def variables(self) -> list[tf.Variable]:
         """The optimizer's own collection, in Keras's order: iterations, learning rate, the
         moving averages, the gradient accumulators, then the slots, variable by variable, and
-        the state of transforms and hooks (see `optimizers.optimizer_state`)."""
-        slots = [slot for per_variable in self._slots for slot in per_variable.values()]
+        the state of transforms and hooks (see `optimizers.optimizer_state`). A slot with no
+        element (Muon's `velocity` of a Muon variable) holds no state and is left out, as
+        Keras has no variable there; checkpoints still keep it."""
+        slots = [slot for per_variable in self._slots for slot in per_variable.values()
+                 if slot.shape.num_elements() != 0]
         averages = self._moving_average.averages if self._moving_average else []
         accumulators = self._accumulation.accumulators if self._accumulation else []
         return [self._iterations, self._learning_rate_variable, *averages, *accumulators,
