@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from graphfit.callbacks.callback import Callback
 from graphfit.core.registry import CALLBACKS
+from graphfit.optimizers.second_order import SecondOrderOptimizer
 
 __all__ = ["SwapEMAWeights"]
 
@@ -33,7 +34,8 @@ class SwapEMAWeights(Callback):
 
     Raises:
         ValueError: at the first swap, when the optimizer has no moving average (Keras's
-            message), or if `swap_on_epoch` is not a bool.
+            message; `check_model`, which `graphfit validate` runs, says so before
+            training), or if `swap_on_epoch` is not a bool.
 
     Example:
 
@@ -56,13 +58,24 @@ class SwapEMAWeights(Callback):
         self.swap_on_epoch = swap_on_epoch
         self._swapped_here = False  # for an evaluation or prediction, by this callback
 
-    def _averages(self) -> list:
+    def check_model(self, model) -> None:
+        """Refuses a model whose optimizer keeps no moving average (no `use_ema=True`, or a
+        second-order optimizer), which the first swap would refuse (Keras's message)."""
+        self._averages(model)
+
+    def _averages(self, model=None) -> list:
         """The moving averages to swap: the optimizer's, or, for a MultiOptimizer (also under
         a LossScaleOptimizer), those of its optimizers with `use_ema=True`, as Keras."""
-        optimizer = getattr(self.model, "optimizer", None)
+        optimizer = getattr(self.model if model is None else model, "optimizer", None)
         inner = getattr(getattr(optimizer, "inner_optimizer", optimizer), "optimizers", None)
         averages = [getattr(each, "moving_average", None) for each in (inner or [optimizer])]
         averages = [average for average in averages if average is not None]
+        if isinstance(getattr(optimizer, "inner_optimizer", optimizer), SecondOrderOptimizer):
+            raise ValueError(
+                "SwapEMAWeights must be used when `use_ema=True` is set on the optimizer. "
+                f"{type(optimizer).__name__} solves for its own step and keeps no moving "
+                "average (use_ema is an option of first-order optimizers): use a first-order "
+                "optimizer with use_ema=True, or leave SwapEMAWeights out.")
         if not averages:
             raise ValueError(
                 "SwapEMAWeights must be used when `use_ema=True` is set on the optimizer "

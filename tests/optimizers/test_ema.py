@@ -178,6 +178,17 @@ def test_refusals():
     optimizers.SGD(ema_momentum=1.5)  # as Keras: checked only with use_ema
     with pytest.raises(ValueError, match="LevenbergMarquardt does not take use_ema"):
         optimizers.get({"type": "LevenbergMarquardt", "use_ema": True})
+    for key, value in (("use_ema", True), ("gradient_accumulation_steps", 2),
+                       ("loss_scale_factor", 2.0), ("ema_momentum", 0.9)):
+        with pytest.raises(ValueError, match=f"LevenbergMarquardt does not take {key}: it is "
+                                             "an argument of first-order optimizers"):
+            optimizers.LevenbergMarquardt(**{key: value})  # not a bare TypeError
+    with pytest.raises(TypeError, match="unexpected keyword argument 'dampin'"):
+        optimizers.LevenbergMarquardt(dampin="identity")
+    lm_model, _ = _models()
+    lm_model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    with pytest.raises(ValueError, match="LevenbergMarquardt solves for its own step"):
+        callbacks.SwapEMAWeights().check_model(lm_model)
     model, _ = _models()
     model.compile(optimizer="sgd", loss="mse")
     with pytest.raises(ValueError, match="SwapEMAWeights must be used when `use_ema=True`"):
