@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from graphfit.callbacks.callback import Callback
 from graphfit.core.registry import CALLBACKS
-from graphfit.optimizers.second_order import SecondOrderOptimizer
 
 __all__ = ["SwapEMAWeights"]
 
@@ -70,12 +69,14 @@ class SwapEMAWeights(Callback):
         inner = getattr(getattr(optimizer, "inner_optimizer", optimizer), "optimizers", None)
         averages = [getattr(each, "moving_average", None) for each in (inner or [optimizer])]
         averages = [average for average in averages if average is not None]
-        if isinstance(getattr(optimizer, "inner_optimizer", optimizer), SecondOrderOptimizer):
+        base = getattr(optimizer, "inner_optimizer", optimizer)
+        if not averages and optimizer is not None and inner is None \
+                and not hasattr(base, "use_ema"):  # Levenberg–Marquardt
             raise ValueError(
                 "SwapEMAWeights must be used when `use_ema=True` is set on the optimizer. "
-                f"{type(optimizer).__name__} solves for its own step and keeps no moving "
-                "average (use_ema is an option of first-order optimizers): use a first-order "
-                "optimizer with use_ema=True, or leave SwapEMAWeights out.")
+                f"{type(base).__name__} keeps no moving average: use_ema is an option of "
+                "first-order optimizers. Use one with use_ema=True, or leave SwapEMAWeights "
+                "out.")
         if not averages:
             raise ValueError(
                 "SwapEMAWeights must be used when `use_ema=True` is set on the optimizer "
