@@ -65,6 +65,13 @@ class Callback:
         """
         self.params = params if params is not None else {}
 
+    def check_model(self, model) -> None:
+        """Raises a ValueError when the callback cannot work with `model` (built and
+        compiled), before any training: `graphfit validate` and `graphfit train` call it for
+        a recipe's callbacks, so a run that would fail later fails first. Nothing by default.
+        """
+        del model
+
     # Whole runs.
     def on_train_begin(self, logs=None):
         """Called once at the start of `fit`."""

@@ -17,7 +17,11 @@ class SwapEMAWeights(Callback):
     and their averages exchange values; afterwards they are exchanged back, so training goes
     on from its own weights while the validation metrics describe the average. With
     `swap_on_epoch=True` the average is also in the model between `on_epoch_end` and the next
-    `on_epoch_begin`, so callbacks listed after this one (`ModelCheckpoint`) see it.
+    `on_epoch_begin`, so callbacks listed after this one (`ModelCheckpoint`) see it. A
+    training checkpoint written then (`BackupAndRestore`, a recipe's run checkpoints) records
+    that the averages are swapped in, so a fit resumed from it swaps back at its first epoch
+    and goes on exactly as the uninterrupted fit (Keras's, with its `BackupAndRestore` after
+    this callback, would train on from the average).
 
     The exchange is exact (a copy; Keras's TensorFlow version adds and subtracts, which can
     round). Differences from Keras: after `predict` the weights are swapped back (Keras
@@ -29,7 +33,8 @@ class SwapEMAWeights(Callback):
 
     Raises:
         ValueError: at the first swap, when the optimizer has no moving average (Keras's
-            message), or if `swap_on_epoch` is not a bool.
+            message; `check_model`, which `graphfit validate` runs, says so before
+            training), or if `swap_on_epoch` is not a bool.
 
     Example:
 
@@ -52,13 +57,26 @@ class SwapEMAWeights(Callback):
         self.swap_on_epoch = swap_on_epoch
         self._swapped_here = False  # for an evaluation or prediction, by this callback
 
-    def _averages(self) -> list:
+    def check_model(self, model) -> None:
+        """Refuses a model whose optimizer keeps no moving average (no `use_ema=True`, or a
+        second-order optimizer), which the first swap would refuse (Keras's message)."""
+        self._averages(model)
+
+    def _averages(self, model=None) -> list:
         """The moving averages to swap: the optimizer's, or, for a MultiOptimizer (also under
         a LossScaleOptimizer), those of its optimizers with `use_ema=True`, as Keras."""
-        optimizer = getattr(self.model, "optimizer", None)
+        optimizer = getattr(self.model if model is None else model, "optimizer", None)
         inner = getattr(getattr(optimizer, "inner_optimizer", optimizer), "optimizers", None)
         averages = [getattr(each, "moving_average", None) for each in (inner or [optimizer])]
         averages = [average for average in averages if average is not None]
+        base = getattr(optimizer, "inner_optimizer", optimizer)
+        if not averages and optimizer is not None and inner is None \
+                and not hasattr(base, "use_ema"):  # Levenberg–Marquardt
+            raise ValueError(
+                "SwapEMAWeights must be used when `use_ema=True` is set on the optimizer. "
+                f"{type(base).__name__} keeps no moving average: use_ema is an option of "
+                "first-order optimizers. Use one with use_ema=True, or leave SwapEMAWeights "
+                "out.")
         if not averages:
             raise ValueError(
                 "SwapEMAWeights must be used when `use_ema=True` is set on the optimizer "

@@ -12,7 +12,8 @@ With `gradient_accumulation_steps=k` an optimizer updates the variables once eve
 The counter advances at every call; `optimizer.iterations` is `counter // k`, the number of
 updates (Adam's bias correction counts updates), while a learning-rate schedule is evaluated
 at the raw counter (Keras: "schedules look at the real iterations"). The after-update hooks
-(constraints, the moving average) run at every call, as Keras's do.
+(constraints, the moving average) run at every call, as Keras's do, except those marked
+`update_steps_only` (Nadam's `u_product`), which run in the update branch only.
 
 The branch is a `tf.cond` on the counter: one trace serves every call (XLA, and
 `steps_per_execution` included). Inside a `tf.distribute` replica context a cond cannot

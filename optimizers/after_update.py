@@ -6,9 +6,10 @@ after-update hooks, in order, on the variables it updated. A hook may create sta
 `build(optimizer, variables)`, which the optimizer's `build` calls with the variables that
 have no slots yet, as it creates theirs (outside any trace; tracked with
 `optimizer.track_variable` or made with `optimizer.add_variable`, so checkpoints keep it),
-and assigns in `__call__(variables, step)`. Variable constraints (`ApplyConstraints`, always
-first: Keras projects after the update) are one; an exponential moving average of the
-weights is another (docs/architecture.md sketches it).
+and assigns in `__call__(variables, step)`. Under `gradient_accumulation_steps` a hook runs at
+every call unless it sets `update_steps_only` (then only on the calls that update).
+Variable constraints (`ApplyConstraints`, always first: Keras projects after the update) are
+one; an exponential moving average of the weights is another (docs/architecture.md sketches it).
 
 Example:
 
@@ -33,7 +34,16 @@ __all__ = ["AfterUpdate", "ApplyConstraints"]
 
 
 class AfterUpdate:
-    """Base class of after-update hooks."""
+    """Base class of after-update hooks.
+
+    With `gradient_accumulation_steps`, a hook runs at every `apply_gradients` call, also the
+    calls that only accumulate (Keras runs its constraints and moving average there too),
+    unless it sets `update_steps_only = True`: then it runs only on the calls that update the
+    variables, as Keras's `update_step` and optimizer-level state (Nadam's `u_product`) do.
+    """
+
+    #: Run only on the calls that update the variables (not those that only accumulate).
+    update_steps_only: bool = False
 
     def build(self, optimizer, variables: Sequence[tf.Variable]) -> None:
         """Creates the hook's state for `variables` (those new to the optimizer), outside any

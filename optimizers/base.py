@@ -36,8 +36,8 @@ save (`get_weights` / `set_weights` read and write it as values). `add_variable`
 
 The Keras base-optimizer arguments `use_ema`, `gradient_accumulation_steps`,
 `loss_scale_factor` (and `ema_momentum`, `ema_overwrite_frequency`) belong to first-order
-optimizers (`Optimizer`); `from_config` of an optimizer that does not take them refuses them
-with the reason.
+optimizers (`Optimizer`); the constructor (`SecondOrderOptimizer`) and `from_config` of an
+optimizer that does not take them refuse them with the reason.
 """
 
 from __future__ import annotations
@@ -46,16 +46,28 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
-__all__ = ["BaseOptimizer", "FIRST_REPLICA"]
+__all__ = ["BaseOptimizer", "FIRST_REPLICA", "FIRST_ORDER_ARGUMENTS",
+           "refuse_first_order_argument"]
 
 # Under a tf.distribute strategy every replica computes the same update from all-reduced
 # gradients: the first replica's value is assigned, once, to every copy.
 FIRST_REPLICA = tf.VariableAggregation.ONLY_FIRST_REPLICA
 
 # Keras's base-optimizer arguments that only a first-order optimizer takes, at their defaults.
-_FIRST_ORDER_ARGUMENTS = {"use_ema": False, "ema_momentum": 0.99,
+FIRST_ORDER_ARGUMENTS = {"use_ema": False, "ema_momentum": 0.99,
                           "ema_overwrite_frequency": None, "loss_scale_factor": None,
                           "gradient_accumulation_steps": None}
+
+
+def refuse_first_order_argument(cls: type, key: str, value) -> None:
+    """Raises the ValueError for Keras's base-optimizer argument `key` given to `cls`, an
+    optimizer that is not first-order (it does not take it)."""
+    raise ValueError(
+        f"{cls.__name__} does not take {key}: it is an argument of first-order "
+        f"optimizers (graphfit.optimizers.Optimizer), whose gradient step the "
+        f"moving average, the accumulation and the loss factor act on. Give it "
+        f"to the first-order optimizer (the inner_optimizer of a "
+        f"LossScaleOptimizer), or leave it out. Received: {key}={value!r}")
 
 
 class BaseOptimizer(tf.Module):
@@ -202,14 +214,9 @@ class BaseOptimizer(tf.Module):
                 (`use_ema`, `gradient_accumulation_steps`, ...) at other than its default.
         """
         config = dict(config)
-        for key, default in _FIRST_ORDER_ARGUMENTS.items():
+        for key, default in FIRST_ORDER_ARGUMENTS.items():
             if key in config and config[key] != default:
-                raise ValueError(
-                    f"{cls.__name__} does not take {key}: it is an argument of first-order "
-                    f"optimizers (graphfit.optimizers.Optimizer), whose gradient step the "
-                    f"moving average, the accumulation and the loss factor act on. Give it "
-                    f"to the first-order optimizer (the inner_optimizer of a "
-                    f"LossScaleOptimizer), or leave it out. Received: {key}={config[key]!r}")
+                refuse_first_order_argument(cls, key, config[key])
             config.pop(key, None)
         return cls(**config)
 

@@ -15,7 +15,9 @@ period count updates (`iterations`), as in Keras. The hook runs before the varia
 constraints, as Keras updates the average before it projects the variables.
 
 The averages are optimizer variables (zeros until the first step, as in Keras), so training
-checkpoints save them; `SwapEMAWeights` puts them into the model for evaluation.
+checkpoints save them; `SwapEMAWeights` puts them into the model for evaluation. Whether they
+are swapped in is a variable too (not in `optimizer.variables`): a checkpoint written while
+they are (`swap_on_epoch=True`) restores into the same state, so a resumed fit swaps back.
 
 Example:
 
@@ -90,8 +92,23 @@ class ExponentialMovingAverage(AfterUpdate, tf.Module):
                                     else int(overwrite_frequency))
         self.averages: list[tf.Variable] = []  # tracked: checkpoints save them
         self._targets = _Targets()
-        #: Whether the model holds the averages now (`swap`), and the averages its values.
-        self.swapped = False
+        with tf.init_scope():
+            # A variable, so a checkpoint written while the averages are swapped in (after
+            # `SwapEMAWeights(swap_on_epoch=True)`'s epoch end) records it and a resumed fit
+            # swaps back as the uninterrupted one does. Not in `optimizer.variables` (Keras
+            # has no such variable there).
+            self._swapped = tf.Variable(False, trainable=False, name="averages_swapped",
+                                        aggregation=FIRST_REPLICA)
+
+    @property
+    def swapped(self) -> bool:
+        """Whether the model holds the averages now (`swap`), and the averages its values.
+        Read and set eagerly (callbacks); checkpoints keep it."""
+        return bool(self._swapped.numpy())
+
+    @swapped.setter
+    def swapped(self, value: bool) -> None:
+        self._swapped.assign(bool(value))
 
     def build(self, optimizer, variables: Sequence[tf.Variable]) -> None:
         """Creates a zero average for each variable that has none (outside any trace)."""

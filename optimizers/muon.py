@@ -51,7 +51,8 @@ class Muon(Optimizer):
 
     AdamW step: Keras's Adam with `adam_beta_1`, `adam_beta_2`, `epsilon` and the rate
     `lr * adam_lr_ratio` (slots `"momentum"` and `"velocity"`). A Muon variable keeps no
-    velocity, as in Keras: its `"velocity"` slot is empty (shape `[0]`).
+    velocity, as in Keras: its `"velocity"` slot is empty (shape `[0]`) and left out of
+    `variables`, so `get_weights` and `set_weights` follow Keras's list.
 
     Weight decay, before the update, `w <- w - w * decay * lr` with the undivided `lr`:
     `weight_decay` for Muon variables, `adam_weight_decay` for AdamW ones (None: none);
@@ -99,6 +100,8 @@ class Muon(Optimizer):
         (False, True)
         >>> opt.get_slot(kernel, "velocity").shape  # a Muon variable keeps no velocity
         TensorShape([0])
+        >>> len(opt.variables)  # iterations, rate, 2 momentums, the bias's velocity (Keras's)
+        5
     """
 
     slot_names = ("momentum", "velocity")

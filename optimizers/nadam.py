@@ -24,7 +24,10 @@ def _next_u_product(u_product: tf.Tensor, beta_1: float, step: tf.Tensor) -> tf.
 class _UProduct(AfterUpdate):
     """Nadam's optimizer-level product of the momentum schedule, one scalar for all
     variables: created with the first variables' dtype (Keras), advanced once per step after
-    the variables' updates, which read the value it is about to take."""
+    the variables' updates, which read the value it is about to take. Under
+    `gradient_accumulation_steps` it advances on update steps only, as Keras's."""
+
+    update_steps_only = True
 
     def __init__(self, beta_1: float):
         self.beta_1 = beta_1

@@ -23,7 +23,8 @@ it (Sonnet's `Momentum`, Optax's `ScaleByAdamState`). The base class does the re
    transformed before any variable changes;
 5. applies Keras's decoupled weight decay, `v <- v - v * weight_decay * learning_rate`;
 6. reads the slots, calls `update_rule`, and assigns the new variable and slot values;
-7. runs the after-update hooks (the moving average of `use_ema`, then the constraints);
+7. runs the after-update hooks (the moving average of `use_ema`, then the constraints); under
+   accumulation those marked `update_steps_only` (Nadam's `u_product`) run with step 6 only;
 8. increments the step counter.
 
 The Keras base-optimizer machinery lives in modules of its own: `ema` (`use_ema`),
@@ -298,8 +299,11 @@ class Optimizer(BaseOptimizer):
     def variables(self) -> list[tf.Variable]:
         """The optimizer's own collection, in Keras's order: iterations, learning rate, the
         moving averages, the gradient accumulators, then the slots, variable by variable, and
-        the state of transforms and hooks (see `optimizers.optimizer_state`)."""
-        slots = [slot for per_variable in self._slots for slot in per_variable.values()]
+        the state of transforms and hooks (see `optimizers.optimizer_state`). A slot with no
+        element (Muon's `velocity` of a Muon variable) holds no state and is left out, as
+        Keras has no variable there; checkpoints still keep it."""
+        slots = [slot for per_variable in self._slots for slot in per_variable.values()
+                 if slot.shape.num_elements() != 0]
         averages = self._moving_average.averages if self._moving_average else []
         accumulators = self._accumulation.accumulators if self._accumulation else []
         return [self._iterations, self._learning_rate_variable, *averages, *accumulators,
@@ -510,17 +514,23 @@ class Optimizer(BaseOptimizer):
                                      lambda mean: self._update(mean, variables, step),
                                      [*variables, *self.variables[1:]])
         for hook in self.after_update:  # the moving average, the constraints, ...
-            hook(variables, step)
+            if self._accumulation is None or not hook.update_steps_only:
+                hook(variables, step)
         self._iterations.assign_add(1)
         return self._iterations
 
     def _update(self, grads, variables, step) -> None:
-        """Steps 4-6 of the module docstring."""
+        """Steps 4-6 of the module docstring; under accumulation, also the after-update hooks
+        that run on update steps only (in the update branch, as Keras's `update_step`)."""
         grads = self._flag_transforms.apply(grads, variables)
         grads = self._user_transforms.apply(grads, variables)
         learning_rate = self.learning_rate
         for gradient, variable in zip(grads, variables):
             self._update_variable(gradient, variable, learning_rate, step)
+        if self._accumulation is not None:
+            for hook in self.after_update:
+                if hook.update_steps_only:
+                    hook(variables, step)
 
     def _update_variable(self, gradient, variable, learning_rate, step) -> None:
         dtype = variable.dtype

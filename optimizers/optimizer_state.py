@@ -6,6 +6,7 @@
     the moving averages (use_ema), one per variable,
     the gradient accumulators (gradient_accumulation_steps), one per variable,
     the slots, variable by variable (Adam: momentum, velocity of the first variable, ...),
+        except empty ones (Muon's `velocity` of a Muon variable: Keras has none),
     state its transforms and hooks added (`track_variable`, `add_variable`)
 
 which is the order of a Keras 3 optimizer's `variables` built on the same variables, with two

@@ -51,7 +51,11 @@ Example: Gauss–Newton on the residuals of a squared-error loss, without dampin
 
 from __future__ import annotations
 
-from graphfit.optimizers.base import BaseOptimizer
+from graphfit.optimizers.base import (
+    FIRST_ORDER_ARGUMENTS,
+    BaseOptimizer,
+    refuse_first_order_argument,
+)
 
 __all__ = ["SecondOrderOptimizer"]
 
@@ -61,8 +65,16 @@ class SecondOrderOptimizer(BaseOptimizer):
 
     Subclasses implement `minimize(loss_fn, variables, batch)`, honouring what `batch`
     carries, and extend `get_config`. Under a `tf.distribute` strategy their `minimize` runs
-    once per step for all replicas (`steps_across_replicas`).
+    once per step for all replicas (`steps_across_replicas`). Constructing one with a Keras
+    base-optimizer argument of first-order optimizers (`use_ema`,
+    `gradient_accumulation_steps`, ...) raises a ValueError that says so.
     """
+
+    def __new__(cls, *args, **kwargs):
+        for key in FIRST_ORDER_ARGUMENTS:
+            if key in kwargs:  # else the constructor's bare "unexpected keyword" TypeError
+                refuse_first_order_argument(cls, key, kwargs[key])
+        return super().__new__(cls)
 
     steps_across_replicas = True
     # A second-order step is a large graph (a solve, a loop of trials) that XLA compiles for

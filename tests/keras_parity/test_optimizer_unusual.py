@@ -77,6 +77,34 @@ def test_muon_float64_where_keras_fails():
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"use_ema": True, "gradient_accumulation_steps": 2}])
+def test_muon_state_is_kerass_list_and_loads_kerass_state(kwargs):
+    """`variables` / `get_weights` list what Keras's Muon lists (no velocity for a Muon
+    variable), so Keras's state loads with `set_weights` and training goes on equal."""
+    from graphfit.testing.optimizer_contract import gradients, make_variables
+
+    ours, theirs = optimizers.Muon(0.05, **kwargs), keras.optimizers.Muon(0.05, **kwargs)
+    our_vars = make_variables()
+    their_targets = [keras.Variable(v.numpy(), name=v.name.split(":")[0])
+                     for v in make_variables()]
+    their_vars = [v.value for v in their_targets]
+    for _ in range(3):
+        ours.apply_gradients(zip(gradients(our_vars), our_vars))
+        theirs.apply_gradients(zip(gradients(their_vars), their_targets))
+    keras_state = [v.numpy() for v in theirs.variables]
+    assert [w.shape for w in ours.get_weights()] == [w.shape for w in keras_state]
+    for a, b in zip(ours.get_weights(), keras_state):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    twin, twin_vars = optimizers.Muon(0.05, **kwargs), [tf.Variable(v) for v in our_vars]
+    twin.build(twin_vars)
+    twin.set_weights(keras_state)  # Keras's state, into a fresh graphfit Muon
+    for _ in range(3):
+        twin.apply_gradients(zip(gradients(twin_vars), twin_vars))
+        theirs.apply_gradients(zip(gradients(their_vars), their_targets))
+    for a, b in zip(twin_vars, their_vars):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize("name", ["Adafactor", "Muon", "ScheduleFreeAdamW"])
 def test_config_has_keras_names_and_reads_a_keras_config(name):
     keras_config = getattr(keras.optimizers, name)().get_config()

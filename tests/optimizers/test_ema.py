@@ -178,7 +178,47 @@ def test_refusals():
     optimizers.SGD(ema_momentum=1.5)  # as Keras: checked only with use_ema
     with pytest.raises(ValueError, match="LevenbergMarquardt does not take use_ema"):
         optimizers.get({"type": "LevenbergMarquardt", "use_ema": True})
+    for key, value in (("use_ema", True), ("gradient_accumulation_steps", 2),
+                       ("loss_scale_factor", 2.0), ("ema_momentum", 0.9)):
+        with pytest.raises(ValueError, match=f"LevenbergMarquardt does not take {key}: it is "
+                                             "an argument of first-order optimizers"):
+            optimizers.LevenbergMarquardt(**{key: value})  # not a bare TypeError
+    with pytest.raises(TypeError, match="unexpected keyword argument 'dampin'"):
+        optimizers.LevenbergMarquardt(dampin="identity")
+    lm_model, _ = _models()
+    lm_model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    with pytest.raises(ValueError, match="LevenbergMarquardt keeps no moving average"):
+        callbacks.SwapEMAWeights().check_model(lm_model)
     model, _ = _models()
     model.compile(optimizer="sgd", loss="mse")
     with pytest.raises(ValueError, match="SwapEMAWeights must be used when `use_ema=True`"):
         model.evaluate(X, Y, verbose=0, callbacks=[callbacks.SwapEMAWeights()])
+
+
+@pytest.mark.parametrize("backup_first", [False, True])
+def test_swap_on_epoch_resumed_fit_equals_an_uninterrupted_one(tmp_path, backup_first):
+    """A BackupAndRestore checkpoint written while the averages are swapped in (after
+    SwapEMAWeights's on_epoch_end) records that they are, so the resumed fit swaps back at its
+    first epoch, as the uninterrupted fit does, whichever order the two callbacks come in."""
+    def fit(epochs, backup_dir=None):
+        model, _ = _models()
+        model.compile(optimizer=optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5),
+                      loss="mse")
+        cbs = [callbacks.SwapEMAWeights(swap_on_epoch=True)]
+        if backup_dir is not None:
+            backup = callbacks.BackupAndRestore(str(backup_dir), delete_checkpoint=False)
+            cbs = [backup, *cbs] if backup_first else [*cbs, backup]
+        history = model.fit(X, Y, batch_size=8, epochs=epochs, shuffle=False, verbose=0,
+                            validation_data=(XV, YV), callbacks=cbs)
+        return model, history.history
+
+    whole, whole_history = fit(3)
+    fit(1, tmp_path)
+    resumed, resumed_history = fit(3, tmp_path)
+    np.testing.assert_allclose(resumed_history["loss"], whole_history["loss"][1:], rtol=1e-6)
+    np.testing.assert_allclose(resumed_history["val_loss"], whole_history["val_loss"][1:],
+                               rtol=1e-6)
+    for a, b in zip(resumed.get_weights(), whole.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    for a, b in zip(resumed.optimizer.get_weights(), whole.optimizer.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

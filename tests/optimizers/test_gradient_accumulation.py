@@ -39,6 +39,10 @@ CASES = {
     "adam_k2_clip_decay": ("Adam", dict(learning_rate=0.05, gradient_accumulation_steps=2,
                                         clipnorm=0.5, weight_decay=0.1)),
     "adam_k4_schedule": ("Adam", dict(gradient_accumulation_steps=4)),
+    # Nadam's optimizer-level u_product advances on update steps only (as Keras's)
+    "nadam_k2_ema": ("Nadam", dict(learning_rate=0.1, gradient_accumulation_steps=2,
+                                   use_ema=True, ema_momentum=0.5)),
+    "nadam_k3": ("Nadam", dict(learning_rate=0.1, gradient_accumulation_steps=3)),
 }
 
 

@@ -87,6 +87,7 @@ def prepare(recipe: Recipe, distribute: bool = True) -> Prepared:
             raise _error(recipe, _stage_key(config, stage, error, model), error) from None
     _check_tap_names(recipe, model)
     _check_monitors(recipe, model, splits)
+    _check_callbacks(recipe, model)
     return Prepared(recipe, model, splits, strategy)
 
 
@@ -213,6 +214,26 @@ def _check_monitors(recipe: Recipe, model, splits: Splits) -> None:
             callback.resolve_direction(logs)
         except ValueError as error:
             raise _error(recipe, ("callbacks", index, "monitor"), error) from None
+
+
+def _check_callbacks(recipe: Recipe, model) -> None:
+    """Each callback's own check of the compiled model (`Callback.check_model`: SwapEMAWeights
+    needs an optimizer with `use_ema`), reported at the callback's entry."""
+    from graphfit.callbacks.callback import Callback
+    from graphfit.recipes.reading.components import CALLBACK
+    from graphfit.recipes.running.builder import instantiate
+
+    for index, entry in enumerate(recipe.config["callbacks"]):
+        if not isinstance(entry, dict) or "type" not in entry:
+            continue
+        cls = CALLBACK.lookup(entry["type"])
+        if not (isinstance(cls, type) and issubclass(cls, Callback)) \
+                or cls.check_model is Callback.check_model:
+            continue  # built only when it checks something: no side effect otherwise
+        try:
+            instantiate(entry, CALLBACK).check_model(model)
+        except ValueError as error:
+            raise _error(recipe, ("callbacks", index), error) from None
 
 
 def _build_on(model, train) -> None:

@@ -39,3 +39,20 @@ def test_recipe_with_ema_and_accumulation_validates_and_trains(tmp_path, capsys)
     assert cli.main(["validate", str(typo)]) != 0
     assert "use_ema" in capsys.readouterr().err
     assert np.isfinite(json.loads((run / "history.json").read_text())["loss"]).all()
+
+
+def test_swap_on_epoch_run_resumes_as_an_uninterrupted_one(tmp_path):
+    """The run checkpoints are written after SwapEMAWeights(swap_on_epoch=True) has put the
+    averages in the model; a resumed run swaps them back, as the uninterrupted one does."""
+    recipe = tmp_path / "swap.yaml"
+    recipe.write_text(RECIPE.replace(", gradient_accumulation_steps: 2", "").replace(
+        "{type: SwapEMAWeights}", "{type: SwapEMAWeights, swap_on_epoch: true}"))
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    quiet = ["--verbose", "0"]
+    assert cli.main(["train", str(recipe), "--run-dir", str(whole), *quiet,
+                     "--set", "training.epochs=3"]) == 0
+    assert cli.main(["train", str(recipe), "--run-dir", str(part), *quiet,
+                     "--set", "training.epochs=1"]) == 0
+    assert cli.main(["train", "--resume", str(part), *quiet, "--set", "training.epochs=3"]) == 0
+    losses = [json.loads((run / "history.json").read_text())["loss"] for run in (whole, part)]
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-6)
