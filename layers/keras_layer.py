@@ -68,8 +68,9 @@ class KerasLayer(Layer):
         vectorizes_per_example: False when the wrapped layer is or holds a Keras
             `EinsumDense` (MultiHeadAttention's projections): Keras computes its einsum as a
             broadcasting batched matmul, whose gradients TensorFlow's vectorizer (pfor)
-            crashes on when mapped over examples; Levenberg–Marquardt's `jacobian_mode=
-            "auto"` then takes whole-batch reverse mode.
+            crashes on when mapped over examples; or a recurrent layer running its
+            `tf.while_loop` (`unroll=False`), which pfor cannot map once it holds gradients.
+            Levenberg–Marquardt's `jacobian_mode="auto"` then takes whole-batch reverse mode.
 
     Raises:
         ValueError: if `layer` is not a Keras 3 layer.
@@ -132,8 +133,11 @@ class KerasLayer(Layer):
 
     @property
     def vectorizes_per_example(self) -> bool:
-        """False when the Keras layer is or holds a Keras `EinsumDense` (or MultiHeadAttention)."""
-        return not _holds_einsum_dense(self.keras_layer)
+        """False when the Keras layer is or holds a Keras `EinsumDense` (MultiHeadAttention)
+        or a recurrent layer that runs its time loop (`unroll=False`)."""
+        return not _holds_einsum_dense(self.keras_layer) and not any(
+            isinstance(sub, keras.layers.RNN) and not sub.unroll
+            for sub in _sublayers(self.keras_layer))
 
     @property
     def supports_jit(self) -> bool:

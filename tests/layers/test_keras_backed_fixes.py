@@ -54,7 +54,9 @@ def test_attention_declares_it_does_not_vectorize_per_example():
     assert not attention.vectorizes_per_example
     assert layers.KerasLayer(keras.layers.EinsumDense("ab,bc->ac", 3)).vectorizes_per_example \
         is False
-    assert layers.LSTM(3).vectorizes_per_example and layers.Dense(2).vectorizes_per_example
+    unrolled = layers.LSTM(3)  # graphfit's unroll=None: unrolled at build for short inputs
+    gf.Sequential([gf.Input((4, 2)), unrolled])
+    assert unrolled.vectorizes_per_example and layers.Dense(2).vectorizes_per_example
     model = gf.Sequential([gf.Input((4, 2)), attention, layers.GlobalAveragePooling1D(),
                            layers.Dense(1)])
     blockers = unvectorizable_layers(model)
@@ -64,6 +66,18 @@ def test_attention_declares_it_does_not_vectorize_per_example():
     assert lm_jacobian.choose_mode("auto", 1, 4, True, blockers) == "forward"
     with pytest.raises(ValueError, match="jacobian_mode='per_example'.*'att'"):
         lm_jacobian.choose_mode("per_example", 100, 1, True, blockers)
+
+
+def test_levenberg_marquardt_trains_through_a_looped_lstm_by_default():
+    looped = layers.LSTM(3, unroll=False)
+    model = gf.Sequential([gf.Input((5, 2)), looped, layers.Dense(1)])
+    assert not looped.vectorizes_per_example  # Keras's tf.while_loop
+    assert layers.KerasLayer(keras.layers.GRU(2, unroll=True)).vectorizes_per_example
+    x = _RNG.normal(size=(16, 5, 2)).astype("float32")
+    y = _RNG.normal(size=(16, 1)).astype("float32")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False)
+    losses = model.fit(x, y, batch_size=None, epochs=3, verbose=0).history["loss"]
+    assert losses[-1] < losses[0], losses  # raised pfor's "Shape must be at least rank 1" before
 
 
 def _pair(make_keras, make_ours, shape):
