@@ -65,6 +65,12 @@ class KerasLayer(Layer):
         supports_jit: the Keras layer's `supports_jit`.
         xla_friendly_on_cpu: False when the wrapped layer is or holds a Keras convolution or
             pooling layer.
+        vectorizes_per_example: False when the wrapped layer is or holds a Keras
+            `EinsumDense` (MultiHeadAttention's projections): Keras computes its einsum as a
+            broadcasting batched matmul, whose gradients TensorFlow's vectorizer (pfor)
+            crashes on when mapped over examples; or a recurrent layer running its
+            `tf.while_loop` (`unroll=False`), which pfor cannot map once it holds gradients.
+            Levenberg–Marquardt's `jacobian_mode="auto"` then takes whole-batch reverse mode.
 
     Raises:
         ValueError: if `layer` is not a Keras 3 layer.
@@ -120,10 +126,18 @@ class KerasLayer(Layer):
 
     @property
     def stochastic_in_training(self) -> bool:
-        """Whether the Keras layer (or one inside it) is a dropout, noise or `Random*`
-        augmentation layer, which draws random numbers in training."""
-        names = {type(layer).__name__ for layer in self.keras_layer._flatten_layers()}
-        return bool(names & _KERAS_RANDOM) or any(n.startswith("Random") for n in names)
+        """Whether the Keras layer (or one inside it) draws random numbers in training: a
+        dropout, noise or `Random*` augmentation layer whose rate is not 0, or a layer with
+        a `dropout` or `recurrent_dropout` rate above 0 (LSTM, MultiHeadAttention)."""
+        return any(_random_in_training(layer) for layer in self.keras_layer._flatten_layers())
+
+    @property
+    def vectorizes_per_example(self) -> bool:
+        """False when the Keras layer is or holds a Keras `EinsumDense` (MultiHeadAttention)
+        or a recurrent layer that runs its time loop (`unroll=False`)."""
+        return not _holds_einsum_dense(self.keras_layer) and not any(
+            isinstance(sub, keras.layers.RNN) and not sub.unroll
+            for sub in _sublayers(self.keras_layer))
 
     @property
     def supports_jit(self) -> bool:
@@ -138,6 +152,11 @@ class KerasLayer(Layer):
         known = {id(v) for v in weights}
         others = [_tf_variable(v) for v in self.keras_layer.variables]
         return weights + [v for v in others if id(v) not in known]
+
+    @property
+    def weights(self) -> list[tf.Variable]:
+        """The Keras layer's weights (`keras_layer.weights`: not its seed state, as in Keras)."""
+        return [_tf_variable(v) for v in self.keras_layer.weights]
 
     @property
     def trainable_variables(self) -> list[tf.Variable]:
@@ -246,12 +265,36 @@ def _cast_floating(tensor, dtype: tf.DType):
     return tensor
 
 
-def _holds_conv_or_pooling(layer: keras.layers.Layer) -> bool:
+def _sublayers(layer: keras.layers.Layer) -> list:
     # Keras has no public "all sublayers" API; fall back to the layer alone without it.
     flatten = getattr(layer, "_flatten_layers", None)
-    sublayers = flatten(include_self=True, recursive=True) if flatten else [layer]
+    return list(flatten(include_self=True, recursive=True)) if flatten else [layer]
+
+
+def _holds_conv_or_pooling(layer: keras.layers.Layer) -> bool:
     return any(
         cls.__module__.startswith(_XLA_UNFRIENDLY_MODULES)
-        for sub in sublayers
+        for sub in _sublayers(layer)
         for cls in type(sub).__mro__
     )
+
+
+def _holds_einsum_dense(layer: keras.layers.Layer) -> bool:
+    return any(isinstance(sub, (keras.layers.EinsumDense, keras.layers.MultiHeadAttention))
+               for sub in _sublayers(layer))
+
+
+def _rate_above_zero(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _random_in_training(layer: keras.layers.Layer) -> bool:
+    """Whether this one Keras layer draws random numbers in training: a dropout or noise
+    layer (or `Random*` augmentation) unless its rate (`rate`, `stddev`) is 0, or a layer
+    whose `dropout`/`recurrent_dropout` is above 0."""
+    name = type(layer).__name__
+    if name in _KERAS_RANDOM or name.startswith("Random"):
+        rate = getattr(layer, "rate", getattr(layer, "stddev", None))
+        return rate is None or not isinstance(rate, (int, float)) or rate > 0
+    return any(_rate_above_zero(getattr(layer, key, None))
+               for key in ("dropout", "recurrent_dropout"))

@@ -6,7 +6,8 @@ when the number of steps is known when the layer is built and at most `MAX_UNROL
 unrolled layer computes the same numbers without a `tf.while_loop`, which TensorFlow's
 vectorizer (pfor) cannot map over examples once it holds gradients: Levenberg–Marquardt's
 per-example Jacobians and vectorized per-example gradients then work through the layer.
-`unroll=False` keeps Keras's loop (use `jacobian_mode='reverse'` with Levenberg–Marquardt).
+`unroll=False` keeps Keras's loop; the layer then says `vectorizes_per_example = False` and
+Levenberg–Marquardt's `jacobian_mode='auto'` takes whole-batch reverse mode.
 """
 
 from __future__ import annotations

@@ -24,6 +24,24 @@ def _numbers(value, argument: str):
     return np.asarray(value, dtype="float64").tolist()
 
 
+def _check_broadcast(layer: str, argument: str, value, shape: tf.TensorShape) -> None:
+    """Raises a ValueError when a per-channel `value` does not broadcast against inputs of
+    `shape` (its last axis: the channels)."""
+    value_shape = np.shape(value)
+    if not value_shape or shape.rank is None:
+        return
+    inputs = shape.as_list()
+    fits = len(value_shape) <= len(inputs) and all(
+        v == 1 or d is None or v == d
+        for v, d in zip(reversed(value_shape), reversed(inputs)))
+    if not fits:
+        length = value_shape[-1] if len(value_shape) == 1 else value_shape
+        raise ValueError(
+            f"Rescaling {layer!r}: {argument} has {length} values (one per channel), but "
+            f"its inputs of shape {tuple(inputs)} have {inputs[-1]} channels (the last axis). "
+            f"Give {argument} one value per channel ({inputs[-1]}), or a single number.")
+
+
 @register_layer
 class Rescaling(Layer):
     """Multiplies its inputs by `scale` and adds `offset` (Keras's Rescaling).
@@ -41,7 +59,8 @@ class Rescaling(Layer):
         trainable: kept for the common signature; the layer has no variables.
 
     Raises:
-        ValueError: if `scale` or `offset` is not a number or a list of numbers.
+        ValueError: if `scale` or `offset` is not a number or a list of numbers, or (at
+            build) a list whose length is neither 1 nor the inputs' number of channels.
 
     Example:
 
@@ -61,6 +80,11 @@ class Rescaling(Layer):
         super().__init__(name=name, dtype=dtype, trainable=trainable)
         self.scale = _numbers(scale, "scale")
         self.offset = _numbers(offset, "offset")
+
+    def build(self, input_shape) -> None:
+        shape = tf.TensorShape(input_shape)
+        for argument in ("scale", "offset"):
+            _check_broadcast(self.name, argument, getattr(self, argument), shape)
 
     def call(self, inputs, training: bool = False):
         dtype = self.compute_dtype

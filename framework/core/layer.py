@@ -99,6 +99,10 @@ class Layer(LayerTracking, LayerUpdates, LayerChecks, LayerLosses, LayerBuild, L
     never caches the outputs of a frozen part holding such a layer. Set it on a custom layer
     that is random in training."""
 
+    vectorizes_per_example: bool = True
+    """Whether TensorFlow's vectorizer (pfor) can map the layer's gradients over single
+    examples; False makes LevenbergMarquardt's `jacobian_mode="auto"` avoid "per_example"."""
+
     supports_jit: bool = True
     """Whether the layer's computation can be XLA-compiled; `compile(jit_compile=True)`
     refuses a model holding a layer that sets it False."""

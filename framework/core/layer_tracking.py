@@ -65,10 +65,18 @@ class LayerTracking:
         trainable = {id(v) for v in self.trainable_variables}
         return [v for v in self.variables if id(v) not in trainable]
 
-    # Keras spells the collections "weights"; both names work, and follow overrides.
+    # Keras's "weights" are its variables less other state (random seed state, which a
+    # wrapped Keras layer keeps only in `variables`); they are what get_weights copies.
     @property
     def weights(self) -> list[tf.Variable]:
-        return self.variables
+        """The weights, in the order of `variables`: own, then sublayers' `weights`."""
+        return _dedupe(
+            itertools.chain(
+                self._trainable_weights,
+                self._non_trainable_weights,
+                *(layer.weights for layer in self.direct_sublayers()),
+            )
+        )
 
     @property
     def trainable_weights(self) -> list[tf.Variable]:
@@ -76,7 +84,9 @@ class LayerTracking:
 
     @property
     def non_trainable_weights(self) -> list[tf.Variable]:
-        return self.non_trainable_variables
+        """The weights gradients never touch (moving statistics, a frozen layer's)."""
+        trainable = {id(v) for v in self.trainable_variables}
+        return [v for v in self.weights if id(v) not in trainable]
 
     def get_weights(self) -> list:
         """The values of `weights` as NumPy arrays, in order (Keras's method)."""
@@ -91,8 +101,8 @@ class LayerTracking:
         assign_in_order(self.weights, weights, self.name)
 
     def count_params(self) -> int:
-        """The number of scalars in the layer's variables (Keras's `count_params`)."""
-        return count_parameters(self.variables)
+        """The number of scalars in the layer's weights (Keras's `count_params`)."""
+        return count_parameters(self.weights)
 
     def direct_sublayers(self) -> list["LayerTracking"]:
         """Layers held in this layer's attributes (directly, or in lists and dicts)."""

@@ -579,14 +579,15 @@ class Model(CompiledView, Layer):
 
     # ------------------------------------------------------------------------ weights
     def get_weights(self) -> list[np.ndarray]:
-        """The values of `variables`, in Keras order, so a Keras twin can be copied in."""
+        """The values of `weights`, in Keras order, so a Keras twin can be copied in (as
+        in Keras, random seed state is not a weight; `save_weights` keeps it)."""
         self.require_built("get_weights()")
-        return [v.numpy() for v in self.variables]
+        return [v.numpy() for v in self.weights]
 
     def set_weights(self, weights) -> None:
         """Assigns values in the order of `get_weights()`."""
         self.require_built("set_weights()")
-        weights_io.assign_in_order(self.variables, weights, self.name)
+        weights_io.assign_in_order(self.weights, weights, self.name)
 
     def save_weights(self, filepath: str) -> str:
         """Writes the model's variables to a TensorFlow checkpoint at the prefix `filepath`."""

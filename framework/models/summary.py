@@ -20,7 +20,7 @@ def print_summary(model, print_fn: Callable[[str], object], line_length: int) ->
             f"{layer.name} ({type(layer).__name__}){frozen}",
             nested_shape_text(layer.output_shape) if layer.output_shape is not None else "?",
             f"{_count(layer.trainable_variables):,}",
-            f"{_count(layer.non_trainable_variables):,}",
+            f"{_count(layer.non_trainable_weights):,}",
         ])
     # Columns as wide as their longest cell, so no name is cut short.
     widths = [max(len(row[i]) for row in rows) + 3 for i in range(4)]
@@ -37,7 +37,7 @@ def print_summary(model, print_fn: Callable[[str], object], line_length: int) ->
         print_fn(line(row))
     print_fn("=" * line_length)
     trainable = _count(model.trainable_variables)
-    non_trainable = _count(model.non_trainable_variables)
+    non_trainable = _count(model.non_trainable_weights)
     print_fn(f"Total params: {trainable + non_trainable:,}")
     print_fn(f"Trainable params: {trainable:,}")
     print_fn(f"Non-trainable params: {non_trainable:,}")

@@ -11,7 +11,10 @@ from graphfit.optimizers.levenberg_marquardt import layerwise_jacobian as lm_lay
 from graphfit.optimizers.levenberg_marquardt import regularization as lm_regularization
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
-from graphfit.optimizers.levenberg_marquardt.forward_values import examples_independent
+from graphfit.optimizers.levenberg_marquardt.forward_values import (
+    examples_independent,
+    unvectorizable_layers,
+)
 
 __all__ = ["gradient_from_rows", "linearize_batch"]
 
@@ -48,7 +51,8 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
     """
     data, rows_for, per_example = lm_residuals.batch_rows(batch, y_pred0)
     independent = examples_independent(batch.model, batch.loss_set)
-    mode = lm_jacobian.choose_mode(jacobian_mode, n, per_example, independent)
+    mode = lm_jacobian.choose_mode(jacobian_mode, n, per_example, independent,
+                                   unvectorizable_layers(batch.model))
     if mode == "per_example" and not independent:  # Python: once per trace
         warnings.warn(
             "jacobian_mode='per_example' differentiates each example on a batch of its "

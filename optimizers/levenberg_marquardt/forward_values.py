@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from graphfit.core import update_hooks
 
-__all__ = ["examples_independent", "split_aux"]
+__all__ = ["examples_independent", "split_aux", "unvectorizable_layers"]
 
 
 def examples_independent(model, loss_set) -> bool:
@@ -23,6 +23,13 @@ def examples_independent(model, loss_set) -> bool:
     if any(layer.mixes_examples for layer in model.flatten_layers()):
         return False
     return not any(getattr(loss, "mixes_examples", False) for loss in loss_set.losses.values())
+
+
+def unvectorizable_layers(model) -> list[str]:
+    """The names of the model's layers that TensorFlow's vectorizer cannot map over examples
+    (`Layer.vectorizes_per_example` False), which rules out the per-example Jacobian."""
+    return [f"{layer.name!r} ({type(layer).__name__})" for layer in model.flatten_layers()
+            if not getattr(layer, "vectorizes_per_example", True)]
 
 
 def split_aux(aux):

@@ -66,16 +66,28 @@ def check_parameter_count(n: int, max_parameters: int) -> None:
 
 
 def choose_mode(mode: str, n: int, rows_per_example: int | None,
-                examples_independent: bool) -> str:
+                examples_independent: bool, unvectorizable: Sequence[str] = ()) -> str:
     """The Jacobian mode: `mode`, or for "auto": forward mode when one example alone has more
     residual rows than there are parameters; otherwise reverse mode, one example at a time
-    ("per_example") when examples are independent, on whole chunks ("reverse") when a layer
-    or the loss mixes them (batch normalization in training)."""
+    ("per_example") when examples are independent and every layer vectorizes per example,
+    on whole chunks ("reverse") when a layer or the loss mixes them (batch normalization in
+    training) or a layer cannot be vectorized over examples (`unvectorizable`: the names of
+    layers with `vectorizes_per_example = False`).
+
+    Raises:
+        ValueError: for mode="per_example" with `unvectorizable` layers.
+    """
+    if mode == "per_example" and unvectorizable:
+        raise ValueError(
+            f"jacobian_mode='per_example' vectorizes each example's gradients with "
+            f"TensorFlow's pfor, which the layer(s) {', '.join(unvectorizable)} cannot go "
+            f"through (vectorizes_per_example=False: TensorFlow crashes there). Use "
+            f"jacobian_mode='auto', 'reverse' or 'forward'.")
     if mode != "auto":
         return mode
     if (rows_per_example or 1) > n:
         return "forward"
-    return "per_example" if examples_independent else "reverse"
+    return "per_example" if examples_independent and not unvectorizable else "reverse"
 
 
 def chunk_examples(n: int, rows_per_example: int | None, mode: str,

@@ -30,6 +30,7 @@ from graphfit.optimizers.levenberg_marquardt import chunks as lm_chunks
 from graphfit.optimizers.levenberg_marquardt import dense_forms
 from graphfit.optimizers.levenberg_marquardt import jacobian as lm_jacobian
 from graphfit.optimizers.levenberg_marquardt import residuals as lm_residuals
+from graphfit.optimizers.levenberg_marquardt.forward_values import unvectorizable_layers
 
 __all__ = ["Products", "MatrixFreeLinearization", "exact_diagonal", "linearize"]
 
@@ -200,7 +201,8 @@ def linearize(batch, variables: Sequence[tf.Variable], gradients: Sequence[tf.Te
     chunk = chunk_size or (int(static) if static is not None else 2**31 - 1)
     products = Products(rows_for, data, num_examples, max(chunk, 1), variables)
     if probes is None:
-        jac_mode = lm_jacobian.choose_mode(mode, n, per_example, independent)
+        jac_mode = lm_jacobian.choose_mode(mode, n, per_example, independent,
+                                           unvectorizable_layers(batch.model))
         jac_chunk = lm_jacobian.chunk_examples(n, per_example, jac_mode, chunk_size)
         diag = exact_diagonal(rows_for, data, num_examples, jac_chunk, variables, jac_mode,
                               dense_forms.dense_layers(batch.model))
