@@ -109,18 +109,22 @@ class ForwardPass(NamedTuple):
         skip_updates: None (apply them), or a scalar bool tensor that is True when the
             optimizer skipped this step (`LossScaleOptimizer` on a non-finite gradient), so
             its update hooks must not move either (`update_hooks.apply_updates`'s `skip`).
+        added_losses: {name: loss} the layers added in this pass (`regularization_loss`,
+            ...), logged apart; a second-order optimizer's last trial pass gives the values
+            at the point the step ends on, as its loss.
     """
 
     y_pred: Any
     output_losses: dict
     updates: list
     skip_updates: Any = None
+    added_losses: dict = {}
 
     def skipping_updates(self, skip) -> "ForwardPass":
         """This pass with its update hooks skipped where `skip` (a scalar bool tensor) is
         True, as well as where they were skipped already."""
         skip = skip if self.skip_updates is None else (self.skip_updates | skip)
-        return ForwardPass(self.y_pred, self.output_losses, self.updates, skip)
+        return self._replace(skip_updates=skip)
 
 
 class StepResult(NamedTuple):

@@ -83,9 +83,9 @@ class Replicas:
         """`fn(local_batch, local_loss_fn) -> (loss, ForwardPass, extra)` on every replica,
         combined: `(global loss, global ForwardPass, per-replica extra)`.
 
-        The loss and output losses are share-weighted and summed (the global means), the
-        outputs concatenated, and the update hooks' values combined over the replicas
-        (`update_hooks.reduce_over_replicas`), so each holds its global value.
+        The loss, output losses and added losses are share-weighted and summed (the global
+        means), the outputs concatenated, and the update hooks' values combined over the
+        replicas (`update_hooks.reduce_over_replicas`), so each holds its global value.
         """
         hooks = []  # filled while tracing: the update hooks of the forward pass
 
@@ -97,6 +97,7 @@ class Replicas:
             weigh = lambda v: distribution.weighted(v, share)  # noqa: E731
             return ({"loss": weigh(loss), "y_pred": forward.y_pred,
                      "output_losses": {k: weigh(v) for k, v in forward.output_losses.items()},
+                     "added_losses": {k: weigh(v) for k, v in forward.added_losses.items()},
                      "updates": [update.value for update in updates]}, extra)
 
         combined, extra = self.run(on_replica)
@@ -104,7 +105,8 @@ class Replicas:
         updates = [update_hooks.PendingUpdate(hook, value)
                    for hook, value in zip(hooks, self.first(combined["updates"]))]
         forward = ForwardPass(None if y_pred is None else self.concat(y_pred),
-                              self.sum(combined["output_losses"]), updates)
+                              self.sum(combined["output_losses"]), updates,
+                              added_losses=self.sum(combined["added_losses"]))
         return self.sum(combined["loss"]), forward, extra
 
     def combined_loss(self):

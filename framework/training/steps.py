@@ -61,14 +61,13 @@ def _with_added(loss, added, loss_set, model, caller: str):
 class _TrainingLoss:
     """The training step's loss functions, one per (slice of the) batch: a forward pass in
     training mode inside the step's context, its update hooks collected (not applied), the
-    compiled loss plus the losses layers added. The first pass marks the step's phases for
-    the probe and keeps the added losses for the logs; a second-order optimizer calls it
+    compiled loss plus the losses layers added (by name in the `ForwardPass`, for the logs).
+    The first pass marks the step's phases for the probe; a second-order optimizer calls it
     again (its trial passes)."""
 
     def __init__(self, model, loss_set, probe: StepProbe):
         self.model, self.loss_set, self.probe = model, loss_set, probe
         self.first_pass = True
-        self.added_logs: dict = {}  # {name: loss} that layers added, from the first pass
 
     def loss_fn(self, x, y, sample_weight):
         def loss_fn():
@@ -84,12 +83,11 @@ class _TrainingLoss:
                 *self.loss_set(y, y_pred, sample_weight))
             added = context.total_added_loss(loss.dtype)
             loss = _with_added(loss, added, self.loss_set, self.model, "fit")
-            if added is not None and first:  # logged from the first pass (LM's trials)
-                self.added_logs.update(added_by_name(context, loss.dtype))
+            named = {} if added is None else added_by_name(context, loss.dtype)
             if first:
                 self.first_pass = False
                 self.probe.mark("minimize")
-            return loss, ForwardPass(y_pred, output_losses, pending)
+            return loss, ForwardPass(y_pred, output_losses, pending, added_losses=named)
 
         return loss_fn
 
@@ -152,7 +150,7 @@ def train_step(model, data, *, probe: StepProbe = _NO_PROBE, loss_set=None,
     # A step the optimizer skipped (a loss-scale overflow) moves no hook either.
     update_hooks.apply_updates(forward.updates, distribution.replica_share(tf.float64),
                                skip=forward.skip_updates)
-    return StepResult(loss, forward.y_pred, forward.output_losses, losses.added_logs)
+    return StepResult(loss, forward.y_pred, forward.output_losses, dict(forward.added_losses))
 
 
 def test_step(model, data) -> StepResult:

@@ -312,6 +312,14 @@ def test_levenberg_marquardt_reaches_the_ridge_solution():
     np.testing.assert_allclose(np.append(kernel[:, 0], bias), solution, rtol=1e-7, atol=1e-9)
     objective = np.mean((a @ solution - y[:, 0]) ** 2) + lam * np.sum(solution[:4] ** 2)
     assert history.history["loss"][-1] == pytest.approx(objective, rel=1e-6)
+    # The penalty is logged where the step ends, as the loss is (one batch per epoch), not
+    # at the weights it started from.
+    first = gf.Sequential([layers.Dense(1, kernel_regularizer=keras.regularizers.L2(lam))],
+                          input_shape=(4,), dtype="float64")
+    first.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    logged = first.fit(x, y, batch_size=None, epochs=1, verbose=0).history
+    assert logged["regularization_loss"][0] == pytest.approx(
+        lam * float(np.sum(first.get_weights()[0] ** 2)), rel=1e-7)  # Keras: l2 in float32
 
 
 @pytest.mark.parametrize("kwargs, match", [
