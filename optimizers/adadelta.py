@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -60,27 +60,13 @@ class Adadelta(Optimizer):
         rho: float = 0.95,
         epsilon: float = 1e-7,
         *,
-        weight_decay: float | None = None,
-        clipnorm: float | None = None,
-        clipvalue: float | None = None,
-        global_clipnorm: float | None = None,
-        gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
         **base_arguments,
     ):
         rho = validation.number_in_range("rho", rho, 0, 1)
         if not validation.is_real(epsilon) or epsilon < 0:
             raise validation.invalid("epsilon", epsilon, "a float >= 0")
-        super().__init__(
-            learning_rate,
-            clipnorm=clipnorm,
-            clipvalue=clipvalue,
-            global_clipnorm=global_clipnorm,
-            weight_decay=weight_decay,
-            gradient_transforms=gradient_transforms,
-            name=name,
-            **base_arguments,
-        )
+        super().__init__(learning_rate, name=name, **base_arguments)
         self.rho = rho
         self.epsilon = float(epsilon)
 

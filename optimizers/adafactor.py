@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -90,11 +90,6 @@ class Adafactor(Optimizer):
         clip_threshold: float = 1.0,
         relative_step: bool = True,
         *,
-        weight_decay: float | None = None,
-        clipnorm: float | None = None,
-        clipvalue: float | None = None,
-        global_clipnorm: float | None = None,
-        gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
         **base_arguments,
     ):
@@ -106,16 +101,7 @@ class Adafactor(Optimizer):
         clip_threshold = validation.positive_float("clip_threshold", clip_threshold)
         if not isinstance(relative_step, bool):
             raise validation.invalid("relative_step", relative_step, "a bool")
-        super().__init__(
-            learning_rate,
-            clipnorm=clipnorm,
-            clipvalue=clipvalue,
-            global_clipnorm=global_clipnorm,
-            weight_decay=weight_decay,
-            gradient_transforms=gradient_transforms,
-            name=name,
-            **base_arguments,
-        )
+        super().__init__(learning_rate, name=name, **base_arguments)
         self.beta_2_decay = float(beta_2_decay)
         self.epsilon_1 = epsilon_1
         self.epsilon_2 = epsilon_2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -57,11 +57,6 @@ class Adagrad(Optimizer):
         initial_accumulator_value: float = 0.1,
         epsilon: float = 1e-7,
         *,
-        weight_decay: float | None = None,
-        clipnorm: float | None = None,
-        clipvalue: float | None = None,
-        global_clipnorm: float | None = None,
-        gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
         **base_arguments,
     ):
@@ -70,16 +65,7 @@ class Adagrad(Optimizer):
                                      "a float >= 0")
         if not validation.is_real(epsilon) or epsilon < 0:
             raise validation.invalid("epsilon", epsilon, "a float >= 0")
-        super().__init__(
-            learning_rate,
-            clipnorm=clipnorm,
-            clipvalue=clipvalue,
-            global_clipnorm=global_clipnorm,
-            weight_decay=weight_decay,
-            gradient_transforms=gradient_transforms,
-            name=name,
-            **base_arguments,
-        )
+        super().__init__(learning_rate, name=name, **base_arguments)
         self.initial_accumulator_value = float(initial_accumulator_value)
         self.epsilon = float(epsilon)
 

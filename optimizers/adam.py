@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -67,11 +67,6 @@ class Adam(Optimizer):
         epsilon: float = 1e-7,
         amsgrad: bool = False,
         *,
-        weight_decay: float | None = None,
-        clipnorm: float | None = None,
-        clipvalue: float | None = None,
-        global_clipnorm: float | None = None,
-        gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
         **base_arguments,
     ):
@@ -81,16 +76,7 @@ class Adam(Optimizer):
             raise validation.invalid("epsilon", epsilon, "a float >= 0")
         if not isinstance(amsgrad, bool):
             raise validation.invalid("amsgrad", amsgrad, "a bool")
-        super().__init__(
-            learning_rate,
-            clipnorm=clipnorm,
-            clipvalue=clipvalue,
-            global_clipnorm=global_clipnorm,
-            weight_decay=weight_decay,
-            gradient_transforms=gradient_transforms,
-            name=name,
-            **base_arguments,
-        )
+        super().__init__(learning_rate, name=name, **base_arguments)
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = float(epsilon)

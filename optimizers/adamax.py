@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -59,11 +59,6 @@ class Adamax(Optimizer):
         beta_2: float = 0.999,
         epsilon: float = 1e-7,
         *,
-        weight_decay: float | None = None,
-        clipnorm: float | None = None,
-        clipvalue: float | None = None,
-        global_clipnorm: float | None = None,
-        gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
         **base_arguments,
     ):
@@ -71,16 +66,7 @@ class Adamax(Optimizer):
         beta_2 = validation.number_in_range("beta_2", beta_2, 0, 1)
         if not validation.is_real(epsilon) or epsilon < 0:
             raise validation.invalid("epsilon", epsilon, "a float >= 0")
-        super().__init__(
-            learning_rate,
-            clipnorm=clipnorm,
-            clipvalue=clipvalue,
-            global_clipnorm=global_clipnorm,
-            weight_decay=weight_decay,
-            gradient_transforms=gradient_transforms,
-            name=name,
-            **base_arguments,
-        )
+        super().__init__(learning_rate, name=name, **base_arguments)
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = float(epsilon)

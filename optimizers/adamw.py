@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
-
 from graphfit.core import validation
 from graphfit.core.registry import OPTIMIZERS
 from graphfit.optimizers.adam import Adam
@@ -56,10 +54,6 @@ class AdamW(Adam):
         epsilon: float = 1e-7,
         amsgrad: bool = False,
         *,
-        clipnorm: float | None = None,
-        clipvalue: float | None = None,
-        global_clipnorm: float | None = None,
-        gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
         **base_arguments,
     ):
@@ -69,10 +63,6 @@ class AdamW(Adam):
         super().__init__(
             learning_rate, beta_1, beta_2, epsilon, amsgrad,
             weight_decay=weight_decay,
-            clipnorm=clipnorm,
-            clipvalue=clipvalue,
-            global_clipnorm=global_clipnorm,
-            gradient_transforms=gradient_transforms,
             name=name,
             **base_arguments,
         )

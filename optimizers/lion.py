@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -58,26 +58,12 @@ class Lion(Optimizer):
         beta_1: float = 0.9,
         beta_2: float = 0.99,
         *,
-        weight_decay: float | None = None,
-        clipnorm: float | None = None,
-        clipvalue: float | None = None,
-        global_clipnorm: float | None = None,
-        gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
         **base_arguments,
     ):
         beta_1 = validation.number_in_range("beta_1", beta_1, 0, 1, include_low=False)
         beta_2 = validation.number_in_range("beta_2", beta_2, 0, 1)
-        super().__init__(
-            learning_rate,
-            clipnorm=clipnorm,
-            clipvalue=clipvalue,
-            global_clipnorm=global_clipnorm,
-            weight_decay=weight_decay,
-            gradient_transforms=gradient_transforms,
-            name=name,
-            **base_arguments,
-        )
+        super().__init__(learning_rate, name=name, **base_arguments)
         self.beta_1 = beta_1
         self.beta_2 = beta_2
 

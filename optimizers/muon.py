@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import tensorflow as tf
 
@@ -129,10 +129,6 @@ class Muon(Optimizer):
         nesterov: bool = True,
         rms_rate: float | None = 0.2,
         *,
-        clipnorm: float | None = None,
-        clipvalue: float | None = None,
-        global_clipnorm: float | None = None,
-        gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
         **base_arguments,
     ):
@@ -153,9 +149,7 @@ class Muon(Optimizer):
         self.momentum = validation.number_in_range("momentum", momentum, 0, 1)
         self.ns_steps = validation.non_negative_int("ns_steps", ns_steps)
         self.rms_rate = validation.positive_float("rms_rate", rms_rate, allow_none=True)
-        super().__init__(learning_rate, clipnorm=clipnorm, clipvalue=clipvalue,
-                         global_clipnorm=global_clipnorm, weight_decay=weight_decay,
-                         gradient_transforms=gradient_transforms, name=name,
+        super().__init__(learning_rate, weight_decay=weight_decay, name=name,
                          **base_arguments)
         self.adam_weight_decay = validation.finite_number(
             "adam_weight_decay", adam_weight_decay, minimum=0, allow_none=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -78,11 +78,6 @@ class ScheduleFreeAdamW(Optimizer):
         epsilon: float = 1e-8,
         warmup_steps: int = 0,
         *,
-        weight_decay: float | None = None,
-        clipnorm: float | None = None,
-        clipvalue: float | None = None,
-        global_clipnorm: float | None = None,
-        gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
         **base_arguments,
     ):
@@ -91,16 +86,7 @@ class ScheduleFreeAdamW(Optimizer):
         beta_2 = validation.number_in_range("beta_2", beta_2, 0, 1, include_high=False)
         epsilon = validation.finite_number("epsilon", epsilon, minimum=0)
         warmup_steps = validation.non_negative_int("warmup_steps", warmup_steps)
-        super().__init__(
-            learning_rate,
-            clipnorm=clipnorm,
-            clipvalue=clipvalue,
-            global_clipnorm=global_clipnorm,
-            weight_decay=weight_decay,
-            gradient_transforms=gradient_transforms,
-            name=name,
-            **base_arguments,
-        )
+        super().__init__(learning_rate, name=name, **base_arguments)
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from graphfit.core import validation
 from graphfit.core.registry import OPTIMIZERS
@@ -59,27 +59,13 @@ class SGD(Optimizer):
         momentum: float = 0.0,
         nesterov: bool = False,
         *,
-        weight_decay: float | None = None,
-        clipnorm: float | None = None,
-        clipvalue: float | None = None,
-        global_clipnorm: float | None = None,
-        gradient_transforms: Sequence[Callable | dict] = (),
         name: str | None = None,
         **base_arguments,
     ):
         validation.number_in_range("momentum", momentum, 0, 1)
         if not isinstance(nesterov, bool):
             raise validation.invalid("nesterov", nesterov, "a bool")
-        super().__init__(
-            learning_rate,
-            clipnorm=clipnorm,
-            clipvalue=clipvalue,
-            global_clipnorm=global_clipnorm,
-            weight_decay=weight_decay,
-            gradient_transforms=gradient_transforms,
-            name=name,
-            **base_arguments,
-        )
+        super().__init__(learning_rate, name=name, **base_arguments)
         self.momentum = float(momentum)
         self.nesterov = nesterov
         if self.momentum == 0:
