@@ -109,17 +109,19 @@ class _Curves:
         return rows[0], tf.transpose(columns, [1, 2, 0])
 
 
-def _scaled_solve(a, b, d, damping):
-    """δ = −(A + λD)⁻¹ b per curve, in the scaled variables (`damping.ScaledSystem`):
-    Cholesky, or the eigendecomposition with negative eigenvalues clipped where it fails.
-    Non-finite systems give NaN."""
+def _scaled_solve(a, d, damping, near):
+    """`solve(b) -> δ = −(A + λD)⁻¹ b` per curve, in the scaled variables (`damping.ScaledSystem`):
+    Cholesky, or where it fails and the step's first λ was `near` the resolution (below
+    `EIGEN_MARGIN` times it), the eigendecomposition with negative eigenvalues clipped.
+    A failed Cholesky elsewhere, and a non-finite system, give NaN (the trial is rejected)."""
     inv_sqrt = tf.math.rsqrt(d)
     p = inv_sqrt[:, :, None] * a * inv_sqrt[:, None, :]
     finite = tf.reduce_all(tf.math.is_finite(p), axis=[1, 2])
     eye = tf.eye(tf.shape(a)[-1], batch_shape=tf.shape(a)[:1], dtype=F64)
     p = tf.where(finite[:, None, None], p, eye)
 
-    def solve(rhs):
+    def solve(b):
+        rhs = -inv_sqrt * b
         factor = tf.linalg.cholesky(p + damping[:, None, None] * eye)
         ok = tf.reduce_all(tf.math.is_finite(tf.linalg.band_part(factor, -1, 0)), axis=[1, 2])
         safe = tf.where(ok[:, None, None], factor, eye)
@@ -131,17 +133,18 @@ def _scaled_solve(a, b, d, damping):
             return tf.linalg.matvec(vectors, inverse * tf.linalg.matvec(
                 vectors, rhs, transpose_a=True))
 
-        v = tf.cond(tf.reduce_all(ok), lambda: v,
-                    lambda: tf.where(ok[:, None], v, eigen()))
         nan = tf.constant(float("nan"), F64)
-        return tf.where(finite[:, None], inv_sqrt * v, nan)
+        v = tf.cond(tf.reduce_all(ok | ~near), lambda: v,
+                    lambda: tf.where(ok[:, None], v, eigen()))
+        return tf.where((finite & (ok | near))[:, None], inv_sqrt * v, nan)
 
-    return solve, -inv_sqrt * b
+    return solve
 
 
 class _State(NamedTuple):
     params: tf.Tensor  # [N, p]
     damping: tf.Tensor  # [N] λ (negative before the first step)
+    first_damping: tf.Tensor  # [N] λ of the step's first trial
     growth: tf.Tensor  # [N] ν
     scale: tf.Tensor  # [N, p] running maximum of diag(JᵀJ)
     new_step: tf.Tensor  # [N] bool: the next trial starts a step
@@ -173,12 +176,16 @@ def _trial(curves, state: _State, s):
     floor, top = n * EPS * unit, lm_damping.MAX_DAMPING * unit
     first = tf.where(state.damping < 0, s["tau"] * unit, state.damping)
     damping = tf.where(start, tf.clip_by_value(first, floor, top), state.damping)
-    column_norms = tf.sqrt(_floored(diag))
+    # MINPACK's S for the step bound and the xtol test: from the running scale, as
+    # `convergence.convergence_tests(scale, ...)` in the optimizer.
+    column_norms = tf.sqrt(d)
     x_norm = _norm(column_norms * state.params)
     gtol_met = start & _gradient_converged(b, diag, f0, s["gtol"])
 
-    solve, rhs = _scaled_solve(a, b, d, damping)
-    delta = solve(rhs)
+    first_damping = tf.where(start, damping, state.first_damping)
+    # The resolution of a float64 JᵀJ is the floor (`ScaledSystem`'s n·ε·scale).
+    solve = _scaled_solve(a, d, damping, first_damping < lm_damping.EIGEN_MARGIN * floor)
+    delta = solve(b)
     finite = tf.reduce_all(tf.math.is_finite(delta), -1)
     delta = tf.where(finite[:, None], delta, 0.0)
     within = (_norm(column_norms * delta) <= lm_update.MAX_RELATIVE_STEP * x_norm) | (
@@ -201,7 +208,7 @@ def _trial(curves, state: _State, s):
                              stalled)
     code = tf.where(gtol_met, tf.constant(lm_convergence.GTOL, tf.int64), code)
     accepted &= ~gtol_met
-    return scale, trial_params, accepted, new_damping, new_growth, code
+    return scale, trial_params, accepted, new_damping, first_damping, new_growth, code
 
 
 def _floored(diag):
@@ -253,7 +260,7 @@ def _convergence_code(tests, f0, f_new, predicted, gain, delta, finite, stalled)
 
 def _advance(curves, state: _State, s) -> _State:
     """The state after one trial of every active curve."""
-    scale, trial_params, accepted, damping, growth, code = _trial(curves, state, s)
+    scale, trial_params, accepted, damping, first, growth, code = _trial(curves, state, s)
     active = state.active
     trials = tf.where(state.new_step, tf.ones_like(state.trials), state.trials + 1)
     steps = state.steps + tf.cast(state.new_step, tf.int64)
@@ -267,7 +274,8 @@ def _advance(curves, state: _State, s) -> _State:
 
     return _State(
         params=keep(tf.where(accepted[:, None], trial_params, state.params), state.params),
-        damping=keep(damping, state.damping), growth=keep(growth, state.growth),
+        damping=keep(damping, state.damping), first_damping=keep(first, state.first_damping),
+        growth=keep(growth, state.growth),
         scale=keep(scale, state.scale), new_step=keep(new_step, state.new_step),
         trials=keep(trials, state.trials), steps=keep(steps, state.steps),
         evaluations=state.evaluations + tf.cast(active, tf.int64),
@@ -283,9 +291,10 @@ def _run(parsed, names, params, x, y, weights, s):
     def zeros(dtype):
         return tf.zeros([count], dtype)
 
-    state = _State(params, zeros(F64) - 1.0, zeros(F64) + 2.0, tf.zeros([count, p], F64),
-                   tf.ones([count], tf.bool), zeros(tf.int64), zeros(tf.int64),
-                   zeros(tf.int64), zeros(tf.int64), tf.ones([count], tf.bool))
+    state = _State(params, zeros(F64) - 1.0, zeros(F64), zeros(F64) + 2.0,
+                   tf.zeros([count, p], F64), tf.ones([count], tf.bool), zeros(tf.int64),
+                   zeros(tf.int64), zeros(tf.int64), zeros(tf.int64),
+                   tf.ones([count], tf.bool))
     limit = tf.cast(s["max_steps"] * s["attempts"], tf.int32)
     state = tf.while_loop(
         lambda *st: tf.reduce_any(_State(*st).active),

@@ -78,7 +78,9 @@ def _data(x, y, sigma, columns: int, single: bool):
         raise ValueError(f"y must have shape {want}. Received: y of shape {y.shape}")
     count, m = y.shape
     x = np.asarray(x, np.float64)
-    if columns == 1 and x.ndim in (1, 2):
+    if columns == 1 and x.ndim == 2 and x.shape == (m, 1) and m > 1:
+        x = x[None]  # one column (m, 1), shared
+    elif columns == 1 and x.ndim in (1, 2):
         x = x.reshape((1,) + x.shape)[..., None] if x.ndim == 1 else x[:, :, None]
     elif columns > 1 and x.ndim == 2:
         x = x[None]

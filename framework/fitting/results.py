@@ -35,12 +35,19 @@ def covariances(jtj: np.ndarray, rss: np.ndarray, dof: int, absolute_sigma: bool
     finite = np.all(np.isfinite(jtj), axis=(1, 2))
     if np.any(finite):
         sub = jtj[finite]
-        # Rank by singular values relative to the largest, as NumPy's pinv does.
-        values = np.linalg.svd(sub, compute_uv=False)
-        full = values[:, -1] > values[:, 0] * p * np.finfo(np.float64).eps
+        # Inverted in the scale of each parameter (the unit diagonal of the correlations): a
+        # matrix ill-conditioned only by its parameters' units (NIST's MGH10, b1 1e-2 and b2
+        # 6e3) is not singular. Rank by singular values, as NumPy's pinv does.
+        norms = np.sqrt(np.diagonal(sub, axis1=1, axis2=2))
+        positive = np.all(norms > 0, axis=1)
+        norms = np.where(norms > 0, norms, 1.0)
+        scaled = sub / norms[:, :, None] / norms[:, None, :]
+        values = np.linalg.svd(scaled, compute_uv=False)
+        full = positive & (values[:, -1] > values[:, 0] * p * np.finfo(np.float64).eps)
         inverse = np.full(sub.shape, np.inf)
         if np.any(full):
-            inverse[full] = np.linalg.inv(sub[full])
+            inverse[full] = (np.linalg.inv(scaled[full]) / norms[full][:, :, None]
+                             / norms[full][:, None, :])
         out[finite] = inverse
     if absolute_sigma:
         return out
