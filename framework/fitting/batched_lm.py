@@ -19,8 +19,8 @@ count and convergence test:
    and ν, and MINPACK's ftol and xtol tests (and the stall and NaN tests) end a curve's fit.
 
 A curve whose fit ended keeps its parameters bit for bit while the others go on; the loop ends
-when every curve has ended or spent `max_steps` steps. The Jacobian is forward-mode: the
-formula runs once on the parameters tiled `p` times, each copy with one parameter's tangent.
+when every curve has ended or spent `max_steps` steps. The Jacobian takes one backward pass:
+every point reads its own copy of its curve's parameters (`_Curves.linearize`).
 
 The traced loop depends on the formula and the number of input columns only: data of any
 number of curves and points, starts and settings are its arguments, so a second fit of the
@@ -88,55 +88,60 @@ class _Curves:
     """The weighted residuals `w·(f(x; b) − y)` of N curves and their Jacobian."""
 
     def __init__(self, parsed, names, x, y, weights):
-        self.parsed, self.names, self.x, self.y, self.weights = parsed, names, x, y, weights
+        self.parsed, self.names, self.y, self.weights = parsed, names, y, weights
+        columns = tf.unstack(x, num=x.shape[-1], axis=-1)  # [N, m] each
+        self.inputs = {name: columns[0 if name == "x" else int(name[1:]) - 1]
+                       for name in parsed.inputs}
 
     def residuals(self, params):
-        """`[..., N, m]` for parameters `[..., N, p]`."""
-        values = {name: params[..., i:i + 1] for i, name in enumerate(self.names)}
-        for name in self.parsed.inputs:
-            values[name] = self.x[..., 0 if name == "x" else int(name[1:]) - 1]
+        """`[..., N, m]` for parameters `[..., N, p]`, or `[N, m, p]` (one copy per point)."""
+        per_point = params.shape.rank == 3
+        # One Unpack op each (slices cost three constants apiece in the traced loop).
+        columns = tf.unstack(params if per_point else params[..., None, :], axis=-1)
+        values = dict(zip(self.names, columns))
+        values.update(self.inputs)
         model = self.parsed.evaluate(values, F64)
         return (model - self.y) * self.weights
 
     def linearize(self, params):
-        """`(r [N, m], J [N, m, p])` by forward mode: the p columns from one tiled pass."""
-        p = params.shape[-1]
-        tiled = tf.tile(params[None], [p, 1, 1])
-        tangents = tf.broadcast_to(tf.eye(p, dtype=F64)[:, None, :], tf.shape(tiled))
-        with tf.autodiff.ForwardAccumulator(tiled, tangents) as accumulator:
-            rows = self.residuals(tiled)
-        columns = accumulator.jvp(rows, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-        return rows[0], tf.transpose(columns, [1, 2, 0])
+        """`(r [N, m], J [N, m, p])` by one backward pass: each point gets its own copy of
+        its curve's parameters (`[N, m, p]`), so the gradient of `Σ r` with respect to the
+        copies is the Jacobian, row by row (no point reads another's copy)."""
+        copies = tf.broadcast_to(tf.expand_dims(params, 1), tf.concat(
+            [tf.shape(self.y), tf.shape(params)[-1:]], 0))
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(copies)
+            rows = self.residuals(copies)
+        return rows, tape.gradient(rows, copies,
+                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
 
 def _scaled_solve(a, d, damping, near):
-    """`solve(b) -> δ = −(A + λD)⁻¹ b` per curve, in the scaled variables (`damping.ScaledSystem`):
+    """`solve(b) -> δ = −(A + λD)⁻¹ b` per curve, in the scaled variables
+    (`damping.ScaledSystem`), one factorization for every right-hand side of the trial:
     Cholesky, or where it fails and the step's first λ was `near` the resolution (below
     `EIGEN_MARGIN` times it), the eigendecomposition with negative eigenvalues clipped.
     A failed Cholesky elsewhere, and a non-finite system, give NaN (the trial is rejected)."""
     inv_sqrt = tf.math.rsqrt(d)
-    p = inv_sqrt[:, :, None] * a * inv_sqrt[:, None, :]
+    p = _col(inv_sqrt) * a * tf.expand_dims(inv_sqrt, 1)
     finite = tf.reduce_all(tf.math.is_finite(p), axis=[1, 2])
     eye = tf.eye(tf.shape(a)[-1], batch_shape=tf.shape(a)[:1], dtype=F64)
-    p = tf.where(finite[:, None, None], p, eye)
+    p = tf.where(_col(_col(finite)), p, eye)
+    factor = tf.linalg.cholesky(p + _col(_col(damping)) * eye)
+    ok = tf.reduce_all(tf.math.is_finite(factor), axis=[1, 2])
+    factor = tf.where(_col(_col(ok)), factor, eye)
+    # The eigendecomposition only when some curve needs it (else that of the identity).
+    values, vectors = tf.cond(tf.reduce_all(ok | ~near), lambda: (eye[:, 0], eye),
+                              lambda: tf.linalg.eigh(p))
+    inverse = 1.0 / (tf.maximum(values, 0.0) + _col(damping))
+    usable = _col(finite & (ok | near))
 
     def solve(b):
         rhs = -inv_sqrt * b
-        factor = tf.linalg.cholesky(p + damping[:, None, None] * eye)
-        ok = tf.reduce_all(tf.math.is_finite(tf.linalg.band_part(factor, -1, 0)), axis=[1, 2])
-        safe = tf.where(ok[:, None, None], factor, eye)
-        v = tf.linalg.cholesky_solve(safe, rhs[:, :, None])[:, :, 0]
-
-        def eigen():
-            values, vectors = tf.linalg.eigh(p)
-            inverse = 1.0 / (tf.maximum(values, 0.0) + damping[:, None])
-            return tf.linalg.matvec(vectors, inverse * tf.linalg.matvec(
-                vectors, rhs, transpose_a=True))
-
-        nan = tf.constant(float("nan"), F64)
-        v = tf.cond(tf.reduce_all(ok | ~near), lambda: v,
-                    lambda: tf.where(ok[:, None], v, eigen()))
-        return tf.where((finite & (ok | near))[:, None], inv_sqrt * v, nan)
+        v = tf.where(_col(ok), tf.squeeze(tf.linalg.cholesky_solve(factor, _col(rhs)), -1),
+                     tf.linalg.matvec(vectors, inverse * tf.linalg.matvec(
+                         vectors, rhs, transpose_a=True)))
+        return tf.where(usable, inv_sqrt * v, float("nan"))
 
     return solve
 
@@ -155,6 +160,11 @@ class _State(NamedTuple):
     active: tf.Tensor  # [N] bool
 
 
+def _col(v):
+    """`v[..., None]` in one op (a slice costs four in the traced loop)."""
+    return tf.expand_dims(v, -1)
+
+
 def _norm(v):
     return tf.norm(v, axis=-1)
 
@@ -170,7 +180,7 @@ def _trial(curves, state: _State, s):
     start = state.new_step
     memory = tf.constant(lm_damping.SCALE_MEMORY if s["geodesic"] else 1.0, F64)
     kept = tf.where(tf.math.is_finite(diag), diag, state.scale)
-    scale = tf.where(start[:, None], tf.maximum(memory * state.scale, kept), state.scale)
+    scale = tf.where(_col(start), tf.maximum(memory * state.scale, kept), state.scale)
     d = _floored(scale)
     unit = tf.reduce_max(diag / d, -1)
     floor, top = n * EPS * unit, lm_damping.MAX_DAMPING * unit
@@ -187,7 +197,7 @@ def _trial(curves, state: _State, s):
     solve = _scaled_solve(a, d, damping, first_damping < lm_damping.EIGEN_MARGIN * floor)
     delta = solve(b)
     finite = tf.reduce_all(tf.math.is_finite(delta), -1)
-    delta = tf.where(finite[:, None], delta, 0.0)
+    delta = tf.where(_col(finite), delta, 0.0)
     within = (_norm(column_norms * delta) <= lm_update.MAX_RELATIVE_STEP * x_norm) | (
         x_norm <= 0)
     predicted = tf.einsum("np,npq,nq->n", delta, a, delta) + 2.0 * damping * tf.reduce_sum(
@@ -195,7 +205,7 @@ def _trial(curves, state: _State, s):
     step = delta
     if s["geodesic"]:
         step = _accelerated(curves, state.params, r, jac, delta, solve, d, within)
-    trial_params = state.params + tf.where(within[:, None], step, 0.0)
+    trial_params = state.params + tf.where(_col(within), step, 0.0)
     f_new = tf.reduce_sum(tf.square(curves.residuals(trial_params)), -1)
     actual = f0 - f_new
     gain = lm_update.gain_ratio(actual, predicted)
@@ -220,7 +230,7 @@ def _floored(diag):
 def _gradient_converged(b, diag, f0, gtol):
     """`convergence.gradient_converged` per curve."""
     norms = tf.sqrt(diag)
-    cosines = tf.where(norms > 0, tf.abs(b) / (norms * tf.sqrt(tf.maximum(f0, 1e-300))[:, None]),
+    cosines = tf.where(norms > 0, tf.abs(b) / (norms * _col(tf.sqrt(tf.maximum(f0, 1e-300)))),
                        0.0)
     finite = tf.reduce_all(tf.math.is_finite(b), -1) & tf.math.is_finite(f0)
     return finite & (tf.reduce_all(cosines <= gtol, -1) | ~tf.reduce_any(b != 0, -1))
@@ -237,25 +247,21 @@ def _accelerated(curves, params, r, jac, delta, solve, d, within):
     sqrt_d = tf.sqrt(d)
     bent = tf.reduce_all(tf.math.is_finite(accel), -1) & within & (
         2.0 * _norm(sqrt_d * accel) <= lm_geodesic.ALPHA * _norm(sqrt_d * delta))
-    return tf.where(bent[:, None], delta + 0.5 * accel, delta)
+    return tf.where(_col(bent), delta + 0.5 * accel, delta)
 
 
 def _convergence_code(tests, f0, f_new, predicted, gain, delta, finite, stalled):
-    """`convergence.convergence_code` per curve (int64)."""
+    """`convergence.convergence_code` per curve (int64): FTOL (1) and XTOL (2) add up to
+    FTOL_AND_XTOL (3)."""
     c = lm_convergence
     actual = f0 - f_new
     f_ok = finite & tf.math.is_finite(f_new) & (tf.abs(actual) <= tests.ftol * f0) & (
         predicted >= 0.0) & (predicted <= tests.ftol * f0) & (gain <= 2.0)
     x_ok = finite & (_norm(tests.column_norms * delta) <= tests.xtol * tests.x_norm)
-
-    def const(value):
-        return tf.constant(value, tf.int64)
-
-    code = tf.where(f_ok & x_ok, const(c.FTOL_AND_XTOL), tf.where(
-        f_ok, const(c.FTOL), tf.where(x_ok, const(c.XTOL), const(c.NOT_CONVERGED))))
-    code = tf.where((code == c.NOT_CONVERGED) & stalled, const(c.STALLED), code)
+    code = tf.cast(f_ok, tf.int64) * c.FTOL + tf.cast(x_ok, tf.int64) * c.XTOL
+    code = tf.where((code == c.NOT_CONVERGED) & stalled, tf.constant(c.STALLED, tf.int64), code)
     return tf.where(tf.math.is_finite(f0) | (code == c.NOT_CONVERGED), code,
-                    const(c.NOT_FINITE))
+                    tf.constant(c.NOT_FINITE, tf.int64))
 
 
 def _advance(curves, state: _State, s) -> _State:
@@ -268,12 +274,13 @@ def _advance(curves, state: _State, s) -> _State:
     new_step = accepted | (trials >= s["attempts"])
     out_of_steps = new_step & (steps >= s["max_steps"]) & ~ended
 
+    rows = _col(active)
+
     def keep(new, old):
-        mask = tf.reshape(active, [-1] + [1] * (len(old.shape) - 1))
-        return tf.where(mask, new, old)
+        return tf.where(active if old.shape.rank == 1 else rows, new, old)
 
     return _State(
-        params=keep(tf.where(accepted[:, None], trial_params, state.params), state.params),
+        params=keep(tf.where(_col(accepted), trial_params, state.params), state.params),
         damping=keep(damping, state.damping), first_damping=keep(first, state.first_damping),
         growth=keep(growth, state.growth),
         scale=keep(scale, state.scale), new_step=keep(new_step, state.new_step),
@@ -315,6 +322,7 @@ def fit_function(expression: str, names: tuple[str, ...], geodesic: bool):
     new data, another N or m and other settings reuse the trace."""
     parsed = formula_parser.parse(expression, names)
     p = len(names)
+    k = max([1] + [int(name[1:]) for name in parsed.inputs if name != "x"])
 
     def run(params, x, y, weights, max_steps, attempts, tau, ftol, xtol, gtol):
         s = {"max_steps": max_steps, "attempts": attempts, "tau": tau, "ftol": ftol,
@@ -322,7 +330,7 @@ def fit_function(expression: str, names: tuple[str, ...], geodesic: bool):
         return _run(parsed, names, params, x, y, weights, s)
 
     scalar = tf.TensorSpec([], F64)
-    signature = [tf.TensorSpec([None, p], F64), tf.TensorSpec([None, None, None], F64),
+    signature = [tf.TensorSpec([None, p], F64), tf.TensorSpec([None, None, k], F64),
                  tf.TensorSpec([None, None], F64), tf.TensorSpec([None, None], F64),
                  tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64), scalar, scalar,
                  scalar, scalar]
