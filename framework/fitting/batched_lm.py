@@ -43,10 +43,13 @@ from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
 from graphfit.optimizers.levenberg_marquardt import geodesic as lm_geodesic
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
 
-__all__ = ["Settings", "LoopResult", "fit_function", "GRAPH_REWRITES"]
+__all__ = ["Settings", "LoopResult", "fit_function", "run_fit", "use_xla", "GRAPH_REWRITES",
+           "XLA_VALUES"]
 
 F64 = tf.float64
 EPS = float(np.finfo(np.float64).eps)
+# The data values (curves × points) from which `jit_compile="auto"` compiles with XLA.
+XLA_VALUES = 50_000
 # One round of Grappler: the loop is a few hundred small ops (as LevenbergMarquardt's step).
 GRAPH_REWRITES = {"meta_optimizer_iterations": "ONE", "memory_optimization": "NO_MEM_OPT"}
 
@@ -315,11 +318,14 @@ def _run(parsed, names, params, x, y, weights, s):
 
 
 @functools.lru_cache(maxsize=64)
-def fit_function(expression: str, names: tuple[str, ...], geodesic: bool):
+def fit_function(expression: str, names: tuple[str, ...], geodesic: bool,
+                 jit_compile: bool = False):
     """The traced batched fit of one formula: `run(params [N, p], x [N, m, k], y [N, m],
     weights [N, m], settings [6]) -> LoopResult tensors`, cached per formula (expression,
-    parameter names) and `geodesic` setting. Every argument is a tensor of relaxed shape, so
-    new data, another N or m and other settings reuse the trace."""
+    parameter names), `geodesic` setting and `jit_compile`. Every argument is a tensor of
+    relaxed shape, so new data, another N or m and other settings reuse the trace; with
+    `jit_compile` XLA still compiles once per shape of the data (seconds each), and then
+    runs the whole fit as one program (`use_xla`)."""
     parsed = formula_parser.parse(expression, names)
     p = len(names)
     k = max([1] + [int(name[1:]) for name in parsed.inputs if name != "x"])
@@ -334,13 +340,26 @@ def fit_function(expression: str, names: tuple[str, ...], geodesic: bool):
                  tf.TensorSpec([None, None], F64), tf.TensorSpec([None, None], F64),
                  tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64), scalar, scalar,
                  scalar, scalar]
-    return tf.function(run, input_signature=signature, autograph=False, reduce_retracing=True)
+    return tf.function(run, input_signature=signature, autograph=False, reduce_retracing=True,
+                       jit_compile=jit_compile)
+
+
+def use_xla(jit_compile, count: int, points: int) -> bool:
+    """Whether a fit of `count` data sets of `points` points runs under XLA: `jit_compile`
+    True or False, or "auto": XLA from `XLA_VALUES` data values on (where its compile time,
+    2-3 s per shape on 2 CPU cores, buys more than it costs: docs/performance.md, "Small
+    fits and many fits")."""
+    if jit_compile == "auto":
+        return count * points >= XLA_VALUES
+    return bool(jit_compile)
 
 
 def run_fit(expression: str, names: tuple[str, ...], params, x, y, weights,
-            settings: Settings) -> LoopResult:
-    """Runs the cached traced fit on NumPy arrays (float64, shapes as `fit_function`)."""
-    function = fit_function(expression, names, bool(settings.geodesic_acceleration))
+            settings: Settings, jit_compile=False) -> LoopResult:
+    """Runs the cached traced fit on NumPy arrays (float64, shapes as `fit_function`);
+    `jit_compile` True, False or "auto" (`use_xla`)."""
+    xla = use_xla(jit_compile, *np.shape(y))
+    function = fit_function(expression, names, bool(settings.geodesic_acceleration), xla)
     with graph_rewrites(GRAPH_REWRITES):
         out = function(
             tf.constant(params, F64), tf.constant(x, F64), tf.constant(y, F64),

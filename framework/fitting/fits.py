@@ -110,7 +110,8 @@ def _data(x, y, sigma, columns: int, single: bool):
 def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
              max_steps: int = 1000, attempts_per_step: int = 10,
              initial_damping: float = 1e-3, ftol: float = 1e-15, xtol: float = 1e-10,
-             gtol: float = 0.0, geodesic_acceleration: bool = True) -> ManyFits:
+             gtol: float = 0.0, geodesic_acceleration: bool = True,
+             jit_compile: bool | str = "auto") -> ManyFits:
     """Fits one formula to N independent data sets at once, each with its own
     Levenberg–Marquardt state (damping, acceptance, convergence), in float64.
 
@@ -135,6 +136,10 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
         max_steps, attempts_per_step, initial_damping, ftol, xtol, gtol: as for
             `LevenbergMarquardt` (max_steps plays `fit`'s epochs on a full batch).
         geodesic_acceleration: bend each trial step (True, the default for float64 models).
+        jit_compile: run the whole fit as one XLA program: True, False, or "auto" (the
+            default): XLA from `batched_lm.XLA_VALUES` (50 000) data values on. XLA compiles
+            once per shape of the data (2-3 s on 2 CPU cores) and then runs 3-5 times faster
+            than the traced loop (docs/performance.md, "Small fits and many fits").
 
     Returns:
         `ManyFits`: parameters, standard errors, covariances, `JᵀJ`, RSS, reasons, steps.
@@ -145,9 +150,10 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     expression, names, parsed, p0 = _formula(formula, p0)
     columns = _columns(parsed)
     x, y, weights = _data(x, y, sigma, columns, single=False)
+    validation.one_of("jit_compile", jit_compile, (True, False, "auto"))
     return _fit(expression, names, p0, x, y, weights, absolute_sigma, _settings(
         max_steps, attempts_per_step, initial_damping, ftol, xtol, gtol,
-        geodesic_acceleration))
+        geodesic_acceleration), jit_compile)
 
 
 def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
@@ -158,7 +164,9 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     the same formula on new data costs the arithmetic and one call (docs/performance.md).
 
     Args:
-        formula, p0, sigma, absolute_sigma, settings: as for `fit_many`.
+        formula, p0, sigma, absolute_sigma, settings: as for `fit_many` (`jit_compile`
+            defaults to False here: one curve's fit takes milliseconds, XLA's compile
+            seconds).
         x: `(m,)` or `(m, k)`. y: `(m,)`.
 
     Example:
@@ -179,8 +187,10 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     x, y, weights = _data(x, y, sigma, columns, single=True)
     if not isinstance(p0, Mapping):
         p0 = np.asarray(p0, np.float64).reshape(1, -1)
+    jit_compile = settings.pop("jit_compile", False)
+    validation.one_of("jit_compile", jit_compile, (True, False, "auto"))
     return _fit(expression, names, p0, x, y, weights, absolute_sigma,
-                _settings(**settings)).curve(0)
+                _settings(**settings), jit_compile).curve(0)
 
 
 def _columns(parsed) -> int:
@@ -199,7 +209,8 @@ def _settings(max_steps=1000, attempts_per_step=10, initial_damping=1e-3, ftol=1
         float(ftol), float(xtol), float(gtol), geodesic_acceleration)
 
 
-def _fit(expression, names, p0, x, y, weights, absolute_sigma, settings) -> ManyFits:
+def _fit(expression, names, p0, x, y, weights, absolute_sigma, settings,
+         jit_compile) -> ManyFits:
     count, m = y.shape
     if m < len(names):
         raise ValueError(f"each data set needs at least as many points as parameters "
@@ -207,7 +218,8 @@ def _fit(expression, names, p0, x, y, weights, absolute_sigma, settings) -> Many
     if not isinstance(absolute_sigma, (bool, np.bool_)):
         raise ValueError(f"absolute_sigma must be True or False. Received: {absolute_sigma!r}")
     starts = _starts(p0, names, count)
-    result = batched_lm.run_fit(expression, names, starts, x, y, weights, settings)
+    result = batched_lm.run_fit(expression, names, starts, x, y, weights, settings,
+                                jit_compile)
     dof = m - len(names)
     cov = covariances(result.jtj, result.rss, dof, bool(absolute_sigma))
     errors = np.sqrt(np.abs(np.diagonal(cov, axis1=1, axis2=2)))
