@@ -187,6 +187,12 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     x, y, weights = _data(x, y, sigma, columns, single=True)
     if not isinstance(p0, Mapping):
         p0 = np.asarray(p0, np.float64).reshape(1, -1)
+    known = ("max_steps", "attempts_per_step", "initial_damping", "ftol", "xtol", "gtol",
+             "geodesic_acceleration", "jit_compile")
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise ValueError(f"fit_curve: unknown setting(s) {unknown}; the settings are "
+                         f"{', '.join(known)}.")
     jit_compile = settings.pop("jit_compile", False)
     validation.one_of("jit_compile", jit_compile, (True, False, "auto"))
     return _fit(expression, names, p0, x, y, weights, absolute_sigma,

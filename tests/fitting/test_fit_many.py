@@ -150,6 +150,8 @@ def test_several_input_columns_and_per_curve_inputs():
      "at least as many points"),
     (lambda: fitting.fit_many(MISRA, np.ones(3), np.ones((2, 3)), p0={"b1": 1, "b2": 1},
                               max_steps=0), "max_steps"),
+    (lambda: fitting.fit_curve(MISRA, np.ones(3), np.ones(3), p0={"b1": 1, "b2": 1},
+                               max_epochs=3), "unknown setting"),
     (lambda: fitting.fit_many("b1*exp(-c*x)", np.ones(3), np.ones((2, 3)),
                               p0={"b1": 1, "b2": 1}), "unknown name 'c'"),
 ])
