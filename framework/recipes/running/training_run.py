@@ -293,6 +293,7 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
             "input_dtype": sample_dtype(prepared.model),
             "feature_names": splits.feature_names,
             "standardize": splits.standardizer.to_json() if splits.standardizer else None,
+            **splits.record,
         })
         return _fit_into(run, prepared, 0, verbose, [])
 
