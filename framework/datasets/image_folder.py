@@ -127,7 +127,7 @@ def decode_resized(path, image_size, channels: int, interpolation: str = "biline
                                expand_animations=False)
     image = tf.image.resize(image, image_size, method=interpolation)
     image.set_shape((*image_size, channels))
-    return image
+    return tf.cast(image, tf.float32)  # "nearest" keeps uint8; the model gets float32
 
 
 def _label_encoder(label_mode: str, classes: int):
