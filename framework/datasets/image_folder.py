@@ -65,6 +65,13 @@ class ImageFolder:
         interpolation: the `tf.image.resize` method.
         label_mode: "int" (ids), "categorical" (one-hot) or "binary" (float 0/1, two classes).
         skipped: the corrupt files left out (``on_corrupt="skip"``).
+
+    Example (`read_image_folder` makes one from a folder):
+
+        >>> folder = ImageFolder("/photos", ["/photos/cat/a.png", "/photos/dog/b.png"],
+        ...                      np.array([0, 1], np.int32), ["cat", "dog"], (8, 8))
+        >>> folder.subset([1]).paths, folder.image_shape
+        (['/photos/dog/b.png'], (8, 8, 3))
     """
 
     root: str

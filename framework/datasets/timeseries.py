@@ -12,7 +12,7 @@ Example:
     >>> values = np.arange(10, dtype=np.float32).reshape(10, 1)
     >>> x, y = make_windows(values, values[:, 0], window=3, stride=2, horizon=1)
     >>> x[:, :, 0].tolist(), y.tolist()
-    ([[0.0, 1.0, 2.0], [2.0, 3.0, 4.0], [4.0, 5.0, 6.0]], [3.0, 5.0, 7.0])
+    ([[0.0, 1.0, 2.0], [2.0, 3.0, 4.0], [4.0, 5.0, 6.0], [6.0, 7.0, 8.0]], [3.0, 5.0, 7.0, 9.0])
 """
 
 from __future__ import annotations
@@ -58,6 +58,14 @@ class TimeSeries:
         feature_names: the feature columns' names.
         target_name: the target column's name.
         window, stride, horizon: how windows are cut (see `make_windows`).
+
+    Example (`read_timeseries` makes one from a CSV file):
+
+        >>> rows = np.arange(6, dtype=np.float32).reshape(6, 1)
+        >>> series = TimeSeries(rows, rows[:, 0], ["level"], "level", window=2, stride=2)
+        >>> x, y = series.rows(0, 5).windows()
+        >>> x[:, :, 0].tolist(), y.tolist()
+        ([[0.0, 1.0], [2.0, 3.0]], [2.0, 4.0])
     """
 
     values: np.ndarray
