@@ -262,12 +262,16 @@ def _validate(args) -> int:
         distribution.check_environment(recipe)
     prepared = runner.prepare(recipe, distribute=distribute.get("strategy") != "multi_worker")
     splits, model = prepared.splits, prepared.model
-    sizes = ", ".join(f"{stage} {_count(data)}" for stage, data in
+    files = splits.record.get("image_folder", {}).get("files", {})  # a dataset per split
+    sizes = ", ".join(f"{stage} {files.get(stage) or _count(data)}" for stage, data in
                       (("train", splits.train), ("val", splits.val), ("test", splits.test))
                       if data is not None)
     parameters = count_parameters(model.trainable_variables)
     print(f"{args.recipe}: OK. data: {sizes} samples; model: {len(model.layers)} layers, "
           f"{parameters:,} trainable parameters; nothing was trained.")
+    if splits.record.get("class_names"):
+        print("  classes (id: name): " + ", ".join(
+            f"{index}: {name}" for index, name in enumerate(splits.record["class_names"])))
     return EXIT_OK
 
 

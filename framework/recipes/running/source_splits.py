@@ -94,23 +94,24 @@ def _image_splits(folder: ImageFolder, config: dict) -> Splits:
                                  training["test_split"], seed, data["shuffle"])
     _check_sizes(len(folder), "images", training, dict(zip(("train", "val", "test"),
                                                            map(len, indices))))
-    batch = training["batch_size"]
+    batch = training["batch_size"] or len(folder)  # null: the whole folder in one batch
     stages = {"train": folder.subset(indices[0]).dataset(batch, training["shuffle"], seed)}
+    files = {"train": len(indices[0])}
     for (stage, _), chosen in zip(_STAGES, indices[1:]):
         own = _separate(config, stage)
-        if isinstance(own, ImageFolder):
+        if isinstance(own, ImageFolder):  # its own folder
             _check_same_classes(folder, own, stage)
-            stages[stage] = own.dataset(batch)
+            stages[stage], files[stage] = own.dataset(batch), len(own)
         elif own is not None:
             stages[stage] = own
         else:
             stages[stage] = folder.subset(chosen).dataset(batch) if len(chosen) else None
+            files[stage] = len(chosen)
     record = {"class_names": list(folder.class_names),
               "image_folder": {"image_size": list(folder.image_size),
                                "color_mode": folder.color_mode,
                                "interpolation": folder.interpolation,
-                               "files": {stage: int(len(chosen)) for stage, chosen in
-                                         zip(("train", "val", "test"), indices)},
+                               "files": {stage: int(n) for stage, n in files.items()},
                                "skipped": list(folder.skipped)}}
     return Splits(stages["train"], stages["val"], stages["test"], None, None, record)
 

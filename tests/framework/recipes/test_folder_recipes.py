@@ -179,6 +179,14 @@ def test_a_corrupt_image_fails_the_run_or_is_skipped_and_counted(tmp_path, capsy
     assert record["image_folder"]["skipped"] == [str(tmp_path / "f" / "square" /
                                                      "zz_broken.png")]
     assert record["image_folder"]["files"]["train"] == 12
+    # a separate validation folder must have the same classes and image shape
+    (tmp_path / "val.yaml").write_text(IMAGES.format(path="f", mode="skip").replace(
+        "test_split: 0}", "test_split: 0, validation_data: {source: image_folder, path: f, "
+                          "image_size: [4, 4], on_corrupt: skip}}"))
+    assert cli.main(["validate", str(tmp_path / "val.yaml")]) == 2
+    assert "validation_data: the validation images must have the training folder's classes " \
+           "and image shape: ['circle', 'square'] [4, 4, 3] differ from ['circle', 'square'] " \
+           "[8, 8, 3]" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name, arguments", [
