@@ -246,7 +246,8 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
         run_directory.update_latest(run)  # runs/<name>/latest -> this run
     # Last, once the run is complete: learning_curves.png, and confusion_matrix.png of the
     # test split for a classifier (a warning, not a failure, without matplotlib).
-    plots.plot_finished_run(run, model, labels=labels)
+    plots.plot_finished_run(run, model, labels=labels,
+                            class_names=splits.record.get("class_names"))
     return RunResult(run, metrics, recorder.history, model, restored_epoch)
 
 

@@ -81,6 +81,17 @@ def test_augmentation_runs_in_training_only(shapes_run):
     assert not np.allclose(first, second) and not np.allclose(first, inference)
 
 
+def test_confusion_matrix_labels_of_an_image_split(shapes_run, monkeypatch):
+    from graphfit import plots
+
+    monkeypatch.setenv("GRAPHFIT_PLOTS", "1")
+    test = load_splits(load_recipe(os.path.join(RECIPES, "shapes_images.yaml")).config).test
+    true, predicted = plots.labels_of_split(shapes_run.model, test)
+    x = np.concatenate([batch for batch, _ in test.as_numpy_iterator()])
+    np.testing.assert_array_equal(true, np.concatenate([y for _, y in test.as_numpy_iterator()]))
+    np.testing.assert_array_equal(predicted, shapes_run.model.predict(x, verbose=0).argmax(1))
+
+
 def test_predict_an_image_folder_and_file_writes_class_names(shapes_run, tmp_path, capsys):
     folder = os.path.join(RECIPES, "data", "shapes", "triangle")
     output = tmp_path / "predictions.csv"
