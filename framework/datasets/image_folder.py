@@ -245,7 +245,8 @@ def read_image_folder(path: str | os.PathLike, image_size=(256, 256), color_mode
                          f"({_decode_error(corrupt[0], COLOR_MODES[color_mode])}); "
                          f"{len(corrupt)} of {len(paths)} images are corrupt. Remove or "
                          f"replace them, or set on_corrupt: skip to train without them")
-    keep = [i for i, p in enumerate(paths) if p not in set(corrupt)]
+    left_out = set(corrupt)
+    keep = [i for i, p in enumerate(paths) if p not in left_out]
     if not keep:
         raise ValueError(f"none of the {len(paths)} images in {root} can be decoded")
     return ImageFolder(root, [paths[i] for i in keep], np.asarray(labels, np.int32)[keep],

@@ -212,3 +212,15 @@ def test_keras_augmentation_layers_change_images_in_training_only(name, argument
     np.testing.assert_array_equal(layer(x, training=False), x)
     first, second = layer(x, training=True), layer(x, training=True)
     assert not np.allclose(first, x) and not np.allclose(first, second)
+
+
+def test_keras_resizing_and_center_crop_resize_in_every_mode():
+    from graphfit.recipes.reading.keras_layers import build_keras_layer
+
+    x = tf.constant(np.random.default_rng(0).uniform(0, 255, (2, 8, 6, 3)), tf.float32)
+    resizing = build_keras_layer("keras.Resizing", height=4, width=5)
+    expected = tf.image.resize(x, (4, 5)).numpy()
+    for training in (False, True):
+        np.testing.assert_allclose(resizing(x, training=training), expected, rtol=1e-6)
+    cropped = build_keras_layer("keras.CenterCrop", height=4, width=4)(x, training=True)
+    np.testing.assert_array_equal(cropped, x[:, 2:6, 1:5])
