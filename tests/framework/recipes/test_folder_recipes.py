@@ -111,6 +111,10 @@ def test_predict_an_image_folder_and_file_writes_class_names(shapes_run, tmp_pat
     assert cli.main(["predict", shapes_run.run_dir, "--input", files[0],
                      "--output", str(single)]) == 0
     assert _read(single)[0]["probability_0"] == rows[0]["probability_0"]
+    (tmp_path / "nothing").mkdir()
+    assert cli.main(["predict", shapes_run.run_dir, "--input", str(tmp_path / "nothing"),
+                     "--output", str(tmp_path / "none.csv")]) == 2
+    assert "nothing holds no image files (.bmp .gif .jpeg .jpg .png)" in capsys.readouterr().err
 
 
 def test_export_takes_decoded_images(shapes_run, tmp_path):
