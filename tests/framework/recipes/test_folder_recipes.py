@@ -117,16 +117,22 @@ def test_predict_an_image_folder_and_file_writes_class_names(shapes_run, tmp_pat
     assert "nothing holds no image files (.bmp .gif .jpeg .jpg .png)" in capsys.readouterr().err
 
 
-def test_export_takes_decoded_images(shapes_run, tmp_path):
+def test_export_takes_decoded_images_and_image_files(shapes_run, tmp_path):
     from graphfit.export import export_run
 
     path = export_run(shapes_run.run_dir, str(tmp_path / "exported"))
-    loaded = tf.saved_model.load(path)
-    images = load_images(image_files(os.path.join(RECIPES, "data", "shapes", "circle"))[:5],
-                         (32, 32))
+    loaded = tf.saved_model.load(path)  # plain TensorFlow
+    files = image_files(os.path.join(RECIPES, "data", "shapes", "circle"))[:3] + \
+        image_files(os.path.join(RECIPES, "data", "shapes", "triangle"))[:2]
+    images = load_images(files, (32, 32))
+    expected = shapes_run.model.predict(images, verbose=0)
     served = loaded.signatures["serving_default"](x=tf.constant(images))["outputs"]
-    np.testing.assert_allclose(served.numpy(), shapes_run.model.predict(images, verbose=0),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(served.numpy(), expected, rtol=1e-5, atol=1e-5)
+    encoded = [open(file, "rb").read() for file in files]
+    from_files = loaded.signatures["predict_images"](images=tf.constant(encoded))
+    np.testing.assert_allclose(from_files["outputs"].numpy(), expected, rtol=1e-5, atol=1e-5)
+    assert from_files["class_name"].numpy().tolist() == [
+        b"circle", b"circle", b"circle", b"triangle", b"triangle"]
 
 
 def test_sensor_recipe_forecasts_to_the_noise_and_predicts_windows(sensor_run, tmp_path):
