@@ -71,7 +71,7 @@ def _make_parent(path: str) -> None:
 
 
 def export_model(model, path: str, *, preprocessing: Preprocessing | None = None,
-                 classify: bool | None = None, layers=()) -> str:
+                 classify: bool | None = None, layers=(), more_functions=None) -> str:
     """Writes `model` as a TensorFlow SavedModel at `path` (a new folder).
 
     Args:
@@ -82,6 +82,8 @@ def export_model(model, path: str, *, preprocessing: Preprocessing | None = None
         classify: add the `classify` signature; None: for a classifier (one output compiled
             with a cross-entropy loss).
         layers: names of layers whose outputs get a signature each (e.g. an embedding).
+        more_functions: {signature name: tf.function with an input signature} to add (an
+            image run's `predict_images`, `graphfit.export.image_signatures`).
 
     Returns:
         The absolute path of the SavedModel.
@@ -94,6 +96,7 @@ def export_model(model, path: str, *, preprocessing: Preprocessing | None = None
     path = _check_target(path)
     preprocessing = preprocessing or Preprocessing()
     functions = serving_functions(model, preprocessing, classify, tuple(layers))
+    functions.update(more_functions or {})
     concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}
     for function in concrete.values():
         _check_no_python(model, function)

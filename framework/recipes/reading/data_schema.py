@@ -14,6 +14,7 @@ import os
 from graphfit import datasets
 from graphfit.datasets.graphs import NODE_FEATURE_KINDS
 from graphfit.recipes.reading import user_code
+from graphfit.recipes.reading.file_sources import FILE_SOURCES, check_file_source
 from graphfit.recipes.reading.problems import short_repr
 from graphfit.recipes.reading.schema import (
     INVALID,
@@ -83,6 +84,7 @@ SOURCES: dict[str, dict[str, Field]] = {
                                                  "or a batched tf.data.Dataset"),
                  "arguments": Field(Section({}), {}, "keyword arguments for the function")},
 }
+SOURCES.update(FILE_SOURCES)  # image_folder, timeseries
 _COMMON = {
     "source": Field(String(tuple(SOURCES)), doc="where the samples come from"),
 }
@@ -125,6 +127,9 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
     resolved["path"] = full
     if not getattr(checker, "data_files", True):
         return  # a finished run's recipe, read to predict or export: its data may be gone
+    if resolved["source"] in FILE_SOURCES:
+        check_file_source(resolved, full, path, checker)
+        return
     if os.path.isdir(full):
         checker.report(path + ("path",), f"{full} is a folder; give the data file in it")
         return
@@ -199,7 +204,7 @@ def check_data_source(value, path, checker: Checker, training: bool = True):
         String(tuple(SOURCES)).check(source, path + ("source",), checker)
         return INVALID  # the other keys depend on the source
     resolved = Section(dict(common, **SOURCES[source])).check(value, path, checker)
-    if source in ("csv", "npz"):
+    if source in ("csv", "npz", *FILE_SOURCES):
         _check_file(resolved, path, checker)
     if source == "function" and isinstance(resolved.get("function"), str):
         _check_function(resolved, path, checker)

@@ -82,6 +82,8 @@ class Splits:
     test: Any
     standardizer: Standardizer | None
     feature_names: list[str] | None
+    #: more entries for the run's preprocessing.json (class names, image size, windows, ...)
+    record: dict = dataclasses.field(default_factory=dict)
 
 
 def load_source(source: dict, seed: int, path: tuple):
@@ -100,7 +102,34 @@ def load_source(source: dict, seed: int, path: tuple):
                                  target=source["target"], delimiter=source["delimiter"])
     if kind == "npz":
         return datasets.load_npz(source["path"], x_key=source["x_key"], y_key=source["y_key"])
+    if kind in _FILE_SOURCES:
+        return _FILE_SOURCES[kind](source, path)
     return _call_function(source, path)
+
+
+def _options(source: dict, names) -> dict:
+    return {name: source[name] for name in names}
+
+
+def _image_folder(source: dict, path: tuple):
+    try:
+        return datasets.read_image_folder(source["path"], **_options(
+            source, ("image_size", "color_mode", "interpolation", "label_mode", "on_corrupt")))
+    except ValueError as error:
+        raise DataError(path + ("path",), str(error)) from None
+
+
+def _timeseries(source: dict, path: tuple):
+    try:
+        return datasets.read_timeseries(source["path"], **_options(
+            source, ("target", "features", "window", "stride", "horizon", "time_column",
+                     "delimiter")))
+    except ValueError as error:
+        raise DataError(path + ("path",), str(error)) from None
+
+
+# Sources read from files into objects that split themselves (`source_splits`).
+_FILE_SOURCES = {"image_folder": _image_folder, "timeseries": _timeseries}
 
 
 def _call_function(source: dict, path: tuple):
@@ -173,6 +202,10 @@ def load_splits(config: dict) -> Splits:
     loaded = load_source(data, seed, ("data",))
     separate = {stage: training[f"{name}_data"] for stage, name in (("val", "validation"),
                                                                     ("test", "test"))}
+    from graphfit.recipes.running import source_splits
+
+    if source_splits.splits_itself(loaded):  # an image folder (by file), a time series (by time)
+        return source_splits.source_splits(loaded, config)
     if not isinstance(loaded, tuple):  # a tf.data.Dataset from a user function
         return _dataset_splits(loaded, data, training, separate, seed)
     x, y = loaded

@@ -277,9 +277,10 @@ def prediction_table(outputs: np.ndarray, loss) -> tuple[list[str], np.ndarray]:
 
 
 def write_csv(path: str, names: list[str], rows: np.ndarray, ids=None,
-              id_column: str | None = None) -> None:
+              id_column: str | None = None, class_names=None) -> None:
     """Writes the table; the class column as integers, the rest with full float precision;
-    with `ids`, first a column `id_column` holding them as they were read.
+    with `ids`, first a column `id_column` holding them as they were read; with
+    `class_names` (the run's, id -> name), a `class_name` column after `class`.
 
     Raises:
         ValueError: when `path` cannot be written (see `check_output`; a permission error...).
@@ -289,10 +290,14 @@ def write_csv(path: str, names: list[str], rows: np.ndarray, ids=None,
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
-            writer.writerow(([id_column] if ids is not None else []) + list(names))
+            named = class_names is not None and "class" in names
+            header = [n for name in names for n in (
+                [name, "class_name"] if named and name == "class" else [name])]
+            writer.writerow(([id_column] if ids is not None else []) + header)
             for index, row in enumerate(rows):
-                cells = [int(v) if name == "class" else repr(float(v))
-                         for name, v in zip(names, row)]
+                cells = [cell for name, v in zip(names, row) for cell in (
+                    [int(v), class_names[int(v)]] if named and name == "class"
+                    else [int(v)] if name == "class" else [repr(float(v))])]
                 writer.writerow(([ids[index]] if ids is not None else []) + cells)
     except OSError as error:
         raise ValueError(f"cannot write {os.path.abspath(path)}: "

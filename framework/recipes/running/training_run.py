@@ -246,7 +246,8 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
         run_directory.update_latest(run)  # runs/<name>/latest -> this run
     # Last, once the run is complete: learning_curves.png, and confusion_matrix.png of the
     # test split for a classifier (a warning, not a failure, without matplotlib).
-    plots.plot_finished_run(run, model, labels=labels)
+    plots.plot_finished_run(run, model, labels=labels,
+                            class_names=splits.record.get("class_names"))
     return RunResult(run, metrics, recorder.history, model, restored_epoch)
 
 
@@ -293,6 +294,7 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
             "input_dtype": sample_dtype(prepared.model),
             "feature_names": splits.feature_names,
             "standardize": splits.standardizer.to_json() if splits.standardizer else None,
+            **splits.record,
         })
         return _fit_into(run, prepared, 0, verbose, [])
 
