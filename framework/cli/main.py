@@ -268,7 +268,27 @@ def _validate(args) -> int:
     parameters = count_parameters(model.trainable_variables)
     print(f"{args.recipe}: OK. data: {sizes} samples; model: {len(model.layers)} layers, "
           f"{parameters:,} trainable parameters; nothing was trained.")
+    if splits.table is not None:
+        _print_table_schema(splits.table)
     return EXIT_OK
+
+
+def _print_table_schema(record: dict) -> None:
+    """The typed columns of a table (declared or inferred) and what the model receives."""
+    from graphfit.tabular import Column, describe
+
+    columns = [Column.from_record(c) for c in record["preprocessor"]["columns"]]
+    sizes = {name: len(stats["vocabulary"]) for name, stats in
+             record["preprocessor"]["statistics"].items() if "vocabulary" in stats}
+    print("columns (statistics from the training split):")
+    print("\n".join(describe(columns, sizes)))
+    if record.get("target"):
+        classes = record.get("class_names")
+        print(f"  target {record['target']}: " + (f"classes {', '.join(classes)} (ids 0..)"
+                                                  if classes else "numbers"))
+    names = record["input_names"]
+    print(f"model input: {len(names)} features ({', '.join(names[:8])}"
+          f"{', ...' if len(names) > 8 else ''})")
 
 
 def _count(data) -> str:
@@ -316,15 +336,22 @@ def _predict(args) -> int:
         raise _BadInput(f"--output {args.output}: {error}") from None
     prepared, preprocessing = runner.load_run(run, data=False)  # the training data may be gone
     form = prediction.InputFormat.of_run(prepared.recipe.config["data"], args.id_column)
+    table = preprocessing.get("table")
     try:
-        x = prediction.read_inputs(args.input, preprocessing, form)
-        ids = None if form.id_column is None else prediction.read_ids(args.input, form, len(x))
+        if table is not None:  # raw rows: typed columns by name
+            x, ids = prediction.read_table_inputs(args.input, table, form)
+        else:
+            x = prediction.read_inputs(args.input, preprocessing, form)
+            ids = None if form.id_column is None else prediction.read_ids(args.input, form,
+                                                                          len(x))
     except (ValueError, OSError) as error:
         raise _BadInput(f"--input {args.input}: {error}") from None
     outputs = prepared.model.predict(x, verbose=0)
     names, rows = prediction.prediction_table(outputs, loss_of(prepared.recipe.config))
+    classes = (table or {}).get("class_names")
+    names = prediction.named_columns(names, classes)
     try:
-        prediction.write_csv(args.output, names, rows, ids, form.id_column)
+        prediction.write_csv(args.output, names, rows, ids, form.id_column, classes)
     except (ValueError, OSError) as error:
         raise _BadInput(f"--output {args.output}: {error}") from None
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
