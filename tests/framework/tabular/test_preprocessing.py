@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from graphfit import tabular
-from graphfit.tabular import Column, TablePreprocessor, TableError
+from graphfit.tabular import Column, TableError, TablePreprocessor
 
 AGE = np.array([31.0, np.nan, 45.0, 22.0, 60.0, np.nan, 38.0, 51.0], np.float32)
 COUNTRY = np.array(["FR", "DE", "FR", "", "ES", "FR", "DE", "IT"], object)
