@@ -278,8 +278,7 @@ def _print_table_schema(record: dict) -> None:
     from graphfit.tabular import Column, describe
 
     columns = [Column.from_record(c) for c in record["preprocessor"]["columns"]]
-    sizes = {name: len(stats["vocabulary"]) for name, stats in
-             record["preprocessor"]["statistics"].items() if "vocabulary" in stats}
+    sizes = record.get("vocabulary_sizes")
     print("columns (statistics from the training split):")
     print("\n".join(describe(columns, sizes)))
     if record.get("target"):
@@ -292,7 +291,10 @@ def _print_table_schema(record: dict) -> None:
 
 
 def _count(data) -> str:
-    return str(len(data[0])) if isinstance(data, tuple) else "a dataset of"
+    if not isinstance(data, tuple):
+        return "a dataset of"
+    x = data[0]
+    return str(len(next(iter(x.values())) if isinstance(x, dict) else x))
 
 
 def _print_config(args) -> int:

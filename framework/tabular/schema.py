@@ -48,7 +48,8 @@ def feature_columns(table: Table, declared: dict | None, target=None, features=N
 
 
 def describe(columns, sizes: dict | None = None) -> list[str]:
-    """One line per column: name, type (inferred or declared), options, vocabulary size."""
+    """One line per column: name, type (inferred or declared), options, vocabulary size
+    ({name: size}: the lookup's ids run from 0 to size - 1)."""
     lines = []
     for column in columns:
         how = "inferred" if column.inferred else "declared"
@@ -56,7 +57,8 @@ def describe(columns, sizes: dict | None = None) -> list[str]:
         size = (sizes or {}).get(column.name)
         lines.append(f"  {column.name}: {column.type} ({how})"
                      + (f", {options}" if options else "")
-                     + (f", vocabulary {size}" if size is not None else ""))
+                     + (f", vocabulary_size {size} (OOV included; an Embedding's "
+                        f"input_dim)" if size is not None else ""))
     return lines
 
 

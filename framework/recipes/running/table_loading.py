@@ -153,7 +153,8 @@ def load_table_splits(config: dict, record: dict | None = None):
     table_record = {"preprocessor": prep.to_record(), "target": data.get("target") or
                     (LABEL if data["source"] == "text_folder" else None),
                     "class_names": None if names is None else names.names,
-                    "input_names": prep.output_names(), "oov_counts": oov}
+                    "input_names": prep.output_names(), "oov_counts": oov,
+                    "vocabulary_sizes": prep.vocabulary_sizes()}
     return Splits(stages["train"], stages["val"], stages["test"], None,
                   [c.name for c in columns], table=table_record,
                   class_names=None if names is None else names.names,

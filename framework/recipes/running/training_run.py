@@ -41,6 +41,7 @@ from graphfit.recipes.running.run_callbacks import (
     CHECKPOINTS,
     hyperparameters,
     run_callbacks,
+    table_summary,
     trial_id,
 )
 from graphfit.recipes.running.runner import Prepared, prepare, sample_dtype, sample_shape
@@ -170,7 +171,8 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
     recorder = _HistoryFile(os.path.join(run, "history.json"), earlier, writes)
     stopper = _StopWhenNotFinite()
     model.nonfinite_step = None
-    callbacks = run_callbacks(prepared.recipe, run, monitor, initial_epoch, writes)
+    callbacks = run_callbacks(prepared.recipe, run, monitor, initial_epoch, writes,
+                              table_summary(splits.table))
     model.fit(x, y, batch_size=training["batch_size"], epochs=training["epochs"],
               verbose=verbose, callbacks=callbacks + [recorder, stopper],
               validation_data=splits.val, test_data=splits.test, shuffle=training["shuffle"],

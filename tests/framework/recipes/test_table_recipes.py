@@ -181,3 +181,38 @@ def test_text_folder_learns_the_two_kinds_of_sentence(tmp_path, capsys):
     assert lines[0] == "class,probability_cooking,probability_weather"
     assert [line.split(",")[0] for line in lines[1:]] == ["cooking", "weather"]
     shutil.rmtree(tmp_path / "run")
+
+
+def test_tensorboard_shows_the_columns_and_class_names(churn):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    result, _ = churn
+    events = EventAccumulator(os.path.join(result.run_dir, "logs"),
+                              size_guidance={"tensors": 0})
+    events.Reload()
+    text = tf.make_ndarray(events.Tensors("recipe")[0].tensor_proto).item().decode()
+    assert "classes of churn (id: name): 0: leave, 1: stay" in text
+    assert "country: categorical (declared)" in text and "plan: categorical (inferred)" in text
+
+
+def test_ids_columns_are_named_inputs_for_an_embedding(tmp_path):
+    recipe = tmp_path / "ids.yaml"
+    recipe.write_text(f"""
+data: {{source: table, path: {os.path.join(REPO, 'recipes', 'data', 'churn.csv')},
+        target: churn, ignore: [customer_id],
+        columns: {{country: {{type: categorical, encoding: ids}}}}}}
+model:
+  inputs: [features, country]
+  nodes:
+    - {{name: vectors, type: Embedding, input_dim: 7, output_dim: 3, inputs: country}}
+    - {{name: joined, type: Concatenate, inputs: [features, vectors]}}
+    - {{name: logit, type: Dense, units: 1, inputs: joined}}
+  outputs: logit
+loss: {{type: BinaryCrossentropy, from_logits: true}}
+training: {{jit_compile: false}}
+""")
+    prepared = runner.prepare(load_recipe(str(recipe)))
+    x = prepared.splits.train[0]
+    assert set(x) == {"features", "country"} and x["country"].dtype == np.int64
+    assert prepared.splits.table["vocabulary_sizes"]["country"] == 7  # 6 values and the OOV
+    assert 0 <= x["country"].min() and x["country"].max() < 7
