@@ -169,10 +169,20 @@ def test_bad_tables_name_the_key_the_file_and_the_line(tmp_path, edit, key, mess
     assert key in str(caught.value)
 
 
-def test_text_folder_learns_the_two_kinds_of_sentence(tmp_path, capsys):
+def test_text_folder_learns_the_two_kinds_of_sentence(tmp_path, monkeypatch):
     result = training_run.train(load_recipe(TEXT, FAST + ["training.epochs=8"]),
                                 run_dir=str(tmp_path / "run"), verbose=0)
     assert result.metrics["test"]["accuracy"] >= 0.95
+    # --resume reads the statistics the run saved: nothing is adapted again.
+    from graphfit.tabular import TablePreprocessor
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("adapted again")
+
+    monkeypatch.setattr(TablePreprocessor, "adapt", refuse)
+    resumed = training_run.resume(result.run_dir, epochs=9, verbose=0)
+    assert len(resumed.history["loss"]) == 9
+    monkeypatch.undo()
     (tmp_path / "new.csv").write_text("text\nthe baker slices fresh bread\n"
                                       "a storm sweeps over the coast\n")
     assert cli.main(["predict", result.run_dir, "--input", str(tmp_path / "new.csv"),
@@ -216,3 +226,14 @@ training: {{jit_compile: false}}
     assert set(x) == {"features", "country"} and x["country"].dtype == np.int64
     assert prepared.splits.table["vocabulary_sizes"]["country"] == 7  # 6 values and the OOV
     assert 0 <= x["country"].min() and x["country"].max() < 7
+
+
+def test_a_class_unseen_in_training_is_an_error_with_its_line(tmp_path):
+    (tmp_path / "val.csv").write_text(open(os.path.join(REPO, "recipes", "data", "churn.csv"))
+                                      .read().replace(",stay\n", ",maybe\n", 1))
+    overrides = ["training.validation_split=0",
+                 f"training.validation_data={{source: table, path: {tmp_path / 'val.csv'}, "
+                 f"target: churn}}"]
+    with pytest.raises(RecipeError, match=r"val.csv, line 2: the target 'maybe' is not a class "
+                                          r"of the training split \(leave, stay\)"):
+        runner.prepare(load_recipe(CHURN, overrides))
