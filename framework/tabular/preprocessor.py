@@ -302,6 +302,14 @@ class TablePreprocessor:
     Args:
         columns: the feature columns, in the order their parts enter the model's input.
         record: statistics from `to_record` (then nothing is adapted), or None.
+
+    Example:
+
+        >>> prep = TablePreprocessor([Column("plan", "categorical")])
+        >>> prep.adapt_arrays({"plan": np.array(["pro", "basic", "pro"], object)})
+        >>> again = TablePreprocessor.from_record(prep.to_record())  # no adapting
+        >>> again.output_names(), again.transform_arrays({"plan": np.array(["basic"], object)})
+        (['plan=[UNK]', 'plan=pro', 'plan=basic'], array([[0., 0., 1.]], dtype=float32))
     """
 
     def __init__(self, columns, record: dict | None = None):

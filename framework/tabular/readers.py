@@ -42,6 +42,12 @@ class Table:
         names: the column names, in the file's order.
         columns: {name: list of cells}.
         lines: the file line of each row (None for Parquet: rows are counted from 1).
+
+    Example:
+
+        >>> table = Table("t.csv", ["a"], {"a": ["1", "2", "3"]}, [2, 3, 5])
+        >>> len(table), table.take([2]).lines
+        (3, [5])
     """
 
     path: str

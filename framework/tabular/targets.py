@@ -36,6 +36,11 @@ class ClassNames:
 
     Attributes:
         names: the class names; a name's id is its index.
+
+    Example:
+
+        >>> ClassNames.fit(["b", "a", "b"]).names
+        ['a', 'b']
     """
 
     names: list
