@@ -12,6 +12,11 @@ _OWN_DATA = {
     "npz": "Your .npz archive (np.savez): {source: npz, path: FILE, x_key: x, y_key: y}.",
     "function": "Your Python function returning (x, y) or a batched tf.data.Dataset: "
                 "{source: function, function: module:name, arguments: {...}}.",
+    "table": "Your table with typed columns (CSV, JSON lines, Parquet): {source: table, "
+             "path: FILE, target: COLUMN, columns: {NAME: {type: numeric | categorical | "
+             "text | boolean | date, ...}}}.",
+    "text_folder": "Your folder of .txt files in one subfolder per class: {source: "
+                   "text_folder, path: FOLDER}.",
 }
 
 
