@@ -63,6 +63,11 @@ def _keras():
     return keras.layers
 
 
+def _map(data, function):
+    """`function` over a dataset's elements, or on a tensor."""
+    return data.map(function) if isinstance(data, tf.data.Dataset) else function(data)
+
+
 def _values_only(dataset, name):
     """The column `name` of a dataset of raw dicts, batched, as a 1-D tensor per batch."""
     spec = dataset.element_spec[name]
@@ -124,10 +129,15 @@ class _Numbers:
             return tf.reshape(value, [-1, 1])
         return _date_parts(text)
 
-    def adapt(self, dataset) -> None:
-        present = dataset.map(lambda raw: tf.boolean_mask(
-            self.parts(raw), tf.reduce_all(tf.math.is_finite(self.parts(raw)), axis=1)))
-        if not any(int(tf.shape(batch)[0]) for batch in present):
+    def adapt(self, data) -> None:
+        """Statistics of `data`: a dataset of 1-D batches, or one 1-D tensor."""
+        def present_of(raw):
+            parts = self.parts(raw)
+            return tf.boolean_mask(parts, tf.reduce_all(tf.math.is_finite(parts), axis=1))
+
+        present = _map(data, present_of)
+        batches = present if isinstance(present, tf.data.Dataset) else [present]
+        if not any(int(tf.shape(batch)[0]) for batch in batches):
             raise _no_values(self.column)
         self.norm.adapt(present)
         if self.bins is not None and not self.column.options.get("bins"):
@@ -231,19 +241,20 @@ class _Tokens:
             return raw
         return tf.where(tf.equal(raw, ""), tf.constant(str(self.fill)), raw)
 
-    def adapt(self, dataset) -> None:
+    def adapt(self, data) -> None:
+        """The vocabulary of `data`: a dataset of 1-D batches, or one 1-D tensor."""
         if self.column.encoding == "hash" and self.column.type != "text":
             return
         if self.column.missing == "mode":
-            dataset = dataset.map(lambda raw: tf.boolean_mask(raw, tf.not_equal(
+            data = _map(data, lambda raw: tf.boolean_mask(raw, tf.not_equal(
                 tf.strings.strip(raw), "")))
-            self.lookup.adapt(dataset.map(self.filled))
+            self.lookup.adapt(_map(data, self.filled))
             tokens = self.lookup.get_vocabulary(include_special_tokens=False)
             if not tokens:
                 raise _no_values(self.column)
             self.fill = str(tokens[0])  # adapt orders the vocabulary by count: the mode
         else:
-            self.lookup.adapt(dataset.map(self.filled))
+            self.lookup.adapt(_map(data, self.filled))
         self.adapted, self.size = True, None
 
     def vocabulary_size(self) -> int:
@@ -344,8 +355,12 @@ class TablePreprocessor:
         self._build()
 
     def adapt_arrays(self, columns: dict) -> None:
-        """`adapt` on in-memory raw columns {name: 1-D array}."""
-        self.adapt(_dataset(columns, self.columns).batch(1024))
+        """`adapt` on in-memory raw columns {name: 1-D array}: the same statistics, each
+        layer adapted on the whole column at once (no tf.data pipeline to trace)."""
+        tensors = _tensors(columns, self.columns)
+        for column in self.columns:
+            self.parts[column.name].adapt(tensors[column.name])
+        self._build()
 
     def _build(self) -> None:
         """Runs the layers once eagerly, so that a traced function (`dataset.map`, an export)
@@ -374,8 +389,11 @@ class TablePreprocessor:
 
     def transform_arrays(self, columns: dict, batch_size: int = 4096):
         """`transform` on in-memory raw columns, as NumPy (the vector, or a dict)."""
-        pieces = [self.transform(batch) for batch in
-                  _dataset(columns, self.columns).batch(batch_size)]
+        tensors = _tensors(columns, self.columns)
+        count = int(tf.shape(next(iter(tensors.values())))[0]) if tensors else 0
+        pieces = [self.transform({name: t[start:start + batch_size]
+                                  for name, t in tensors.items()})
+                  for start in range(0, max(count, 1), batch_size)]
         return tf.nest.map_structure(lambda *parts: np.concatenate(
             [np.asarray(p) for p in parts]), *pieces)
 
@@ -414,7 +432,3 @@ def _tensors(columns: dict, specs) -> dict:
     return {c.name: tf.constant(np.asarray(columns[c.name]).astype(
         np.float32 if c.type == "numeric" else str), tf.float32 if c.type == "numeric"
         else tf.string) for c in specs}
-
-
-def _dataset(columns: dict, specs):
-    return tf.data.Dataset.from_tensor_slices(_tensors(columns, specs))

@@ -38,9 +38,16 @@ NEW_ROWS = [
 
 @pytest.fixture(scope="module")
 def churn(tmp_path_factory):
+    from graphfit import plots
+
     folder = tmp_path_factory.mktemp("churn")
-    result = training_run.train(load_recipe(CHURN, FAST + ["training.epochs=20"]),
-                                run_dir=str(folder / "run"), verbose=0)
+    drawn = []  # the suite draws no PNG (GRAPHFIT_PLOTS=0): what the plots were given
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots, "plot_finished_run",
+                      lambda run, model=None, **kwargs: drawn.append(kwargs) or [])
+        result = training_run.train(load_recipe(CHURN, FAST + ["training.epochs=20"]),
+                                    run_dir=str(folder / "run"), verbose=0)
+    result.drawn = drawn
     return result, folder
 
 
@@ -51,6 +58,8 @@ def test_churn_reaches_the_accuracy_its_rule_allows(churn):
     record = json.loads(open(os.path.join(result.run_dir, "preprocessing.json")).read())
     assert record["table"]["class_names"] == ["leave", "stay"]
     assert record["input_shape"] == [len(record["table"]["input_names"])]
+    # The confusion matrix of the test split is drawn with the class names.
+    assert result.drawn[0]["class_names"] == ["leave", "stay"]
 
 
 def test_no_validation_or_test_row_changes_a_statistic(churn, tmp_path):

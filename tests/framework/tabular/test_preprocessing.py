@@ -92,6 +92,15 @@ def test_statistics_come_only_from_the_rows_adapted_on(prep):
     assert other.to_record() != prep.to_record()
 
 
+def test_adapt_takes_a_dataset_of_raw_rows(prep):
+    rows = tf.data.Dataset.from_tensor_slices(
+        {name: (values.astype(str) if values.dtype == object else values)
+         for name, values in RAW.items()})  # unbatched: one dict per row
+    again = TablePreprocessor(COLUMNS)
+    again.adapt(rows)
+    assert again.to_record() == prep.to_record()
+
+
 def test_transform_runs_in_dataset_map_and_counts_oov(prep):
     dataset = tf.data.Dataset.from_tensor_slices(
         {name: (values.astype(str) if values.dtype == object else values)
