@@ -64,6 +64,10 @@ def table_summary(table: dict | None) -> str:
     if table.get("class_names"):
         lines.append(f"# classes of {table['target']} (id: name): " + ", ".join(
             f"{i}: {name}" for i, name in enumerate(table["class_names"])))
+    for stage, counts in (table.get("oov_counts") or {}).items():
+        for name, count in counts.items():
+            lines.append(f"# {stage}: {count} value(s) of {name} unseen in training went to "
+                         f"the out-of-vocabulary bucket")
     return "\n".join(lines) + "\n"
 
 

@@ -214,6 +214,24 @@ def test_tensorboard_shows_the_columns_and_class_names(churn):
     assert "country: categorical (declared)" in text and "plan: categorical (inferred)" in text
 
 
+def test_json_lines_and_parquet_tables_load_as_the_csv_does(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with open(os.path.join(REPO, "recipes", "data", "churn.csv")) as handle:
+        rows = list(csv.DictReader(handle))
+    typed = [{k: (None if v == "" else float(v) if k in ("age", "monthly_charges",
+                                                         "support_calls") else v)
+              for k, v in row.items()} for row in rows]
+    (tmp_path / "churn.jsonl").write_text("".join(json.dumps(r) + "\n" for r in typed))
+    pq.write_table(pa.Table.from_pylist(typed), str(tmp_path / "churn.parquet"))
+    expected = load_splits(load_recipe(CHURN).config)
+    for name in ("churn.jsonl", "churn.parquet"):
+        splits = load_splits(load_recipe(CHURN, [f"data.path={tmp_path / name}"]).config)
+        np.testing.assert_array_equal(splits.train[0], expected.train[0])
+        np.testing.assert_array_equal(splits.test[1], expected.test[1])
+
+
 def test_ids_columns_are_named_inputs_for_an_embedding(tmp_path):
     recipe = tmp_path / "ids.yaml"
     recipe.write_text(f"""
