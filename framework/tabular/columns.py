@@ -252,6 +252,17 @@ _FILLS = {"numeric": ("mean",), "date": ("mean",), "boolean": ("mode",),
 __all__ += ["OPTIONS", "option_problems"]
 
 
+def _fits(kind: str, value) -> bool:
+    """Whether `value` is a (present) cell of a column of type `kind`."""
+    if kind == "numeric":
+        return _is_number(value)
+    if kind == "boolean":
+        return _is_boolean(value) or str(value).strip().lower() in TRUE_WORDS + FALSE_WORDS
+    if kind == "date":
+        return _is_date(value)
+    return True
+
+
 def option_problems(kind: str, options: dict) -> list[tuple[str, str]]:
     """[(option, what is wrong)] of a column of type `kind` with `options`."""
     problems = []
@@ -265,6 +276,9 @@ def option_problems(kind: str, options: dict) -> list[tuple[str, str]]:
                 problems.append((key, f"a {kind} column takes missing: "
                                       f"{' | '.join(fills)} | {{constant: VALUE}}, got "
                                       f"{value!r}"))
+            elif constant and not _fits(kind, value["constant"]):
+                problems.append((key, f"the constant {value['constant']!r} is not a value of "
+                                      f"a {kind} column"))
         elif key not in known:
             takes = ", ".join(list(known) + ["missing"])
             problems.append((key, f"a {kind} column has no option {key!r} (it takes {takes})"))

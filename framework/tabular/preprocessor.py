@@ -146,10 +146,9 @@ class _Numbers:
 
     def fill_value(self):
         constant = _constant(self.column)
-        if constant is not None:
-            if isinstance(constant, str):
-                constant = 1.0 if constant.lower() in TRUE_WORDS else 0.0
-            return tf.fill([1, self.width], tf.cast(constant, tf.float32))
+        if constant is not None:  # the constant as a raw cell of the column, in parts
+            return self.parts(tf.constant([constant if self.column.type != "numeric"
+                                           else float(constant)]))
         mean = tf.reshape(tf.cast(self.norm.mean, tf.float32), [1, self.width])
         return tf.round(mean) if self.column.missing == "mode" else mean
 

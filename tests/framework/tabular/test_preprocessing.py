@@ -130,6 +130,23 @@ def test_hash_and_ids_encodings_and_missing_fills():
     assert out["k"].tolist() == [1, 1, 1]  # the gap filled with the mode "u"
 
 
+def test_constant_fills_are_cells_of_the_column():
+    columns = [Column("b", "boolean", {"missing": {"constant": "yes"}}),
+               Column("d", "date", {"missing": {"constant": "2024-03-05"},
+                                    "standardize": False}),
+               Column("x", "numeric", {"missing": {"constant": "5"}, "standardize": False})]
+    raw = {"b": np.array(["no", ""], object), "d": np.array(["2020-01-01", ""], object),
+           "x": np.array([1.0, np.nan], np.float32)}
+    prep = TablePreprocessor(columns)
+    prep.adapt_arrays(raw)
+    assert prep.transform_arrays(raw).tolist() == [[0, 2020, 1, 1, 2, 1],
+                                                   [1, 2024, 3, 5, 1, 5]]
+    from graphfit.tabular.columns import option_problems
+
+    assert option_problems("numeric", {"missing": {"constant": "many"}}) == [
+        ("missing", "the constant 'many' is not a value of a numeric column")]
+
+
 def test_infers_types():
     assert [tabular.infer_type(c) for c in (["1", "2.5", ""], ["a", "b", "a"], ["yes", "no"],
                                             ["2024-01-02", ""], ["the red fox", "a cat sat",
