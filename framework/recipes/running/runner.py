@@ -133,7 +133,8 @@ def _compile_key(error: Exception) -> tuple:
 
 # What decides which rows land in which split (see data_loading): the data must be split
 # the same way as the base run's, or the base's training rows leak into this run's test rows.
-_SPLIT_KEYS = (("seed",), ("data", "shuffle"), ("training", "validation_split"),
+_SPLIT_KEYS = (("seed",), ("data", "shuffle"), ("data", "stratify"),
+               ("training", "validation_split"),
                ("training", "test_split"), ("training", "validation_data"),
                ("training", "test_data"))
 
@@ -146,7 +147,7 @@ def _get(config: dict, path: tuple):
 
 def _data_identity(config: dict) -> dict:
     return {k: v for k, v in (config.get("data") or {}).items()
-            if k not in ("shuffle", "standardize")}
+            if k not in ("shuffle", "standardize", "stratify")}
 
 
 def _check_base_split(recipe: Recipe) -> None:
