@@ -30,10 +30,12 @@ __all__ = ["export_model"]
 class _Export(tf.Module):
     """The SavedModel's root: the model (its variables), the functions, the feature names."""
 
-    def __init__(self, model, functions: dict, feature_names):
+    def __init__(self, model, functions: dict, feature_names, preprocessing_layers=()):
         super().__init__(name="graphfit_export")
         self.model = model
         self.functions = dict(functions)
+        # A table's Keras preprocessing layers: their lookup tables go into the SavedModel.
+        self.preprocessing_layers = list(preprocessing_layers)
         # A variable, so that the SavedModel keeps it (a constant attribute is not saved).
         self.feature_names = tf.Variable(tf.constant(list(feature_names or ()), tf.string),
                                          trainable=False, name="feature_names")
@@ -101,7 +103,9 @@ def export_model(model, path: str, *, preprocessing: Preprocessing | None = None
     for function in concrete.values():
         _check_no_python(model, function)
     signatures = {"serving_default": concrete["predict"], **concrete}
-    root = _Export(model, functions, preprocessing.feature_names)
+    table = preprocessing.table_preprocessor()
+    root = _Export(model, functions, preprocessing.feature_names,
+                   table.keras_layers() if table is not None else ())
     _make_parent(path)
     staging = tempfile.mkdtemp(prefix=".export-", dir=os.path.dirname(path))
     try:

@@ -16,6 +16,11 @@ _OWN_DATA = {
                     "path: DIR, image_size: [H, W], color_mode: rgb}.",
     "timeseries": "Your CSV log, one row per time step, cut into windows: {source: timeseries, "
                   "path: FILE, target: COLUMN, window: N, horizon: 1}.",
+    "table": "Your table with typed columns (CSV, JSON lines, Parquet): {source: table, "
+             "path: FILE, target: COLUMN, columns: {NAME: {type: numeric | categorical | "
+             "text | boolean | date, ...}}}.",
+    "text_folder": "Your folder of .txt files in one subfolder per class: {source: "
+                   "text_folder, path: FOLDER}.",
 }
 
 
