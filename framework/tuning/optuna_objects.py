@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 __all__ = ["optuna", "make_sampler", "make_pruner", "open_storage", "open_study",
            "shown_url", "StudyError", "FAIL_REASON", "RUN_DIR", "fail_reason"]
@@ -93,20 +94,31 @@ def open_storage(url: str, plan):
     module = optuna()
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else \
         {"pool_pre_ping": True}
-    try:
-        return module.storages.RDBStorage(
-            url, engine_kwargs=engine, heartbeat_interval=plan.tune["heartbeat_interval"],
-            grace_period=plan.tune["grace_period"])
-    except ModuleNotFoundError as error:
-        raise StudyError(f"--storage {shown_url(url)}: its database driver is not installed "
-                         f"({error.name}); for PostgreSQL pip install 'psycopg[binary]', for "
-                         f"MySQL pip install pymysql") from None
-    except Exception as error:  # SQLAlchemy's errors: bad URL, no server, refused login
-        reason = str(getattr(error, "orig", None) or error).strip().splitlines()
-        raise StudyError(f"--storage {shown_url(url)}: cannot open the study database: "
-                         f"{reason[0] if reason else type(error).__name__}. Check the URL "
-                         f"(dialect+driver://user:password@host:port/database) and that the "
-                         f"server is running and reachable") from None
+    for attempt in range(3):
+        try:
+            return module.storages.RDBStorage(
+                url, engine_kwargs=engine, heartbeat_interval=plan.tune["heartbeat_interval"],
+                grace_period=plan.tune["grace_period"])
+        except ModuleNotFoundError as error:
+            raise StudyError(f"--storage {shown_url(url)}: its database driver is not "
+                             f"installed ({error.name}); for PostgreSQL pip install "
+                             f"'psycopg[binary]', for MySQL pip install pymysql") from None
+        except Exception as error:  # SQLAlchemy's: bad URL, no server, refused login, ...
+            if attempt < 2 and _may_pass(error):
+                time.sleep(1.0)  # another process creating the tables at the same moment
+                continue
+            reason = str(getattr(error, "orig", None) or error).strip().splitlines()
+            raise StudyError(f"--storage {shown_url(url)}: cannot open the study database: "
+                             f"{reason[0] if reason else type(error).__name__}. Check the URL "
+                             f"(dialect+driver://user:password@host:port/database) and that "
+                             f"the server is running and reachable") from None
+
+
+def _may_pass(error: Exception) -> bool:
+    """Errors of two processes creating Optuna's tables at once (not a wrong URL)."""
+    text = str(error).lower()
+    return any(word in text for word in ("already exists", "duplicate", "unique constraint",
+                                         "database is locked"))
 
 
 def open_study(plan, storage, index: int = 0):
