@@ -12,7 +12,7 @@ import dataclasses
 
 from graphfit.recipes.reading.problems import Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
-from graphfit.recipes.reading.tune_schema import direction_of, is_type_path
+from graphfit.recipes.reading.tune_schema import direction_of, is_type_path, space_of
 from graphfit.tuning.space import SearchSpace, describe, overrides
 
 __all__ = ["StudyPlan", "plan_study", "trial_recipe"]
@@ -183,7 +183,7 @@ def plan_study(path: str, user_overrides=(), check: bool = True) -> StudyPlan:
     user_overrides = list(user_overrides)
     recipe = _load_study_recipe(path, user_overrides)
     tune = recipe.config["tune"]
-    plan = StudyPlan(path, user_overrides, recipe, tune, SearchSpace(tune["space"]),
+    plan = StudyPlan(path, user_overrides, recipe, tune, SearchSpace(space_of(tune["space"])),
                      tune["metric"] or "val_loss", direction_of(tune))
     if check:
         _check_corners(plan)

@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import math
 
 from graphfit.core.registry import did_you_mean
@@ -50,6 +51,7 @@ from graphfit.recipes.reading.schema import (
     String,
     shown,
 )
+from graphfit.recipes.reading.yaml_source import Document
 
 __all__ = ["check_tune", "TUNE_DOC", "DISTRIBUTIONS", "SAMPLERS", "PRUNERS", "is_type_path"]
 
@@ -225,6 +227,17 @@ def _space_field(value, path, checker: Checker):
         checker.report(path, "the search space holds only fixed values: nothing to search")
         return INVALID
     _check_contradictions(space, path, checker)
+    # As written: the resolved recipe stays a recipe (print-config, a run's recipe.yaml).
+    return copy.deepcopy(value)
+
+
+def space_of(value: dict) -> dict:
+    """The checked space as written (`tune.space` of a resolved recipe) in its parsed form:
+    {dotted key: {"type": "float" | "int" | "choice" | "value", ...}}."""
+    checker = Checker(Document(value, {}))
+    space = _space(value, (), checker)
+    if space is None:
+        raise ValueError("; ".join(str(problem) for problem in checker.problems))
     return space
 
 
@@ -304,4 +317,4 @@ def direction_of(tune: dict) -> str:
     return "minimize" if metric.endswith("loss") else "maximize"
 
 
-__all__ += ["direction_of", "TUNE"]
+__all__ += ["direction_of", "TUNE", "space_of"]
