@@ -9,6 +9,7 @@ from graphfit.callbacks.finalize_variable_values import FinalizeVariableValues
 from graphfit.callbacks.history import History
 from graphfit.callbacks.lambda_callback import LambdaCallback
 from graphfit.callbacks.learning_rate import LearningRateScheduler, ReduceLROnPlateau
+from graphfit.callbacks.mlflow_logger import MLflowLogger
 from graphfit.callbacks.model_checkpoint import ModelCheckpoint
 from graphfit.callbacks.progress import ProgressBar
 from graphfit.callbacks.swap_ema_weights import SwapEMAWeights
@@ -25,6 +26,7 @@ __all__ = [
     "History",
     "LambdaCallback",
     "LearningRateScheduler",
+    "MLflowLogger",
     "ModelCheckpoint",
     "ProgressBar",
     "ReduceLROnPlateau",

@@ -105,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="also export this layer's output as a signature (repeatable)")
     export.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show Python tracebacks")
+    from graphfit.tuning import cli as tuning_cli  # tune, compare
+
+    tuning_cli.add_commands(commands, recipe_command)
     listing_command = commands.add_parser("list", help="list what recipes can name")
     listing_command.add_argument("kind", choices=listing.KINDS)
     return parser
@@ -406,6 +409,12 @@ def _inspect(args) -> int:
     return cli_inspect.run(args)
 
 
+def _tuning(args) -> int:  # graphfit tune, graphfit compare
+    from graphfit.tuning import cli as tuning_cli
+
+    return tuning_cli.COMMANDS[args.command](args)
+
+
 def _list(args) -> int:
     for name, summary in listing.entries(args.kind):
         print(f"{name:34s} {summary}" if summary else name)
@@ -414,7 +423,7 @@ def _list(args) -> int:
 
 _COMMANDS = {"train": _train, "validate": _validate, "print-config": _print_config,
              "evaluate": _evaluate, "predict": _predict, "list": _list, "inspect": _inspect,
-             "plot": _plot, "export": _export}
+             "plot": _plot, "export": _export, "tune": _tuning, "compare": _tuning}
 
 
 if __name__ == "__main__":

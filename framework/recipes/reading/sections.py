@@ -37,6 +37,7 @@ from graphfit.recipes.reading.schema import (
     String,
     shown,
 )
+from graphfit.recipes.reading.tune_schema import TUNE_DOC, check_tune
 
 __all__ = ["RECIPE", "SECTION_DOCS", "check_recipe", "import_user_modules"]
 
@@ -237,6 +238,7 @@ RECIPE = Section({
                         DISTRIBUTE_DOC),
     "run_dir": Field(Nullable(String()), None, "where the run is written (default "
                                                "runs/<name>/<timestamp>); never overwritten"),
+    "tune": Field(Nullable(Custom(check_tune, "a search space")), None, TUNE_DOC),
 })
 
 SECTION_DOCS = {key: field.doc for key, field in RECIPE.fields.items()}
@@ -278,6 +280,8 @@ def check_recipe(checker: Checker, default_name: str) -> dict:
         return {}
     import_user_modules(data, checker)
     resolved = RECIPE.check(data, (), checker)
+    if resolved.get("tune") is None:
+        resolved.pop("tune", None)  # only a study's recipe has one (`graphfit tune`)
     if resolved.get("name") is None:
         resolved["name"] = default_name
     _check_splits(resolved, checker)

@@ -42,6 +42,11 @@ def hyperparameters(config: dict) -> dict[str, Any]:
         walk(config.get(section), section)
     flat.pop("data.path", None)
     flat["model.layers"] = len(config["model"].get("layers") or config["model"].get("nodes"))
+    for section in ("layers", "nodes"):  # each layer's scalar arguments, as --set names them
+        for index, entry in enumerate(config["model"].get(section) or []):
+            if isinstance(entry, dict):
+                walk({key: value for key, value in entry.items() if key != "inputs"},
+                     f"model.{section}.{index}")
     return flat
 
 
@@ -89,6 +94,8 @@ def run_callbacks(recipe: Recipe, run: str, monitor: str, resumed_epoch: int = 0
             callback.recipe_text = callback.recipe_text or recipe.to_yaml() + data_summary
             callback.hparams = callback.hparams or hyperparameters(recipe.config)
             callback.trial_id = callback.trial_id or trial_id(recipe.config, run)
+        if hasattr(callback, "use_recipe"):  # a tracker (MLflowLogger): the recipe and run
+            callback.use_recipe(recipe.config, run)
         if isinstance(callback, callbacks.CSVLogger) and resumed_epoch and writes:
             _keep_csv_rows_before(callback, resumed_epoch)
     extra = []

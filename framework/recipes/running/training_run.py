@@ -142,11 +142,11 @@ class TrainingFailed(RuntimeError):
 
 
 def _fit_into(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
-              earlier: list[dict]) -> RunResult:
+              earlier: list[dict], extra: tuple = ()) -> RunResult:
     """Trains and finishes the run; under several workers, a failed worker's error becomes
     a `WorkerLost` saying how to resume."""
     try:
-        return _fit_and_finish(run, prepared, initial_epoch, verbose, earlier)
+        return _fit_and_finish(run, prepared, initial_epoch, verbose, earlier, extra)
     except workers.COLLECTIVE_ERRORS as error:
         strategy = prepared.strategy
         if workers.own_role(strategy) is None:
@@ -162,7 +162,7 @@ def _fit_into(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
 
 
 def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
-                    earlier: list[dict]) -> RunResult:
+                    earlier: list[dict], extra: tuple = ()) -> RunResult:
     config, model, splits = prepared.recipe.config, prepared.model, prepared.splits
     training = config["training"]
     x, y = splits.train if isinstance(splits.train, tuple) else (splits.train, None)
@@ -172,7 +172,7 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
     stopper = _StopWhenNotFinite()
     model.nonfinite_step = None
     callbacks = run_callbacks(prepared.recipe, run, monitor, initial_epoch, writes,
-                              table_summary(splits.table))
+                              table_summary(splits.table)) + list(extra)
     model.fit(x, y, batch_size=training["batch_size"], epochs=training["epochs"],
               verbose=verbose, callbacks=callbacks + [recorder, stopper],
               validation_data=splits.val, test_data=splits.test, shuffle=training["shuffle"],
@@ -191,7 +191,11 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
                      if getattr(c, "restored_epoch", None) is not None), None)
     if restored is not None and restored >= len(losses) - 1:
         restored = None  # the best epoch was the last: its weights are the final ones anyway
-    return _finish(run, prepared, recorder, restored)
+    result = _finish(run, prepared, recorder, restored)
+    for callback in callbacks:  # the finished run's files are all written now
+        if writes and hasattr(callback, "on_run_end"):
+            callback.on_run_end(result)
+    return result
 
 
 def _nonfinite_message(run: str, config: dict, model, epoch: int | None) -> str:
@@ -260,7 +264,7 @@ def _finite_or_null(metrics: dict) -> dict:
 
 
 def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
-          runs_root: str = "runs") -> RunResult:
+          runs_root: str = "runs", callbacks=()) -> RunResult:
     """Trains a recipe into a new run directory (see `graphfit.recipes.running.run_directory`).
 
     Args:
@@ -268,6 +272,9 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
         run_dir: where to write the run (default: the recipe's `run_dir`, else
             `<runs_root>/<name>/<timestamp>`). It must not hold files yet.
         verbose: 0 silent, 1 progress bar, 2 one line per epoch.
+        callbacks: more callbacks for this run, after the recipe's (a search's pruning,
+            a tracker); a callback with `on_run_end(result)` is called with the `RunResult`
+            once the run's files are all written.
 
     Raises:
         RecipeError: for anything wrong with the recipe, before any training.
@@ -299,7 +306,7 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
             **splits.record,
             **({"table": splits.table} if splits.table is not None else {}),
         })
-        return _fit_into(run, prepared, 0, verbose, [])
+        return _fit_into(run, prepared, 0, verbose, [], tuple(callbacks))
 
 
 def _train_as_worker(prepared: Prepared, run_dir: str | None) -> RunResult:

@@ -105,12 +105,13 @@ def test_predict_an_image_folder_and_file_writes_class_names(shapes_run, tmp_pat
     assert sum(row["class_name"] == "triangle" for row in rows) >= 72
     files = image_files(folder)
     expected = tf.nn.softmax(shapes_run.model.predict(load_images(files, (32, 32)), verbose=0))
-    got = np.array([[float(row[f"probability_{k}"]) for k in range(3)] for row in rows])
+    got = np.array([[float(row[f"probability_{name}"]) for name in ("circle", "square", "triangle")]
+                    for row in rows])
     np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-6)
     single = tmp_path / "one.csv"
     assert cli.main(["predict", shapes_run.run_dir, "--input", files[0],
                      "--output", str(single)]) == 0
-    assert _read(single)[0]["probability_0"] == rows[0]["probability_0"]
+    assert _read(single)[0]["probability_circle"] == rows[0]["probability_circle"]
     (tmp_path / "nothing").mkdir()
     assert cli.main(["predict", shapes_run.run_dir, "--input", str(tmp_path / "nothing"),
                      "--output", str(tmp_path / "none.csv")]) == 2

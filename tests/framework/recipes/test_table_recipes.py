@@ -104,10 +104,11 @@ def test_predict_the_saved_model_and_a_rest_body_give_the_same_answers(churn, ca
     assert "country: 1 value(s) unseen in training" in capsys.readouterr().err
     with open(out) as handle:
         predicted = list(csv.DictReader(handle))
-    assert list(predicted[0]) == ["customer_id", "class", "probability_stay"]
+    assert list(predicted[0]) == ["customer_id", "class", "class_name", "probability_stay"]
     assert [r["customer_id"] for r in predicted] == ["N1", "N2", "N3"]
     # The rule: N1 has 5 support calls, N2 is DE on basic; N3 stays.
-    assert [r["class"] for r in predicted] == ["leave", "leave", "stay"]
+    assert [r["class_name"] for r in predicted] == ["leave", "leave", "stay"]
+    assert [r["class"] for r in predicted] == ["0", "0", "1"]
     assert cli.main(["export", result.run_dir, "--output", str(folder / "served")]) == 0
     loaded = tf.saved_model.load(str(folder / "served"))  # plain TensorFlow
     columns = {"age": tf.constant([np.nan, 40.0, 33.0]),
@@ -197,8 +198,8 @@ def test_text_folder_learns_the_two_kinds_of_sentence(tmp_path, monkeypatch):
     assert cli.main(["predict", result.run_dir, "--input", str(tmp_path / "new.csv"),
                      "--output", str(tmp_path / "p.csv")]) == 0
     lines = (tmp_path / "p.csv").read_text().splitlines()
-    assert lines[0] == "class,probability_cooking,probability_weather"
-    assert [line.split(",")[0] for line in lines[1:]] == ["cooking", "weather"]
+    assert lines[0] == "class,class_name,probability_cooking,probability_weather"
+    assert [line.split(",")[1] for line in lines[1:]] == ["cooking", "weather"]
     shutil.rmtree(tmp_path / "run")
 
 

@@ -1,0 +1,100 @@
+"""`graphfit compare RUN...`: the runs' final metrics next to the hyperparameters that differ.
+
+A study folder stands for all of its trials' finished runs.
+
+Example:
+
+    >>> header, rows = comparison_table([
+    ...     ("a", {"optimizer.learning_rate": 0.1, "seed": 0}, {"val": {"loss": 0.5}}),
+    ...     ("b", {"optimizer.learning_rate": 0.01, "seed": 0}, {"val": {"loss": 0.4}})])
+    >>> header
+    ['run', 'val_loss', 'optimizer.learning_rate']
+    >>> rows[1]
+    ['b', 0.4, 0.01]
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["comparison_table", "load_runs", "print_table", "expand_runs"]
+
+_STAGES = ("train", "val", "test")
+
+
+def expand_runs(paths: list[str]) -> list[str]:
+    """Run directories from the arguments: a study folder gives its trials' finished runs."""
+    from graphfit.recipes.running import run_directory
+
+    runs = []
+    for path in paths:
+        trials = os.path.join(path, "trials")
+        if os.path.isdir(trials) and not os.path.isfile(os.path.join(path, "recipe.yaml")):
+            runs.extend(os.path.join(trials, name) for name in sorted(os.listdir(trials))
+                        if os.path.isfile(os.path.join(trials, name, "metrics.json")))
+            continue
+        runs.append(run_directory.find_run(path))
+    if not runs:
+        raise ValueError(f"no finished runs in {', '.join(paths)}")
+    return runs
+
+
+def load_runs(runs: list[str]) -> list[tuple[str, dict, dict]]:
+    """(name, flattened recipe, final metrics) of each run directory."""
+    from graphfit.recipes.running import run_directory
+    from graphfit.recipes.running.run_callbacks import hyperparameters
+
+    loaded = []
+    for run in runs:
+        metrics_file = os.path.join(run, "metrics.json")
+        if not os.path.isfile(metrics_file):
+            raise ValueError(f"{run} has no metrics.json: it did not finish (continue it with "
+                             f"graphfit train --resume {run})")
+        config = run_directory.read_yaml(run_directory.read_recipe(run))
+        name = os.path.relpath(run) if len(os.path.relpath(run)) < len(run) else run
+        loaded.append((name, hyperparameters(config), run_directory.read_json(metrics_file)))
+    return loaded
+
+
+def comparison_table(loaded) -> tuple[list[str], list[list]]:
+    """(header, rows): run, each stage's final metrics, then every hyperparameter whose value
+    is not the same in all runs."""
+    metric_keys = []
+    for _, _, metrics in loaded:
+        for stage in _STAGES:
+            for name in (metrics.get(stage) or {}):
+                key = f"{stage}_{name}" if stage != "train" else name
+                if key not in metric_keys:
+                    metric_keys.append(key)
+    names = []
+    for _, params, _ in loaded:
+        names.extend(key for key in params if key not in names)
+    differing = [key for key in names
+                 if len({repr(params.get(key)) for _, params, _ in loaded}) > 1]
+    rows = []
+    for run, params, metrics in loaded:
+        values = []
+        for key in metric_keys:
+            stage, _, name = key.partition("_")
+            stage, name = (stage, name) if stage in ("val", "test") and name else ("train", key)
+            values.append((metrics.get(stage) or {}).get(name))
+        rows.append([run, *values, *[params.get(key) for key in differing]])
+    return ["run", *metric_keys, *differing], rows
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def print_table(header: list[str], rows: list[list]) -> None:
+    """Prints the table with aligned columns."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    widths = [max([len(name)] + [len(row[i]) for row in cells]) for i, name in
+              enumerate(header)]
+    print("  ".join(name.ljust(width) for name, width in zip(header, widths)).rstrip())
+    for row in cells:
+        print("  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip())

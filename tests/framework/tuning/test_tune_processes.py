@@ -1,0 +1,126 @@
+"""`graphfit tune` as processes: a study resumed after its process is killed mid-trial,
+`--jobs 2` on SQLite, and two tune processes sharing a real PostgreSQL server (started here,
+on a free port under a temporary folder, by `pgserver`'s binaries)."""
+
+import contextlib
+import csv
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+RECIPE = os.path.join(ROOT, "recipes", "digits_tune.yaml")
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "graphfit")
+
+
+def _tune(study, *options, trials=3):
+    return [SCRIPT, "tune", RECIPE, "--study-dir", str(study), "--set",
+            f"tune.n_trials={trials}", *options]
+
+
+def _rows(study):
+    with open(os.path.join(study, "trials.csv"), newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _wait_for(condition, seconds=240):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_a_study_resumes_after_its_process_is_killed_mid_trial(tmp_path):
+    study = tmp_path / "study"
+    command = _tune(study, "--set", "tune.heartbeat_interval=1", "--set",
+                    "tune.grace_period=2")
+    with open(tmp_path / "first.log", "w") as log:
+        first = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        _wait_for(lambda: (study / "trials" / "0001").is_dir() or first.poll() is not None)
+        first.send_signal(signal.SIGKILL)  # mid-trial 1: no chance to record anything
+        first.wait()
+    assert not (study / "trials.csv").exists()
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "1 of 3 trials to run (2 before)" in second.stdout
+    rows = _rows(study)
+    assert [(row["trial"], row["state"]) for row in rows] == [
+        ("0", "complete"), ("1", "fail"), ("2", "complete")]
+    assert "its process stopped during the trial" in rows[1]["reason"]
+    assert rows[1]["run_dir"].endswith(os.path.join("trials", "0001"))  # kept, not lost
+    assert os.path.isfile(os.path.join(rows[1]["run_dir"], "recipe.yaml"))
+
+
+def test_jobs_2_on_sqlite_runs_each_trial_once(tmp_path):
+    study = tmp_path / "study"
+    done = subprocess.run(_tune(study, "--jobs", "2", trials=4), capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _rows(study)
+    assert [row["trial"] for row in rows] == ["0", "1", "2", "3"]
+    assert {row["state"] for row in rows} == {"complete"}
+    assert len({row["run_dir"] for row in rows}) == 4
+    points = {(row["optimizer.learning_rate"], row["model.layers.0.units"]) for row in rows}
+    assert len(points) == 4  # the processes' samplers are seeded apart
+    for row in rows:  # each trial's line printed once, by the process that ran it
+        assert done.stdout.count(f"trial {row['trial']}: val_accuracy=") == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def postgres_server(folder):
+    """A PostgreSQL server of its own: pgserver creates the cluster (as its own system user
+    when run as root), then it is started again listening on a free TCP port."""
+    import pgserver
+
+    data = os.path.join(folder, "data")
+    os.makedirs(data)
+    server = pgserver.get_server(data, cleanup_mode=None)
+    user = server.system_user
+    pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user)
+    port = _free_port()
+    pgserver.pg_ctl(["-w", "-o", f"-h 127.0.0.1 -p {port} -k {data}", "-l",
+                     os.path.join(data, "server.log"), "start"], pgdata=data, user=user)
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # pgserver: no XDG_RUNTIME_DIR here
+def test_two_tune_processes_share_one_postgresql_study(tmp_path):
+    import optuna
+
+    with postgres_server(str(tmp_path / "pg")) as url:
+        studies = [tmp_path / "machine_a", tmp_path / "machine_b"]
+        logs = [open(tmp_path / f"{study.name}.log", "w") for study in studies]
+        first, second = [subprocess.Popen(_tune(study, "--storage", url, trials=6),
+                                          stdout=log, stderr=subprocess.STDOUT)
+                         for study, log in zip(studies, logs)]
+        codes = [first.wait(timeout=600), second.wait(timeout=600)]
+        for log in logs:
+            log.close()
+        output = "".join((tmp_path / f"{s.name}.log").read_text() for s in studies)
+        assert codes == [0, 0], output
+        trials = optuna.load_study(study_name="digits_tune", storage=url).trials
+    numbers = [trial.number for trial in trials]
+    assert len(numbers) == len(set(numbers)) and 6 <= len(numbers) <= 7
+    assert {trial.state.name for trial in trials} == {"COMPLETE"}
+    folders = {trial.user_attrs["run_dir"] for trial in trials}
+    assert len(folders) == len(trials)  # every trial ran once, in one machine's folder
+    ran = [sorted(os.listdir(study / "trials")) for study in studies]
+    assert ran[0] and ran[1] and not set(ran[0]) & set(ran[1])
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
