@@ -80,7 +80,10 @@ def serve(args) -> None:
     model = server.model
     batching = (f"batching up to {options.max_batch_rows} rows within "
                 f"{options.batch_delay_ms:g} ms" if options.batching else "no batching")
-    print(f"serving {model.name!r} version {model.current.version} from {model.path} at "
-          f"http://{options.host}:{options.port}/v1/models/{model.name} ({batching}; "
-          f"/metrics for counts and latencies)", flush=True)
-    server.serve_forever()
+
+    def started(url):
+        print(f"serving {model.name!r} version {model.current.version} from {model.path} at "
+              f"{url}/v1/models/{model.name} ({batching}; /metrics for counts and latencies; "
+              f"Ctrl-C stops)", flush=True)
+
+    server.serve_forever(started)

@@ -160,6 +160,8 @@ class ServedModel:
 
 def _tensor_info(spec) -> dict:
     dims = [{"size": str(-1 if d is None else d), "name": ""} for d in spec.shape.as_list()]
-    return {"dtype": f"DT_{spec.dtype.name.upper()}", "tensor_shape": {"dim": dims,
-                                                                         "unknown_rank": False},
+    from tensorflow.core.framework import types_pb2
+
+    return {"dtype": types_pb2.DataType.Name(spec.dtype.as_datatype_enum),
+            "tensor_shape": {"dim": dims, "unknown_rank": False},
             "name": spec.name or ""}

@@ -169,12 +169,26 @@ class ModelServer:
         self.model.watch(self.options.poll_s)
         return self._server
 
-    def serve_forever(self) -> None:
-        """Answers requests until interrupted (Ctrl-C)."""
+    def serve_forever(self, on_start=None) -> None:
+        """Answers requests until interrupted (Ctrl-C, SIGTERM); `on_start(url)` is called
+        once it listens."""
+        import signal
+
+        def terminate(signum, frame):
+            raise KeyboardInterrupt
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, terminate)
         try:
-            self._uvicorn().run()
+            url = self.start()
+            if on_start is not None:
+                on_start(url)
+            while self._thread.is_alive():
+                self._thread.join(timeout=0.5)
+        except KeyboardInterrupt:
+            pass
         finally:
-            self.close()
+            self.stop()
 
     def start(self, timeout_s: float = 30.0) -> str:
         """Serves from a background thread; returns the base URL once it listens."""
