@@ -46,8 +46,9 @@ def add_serve_arguments(command: argparse.ArgumentParser) -> None:
                          help="run each request on its own")
     command.add_argument("--max-batch-rows", type=int, default=64,
                          help="the most rows in one batched call (default 64)")
-    command.add_argument("--batch-delay-ms", type=float, default=2.0,
-                         help="how long a request waits for others to batch with (default 2)")
+    command.add_argument("--batch-delay-ms", type=float, default=0.0,
+                         help="how long a request waits for others to batch with (default 0: "
+                              "a batch is what queued while the previous batch ran)")
     command.add_argument("--max-request-rows", type=int, default=1024,
                          help="refuse requests with more rows (413; default 1024)")
     command.add_argument("--max-body-bytes", type=int, default=8 << 20,

@@ -1,7 +1,8 @@
 """Batching of concurrent predict requests into one signature call.
 
-Requests queue up; the batcher takes the first, then whatever else arrives within `delay_s`
-(or at once, while requests wait) up to `max_rows` rows, concatenates those that go together
+Requests queue up; the batcher takes the first, then those already waiting (they queued
+while the previous batch ran) and, with `delay_s` > 0, those that arrive within `delay_s`, up
+to `max_rows` rows, concatenates those that go together
 (the same model version and signature, inputs of the same trailing shapes and dtypes), calls
 the signature once in a worker thread and splits the outputs by rows. A batch whose outputs
 do not have one row per input row (a model whose batch axis is not its examples' axis) is run
@@ -60,11 +61,13 @@ class Batcher:
     Args:
         run: the call of one signature on {input: array}; returns {output: array}.
         max_rows: the most rows in one call.
-        delay_s: how long the first request of a batch waits for others.
+        delay_s: how long the first request of a batch waits for others to arrive (0: it
+            takes those already waiting, and waits for none: no latency is added when the
+            server is idle, and under load a batch gathers while the previous one runs).
         executor: where `run` executes (default: one worker thread).
     """
 
-    def __init__(self, run: Callable, max_rows: int = 64, delay_s: float = 0.002,
+    def __init__(self, run: Callable, max_rows: int = 64, delay_s: float = 0.0,
                  executor: concurrent.futures.Executor | None = None):
         if max_rows < 1:
             raise ValueError(f"max_rows={max_rows}: a batch holds at least one row")
@@ -114,8 +117,12 @@ class Batcher:
         skipped = []
         while rows < self.max_rows:
             remaining = deadline - time.monotonic()
-            job = self._queue.get_nowait() if not self._queue.empty() else (
-                await self._next(remaining) if remaining > 0 else None)
+            if self._held:
+                job = self._held.pop(0)
+            elif not self._queue.empty():
+                job = self._queue.get_nowait()
+            else:
+                job = await self._next(remaining) if remaining > 0 else None
             if job is None:
                 break
             if job.key() != first.key() or rows + job.rows > self.max_rows:

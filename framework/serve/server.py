@@ -34,7 +34,8 @@ class ServeOptions:
         port: the port (0: a free one, see `ModelServer.url`).
         batching: put concurrent requests into one signature call.
         max_batch_rows: the most rows in one batched call.
-        batch_delay_ms: how long a request waits for others to join its batch.
+        batch_delay_ms: how long a request waits for others to join its batch (0: none;
+            a batch is then what queued while the previous one ran).
         max_request_rows: the most rows one request may hold (413 above).
         max_body_bytes: the largest request body (413 above).
         poll_s: how often to look for a newer version folder (0: never).
@@ -50,7 +51,7 @@ class ServeOptions:
     port: int = 8501
     batching: bool = True
     max_batch_rows: int = 64
-    batch_delay_ms: float = 2.0
+    batch_delay_ms: float = 0.0
     max_request_rows: int = 1024
     max_body_bytes: int = 8 << 20
     poll_s: float = 1.0

@@ -226,7 +226,8 @@ def test_the_command_serves_a_version_folder(served, tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     folder = str(served["folder"] / "serving" / "digits" / "1")
-    command = [sys.executable, "-m", "graphfit.cli.main", "serve", folder, "--port", str(port),
+    command = [sys.executable, "-c", "import sys; from graphfit.cli import main; sys.exit(main())",
+               "serve", folder, "--port", str(port),
                "--no-batching"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=tmp_path)
