@@ -166,3 +166,18 @@ def test_bad_arguments_are_named(runs, tmp_path):
     with pytest.raises(ValueError, match="sample lacks the input"):
         export_run_as(run, str(tmp_path / "d"), format="onnx", sample={"y": np.zeros((1, 64))})
     assert os.listdir(tmp_path) == []
+
+
+def test_model_export_takes_the_format(tmp_path):
+    import graphfit as gf
+    from graphfit import layers
+
+    model = gf.Sequential([layers.Dense(4, activation="tanh"), layers.Dense(2)])
+    model.build((None, 3))
+    rows = np.random.default_rng(1).normal(size=(5, 3)).astype(np.float32)
+    for format in ("tflite", "onnx"):
+        path = model.export(str(tmp_path / f"m.{format}"), format=format)
+        np.testing.assert_allclose(formats.run_export(path, format, {"x": rows})["outputs"],
+                                   model.predict(rows, verbose=0), atol=1e-5)
+    with pytest.raises(ValueError, match="applies to the tflite format only"):
+        model.export(str(tmp_path / "q"), quantize="float16")

@@ -244,3 +244,42 @@ def test_the_command_serves_a_version_folder(served, tmp_path):
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0
+
+
+def test_named_columns_of_strings_and_numbers_pass_through(tmp_path):
+    """A SavedModel taking raw named columns (a dict of tensors by name, as an export with
+    preprocessing inside does): rows `instances: [{...}]` and columns `inputs: {...}`."""
+    import tensorflow as tf
+
+    class Columns(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+                ["red", "green"], [1.0, 2.0], tf.string, tf.float32), 0.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="color"),
+                                      tf.TensorSpec([None], tf.float32, name="age")])
+        def serve(self, color, age):
+            return {"score": self.table.lookup(color) * 10 + age,
+                    "upper": tf.strings.upper(color)}
+
+    module = Columns()
+    tf.saved_model.save(module, str(tmp_path / "columns"),
+                        signatures={"serving_default": module.serve})
+    server = ModelServer(str(tmp_path / "columns"), options=ServeOptions(port=0))
+    url = f"{server.start()}/v1/models/columns:predict"
+    try:
+        rows = [{"color": "green", "age": 3}, {"age": 4.5, "color": "blue"}]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda _: _post(url, {"instances": rows}), range(8)))
+        assert all(a == (200, {"predictions": [{"score": 23.0, "upper": "GREEN"},
+                                               {"score": 4.5, "upper": "BLUE"}]})
+                   for a in answers)
+        status, body = _post(url, {"inputs": {"color": ["red"], "age": [1.0]}})
+        assert (status, body) == (200, {"outputs": {"score": [11.0], "upper": ["RED"]}})
+        status, body = _post(url, {"instances": [{"color": "red", "age": 1, "height": 2}]})
+        assert status == 400 and "unknown input(s) height" in body["error"]
+        status, body = _post(url, {"instances": [{"color": "red"}]})
+        assert status == 400 and "lacks the input(s) age" in body["error"]
+    finally:
+        server.stop()
