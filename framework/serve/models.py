@@ -3,7 +3,9 @@
 A source is a SavedModel folder (one version, served as version 1), or a model base folder in
 TensorFlow Serving's layout (`BASE/<version>/saved_model.pb`, as `graphfit export
 --serving-dir` writes it): the highest version is served, and a newer version folder that
-appears later is loaded, warmed with its `assets.extra` warm-up requests and then swapped in.
+appears later is loaded, warmed with its `assets.extra` warm-up requests and then swapped in
+(write it elsewhere and move it into place, as `graphfit export --serving-dir` does; a folder
+that fails to load, half copied, is tried again at the next polls, `RETRIES` times).
 A request runs on the version it started with, so none is dropped by the swap; a version that
 fails to load is reported in the model's status and the previous one keeps serving.
 """
@@ -18,7 +20,9 @@ import tensorflow as tf
 
 from graphfit.export.serving_layout import read_warmup, versions
 
-__all__ = ["ModelVersion", "ServedModel", "find_source"]
+__all__ = ["ModelVersion", "ServedModel", "find_source", "RETRIES"]
+
+RETRIES = 3  # loads of a new version that fails before it is left alone
 
 
 def find_source(path: str) -> tuple[str, str | None]:
@@ -72,6 +76,7 @@ class ServedModel:
         self.path, self.kind = find_source(path)
         self.states: dict[int, dict] = {}
         self.reloads = 0
+        self.failures: dict[int, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
@@ -102,10 +107,11 @@ class ServedModel:
             return False
         with self._lock:
             newest = max(versions(self.path), default=0)
-            if newest <= self.current.version or newest in self.states:
+            if newest <= self.current.version or self.failures.get(newest, 0) >= RETRIES:
                 return False
             loaded = self._load(newest)
-            if loaded is None:
+            if loaded is None:  # (a folder still being copied): tried again, RETRIES times
+                self.failures[newest] = self.failures.get(newest, 0) + 1
                 return False
             previous, self.current = self.current, loaded  # requests in flight keep theirs
             self.states[previous.version] = {"state": "END", "error": ""}

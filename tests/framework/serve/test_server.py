@@ -205,6 +205,23 @@ def test_a_newer_version_is_loaded_without_dropping_requests(served):
     assert [(s["version"], s["state"]) for s in states] == [("2", "AVAILABLE"), ("1", "END")]
 
 
+
+def test_a_broken_version_is_reported_and_the_current_one_keeps_serving(served):
+    from graphfit.serve.models import RETRIES
+
+    broken = served["folder"] / "serving" / "digits" / "9"
+    broken.mkdir()
+    (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
+    model = served["server"].model
+    deadline = time.monotonic() + 30
+    while model.failures.get(9, 0) < RETRIES and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert model.failures[9] == RETRIES
+    states = json.loads(_get(f"{served['url']}/v1/models/digits")[1])["model_version_status"]
+    assert states[0]["version"] == "9" and states[0]["state"] == "END"
+    assert states[0]["status"]["error_message"]
+    assert _post(served["predict"], {"instances": served["rows"][:1].tolist()})[0] == 200
+
 def test_a_run_is_exported_and_served(served):
     server = ModelServer(served["run"], options=ServeOptions(port=0, batching=False))
     try:
