@@ -31,6 +31,9 @@ def add_export_arguments(command: argparse.ArgumentParser) -> None:
                               "warm-up file, instead of --output")
     command.add_argument("--name", default=None,
                          help="the model's name under --serving-dir (default: the recipe's)")
+    command.add_argument("--sample", default=None, metavar="FILE.npz",
+                         help="raw rows to check the export with, one array per input name "
+                              "(default: 32 synthetic rows; needed for string inputs)")
 
 
 def add_serve_arguments(command: argparse.ArgumentParser) -> None:
@@ -61,8 +64,19 @@ def export(args, run: str) -> str:
     """Runs `graphfit export` with its format options; returns what to print."""
     from graphfit.export.run_export import export_run_as
 
+    sample = None
+    if args.sample is not None:
+        import numpy as np
+
+        try:
+            with np.load(args.sample, allow_pickle=False) as arrays:
+                sample = {name: arrays[name] for name in arrays.files}
+        except (OSError, ValueError) as error:
+            raise ValueError(f"--sample {args.sample}: cannot read it as .npz ({error})") \
+                from None
     check = export_run_as(run, args.output, format=args.format, quantize=args.quantize,
-                          serving_dir=args.serving_dir, name=args.name, layers=args.layers)
+                          serving_dir=args.serving_dir, name=args.name, layers=args.layers,
+                          sample=sample)
     return f"exported {run} to {check.path}\n{check}"
 
 

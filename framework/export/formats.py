@@ -319,6 +319,9 @@ def export_as(model, path: str, format: str = "saved_model", *, preprocessing=No
         path = export_model(model, path, preprocessing=preprocessing, classify=classify,
                             layers=layers)
         return _verified(path, format, inputs, quantize, path, expected)
+    if os.path.exists(path):
+        raise ValueError(f"{os.path.abspath(path)} already exists; export to a new file: an "
+                         f"export never overwrites")
     staging = tempfile.mkdtemp(prefix=".saved-model-")
     try:
         saved = export_model(model, os.path.join(staging, "model"), preprocessing=preprocessing,

@@ -74,6 +74,26 @@ def is_run_directory(path: str) -> bool:
         os.path.join(path, "preprocessing.json"))
 
 
+def _run_of(source: str) -> str | None:
+    """The run `source` names (a run directory, or a folder holding runs such as
+    runs/quickstart), or None for an export."""
+    from graphfit.serve.models import find_source
+
+    if is_run_directory(source):
+        return source
+    try:
+        find_source(source)
+        return None
+    except ValueError as not_an_export:
+        from graphfit.recipes.running import run_directory
+
+        try:
+            return run_directory.find_run(source)
+        except ValueError:
+            raise ValueError(f"{not_an_export}, nor a finished run (its recipe.yaml and "
+                             f"weights)") from None
+
+
 def _default_name(path: str) -> str:
     path = os.path.abspath(path)
     name = os.path.basename(path)
@@ -113,8 +133,9 @@ class ModelServer:
         self.temporary = None
         self.export_check = None
         path = source
-        if is_run_directory(source):
-            path, name = self._export_run(source, name)
+        run = _run_of(source)
+        if run is not None:
+            path, name = self._export_run(run, name)
         self.model = ServedModel(name or _default_name(path), path)
         self.metrics = Metrics()
         self.executor = concurrent.futures.ThreadPoolExecutor(self.options.threads, "model")

@@ -78,6 +78,12 @@ def test_the_command_prints_its_check(runs, tmp_path, capsys):
     assert "applies to the tflite format only" in capsys.readouterr().err
     assert main(["export", run, "--format", "onnx", "--output", str(tmp_path / "m.onnx")]) == 2
     assert "already exists" in capsys.readouterr().err
+    np.savez(tmp_path / "rows.npz", x=runs["cnn"][1][:5])
+    assert main(["export", run, "--format", "tflite", "--output", str(tmp_path / "m.tflite"),
+                 "--sample", str(tmp_path / "rows.npz")]) == 0
+    assert "tflite check: 5 rows" in capsys.readouterr().out
+    assert main(["export", run, "--sample", str(tmp_path / "missing.npz")]) == 2
+    assert "--sample" in capsys.readouterr().err
     assert serve_command.FORMATS == formats.FORMATS
     assert serve_command.QUANTIZATIONS == formats.QUANTIZATIONS
 
