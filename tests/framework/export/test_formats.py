@@ -44,10 +44,10 @@ def runs(tmp_path_factory):
     return found
 
 
-@pytest.mark.parametrize("key", list(RECIPES))
-@pytest.mark.parametrize("format,quantize", [("saved_model", None), ("tflite", None),
-                                             ("tflite", "float16"),
-                                             ("tflite", "dynamic_range"), ("onnx", None)])
+@pytest.mark.parametrize("key,format,quantize", [
+    *[(key, format, None) for key in RECIPES for format in ("saved_model", "tflite", "onnx")],
+    ("mlp", "tflite", "float16"), ("mlp", "tflite", "dynamic_range"),
+    ("cnn", "tflite", "dynamic_range")])
 def test_each_format_answers_as_graphfit_predicts(runs, tmp_path, key, format, quantize):
     run, rows, expected = runs[key]
     check = export_run_as(run, str(tmp_path / f"model.{format}"), format=format,
@@ -65,8 +65,8 @@ def test_quantization_makes_the_file_smaller(runs, tmp_path):
     run = runs["mlp"][0]
     sizes = {q: os.path.getsize(export_run_as(run, str(tmp_path / f"{q}.tflite"),
                                               format="tflite", quantize=q).path)
-             for q in (None, "float16", "dynamic_range")}
-    assert sizes["dynamic_range"] < sizes["float16"] < sizes[None]
+             for q in (None, "dynamic_range")}
+    assert sizes["dynamic_range"] < 0.6 * sizes[None]
 
 
 def test_the_command_prints_its_check(runs, tmp_path, capsys):
