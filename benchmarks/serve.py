@@ -166,7 +166,7 @@ def main(argv=None) -> None:
     parser.add_argument("--run", default=None, help="a finished quickstart run (default: "
                                                     "train one for 3 epochs)")
     parser.add_argument("--seconds", type=float, default=5.0, help="per load level")
-    parser.add_argument("--max-requests", type=int, default=20000, help="per load level")
+    parser.add_argument("--max-requests", type=int, default=50000, help="per load level")
     parser.add_argument("--calls", type=int, default=2000, help="single-row calls per format")
     args = parser.parse_args(argv)
     from graphfit import datasets

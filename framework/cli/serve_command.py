@@ -88,7 +88,7 @@ def serve(args) -> None:
         host=args.host, port=args.port, batching=args.batching,
         max_batch_rows=args.max_batch_rows, batch_delay_ms=args.batch_delay_ms,
         max_request_rows=args.max_request_rows, max_body_bytes=args.max_body_bytes,
-        poll_s=args.poll_seconds)
+        poll_s=args.poll_seconds, freeze_gc=True)
     server = ModelServer(args.source, args.name, options)
     if server.export_check is not None:
         print(server.export_check)

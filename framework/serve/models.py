@@ -12,6 +12,7 @@ fails to load is reported in the model's status and the previous one keeps servi
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 
@@ -71,8 +72,9 @@ class ModelVersion:
 class ServedModel:
     """A model name and its current version, reloaded when a newer version folder appears."""
 
-    def __init__(self, name: str, path: str):
+    def __init__(self, name: str, path: str, freeze_gc: bool = False):
         self.name = name
+        self.freeze_gc = freeze_gc
         self.path, self.kind = find_source(path)
         self.states: dict[int, dict] = {}
         self.reloads = 0
@@ -114,6 +116,9 @@ class ServedModel:
                 self.failures[newest] = self.failures.get(newest, 0) + 1
                 return False
             previous, self.current = self.current, loaded  # requests in flight keep theirs
+            if self.freeze_gc:  # the new version's objects too (see ServeOptions.freeze_gc)
+                gc.collect()
+                gc.freeze()
             self.states[previous.version] = {"state": "END", "error": ""}
             self.reloads += 1
             return True

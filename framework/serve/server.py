@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import gc
 import os
 import shutil
 import tempfile
@@ -40,6 +41,11 @@ class ServeOptions:
         max_body_bytes: the largest request body (413 above).
         poll_s: how often to look for a newer version folder (0: never).
         threads: worker threads running the model when batching is off.
+        freeze_gc: move the objects alive once the model is loaded out of Python's cyclic
+            garbage collector (`gc.freeze`): TensorFlow's millions of objects, scanned by
+            every full collection, stalled all requests for ~0.7 s twice in 5 s under load
+            (benchmarks/serve.py). `graphfit serve` sets it; in a process that goes on doing
+            other work (tests, a notebook) objects frozen then are never collected.
 
     Example:
 
@@ -56,6 +62,7 @@ class ServeOptions:
     max_body_bytes: int = 8 << 20
     poll_s: float = 1.0
     threads: int = 2
+    freeze_gc: bool = False
 
     def __post_init__(self):
         for name in ("max_batch_rows", "max_request_rows", "max_body_bytes", "threads"):
@@ -136,7 +143,8 @@ class ModelServer:
         run = _run_of(source)
         if run is not None:
             path, name = self._export_run(run, name)
-        self.model = ServedModel(name or _default_name(path), path)
+        self.model = ServedModel(name or _default_name(path), path,
+                                 freeze_gc=self.options.freeze_gc)
         self.metrics = Metrics()
         self.executor = concurrent.futures.ThreadPoolExecutor(self.options.threads, "model")
         self.batcher = Batcher(self._call, self.options.max_batch_rows,
@@ -214,6 +222,9 @@ class ModelServer:
 
     def start(self, timeout_s: float = 30.0) -> str:
         """Serves from a background thread; returns the base URL once it listens."""
+        if self.options.freeze_gc:
+            gc.collect()
+            gc.freeze()
         server = self._uvicorn()
         self._thread = threading.Thread(target=server.run, name="graphfit-serve", daemon=True)
         self._thread.start()
