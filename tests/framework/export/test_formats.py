@@ -187,3 +187,21 @@ def test_model_export_takes_the_format(tmp_path):
                                    model.predict(rows, verbose=0), atol=1e-5)
     with pytest.raises(ValueError, match="applies to the tflite format only"):
         model.export(str(tmp_path / "q"), quantize="float16")
+
+
+def test_named_inputs_keep_their_names_in_every_format(tmp_path):
+    import graphfit as gf
+    from graphfit import layers
+
+    age, income = gf.Input(shape=(3,), name="age"), gf.Input(shape=(2,), name="income")
+    model = gf.Model({"age": age, "income": income},
+                     layers.Dense(1)(layers.Concatenate()([age, income])))
+    rng = np.random.default_rng(2)
+    rows = {"age": rng.normal(size=(4, 3)).astype(np.float32),
+            "income": rng.normal(size=(4, 2)).astype(np.float32)}
+    expected = model.predict(rows, verbose=0)
+    for format in ("tflite", "onnx"):
+        check = formats.export_as(model, str(tmp_path / f"m.{format}"), format, sample=rows)
+        assert check.passed and check.rows == 4
+        np.testing.assert_allclose(formats.run_export(check.path, format, rows)["outputs"],
+                                   expected, atol=1e-5)
