@@ -19,6 +19,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
+from graphfit.datasets.graph_set import INDEX_KEYS
 from graphfit.export.serving_layout import read_warmup, versions
 
 __all__ = ["ModelVersion", "ServedModel", "find_source", "RETRIES"]
@@ -55,6 +56,10 @@ class ModelVersion:
             n.decode() for n in names.numpy().tolist()]
         self.specs = {name: signature.structured_input_signature[1]
                       for name, signature in self.signatures.items()}
+        # A graph batch's index inputs number nodes and graphs within one request: requests
+        # cannot be concatenated, so such a signature runs request by request.
+        self.batchable = {name: not set(specs) & set(INDEX_KEYS)
+                          for name, specs in self.specs.items()}
 
     def run(self, signature: str, arrays: dict) -> dict[str, np.ndarray]:
         """{output: array} of one signature call on NumPy inputs."""

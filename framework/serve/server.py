@@ -178,7 +178,7 @@ class ModelServer:
 
     async def run(self, version, signature: str, arrays: dict) -> dict:
         """The outputs of one request: batched, or run on its own."""
-        if self.options.batching:
+        if self.options.batching and version.batchable[signature]:
             return await self.batcher.submit(version, signature, arrays)
         return await run_in(self.executor, self._call, version, signature, arrays)
 

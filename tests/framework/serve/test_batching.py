@@ -65,3 +65,23 @@ def test_bad_settings_are_named():
         Batcher(lambda *a: {}, max_rows=0)
     with pytest.raises(ValueError, match="delay_s=-1"):
         Batcher(lambda *a: {}, delay_s=-1)
+
+
+def test_graph_batches_are_not_concatenated(tmp_path):
+    """A signature with a graph batch's index inputs (graph_index numbers nodes within one
+    request) runs request by request."""
+    import tensorflow as tf
+
+    from graphfit.serve import ModelVersion
+
+    class Pool(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="node_features"),
+                                      tf.TensorSpec([None], tf.int32, name="graph_index")])
+        def serve(self, node_features, graph_index):
+            return {"outputs": tf.math.unsorted_segment_sum(
+                node_features, graph_index, tf.reduce_max(graph_index) + 1)}
+
+    module = Pool()
+    tf.saved_model.save(module, str(tmp_path / "pool"),
+                        signatures={"serving_default": module.serve})
+    assert ModelVersion(str(tmp_path / "pool"), 1).batchable == {"serving_default": False}
