@@ -43,7 +43,6 @@ QUANTIZATIONS = ("float16", "dynamic_range")
 # The largest |exported - graphfit| allowed, relative to max(1, max |graphfit's output|).
 TOLERANCES = {"saved_model": 1e-5, "tflite": 1e-4, "onnx": 1e-4,
               "tflite/float16": 2e-2, "tflite/dynamic_range": 1e-1}
-SUFFIXES = {"tflite": ".tflite", "onnx": ".onnx"}
 SIGNATURE = "serving_default"
 ONNX_OPSET = 17
 

@@ -24,7 +24,7 @@ import numpy as np
 from graphfit.export.serving import decode_arrays, request_body
 from graphfit.serve.batching import rows_of
 
-__all__ = ["HTTPProblem", "create_app", "answer_body"]
+__all__ = ["HTTPProblem", "create_app", "answer_body", "run_in"]
 
 
 class HTTPProblem(Exception):
