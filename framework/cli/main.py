@@ -9,6 +9,8 @@
     graphfit evaluate RUN_DIR                   re-evaluate a finished run
     graphfit predict RUN_DIR --input FILE --output FILE
     graphfit list layers|optimizers|losses|metrics|datasets|callbacks
+    graphfit export RUN_DIR [--format saved_model|tflite|onnx] [--serving-dir DIR]
+    graphfit serve RUN_DIR|EXPORT_DIR [--port 8501]   TF Serving's REST API
 
 Exit codes: 0 success; 2 a bad recipe, override, run directory or command line (every problem
 listed as file:line:col: key: message, no traceback); 1 a failure while running (the
@@ -95,19 +97,31 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                       help="show Python tracebacks")
     export = commands.add_parser(
-        "export", help="write a finished run as a TensorFlow SavedModel for serving",
+        "export", help="write a finished run as a SavedModel, TFLite or ONNX for serving",
         description="a SavedModel with serving_default, predict, classify (classifiers) and "
-                    "one signature per --layer; the run's standardization runs inside it")
+                    "one signature per --layer (or a .tflite / .onnx file of "
+                    "serving_default); the run's standardization runs inside it")
     export.add_argument("run", help="the run directory (or runs/<name>/latest)")
     export.add_argument("--output", default=None, metavar="DIR",
-                        help="a new folder for the SavedModel (default: RUN/saved_model)")
+                        help="a new folder or file (default: RUN/saved_model, "
+                             "RUN/model.tflite, RUN/model.onnx)")
     export.add_argument("--layer", dest="layers", action="append", default=[], metavar="NAME",
                         help="also export this layer's output as a signature (repeatable)")
+    from graphfit.cli import serve_command
+
+    serve_command.add_export_arguments(export)
     export.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show Python tracebacks")
     from graphfit.tuning import cli as tuning_cli  # tune, compare
 
     tuning_cli.add_commands(commands, recipe_command)
+    serve = commands.add_parser(
+        "serve", help="serve a run or an export over HTTP (TF Serving's REST API)",
+        description="POST /v1/models/NAME:predict with instances or inputs, GET "
+                    "/v1/models/NAME, /metrics; needs pip install 'graphfit[serve]'")
+    serve_command.add_serve_arguments(serve)
+    serve.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show Python tracebacks")
     listing_command = commands.add_parser("list", help="list what recipes can name")
     listing_command.add_argument("kind", choices=listing.KINDS)
     return parser
@@ -392,14 +406,27 @@ def _plot(args) -> int:
 
 
 def _export(args) -> int:
-    from graphfit.export import export_run
+    from graphfit.cli import serve_command
 
     run = _find(args.run)
     try:
-        path = export_run(run, args.output, layers=args.layers)
+        print(serve_command.export(args, run))
     except ValueError as error:  # an existing --output, an unknown layer, a BlackBox layer
         raise _BadInput(error) from None
-    print(f"exported {run} to {path}")
+    return EXIT_OK
+
+
+def _serve(args) -> int:
+    from graphfit.cli import serve_command
+
+    try:
+        serve_command.serve(args)
+    except ImportError as error:
+        print(f"graphfit: serve needs Starlette and uvicorn ({error}): pip install "
+              f"'graphfit[serve]'", file=sys.stderr)
+        return EXIT_FAILED
+    except ValueError as error:  # not a SavedModel or run, bad options
+        raise _BadInput(error) from None
     return EXIT_OK
 
 
@@ -423,7 +450,8 @@ def _list(args) -> int:
 
 _COMMANDS = {"train": _train, "validate": _validate, "print-config": _print_config,
              "evaluate": _evaluate, "predict": _predict, "list": _list, "inspect": _inspect,
-             "plot": _plot, "export": _export, "tune": _tuning, "compare": _tuning}
+             "plot": _plot, "export": _export, "tune": _tuning, "compare": _tuning,
+             "serve": _serve}
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import json
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["decode_request", "serving_call"]
+__all__ = ["decode_request", "decode_arrays", "request_body", "serving_call"]
 
 
 def _json_cell(value, dtype: tf.DType):
@@ -47,7 +47,7 @@ def _json_cell(value, dtype: tf.DType):
     return float("nan") if value is None and dtype.is_floating else value
 
 
-def _as_batch(values, spec: tf.TensorSpec, where: str) -> tf.Tensor:
+def _as_batch(values, spec: tf.TensorSpec, where: str) -> np.ndarray:
     if isinstance(values, list):
         values = _json_cell(values, spec.dtype)
     try:
@@ -60,7 +60,7 @@ def _as_batch(values, spec: tf.TensorSpec, where: str) -> tf.Tensor:
     if not spec.shape[1:].is_compatible_with(array.shape[1:]):
         raise ValueError(f"{where}: each example has shape {array.shape[1:]}, the signature "
                          f"takes {tuple(spec.shape[1:])}")
-    return tf.constant(array)
+    return array
 
 
 def _ordered_rows(instances: list, names: list[str]) -> list:
@@ -71,10 +71,19 @@ def _ordered_rows(instances: list, names: list[str]) -> list:
             where = "the request" if len(instances) == 1 else f"instances[{index}]"
             raise ValueError(f"{where} lacks the column(s) {', '.join(missing)}; the model "
                              f"reads {', '.join(names)}")
+        _no_unknown(row, names, "column", index, len(instances))
     return [[row[n] for n in names] for row in instances]
 
 
-def _body(body) -> dict:
+def _no_unknown(row: dict, names: list[str], what: str, index: int, count: int) -> None:
+    unknown = [str(key) for key in row if key not in names]
+    if unknown:
+        where = "the request" if count == 1 else f"instances[{index}]"
+        raise ValueError(f"{where} has the unknown {what}(s) {', '.join(unknown)}; the model "
+                         f"reads {', '.join(names)}")
+
+
+def request_body(body) -> dict:
     """The request body as a dict (JSON text parsed), or a ValueError."""
     if isinstance(body, (str, bytes)):
         try:
@@ -94,10 +103,11 @@ def _named_rows(rows: list, names: list[str]) -> list:
         if missing:
             raise ValueError(f"instances[{index}] lacks the input(s) {', '.join(missing)}; the "
                              f"signature takes {', '.join(names)}")
+        _no_unknown(row, names, "input", index, len(rows))
     return rows
 
 
-def _columns(columns, specs: dict, feature_names: list[str]) -> dict[str, tf.Tensor]:
+def _columns(columns, specs: dict, feature_names: list[str]) -> dict[str, np.ndarray]:
     """The columnar format: the one input's batch, {input name: batch}, or (one input read
     by named columns) {column name: values}."""
     names = list(specs)
@@ -110,7 +120,8 @@ def _columns(columns, specs: dict, feature_names: list[str]) -> dict[str, tf.Ten
             columns = np.stack([np.asarray(column) for column in rows], axis=-1)
         columns = {names[0]: columns}
     if not isinstance(columns, dict) or set(columns) != set(names):
-        raise ValueError(f'"inputs" must give the inputs {", ".join(names)} by name')
+        given = f' (got {", ".join(map(str, columns))})' if isinstance(columns, dict) else ""
+        raise ValueError(f'"inputs" must give the inputs {", ".join(names)} by name{given}')
     return {n: _as_batch(columns[n], specs[n], f'inputs["{n}"]') for n in names}
 
 
@@ -127,8 +138,15 @@ def decode_request(body, signature, feature_names=()) -> dict[str, tf.Tensor]:
         ValueError: a body with neither or both keys, a missing input, values of the wrong
             shape or type.
     """
-    body = _body(body)
-    specs = signature.structured_input_signature[1]
+    arrays = decode_arrays(body, signature.structured_input_signature[1], feature_names)
+    return {name: tf.constant(array) for name, array in arrays.items()}
+
+
+def decode_arrays(body, specs: dict, feature_names=()) -> dict[str, np.ndarray]:
+    """`decode_request` as NumPy arrays, for the signature's input `specs` ({name: spec});
+    a server batches these before it calls the signature. Also refuses unknown columns or
+    inputs."""
+    body = request_body(body)
     names = list(specs)
     if ("instances" in body) == ("inputs" in body):
         raise ValueError('a request body holds exactly one of "instances" (row format) or '
@@ -166,7 +184,7 @@ def serving_call(loaded, body) -> dict[str, np.ndarray]:
     Returns:
         {output name: NumPy array}, as the signature returns them.
     """
-    body = _body(body)
+    body = request_body(body)
     name = body.get("signature_name", "serving_default")
     if name not in loaded.signatures:
         raise ValueError(f"the SavedModel has no signature {name!r} (it has "

@@ -630,14 +630,21 @@ class Model(CompiledView, Layer):
         self.compile(**compile_config.compile_arguments(config))
 
     def export(self, filepath: str, *, classify: bool | None = None, layers=(),
-               preprocessing=None) -> str:
+               preprocessing=None, format: str = "saved_model",
+               quantize: str | None = None) -> str:
         """Writes a TensorFlow SavedModel that serves without graphfit (see
         `graphfit.export.export_model`): `serving_default` and `predict`, `classify` for a
-        classifier, one signature per name in `layers`; returns its path."""
-        from graphfit.export import export_model  # export imports the training package
+        classifier, one signature per name in `layers`; returns its path. `format="tflite"`
+        (with `quantize="float16"` or `"dynamic_range"`) or `"onnx"` writes that file of
+        `serving_default` instead, checked in its runtime against `predict` on sample rows
+        (`graphfit.export.export_as`, which returns the check)."""
+        from graphfit.export import export_as, export_model  # export imports training
 
-        return export_model(self, filepath, preprocessing=preprocessing, classify=classify,
-                            layers=layers)
+        if format == "saved_model" and quantize is None:
+            return export_model(self, filepath, preprocessing=preprocessing,
+                                classify=classify, layers=layers)
+        return export_as(self, filepath, format, preprocessing=preprocessing,
+                         quantize=quantize, classify=classify, layers=layers).path
 
     def summary(self, print_fn: Callable[[str], Any] | None = None, line_length: int = 88) -> None:
         """Prints the layers with output shapes and trainable / non-trainable counts."""
