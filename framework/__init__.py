@@ -30,6 +30,7 @@ _LAZY = {
     "checkpoints": ("graphfit.saving.checkpoints", None),
     "datasets": ("graphfit.datasets", None),
     "dtype_policy": ("graphfit.core.dtype_policy", "dtype_policy"),
+    "fitting": ("graphfit.fitting", None),
     "flops": ("graphfit.inspect.flops", None),
     "inspect": ("graphfit.inspect", None),
     "layers": ("graphfit.layers", None),
