@@ -33,6 +33,9 @@ EAGER_PARAMETERS = 64
 
 
 def _inputs(model, x):
+    spec = getattr(model, "built_input_spec", None)
+    if isinstance(spec, tf.TensorSpec) and spec.shape.rank == 2 and np.ndim(x) == 1:
+        x = np.asarray(x)[:, None]  # as fit reads a vector for one input column
     dtype = tf.as_dtype(model.compute_dtype)
     return tf.nest.map_structure(
         lambda a: tf.constant(a, dtype) if np.asarray(a).dtype.kind == "f" else tf.constant(a),
