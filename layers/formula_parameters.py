@@ -8,9 +8,20 @@ Bounds are honoured through a smooth change of variables, as MINUIT and lmfit do
 trainable variable holds an unbounded internal value `u`, and the layer computes the bounded
 value `p` from it, so any optimizer keeps `p` inside its bounds without knowing about them:
 
-    min and max:  p = min + (sin(u) + 1) (max − min) / 2
-    min only:     p = min − 1 + sqrt(u² + 1)
-    max only:     p = max + 1 − sqrt(u² + 1)
+    min and max:  p = min + (max − min) · sigmoid(u)
+    min only:     p = min + softplus(u)          softplus(u) = log(1 + eᵘ)
+    max only:     p = max − softplus(u)
+
+MINUIT's and lmfit's transformations (`min + (sin u + 1)(max − min)/2`, `min − 1 +
+sqrt(u² + 1)`) reach the bound at a finite u where dp/du = 0 and d²p/du² does not vanish, so
+near the bound the curvature of p(u) outgrows its slope without limit. LevenbergMarquardt's
+geodesic acceleration (on by default for float64) then rejects trial after trial, the damping
+climbs, and the other parameters freeze before they converge: fitting `a*exp(-k*x)` with
+k ≤ 0.5 (unbounded optimum 0.8) ended with k on its bound but a = 2.4514 instead of 2.37489
+(lmfit: 2.37489), and 2.3787 with the sqrt form. Here the bound lies at u = ±∞, where
+p''/p' stays bounded (2 for the sigmoid, 1 for softplus): the same fit ends on the bound
+with a right to 10 digits in 5 steps. Far from a bound softplus is the identity shifted, as
+sqrt(u² + 1) is.
 
 A fixed parameter (`vary: false`) is a non-trainable variable: no optimizer moves it.
 
@@ -97,8 +108,8 @@ class ParameterSpec:
             if len(inside) != len(spec.values):
                 raise ValueError(
                     f"params: the initial value of {name!r} must lie strictly inside its bounds "
-                    f"[{low:g}, {high:g}] (on a bound the transformed parameter cannot move: "
-                    f"start it inside). {received}")
+                    f"[{low:g}, {high:g}] (the transformed parameter reaches a bound only in the "
+                    f"limit). {received}")
         return spec
 
     @property
@@ -122,31 +133,32 @@ class ParameterSpec:
         if not self.bounded:
             return p
         if self.min > -math.inf and self.max < math.inf:
-            ratio = np.clip(2.0 * (p - self.min) / (self.max - self.min) - 1.0, -1.0, 1.0)
-            return np.arcsin(ratio)
-        if self.min > -math.inf:
-            return np.sqrt(np.maximum((p - self.min + 1.0) ** 2 - 1.0, 0.0))
-        return np.sqrt(np.maximum((self.max - p + 1.0) ** 2 - 1.0, 0.0))
+            share = np.clip((p - self.min) / (self.max - self.min), 1e-300, 1.0 - 1e-16)
+            return np.log(share) - np.log1p(-share)  # the logit
+        gap = np.maximum(p - self.min if self.min > -math.inf else self.max - p, 1e-300)
+        return gap + np.log(-np.expm1(-gap))  # softplus's inverse
 
     def external(self, u):
         """The bounded value from the internal value `u` (a tensor; NumPy arrays work too)."""
         if not self.bounded:
             return u
-        math_ = tf.math if isinstance(u, (tf.Tensor, tf.Variable)) else np
+        if isinstance(u, (tf.Tensor, tf.Variable)):
+            sigmoid, softplus = tf.math.sigmoid, tf.math.softplus
+        else:
+            sigmoid, softplus = _sigmoid, _softplus
         if self.min > -math.inf and self.max < math.inf:
-            return self.min + (math_.sin(u) + 1.0) * ((self.max - self.min) / 2.0)
-        root = math_.sqrt(u * u + 1.0)
-        return self.min - 1.0 + root if self.min > -math.inf else self.max + 1.0 - root
+            return self.min + sigmoid(u) * (self.max - self.min)
+        return self.min + softplus(u) if self.min > -math.inf else self.max - softplus(u)
 
     def derivative(self, u) -> np.ndarray:
         """dp/du at the internal value(s) `u` (NumPy): 1 without bounds, 0 on a bound."""
         u = np.asarray(u, np.float64)
         if not self.bounded:
             return np.ones_like(u)
+        share = _sigmoid(u)
         if self.min > -math.inf and self.max < math.inf:
-            return np.cos(u) * ((self.max - self.min) / 2.0)
-        slope = u / np.sqrt(u * u + 1.0)
-        return slope if self.min > -math.inf else -slope
+            return share * (1.0 - share) * (self.max - self.min)
+        return share if self.min > -math.inf else -share
 
     def to_config(self) -> Any:
         """The YAML-friendly form: a number (or list) when nothing else is set."""
@@ -161,6 +173,14 @@ class ParameterSpec:
         if not self.vary:
             config["vary"] = False
         return config
+
+
+def _sigmoid(u):
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(u, np.float64)))
+
+
+def _softplus(u):
+    return np.logaddexp(0.0, np.asarray(u, np.float64))
 
 
 def _values(name: str, value, received: str):

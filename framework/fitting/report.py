@@ -252,7 +252,7 @@ def fit_report(model, x, y, sample_weight=None, absolute_sigma: bool = False,
               if abs(correlation[i, j]) > strong_correlation]
     return FitReport(results, solved["free"], covariance, correlation, statistics, strong,
                      solved["undetermined"], _fit_state(model), _data_sets(
-                         model, x, residuals, rows, observed, parameters),
+                         model, x, residuals, rows, observed.ravel(), parameters),
                      absolute_sigma, notes)
 
 

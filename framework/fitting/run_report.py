@@ -1,9 +1,11 @@
 """The fit report of a recipe run: which runs are curve fits, and the files they get.
 
 A run is a curve fit when its model has one output and a mean-squared-error loss, its
-training split is in memory, and its parameters fit LevenbergMarquardt's direct solver (at
-most the optimizer's `max_parameters`, 5000 by default) with a Jacobian of at most
-`MAX_JACOBIAN_VALUES` numbers. Such a run writes, next to `metrics.json`:
+training split is in memory, the Jacobian of its outputs has at most `MAX_JACOBIAN_VALUES`
+numbers, and either a layer describes its fit parameters (`layers.Formula`) or its optimizer
+has a direct solver (`max_parameters`, LevenbergMarquardt's) that its parameters fit. A
+network trained by a first-order optimizer gets no report. Such a run writes, next to
+`metrics.json`:
 
 - `fit_report.json`: `FitReport.to_dict()` plus the 95 % linearised intervals;
 - `fit_report.txt`: the report as `graphfit train` prints it;
@@ -46,8 +48,12 @@ def is_curve_fit(model, x, y) -> bool:
     if not isinstance(x, np.ndarray) or not isinstance(y, np.ndarray):
         return False
     parameters = sum(int(np.prod(v.shape.as_list())) for v in model.trainable_variables)
-    limit = getattr(model.optimizer, "max_parameters", 5000)
-    return 0 < parameters <= limit and y.size * parameters <= MAX_JACOBIAN_VALUES
+    if not 0 < parameters or y.size * parameters > MAX_JACOBIAN_VALUES:
+        return False
+    described = any(callable(getattr(layer, "fit_parameters", None))
+                    for layer in model.flatten_layers(include_self=True))
+    limit = getattr(model.optimizer, "max_parameters", None)
+    return described or isinstance(limit, int) and parameters <= limit
 
 
 def _intervals(report) -> dict | None:
