@@ -176,13 +176,14 @@ class Formula(Layer):
 
     def call(self, inputs, training: bool = False):
         sets = None
-        if self.data_sets:
-            sets = tf.cast(inputs[:, -1], tf.int32)
+        if self.data_sets:  # one-hot rows pick each example's values (dense gradients)
+            sets = tf.one_hot(tf.cast(inputs[:, -1], tf.int32), self.data_sets,
+                              dtype=self.compute_dtype)
         values = {}
         for name, variable in self._parameters.items():
             spec = self.specs[name]
             value = spec.external(self.compute_value(variable))
-            values[name] = tf.gather(value, sets) if spec.per_data_set else value
+            values[name] = tf.linalg.matvec(sets, value) if spec.per_data_set else value
         for name in self._formula.inputs:
             if inputs.shape.rank == 1:
                 values[name] = inputs
