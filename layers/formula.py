@@ -268,8 +268,9 @@ class Formula(Layer):
 
     def get_config(self) -> dict[str, Any]:
         # The initial values as given: fitted values travel with the weights, as in Keras.
+        # Rebuilt from the specs: plain dicts and lists (tf.Module wraps the stored ones).
         return {**self._base_config(), "expression": self.expression,
-                "params": dict(self.params.items())}
+                "params": {name: spec.to_config() for name, spec in self.specs.items()}}
 
 
 def _constant(value):

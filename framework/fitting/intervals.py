@@ -18,15 +18,17 @@ The quantiles need SciPy (`pip install graphfit[fit]`).
 Example:
 
     >>> import numpy as np, graphfit as gf
-    >>> from graphfit import layers
+    >>> from graphfit import layers, optimizers
     >>> from graphfit.fitting import fit_report
     >>> x = np.linspace(0, 1, 6)
     >>> y = np.array([1.02, 1.38, 1.83, 2.21, 2.58, 3.01])
-    >>> model = gf.Sequential([layers.Formula("a*x + b", params={"a": 2.0, "b": 1.0})],
+    >>> model = gf.Sequential([layers.Formula("a*x + b", params={"a": 1.0, "b": 0.0})],
     ...                       input_shape=(1,), dtype="float64")
+    >>> model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    >>> history = model.fit(x, y, batch_size=None, epochs=20, verbose=0)
     >>> low, high = linear_intervals(fit_report(model, x, y), level=0.95)["a"]
-    >>> round(high - low, 4)
-    0.1709
+    >>> round(low, 4), round(high, 4)
+    (1.9143, 2.0657)
 """
 
 from __future__ import annotations

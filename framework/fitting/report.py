@@ -19,14 +19,16 @@ computed in float64 with NumPy.
 Example:
 
     >>> import numpy as np, graphfit as gf
-    >>> from graphfit import layers
+    >>> from graphfit import layers, optimizers
     >>> x = np.linspace(0, 1, 6)
     >>> y = np.array([1.02, 1.38, 1.83, 2.21, 2.58, 3.01])
-    >>> model = gf.Sequential([layers.Formula("a*x + b", params={"a": 2.0, "b": 1.0})],
+    >>> model = gf.Sequential([layers.Formula("a*x + b", params={"a": 1.0, "b": 0.0})],
     ...                       input_shape=(1,), dtype="float64")
+    >>> model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    >>> history = model.fit(x, y, batch_size=None, epochs=20, verbose=0)
     >>> report = fit_report(model, x, y)
-    >>> report.dof, round(report.parameters[0].stderr, 4)
-    (4, 0.0308)
+    >>> report.dof, round(report["a"].value, 4), round(report["a"].stderr, 4)
+    (4, 1.99, 0.0273)
 """
 
 from __future__ import annotations
