@@ -9,7 +9,7 @@ Example:
 
     >>> import graphfit as gf
     >>> from graphfit import layers
-    >>> model = gf.Sequential([layers.Dense(1)], input_shape=(2,), name="line")
+    >>> model = gf.Sequential([layers.Dense(1, name="dense")], input_shape=(2,), name="line")
     >>> [p.name for p in model_parameters(model)]
     ['line/dense/kernel[0,0]', 'line/dense/kernel[1,0]', 'line/dense/bias[0]']
 """
