@@ -9,7 +9,7 @@ network trained by a first-order optimizer gets no report. Such a run writes, ne
 
 - `fit_report.json`: `FitReport.to_dict()` plus the 95 % linearised intervals;
 - `fit_report.txt`: the report as `graphfit train` prints it;
-- `fit_curve.json` (one input column): the data, the fitted curve on a grid over the data's
+- `fitted_curve.json` (one input column): the data, the fitted curve on a grid over the data's
   range, and its 95 % confidence and prediction bands, which `graphfit plot` draws
   (`fit.png`).
 
@@ -29,7 +29,8 @@ import numpy as np
 __all__ = ["is_curve_fit", "write_run_report", "FIT_REPORT_JSON", "FIT_REPORT_TEXT",
            "FIT_CURVE", "MAX_JACOBIAN_VALUES", "BAND_LEVEL"]
 
-FIT_REPORT_JSON, FIT_REPORT_TEXT, FIT_CURVE = "fit_report.json", "fit_report.txt", "fit_curve.json"
+FIT_REPORT_JSON, FIT_REPORT_TEXT = "fit_report.json", "fit_report.txt"
+FIT_CURVE = "fitted_curve.json"
 MAX_JACOBIAN_VALUES = 2_000_000
 BAND_LEVEL = 0.95
 _GRID = 200

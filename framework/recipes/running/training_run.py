@@ -256,7 +256,7 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
 
 
 def _write_fit_report(run: str, model, train):
-    """fit_report.json / .txt (and fit_curve.json) of a curve-fit run, else None; a report
+    """fit_report.json / .txt (and fitted_curve.json) of a curve-fit run, else None; a report
     that cannot be computed warns instead of failing a run that trained well."""
     from graphfit.fitting import run_report
 

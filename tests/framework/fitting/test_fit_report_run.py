@@ -1,5 +1,5 @@
 """Curve-fit recipes from the command line: `graphfit train` prints the fit report and writes
-fit_report.json, fit_report.txt and fit_curve.json; `graphfit evaluate` shows the report;
+fit_report.json, fit_report.txt and fitted_curve.json; `graphfit evaluate` shows the report;
 `graphfit plot` draws the data, the fit and its bands. (recipes/global_decay_fit.yaml trains in
 tests/framework/recipes/test_recipe_runs.py with the other shipped recipes; the numbers of a
 global fit's report are checked against SciPy in test_fit_report.py.)"""
@@ -33,7 +33,7 @@ def test_curve_fit_recipe_prints_and_writes_its_report(tmp_path, capsys):
     assert report["statistics"]["points"] == 210  # the training split: 70 % of 300
     assert "converged" in report["fit"]["stop_reason"]
     assert (run / "fit_report.txt").read_text().startswith("[[Fit Statistics]]")
-    curve = json.loads((run / "fit_curve.json").read_text())
+    curve = json.loads((run / "fitted_curve.json").read_text())
     low, high = (np.array(v) for v in curve["confidence"])
     assert np.all(low < np.array(curve["fit"])) and np.all(np.array(curve["fit"]) < high)
     assert len(curve["x"]) == 210
@@ -42,7 +42,7 @@ def test_curve_fit_recipe_prints_and_writes_its_report(tmp_path, capsys):
     assert "[[Variables]]" in capsys.readouterr().out
     assert cli.main(["plot", str(run)]) == 0
     assert f"wrote {run / 'fit.png'}" in capsys.readouterr().out
-    drawn = plots.fit_curve(str(run), str(tmp_path / "again.png"))
+    drawn = plots.fitted_curve(str(run), str(tmp_path / "again.png"))
     assert drawn.data["fit"] == curve["fit"]
 
 

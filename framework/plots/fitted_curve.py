@@ -1,6 +1,6 @@
-"""`fit_curve`: a curve-fit run's data, fitted curve and bands (`fit.png`).
+"""`fitted_curve`: a curve-fit run's data, fitted curve and bands (`fit.png`).
 
-It draws the `fit_curve.json` a curve-fit run writes (`graphfit.fitting.run_report`): the
+It draws the `fitted_curve.json` a curve-fit run writes (`graphfit.fitting.run_report`): the
 data as points, the fit as a line, the confidence band shaded and the prediction band's
 edges dashed.
 """
@@ -13,25 +13,25 @@ import os
 from graphfit.plots import backend
 from graphfit.plots.curves import PlotResult
 
-__all__ = ["FIT_PLOT", "fit_curve", "has_fit_curve"]
+__all__ = ["FIT_PLOT", "fitted_curve", "has_fitted_curve"]
 
 FIT_PLOT = "fit.png"
-_CURVE = "fit_curve.json"
+_CURVE = "fitted_curve.json"
 
 
-def has_fit_curve(run_dir: str) -> bool:
+def has_fitted_curve(run_dir: str) -> bool:
     """Whether the run wrote a fitted curve to draw."""
     return os.path.isfile(os.path.join(run_dir, _CURVE))
 
 
-def fit_curve(run_dir: str, path: str | None = None) -> PlotResult:
-    """Writes `fit.png` (or `path`) from the run's `fit_curve.json`.
+def fitted_curve(run_dir: str, path: str | None = None) -> PlotResult:
+    """Writes `fit.png` (or `path`) from the run's `fitted_curve.json`.
 
     Returns:
         PlotResult: `paths` = [the PNG]; `data` = the curve file's content.
 
     Raises:
-        ValueError: when the run has no readable fit_curve.json.
+        ValueError: when the run has no readable fitted_curve.json.
         PlotsUnavailable: when matplotlib is not installed.
     """
     source = os.path.join(run_dir, _CURVE)
