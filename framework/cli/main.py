@@ -265,17 +265,43 @@ def _validate(args) -> int:
         distribution.check_environment(recipe)
     prepared = runner.prepare(recipe, distribute=distribute.get("strategy") != "multi_worker")
     splits, model = prepared.splits, prepared.model
-    sizes = ", ".join(f"{stage} {_count(data)}" for stage, data in
+    files = splits.record.get("image_folder", {}).get("files", {})  # a dataset per split
+    sizes = ", ".join(f"{stage} {files.get(stage) or _count(data)}" for stage, data in
                       (("train", splits.train), ("val", splits.val), ("test", splits.test))
                       if data is not None)
     parameters = count_parameters(model.trainable_variables)
     print(f"{args.recipe}: OK. data: {sizes} samples; model: {len(model.layers)} layers, "
           f"{parameters:,} trainable parameters; nothing was trained.")
+    if splits.table is not None:
+        _print_table_schema(splits.table)
+    elif splits.record.get("class_names"):
+        print("  classes (id: name): " + ", ".join(
+            f"{index}: {name}" for index, name in enumerate(splits.record["class_names"])))
     return EXIT_OK
 
 
+def _print_table_schema(record: dict) -> None:
+    """The typed columns of a table (declared or inferred) and what the model receives."""
+    from graphfit.tabular import Column, describe
+
+    columns = [Column.from_record(c) for c in record["preprocessor"]["columns"]]
+    sizes = record.get("vocabulary_sizes")
+    print("columns (statistics from the training split):")
+    print("\n".join(describe(columns, sizes)))
+    if record.get("target"):
+        classes = record.get("class_names")
+        print(f"  target {record['target']}: " + (f"classes {', '.join(classes)} (ids 0..)"
+                                                  if classes else "numbers"))
+    names = record["input_names"]
+    print(f"model input: {len(names)} features ({', '.join(names[:8])}"
+          f"{', ...' if len(names) > 8 else ''})")
+
+
 def _count(data) -> str:
-    return str(len(data[0])) if isinstance(data, tuple) else "a dataset of"
+    if not isinstance(data, tuple):
+        return "a dataset of"
+    x = data[0]
+    return str(len(next(iter(x.values())) if isinstance(x, dict) else x))
 
 
 def _print_config(args) -> int:
@@ -314,7 +340,7 @@ def _evaluate(args) -> int:
 
 
 def _predict(args) -> int:
-    from graphfit.recipes.running import prediction, runner
+    from graphfit.recipes.running import prediction, runner, source_inputs
     from graphfit.recipes.running.builder import loss_of
 
     run = _find(args.run)
@@ -324,17 +350,30 @@ def _predict(args) -> int:
         raise _BadInput(f"--output {args.output}: {error}") from None
     prepared, preprocessing = runner.load_run(run, data=False)  # the training data may be gone
     form = prediction.InputFormat.of_run(prepared.recipe.config["data"], args.id_column)
+    table = preprocessing.get("table")
     try:
-        x = prediction.read_inputs(args.input, preprocessing, form)
-        ids = None if form.id_column is None else prediction.read_ids(args.input, form, len(x))
+        if table is not None:  # raw rows: typed columns by name
+            x, ids = prediction.read_table_inputs(args.input, table, form)
+        elif source_inputs.reads_own_inputs(preprocessing):  # images, time-series windows
+            x, ids, id_name = source_inputs.read_source_inputs(args.input, preprocessing)
+            form = prediction.InputFormat(id_column=id_name)
+        else:
+            x = prediction.read_inputs(args.input, preprocessing, form)
+            ids = None if form.id_column is None else prediction.read_ids(args.input, form,
+                                                                          len(x))
     except (ValueError, OSError) as error:
         raise _BadInput(f"--input {args.input}: {error}") from None
     outputs = prepared.model.predict(x, verbose=0)
     names, rows = prediction.prediction_table(outputs, loss_of(prepared.recipe.config))
+    class_names = (table or {}).get("class_names") or preprocessing.get("class_names")
+    names = prediction.named_columns(names, class_names)
     try:
-        prediction.write_csv(args.output, names, rows, ids, form.id_column)
+        prediction.write_csv(args.output, names, rows, ids, form.id_column, class_names)
     except (ValueError, OSError) as error:
         raise _BadInput(f"--output {args.output}: {error}") from None
+    if class_names and "class" in names and ids is not None:
+        for shown_id, row in list(zip(ids, rows))[:20]:
+            print(f"{shown_id}: {class_names[int(row[0])]}")
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
     print(f"wrote {len(rows)} predictions ({shown})"
           f" to {args.output}")

@@ -11,6 +11,8 @@ classes as a `GraphSet`), and CSV / .npz loaders.
 from graphfit.datasets.graph_set import GraphSet as GraphSet
 from graphfit.datasets.graphs import GRAPH_CLASSES as GRAPH_CLASSES
 from graphfit.datasets.graphs import make_graph_classes as make_graph_classes
+from graphfit.datasets.image_folder import ImageFolder as ImageFolder
+from graphfit.datasets.image_folder import read_image_folder as read_image_folder
 from graphfit.datasets.loaders import *  # noqa: F401,F403  (the loaders' __all__)
 from graphfit.datasets.loaders import __all__ as _loaders_all
 from graphfit.datasets.synthetic import make_blobs as make_blobs
@@ -18,6 +20,9 @@ from graphfit.datasets.synthetic import make_moons as make_moons
 from graphfit.datasets.synthetic import make_sinc as make_sinc
 from graphfit.datasets.synthetic import make_sine_sequences as make_sine_sequences
 from graphfit.datasets.synthetic import make_spirals as make_spirals
+from graphfit.datasets.timeseries import TimeSeries as TimeSeries
+from graphfit.datasets.timeseries import read_timeseries as read_timeseries
 
 __all__ = sorted({*_loaders_all, "make_blobs", "make_moons", "make_sinc", "make_sine_sequences",
-                  "make_spirals", "make_graph_classes", "GRAPH_CLASSES", "GraphSet"})
+                  "make_spirals", "make_graph_classes", "GRAPH_CLASSES", "GraphSet",
+                  "ImageFolder", "read_image_folder", "TimeSeries", "read_timeseries"})

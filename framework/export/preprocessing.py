@@ -3,6 +3,9 @@
 A recipe run standardizes its features with statistics of the training split and may read
 named CSV columns in a fixed order; `graphfit predict` applies the same on the host. An
 export carries them inside the SavedModel, so raw rows go in, as they came from the data.
+A run on a table (`table`: its typed columns and their statistics) is exported with one
+input per raw column, by name (float32 numbers, NaN when missing; strings, "" when
+missing), and the Keras preprocessing layers inside the graph.
 
 Example:
 
@@ -40,6 +43,23 @@ class Preprocessing:
     std: np.ndarray | None = None
     feature_names: tuple[str, ...] | None = None
     input_name: str | None = None
+    table: dict | None = None
+
+    def table_preprocessor(self):
+        """The run's `graphfit.tabular.TablePreprocessor` (one, made on first use) when it
+        trained on a table: the export then takes the raw columns by name."""
+        if self.table is None:
+            return None
+        if "_prep" not in self.__dict__:
+            from graphfit.tabular import TablePreprocessor
+
+            object.__setattr__(self, "_prep",
+                               TablePreprocessor.from_record(self.table["preprocessor"]))
+        return self.__dict__["_prep"]
+
+    @property
+    def class_names(self):
+        return None if self.table is None else self.table.get("class_names")
 
     @classmethod
     def from_record(cls, record: dict | None) -> "Preprocessing":
@@ -52,7 +72,8 @@ class Preprocessing:
             mean=None if not standardize else np.asarray(standardize["mean"], np.float64),
             std=None if not standardize else np.asarray(standardize["std"], np.float64),
             feature_names=tuple(names) if names else None,
-            input_name="node_features" if isinstance(shape, dict) and standardize else None)
+            input_name="node_features" if isinstance(shape, dict) and standardize else None,
+            table=record.get("table"))
 
     def apply(self, x):
         """`x` standardized as the run did: per flattened feature, in float64, then back to

@@ -33,5 +33,10 @@ def export_run(run: str, output: str | None = None, *, layers=(),
 
     prepared, record = runner.load_run(run, data=False)  # the training data may be gone
     target = output or os.path.join(run, DEFAULT_FOLDER)
+    more = None
+    if "image_folder" in record:  # also takes encoded image files
+        from graphfit.export.image_signatures import image_functions
+
+        more = image_functions(prepared.model, record)
     return export_model(prepared.model, target, preprocessing=Preprocessing.from_record(record),
-                        classify=classify, layers=layers)
+                        classify=classify, layers=layers, more_functions=more)

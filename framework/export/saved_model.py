@@ -30,10 +30,12 @@ __all__ = ["export_model"]
 class _Export(tf.Module):
     """The SavedModel's root: the model (its variables), the functions, the feature names."""
 
-    def __init__(self, model, functions: dict, feature_names):
+    def __init__(self, model, functions: dict, feature_names, preprocessing_layers=()):
         super().__init__(name="graphfit_export")
         self.model = model
         self.functions = dict(functions)
+        # A table's Keras preprocessing layers: their lookup tables go into the SavedModel.
+        self.preprocessing_layers = list(preprocessing_layers)
         # A variable, so that the SavedModel keeps it (a constant attribute is not saved).
         self.feature_names = tf.Variable(tf.constant(list(feature_names or ()), tf.string),
                                          trainable=False, name="feature_names")
@@ -71,7 +73,7 @@ def _make_parent(path: str) -> None:
 
 
 def export_model(model, path: str, *, preprocessing: Preprocessing | None = None,
-                 classify: bool | None = None, layers=()) -> str:
+                 classify: bool | None = None, layers=(), more_functions=None) -> str:
     """Writes `model` as a TensorFlow SavedModel at `path` (a new folder).
 
     Args:
@@ -82,6 +84,8 @@ def export_model(model, path: str, *, preprocessing: Preprocessing | None = None
         classify: add the `classify` signature; None: for a classifier (one output compiled
             with a cross-entropy loss).
         layers: names of layers whose outputs get a signature each (e.g. an embedding).
+        more_functions: {signature name: tf.function with an input signature} to add (an
+            image run's `predict_images`, `graphfit.export.image_signatures`).
 
     Returns:
         The absolute path of the SavedModel.
@@ -94,11 +98,14 @@ def export_model(model, path: str, *, preprocessing: Preprocessing | None = None
     path = _check_target(path)
     preprocessing = preprocessing or Preprocessing()
     functions = serving_functions(model, preprocessing, classify, tuple(layers))
+    functions.update(more_functions or {})
     concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}
     for function in concrete.values():
         _check_no_python(model, function)
     signatures = {"serving_default": concrete["predict"], **concrete}
-    root = _Export(model, functions, preprocessing.feature_names)
+    table = preprocessing.table_preprocessor()
+    root = _Export(model, functions, preprocessing.feature_names,
+                   table.keras_layers() if table is not None else ())
     _make_parent(path)
     staging = tempfile.mkdtemp(prefix=".export-", dir=os.path.dirname(path))
     try:

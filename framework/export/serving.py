@@ -31,7 +31,25 @@ import tensorflow as tf
 __all__ = ["decode_request", "serving_call"]
 
 
+def _json_cell(value, dtype: tf.DType):
+    """A JSON value for a string input (numbers and booleans as text, null as "") or a float
+    input (null as NaN: a missing value of a table's numeric column)."""
+    if isinstance(value, list):
+        return [_json_cell(v, dtype) for v in value]
+    if dtype == tf.string:
+        if value is None:
+            return ""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+    return float("nan") if value is None and dtype.is_floating else value
+
+
 def _as_batch(values, spec: tf.TensorSpec, where: str) -> tf.Tensor:
+    if isinstance(values, list):
+        values = _json_cell(values, spec.dtype)
     try:
         array = np.asarray(values, dtype=spec.dtype.as_numpy_dtype)
     except (TypeError, ValueError) as error:

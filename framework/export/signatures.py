@@ -1,13 +1,14 @@
 """The serving functions of an export: inputs by name, raw rows in, named outputs out.
 
 Each function takes the model's inputs as named tensors with a dynamic batch axis (one input:
-`x`; several: the model's input names), applies the run's preprocessing, runs the model in
-inference mode and returns a dict of named outputs:
+`x`; several: the model's input names; a run on a table: its raw columns by name), applies
+the run's preprocessing, runs the model in inference mode and returns a dict of named outputs:
 
 - `predict` (also `serving_default`): the model's outputs, `outputs` for a model with one,
   the output names for a model with several;
 - `classify` (a single-output model compiled with a cross-entropy): `class` (int64, one per
-  row) and `probabilities` (softmax or sigmoid of logits; a binary model with one output
+  row), `class_name` (a table's target of class names) and
+  `probabilities` (softmax or sigmoid of logits; a binary model with one output
   gives the two columns `1 - p`, `p`, so that `class` is their argmax);
 - one per named layer: that layer's output, as `outputs` (an embedding, a hidden layer).
 """
@@ -109,6 +110,17 @@ def _function(specs: dict, body: Callable,
     return tf.function(serve, input_signature=[specs[n] for n in names], autograph=False)
 
 
+def _column_specs(table) -> dict[str, tf.TensorSpec]:
+    """One input per raw column of a table, by the column's name."""
+    specs = table.raw_specs()
+    for name in specs:
+        if not name.isidentifier():
+            raise ValueError(f"cannot export: the column {name!r} is not a valid signature "
+                             f"argument name (letters, digits and underscores, not starting "
+                             f"with a digit); rename the column in the data")
+    return specs
+
+
 def serving_functions(model, preprocessing: Preprocessing, classify: bool | None,
                       layer_names=()) -> dict[str, tf.types.experimental.GenericFunction]:
     """{signature name: tf.function} for `model` (see the module docstring).
@@ -123,9 +135,12 @@ def serving_functions(model, preprocessing: Preprocessing, classify: bool | None
         ValueError: `classify=True` for a model that is not a classifier, an unknown layer
             or a layer name that is a reserved signature name.
     """
-    specs = input_specs(model)
+    table = preprocessing.table_preprocessor()
+    specs = input_specs(model) if table is None else _column_specs(table)
 
     def inputs_of(named):
+        if table is not None:
+            return table.transform(named)
         return preprocessing.apply_to_inputs(_model_inputs(model, named))
 
     def predict(named):
@@ -140,9 +155,15 @@ def serving_functions(model, preprocessing: Preprocessing, classify: bool | None
             f"classifier (one output, compiled with a cross-entropy loss); leave classify "
             f"out to export its predictions")
     if kind is not None and classify is not False:
-        functions["classify"] = _function(
-            specs, lambda named: _probabilities(model(inputs_of(named), training=False), kind),
-            model.variable_dtype)
+        names = preprocessing.class_names
+
+        def classified(named):
+            result = _probabilities(model(inputs_of(named), training=False), kind)
+            if names:  # a table's target of class names
+                result["class_name"] = tf.gather(tf.constant(names), result["class"])
+            return result
+
+        functions["classify"] = _function(specs, classified, model.variable_dtype)
     for name in layer_names:
         if name in RESERVED_NAMES:
             raise ValueError(f"a layer signature cannot be called {name!r}: graphfit names "

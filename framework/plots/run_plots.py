@@ -97,8 +97,19 @@ def plot_run(run_dir: str, model=None, test_data=None, class_names=None,
 def labels_of_split(model, test_data):
     """`classifier_labels` of a run's test split, or None (no (x, y) test split, not a
     classifier, or plots turned off). Under several workers every worker must call it: the
-    prediction is a collective."""
-    if not plots_enabled() or not (isinstance(test_data, tuple) and len(test_data) == 2):
+    prediction is a collective. A `tf.data.Dataset` of (x, y) batches (an image folder's
+    split) is read twice: its labels, then its inputs for the predictions."""
+    if not plots_enabled():
+        return None
+    import tensorflow as tf
+
+    if isinstance(test_data, tf.data.Dataset) and len(test_data.element_spec) == 2:
+        labels = [np.asarray(y) for y in test_data.map(lambda x, y: y).as_numpy_iterator()]
+        if not labels:
+            return None
+        return classifier_labels(model, test_data.map(lambda x, y: x), np.concatenate(labels),
+                                 batch_size=None)
+    if not (isinstance(test_data, tuple) and len(test_data) == 2):
         return None
     return classifier_labels(model, *test_data)
 

@@ -12,6 +12,15 @@ _OWN_DATA = {
     "npz": "Your .npz archive (np.savez): {source: npz, path: FILE, x_key: x, y_key: y}.",
     "function": "Your Python function returning (x, y) or a batched tf.data.Dataset: "
                 "{source: function, function: module:name, arguments: {...}}.",
+    "image_folder": "Your folder of images, one subfolder per class: {source: image_folder, "
+                    "path: DIR, image_size: [H, W], color_mode: rgb}.",
+    "timeseries": "Your CSV log, one row per time step, cut into windows: {source: timeseries, "
+                  "path: FILE, target: COLUMN, window: N, horizon: 1}.",
+    "table": "Your table with typed columns (CSV, JSON lines, Parquet): {source: table, "
+             "path: FILE, target: COLUMN, columns: {NAME: {type: numeric | categorical | "
+             "text | boolean | date, ...}}}.",
+    "text_folder": "Your folder of .txt files in one subfolder per class: {source: "
+                   "text_folder, path: FOLDER}.",
 }
 
 

@@ -13,12 +13,14 @@ import os
 
 from graphfit import datasets
 from graphfit.datasets.graphs import NODE_FEATURE_KINDS
-from graphfit.recipes.reading import user_code
+from graphfit.recipes.reading import column_types, user_code
+from graphfit.recipes.reading.file_sources import FILE_SOURCES, check_file_source
 from graphfit.recipes.reading.problems import short_repr
 from graphfit.recipes.reading.schema import (
     INVALID,
     Boolean,
     Checker,
+    Custom,
     Either,
     Field,
     Integer,
@@ -29,11 +31,15 @@ from graphfit.recipes.reading.schema import (
     String,
     shown,
 )
+from graphfit.tabular.readers import FORMATS
 
 __all__ = ["SOURCES", "check_data_source", "DATA_DOC"]
 
 _SAMPLES = Field(Integer(min=1), 500, "how many samples to generate")
 _NOISE = Field(Number(min=0.0), 0.1, "standard deviation of the Gaussian noise")
+
+_COLUMNS = Custom(column_types.check_columns, "a mapping {column: {type: ..., options}}")
+_TEXT_OPTIONS = Custom(column_types.check_text_options, "text column options")
 
 SOURCES: dict[str, dict[str, Field]] = {
     "digits": {"as_images": Field(Boolean(), False, "8x8x1 images (for Conv2D) instead of 64 "
@@ -76,6 +82,32 @@ SOURCES: dict[str, dict[str, Field]] = {
             "features": Field(Nullable(ListOf(String(), min_length=1)), None,
                               "feature columns (null: every column but the target)"),
             "delimiter": Field(String(), ",", "the column separator")},
+    "table": {"path": Field(String(), doc="the table: .csv/.tsv (optionally .gz), .jsonl or "
+                                          ".parquet (pip install graphfit[tabular])"),
+              "format": Field(Nullable(String(FORMATS)), None,
+                              "csv | json_lines | parquet (null: from the extension)"),
+              "target": Field(Nullable(String()), doc="the label column (class names or "
+                                                      "numbers); null: none"),
+              "features": Field(Nullable(ListOf(String(), min_length=1)), None,
+                                "feature columns (null: every column but the target, the "
+                                "sample_weight and the id columns)"),
+              "columns": Field(_COLUMNS, {}, "{column: {type: numeric | categorical | text "
+                                             "| boolean | date, options}}; the others are "
+                                             "inferred"),
+              "delimiter": Field(Nullable(String()), None, "a CSV's separator (null: comma, "
+                                                           "tab for .tsv)"),
+              "stratify": Field(Nullable(String()), None, "a column whose classes every "
+                                                          "split keeps in proportion"),
+              "sample_weight": Field(Nullable(String()), None, "a numeric column weighting "
+                                                               "each training row's loss"),
+              "ignore": Field(ListOf(String()), [], "columns that are neither features nor "
+                                                    "target (ids)")},
+    "text_folder": {"path": Field(String(), doc="a folder with one subfolder of .txt files "
+                                                "per class"),
+                    "text": Field(_TEXT_OPTIONS, {}, "the text column's options (max_tokens, "
+                                                     "output_mode, ngrams)"),
+                    "stratify": Field(Boolean(), False, "keep each class's share in every "
+                                                        "split")},
     "npz": {"path": Field(String(), doc="the .npz file (numpy.savez)"),
             "x_key": Field(String(), "x", "the array of features"),
             "y_key": Field(Nullable(String()), "y", "the array of labels")},
@@ -83,6 +115,7 @@ SOURCES: dict[str, dict[str, Field]] = {
                                                  "or a batched tf.data.Dataset"),
                  "arguments": Field(Section({}), {}, "keyword arguments for the function")},
 }
+SOURCES.update(FILE_SOURCES)  # image_folder, timeseries
 _COMMON = {
     "source": Field(String(tuple(SOURCES)), doc="where the samples come from"),
 }
@@ -125,6 +158,9 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
     resolved["path"] = full
     if not getattr(checker, "data_files", True):
         return  # a finished run's recipe, read to predict or export: its data may be gone
+    if resolved["source"] in FILE_SOURCES:
+        check_file_source(resolved, full, path, checker)
+        return
     if os.path.isdir(full):
         checker.report(path + ("path",), f"{full} is a folder; give the data file in it")
         return
@@ -132,6 +168,8 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
         checker.report(path + ("path",), f"file not found: {full} (a relative path is read "
                                          f"from the recipe's folder)")
         return
+    if resolved["source"] == "table":
+        return  # its columns are read with the data (types, values, line numbers)
     try:
         if resolved["source"] == "csv":
             available = datasets.csv_columns(full, delimiter=resolved["delimiter"])
@@ -141,6 +179,18 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
             _check_names(resolved, path, checker, available, ("x_key", "y_key"), "array")
     except (OSError, ValueError) as error:
         checker.report(path + ("path",), f"cannot read {full}: {error}")
+
+
+def _check_folder(resolved: dict, path, checker: Checker) -> None:
+    location = resolved.get("path")
+    if location is INVALID or location is None:
+        return
+    full = os.path.abspath(os.path.join(_base_dir(path + ("path",), checker),
+                                        os.path.expanduser(location)))
+    resolved["path"] = full
+    if getattr(checker, "data_files", True) and not os.path.isdir(full):
+        checker.report(path + ("path",), f"folder not found: {full} (a relative path is read "
+                                         f"from the recipe's folder)")
 
 
 def _check_names(resolved, path, checker, available, keys, what) -> None:
@@ -199,8 +249,10 @@ def check_data_source(value, path, checker: Checker, training: bool = True):
         String(tuple(SOURCES)).check(source, path + ("source",), checker)
         return INVALID  # the other keys depend on the source
     resolved = Section(dict(common, **SOURCES[source])).check(value, path, checker)
-    if source in ("csv", "npz"):
+    if source in ("csv", "npz", "table", *FILE_SOURCES):
         _check_file(resolved, path, checker)
+    if source == "text_folder":
+        _check_folder(resolved, path, checker)
     if source == "function" and isinstance(resolved.get("function"), str):
         _check_function(resolved, path, checker)
     ranges = {"graph_classes": ("min_nodes", "max_nodes"),

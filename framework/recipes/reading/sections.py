@@ -154,10 +154,17 @@ def _dtype_policy(value, path, checker):
 
 def _class_weight(value, path, checker):
     """fit's class_weight: {class id: weight}, checked without TensorFlow. YAML mapping keys
-    arrive as strings: "0" is class 0."""
+    arrive as strings: "0" is class 0. "balanced" (Keras / scikit-learn's formula, from the
+    training split's labels) and class names as keys (a table's target of names) are
+    resolved when the data loads."""
+    if value == "balanced":
+        return value
+
     def class_id(key):
         if isinstance(key, str) and key.isdigit():
             return int(key)
+        if isinstance(key, str) and key.strip():
+            return key  # a class name, looked up in the target's classes when data loads
         return key if isinstance(key, int) and not isinstance(key, bool) and key >= 0 else None
 
     def number(v):
@@ -165,8 +172,9 @@ def _class_weight(value, path, checker):
 
     ids = [class_id(k) for k in value] if isinstance(value, dict) and value else [None]
     if None in ids or not all(number(v) for v in value.values()):
-        checker.report(path, f"must be a mapping from class ids (integers >= 0) to weights "
-                             f">= 0, e.g. {{0: 1.0, 1: 5.0}}, got {shown(value)}")
+        checker.report(path, f"must be 'balanced' or a mapping from class ids (integers >= "
+                             f"0) or class names to weights >= 0, e.g. {{0: 1.0, 1: 5.0}}, "
+                             f"got {shown(value)}")
         return INVALID
     return dict(zip(ids, value.values()))
 
@@ -185,7 +193,8 @@ _TRAINING = Section({
                    "dtype policy: float32 or float64 everywhere, or mixed_bfloat16 / "
                    "mixed_float16 (compute in 16 bits, variables, loss and metrics in float32)"),
     "shuffle": Field(Boolean(), True, "reshuffle the training samples every epoch"),
-    "class_weight": Field(Nullable(Custom(_class_weight, "a mapping from class ids to weights")),
+    "class_weight": Field(Nullable(Custom(_class_weight, "balanced, or a mapping from class "
+                                                         "ids (or names) to weights")),
                           None, "the loss of each training sample weighted by its class "
                                 "(fit's class_weight, single-output models)"),
     "validation_split": Field(Number(min=0.0, max=1.0, max_open=True), 0.15,

@@ -82,6 +82,15 @@ class Splits:
     test: Any
     standardizer: Standardizer | None
     feature_names: list[str] | None
+    #: more entries for the run's preprocessing.json (class names, image size, windows, ...)
+    record: dict = dataclasses.field(default_factory=dict)
+    # A table's typed columns (graphfit.recipes.running.table_loading): the preprocessor's
+    # record, the target's class names, the sample weights of the training rows.
+    table: dict | None = None
+    class_names: list[str] | None = None
+    train_weight: Any = None
+    # training.class_weight resolved to {class id: weight} ("balanced", class names).
+    class_weight: dict | None = None
 
 
 def load_source(source: dict, seed: int, path: tuple):
@@ -100,7 +109,34 @@ def load_source(source: dict, seed: int, path: tuple):
                                  target=source["target"], delimiter=source["delimiter"])
     if kind == "npz":
         return datasets.load_npz(source["path"], x_key=source["x_key"], y_key=source["y_key"])
+    if kind in _FILE_SOURCES:
+        return _FILE_SOURCES[kind](source, path)
     return _call_function(source, path)
+
+
+def _options(source: dict, names) -> dict:
+    return {name: source[name] for name in names}
+
+
+def _image_folder(source: dict, path: tuple):
+    try:
+        return datasets.read_image_folder(source["path"], **_options(
+            source, ("image_size", "color_mode", "interpolation", "label_mode", "on_corrupt")))
+    except ValueError as error:
+        raise DataError(path + ("path",), str(error)) from None
+
+
+def _timeseries(source: dict, path: tuple):
+    try:
+        return datasets.read_timeseries(source["path"], **_options(
+            source, ("target", "features", "window", "stride", "horizon", "time_column",
+                     "delimiter")))
+    except ValueError as error:
+        raise DataError(path + ("path",), str(error)) from None
+
+
+# Sources read from files into objects that split themselves (`source_splits`).
+_FILE_SOURCES = {"image_folder": _image_folder, "timeseries": _timeseries}
 
 
 def _call_function(source: dict, path: tuple):
@@ -162,17 +198,55 @@ def _split_indices(count: int, validation: float, test: float, seed: int, shuffl
     return order[:n_train], order[n_train:n_train + n_val], order[n_train + n_val:]
 
 
-def load_splits(config: dict) -> Splits:
+def load_splits(config: dict, record: dict | None = None) -> Splits:
     """Loads and splits the data of a resolved recipe.
+
+    Args:
+        config: the resolved recipe.
+        record: a finished run's `preprocessing.json`: a table's statistics are reused from
+            it instead of adapted again.
 
     Raises:
         DataError: naming the recipe key when the data cannot be used as asked (too few
             samples for the splits, standardization of a dataset, ...).
     """
+    from graphfit.recipes.running import table_loading
+
+    data, training = config["data"], config["training"]
+    if data["source"] in table_loading.TABLE_SOURCES:
+        return table_loading.load_table_splits(config, (record or {}).get("table"))
+    splits = _load_array_splits(config)
+    splits.class_weight = _class_weight(training.get("class_weight"), splits.train)
+    return splits
+
+
+def _class_weight(value, train):
+    """training.class_weight as {class id: weight}: "balanced" from the training labels."""
+    if value is None:
+        return None
+    if any(isinstance(key, str) for key in value) or (value == "balanced" and not (
+            isinstance(train, tuple) and train[1] is not None)):
+        raise DataError(("training", "class_weight"),
+                        f"{value!r}: class names and 'balanced' need a table's target of "
+                        f"class names or label arrays; give {{class id: weight}}")
+    if value == "balanced":
+        from graphfit.tabular.targets import balanced_class_weight
+
+        y = np.asarray(train[1]).reshape(len(train[1]), -1)
+        labels = y.argmax(axis=1) if y.shape[1] > 1 else y[:, 0]
+        return balanced_class_weight(labels, int(labels.max()) + 1)
+    return dict(value)
+
+
+def _load_array_splits(config: dict) -> Splits:
     seed, data, training = config["seed"], config["data"], config["training"]
     loaded = load_source(data, seed, ("data",))
     separate = {stage: training[f"{name}_data"] for stage, name in (("val", "validation"),
                                                                     ("test", "test"))}
+    from graphfit.recipes.running import source_splits
+
+    if source_splits.splits_itself(loaded):  # an image folder (by file), a time series (by time)
+        return source_splits.source_splits(loaded, config)
     if not isinstance(loaded, tuple):  # a tf.data.Dataset from a user function
         return _dataset_splits(loaded, data, training, separate, seed)
     x, y = loaded

@@ -31,7 +31,7 @@ from graphfit.recipes.running.data_loading import Standardizer
 from graphfit.training.losses import loss_kind, resolve_loss
 
 __all__ = ["InputFormat", "read_inputs", "read_ids", "check_output", "prediction_table",
-           "write_csv"]
+           "write_csv", "read_table_inputs", "named_columns"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +52,7 @@ class InputFormat:
     @classmethod
     def of_run(cls, data: dict, id_column: str | None = None) -> "InputFormat":
         """The format of a run whose resolved recipe `data` section is `data`."""
-        delimiter = data.get("delimiter") if data.get("source") == "csv" else None
+        delimiter = data.get("delimiter") if data.get("source") in ("csv", "table") else None
         x_key = data.get("x_key") if data.get("source") == "npz" else None
         return cls(delimiter or ",", x_key or "x", id_column)
 
@@ -93,6 +93,55 @@ def read_inputs(path: str, preprocessing: dict, form: InputFormat = InputFormat(
     x = x.reshape((len(x), *shape)).astype(np.float32)
     record = preprocessing.get("standardize")
     return Standardizer.from_json(record)(x) if record else x
+
+
+def read_table_inputs(path: str, record: dict, form: InputFormat = InputFormat()):
+    """(model input, ids or None) of the raw rows in `path` (CSV, JSON lines or Parquet) for
+    a run trained on a table (`record`: its preprocessing.json's `table`): the columns by
+    name, each cell checked against its column's type (a bad one quoted with its line), the
+    run's statistics applied. Values unseen in training go to the OOV bucket, counted on
+    stderr. A text folder's run reads a table with a `text` column.
+
+    Raises:
+        ValueError: an unreadable file, no rows, a missing column, a cell of the wrong type.
+    """
+    import sys
+
+    from graphfit.tabular import Column, TablePreprocessor, raw_values, read_table
+
+    _check_input_file(path)
+    delimiter = form.delimiter if path.endswith((".csv", ".csv.gz")) else None
+    table = read_table(path, None if not path.endswith(".txt") else "csv", delimiter)
+    prep = TablePreprocessor.from_record(record["preprocessor"])
+    columns = [Column.from_record(c) for c in record["preprocessor"]["columns"]]
+    missing = [c.name for c in columns if c.name not in table.columns]
+    if missing:
+        raise ValueError(f"it lacks the column(s) {', '.join(missing)}; the run reads "
+                         f"{', '.join(c.name for c in columns)} (by name, in any order)")
+    raw = {c.name: raw_values(c, table.columns[c.name], table.lines, path) for c in columns}
+    for name, count in prep.oov_counts(raw).items():
+        if count:
+            print(f"graphfit: note: column {name}: {count} value(s) unseen in training went "
+                  f"to the out-of-vocabulary bucket", file=sys.stderr)
+    ids = None
+    if form.id_column is not None:
+        if form.id_column not in table.columns:
+            raise ValueError(f"--id-column {form.id_column}: the file has no column "
+                             f"{form.id_column!r} (its columns: {', '.join(table.names)})")
+        ids = ["" if v is None else str(v) for v in table.columns[form.id_column]]
+    return prep.transform_arrays(raw), ids
+
+
+def named_columns(names: list[str], class_names: list[str] | None) -> list[str]:
+    """The output columns with the classes' names: `probability_<name>` per class (the
+    second class's for a binary model with one probability)."""
+    if not class_names:
+        return names
+    if names == ["class", "probability"] and len(class_names) == 2:
+        return ["class", f"probability_{class_names[1]}"]
+    return [f"probability_{class_names[int(n.split('_')[1])]}"
+            if n.startswith("probability_") and n.split("_")[1].isdigit()
+            and int(n.split("_")[1]) < len(class_names) else n for n in names]
 
 
 def _read_graphs(path: str, preprocessing: dict) -> datasets.GraphSet:
@@ -277,9 +326,10 @@ def prediction_table(outputs: np.ndarray, loss) -> tuple[list[str], np.ndarray]:
 
 
 def write_csv(path: str, names: list[str], rows: np.ndarray, ids=None,
-              id_column: str | None = None) -> None:
+              id_column: str | None = None, class_names: list[str] | None = None) -> None:
     """Writes the table; the class column as integers, the rest with full float precision;
-    with `ids`, first a column `id_column` holding them as they were read.
+    with `ids`, first a column `id_column` holding them as they were read; with
+    `class_names` (the run's, id -> name), a `class_name` column after `class`.
 
     Raises:
         ValueError: when `path` cannot be written (see `check_output`; a permission error...).
@@ -289,10 +339,14 @@ def write_csv(path: str, names: list[str], rows: np.ndarray, ids=None,
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
-            writer.writerow(([id_column] if ids is not None else []) + list(names))
+            named = class_names is not None and "class" in names
+            header = [n for name in names for n in (
+                [name, "class_name"] if named and name == "class" else [name])]
+            writer.writerow(([id_column] if ids is not None else []) + header)
             for index, row in enumerate(rows):
-                cells = [int(v) if name == "class" else repr(float(v))
-                         for name, v in zip(names, row)]
+                cells = [cell for name, v in zip(names, row) for cell in (
+                    [int(v), class_names[int(v)]] if named and name == "class"
+                    else [int(v)] if name == "class" else [repr(float(v))])]
                 writer.writerow(([ids[index]] if ids is not None else []) + cells)
     except OSError as error:
         raise ValueError(f"cannot write {os.path.abspath(path)}: "

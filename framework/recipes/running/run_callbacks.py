@@ -21,7 +21,7 @@ from graphfit.recipes.reading.recipe import Recipe
 from graphfit.recipes.running import run_directory
 from graphfit.recipes.running.builder import build_callbacks
 
-__all__ = ["hyperparameters", "trial_id", "run_callbacks", "CHECKPOINTS"]
+__all__ = ["table_summary", "hyperparameters", "trial_id", "run_callbacks", "CHECKPOINTS"]
 
 CHECKPOINTS = "checkpoints"
 
@@ -51,13 +51,34 @@ def trial_id(config: dict, run: str) -> str:
     return folder if folder == config["name"] else f"{config['name']}/{folder}"
 
 
+def table_summary(table: dict | None) -> str:
+    """A table's typed columns and class names, as YAML comments (TensorBoard's Text tab
+    shows them under the recipe); "" for other data."""
+    if not table:
+        return ""
+    from graphfit.tabular import Column, describe
+
+    columns = [Column.from_record(c) for c in table["preprocessor"]["columns"]]
+    lines = ["", "# data columns (statistics from the training split):"]
+    lines += ["#" + line for line in describe(columns, table.get("vocabulary_sizes"))]
+    if table.get("class_names"):
+        lines.append(f"# classes of {table['target']} (id: name): " + ", ".join(
+            f"{i}: {name}" for i, name in enumerate(table["class_names"])))
+    for stage, counts in (table.get("oov_counts") or {}).items():
+        for name, count in counts.items():
+            lines.append(f"# {stage}: {count} value(s) of {name} unseen in training went to "
+                         f"the out-of-vocabulary bucket")
+    return "\n".join(lines) + "\n"
+
+
 def run_callbacks(recipe: Recipe, run: str, monitor: str, resumed_epoch: int = 0,
-                  writes: bool = True) -> list:
+                  writes: bool = True, data_summary: str = "") -> list:
     """The run's callbacks: the recipe's, then TensorBoard and ModelCheckpoint if it has none.
 
     Args:
         resumed_epoch: the epoch a resumed run starts at (its CSV log keeps earlier rows).
         writes: False on a worker other than the chief (its CSV log is left alone).
+        data_summary: text shown after the recipe in TensorBoard (`table_summary`).
     """
     from graphfit import callbacks
 
@@ -65,7 +86,7 @@ def run_callbacks(recipe: Recipe, run: str, monitor: str, resumed_epoch: int = 0
     kinds = {type(callback).__name__ for callback in own}
     for callback in own:
         if isinstance(callback, callbacks.TensorBoard):
-            callback.recipe_text = callback.recipe_text or recipe.to_yaml()
+            callback.recipe_text = callback.recipe_text or recipe.to_yaml() + data_summary
             callback.hparams = callback.hparams or hyperparameters(recipe.config)
             callback.trial_id = callback.trial_id or trial_id(recipe.config, run)
         if isinstance(callback, callbacks.CSVLogger) and resumed_epoch and writes:
@@ -73,7 +94,7 @@ def run_callbacks(recipe: Recipe, run: str, monitor: str, resumed_epoch: int = 0
     extra = []
     if "TensorBoard" not in kinds:
         extra.append(callbacks.TensorBoard(os.path.join(run, run_directory.LOGS),
-                                           recipe_text=recipe.to_yaml(),
+                                           recipe_text=recipe.to_yaml() + data_summary,
                                            hparams=hyperparameters(recipe.config),
                                            trial_id=trial_id(recipe.config, run)))
     if "ModelCheckpoint" not in kinds:

@@ -46,13 +46,15 @@ def _error(recipe: Recipe, path: tuple, error: Exception) -> RecipeError:
     return RecipeError([Problem(path, clean_message(error), recipe.position(path))])
 
 
-def prepare(recipe: Recipe, distribute: bool = True) -> Prepared:
+def prepare(recipe: Recipe, distribute: bool = True, record: dict | None = None) -> Prepared:
     """Loads the data, builds and compiles the model and checks them against each other.
 
     Args:
         recipe: the checked recipe.
         distribute: build the model inside the strategy of the recipe's `distribute:`
             section (False: on one device, as a finished run is evaluated).
+        record: a finished run's `preprocessing.json`, whose statistics of a table are
+            reused (evaluate, resume) instead of adapted again.
 
     Raises:
         RecipeError: naming the recipe key to fix (data, model, loss, ...).
@@ -67,7 +69,7 @@ def prepare(recipe: Recipe, distribute: bool = True) -> Prepared:
     _check_base_split(recipe)
     gf.set_seed(config["seed"])
     try:
-        splits = load_splits(config)
+        splits = load_splits(config, record)
     except DataError as error:
         raise _error(recipe, error.path, error) from None
     except (ValueError, OSError) as error:
@@ -131,7 +133,8 @@ def _compile_key(error: Exception) -> tuple:
 
 # What decides which rows land in which split (see data_loading): the data must be split
 # the same way as the base run's, or the base's training rows leak into this run's test rows.
-_SPLIT_KEYS = (("seed",), ("data", "shuffle"), ("training", "validation_split"),
+_SPLIT_KEYS = (("seed",), ("data", "shuffle"), ("data", "stratify"),
+               ("training", "validation_split"),
                ("training", "test_split"), ("training", "validation_data"),
                ("training", "test_data"))
 
@@ -144,7 +147,7 @@ def _get(config: dict, path: tuple):
 
 def _data_identity(config: dict) -> dict:
     return {k: v for k, v in (config.get("data") or {}).items()
-            if k not in ("shuffle", "standardize")}
+            if k not in ("shuffle", "standardize", "stratify")}
 
 
 def _check_base_split(recipe: Recipe) -> None:
@@ -344,7 +347,8 @@ def load_run(run: str, data: bool = True) -> tuple[Prepared, dict]:
     spec = None if data else _recorded_input_spec(preprocessing)
     recipe = load_recipe(run_directory.read_recipe(run), data_files=spec is None)
     if spec is None:
-        prepared = prepare(recipe, distribute=False)  # a finished run: on one device
+        # A finished run: on one device, with the statistics it trained with.
+        prepared = prepare(recipe, distribute=False, record=preprocessing)
     else:
         model = _compiled_model(recipe)
         model.build_for(spec, "x")

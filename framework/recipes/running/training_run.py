@@ -43,6 +43,7 @@ from graphfit.recipes.running.run_callbacks import (
     CHECKPOINTS,
     hyperparameters,
     run_callbacks,
+    table_summary,
     trial_id,
 )
 from graphfit.recipes.running.runner import Prepared, prepare, sample_dtype, sample_shape
@@ -174,7 +175,8 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
     recorder = _HistoryFile(os.path.join(run, "history.json"), earlier, writes)
     stopper = _StopWhenNotFinite()
     model.nonfinite_step = None
-    callbacks = run_callbacks(prepared.recipe, run, monitor, initial_epoch, writes)
+    callbacks = run_callbacks(prepared.recipe, run, monitor, initial_epoch, writes,
+                              table_summary(splits.table))
     model.fit(x, y, batch_size=training["batch_size"], epochs=training["epochs"],
               verbose=verbose, callbacks=callbacks + [recorder, stopper],
               validation_data=splits.val, test_data=splits.test, shuffle=training["shuffle"],
@@ -182,7 +184,7 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
               check_finite=False, initial_epoch=initial_epoch,
               test_freq=training.get("test_freq"),
               steps_per_epoch=training.get("steps_per_epoch"),
-              class_weight=training.get("class_weight"),
+              class_weight=splits.class_weight, sample_weight=splits.train_weight,
               cache_frozen=training.get("cache_frozen", False))
     losses = recorder.history.get("loss") or [0.0]
     if (model.nonfinite_step is not None or stopper.epoch is not None
@@ -251,7 +253,8 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
         run_directory.update_latest(run)  # runs/<name>/latest -> this run
     # Last, once the run is complete: learning_curves.png, and confusion_matrix.png of the
     # test split for a classifier (a warning, not a failure, without matplotlib).
-    plots.plot_finished_run(run, model, labels=labels)
+    plots.plot_finished_run(run, model, labels=labels,
+                            class_names=splits.class_names or splits.record.get("class_names"))
     return RunResult(run, metrics, recorder.history, model, restored_epoch, fit_report)
 
 
@@ -313,6 +316,8 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
             "input_dtype": sample_dtype(prepared.model),
             "feature_names": splits.feature_names,
             "standardize": splits.standardizer.to_json() if splits.standardizer else None,
+            **splits.record,
+            **({"table": splits.table} if splits.table is not None else {}),
         })
         return _fit_into(run, prepared, 0, verbose, [])
 
@@ -387,7 +392,9 @@ def _resume_locked(run: str, recipe_file: str, overrides: list[str],
 
     recipe = load_recipe(recipe_file, overrides + where)
     folder = checkpoint_folder(recipe.config, run)
-    prepared = prepare(recipe)
+    record = os.path.join(run, "preprocessing.json")  # the statistics it trained with
+    prepared = prepare(recipe, record=run_directory.read_json(record)
+                       if os.path.isfile(record) else None)
     state = checkpoints.restore_latest(prepared.model, folder)
     if state is None:
         raise ValueError(f"the run {run} has no intact checkpoint in {folder}/latest to resume "

@@ -225,3 +225,9 @@ def test_set_values_and_config_round_trip():
         formula.set_values({"k": 0.3})
     clone = layers.Formula.from_config(formula.get_config())
     assert clone.params == formula.params
+
+
+def test_fit_many_refuses_bounded_fixed_and_global_formulas():
+    formula = layers.Formula("a*exp(-k*x)", params={"a": 1.0, "k": {"value": 0.3, "min": 0}})
+    with pytest.raises(ValueError, match="'k' is bounded, fixed or given per data set"):
+        fitting.fit_curve(formula, X, Y)

@@ -347,8 +347,12 @@ def test_recipes_can_set_class_weight(tmp_path):
     result = _train(tmp_path, overrides=["training.class_weight={0: 0.0, 1: 0.0}",
                                          "training.epochs=1", "training.jit_compile=false"])
     assert result.history["loss"] == [0.0]
-    with pytest.raises(RecipeError, match="class_weight: must be a mapping from class ids"):
-        _recipe(tmp_path, overrides=["training.class_weight={cat: 1.0}"])
+    with pytest.raises(RecipeError, match="class_weight: must be 'balanced' or a mapping from "
+                                          "class ids"):
+        _recipe(tmp_path, overrides=["training.class_weight=heavy"])
+    # A class name needs a target of class names (a table's): said when the data loads.
+    with pytest.raises(RecipeError, match="class_weight.*class names and 'balanced' need"):
+        runner.prepare(_recipe(tmp_path, overrides=["training.class_weight={cat: 1.0}"]))
 
 
 def _empty_data_files(folder):

@@ -1,0 +1,234 @@
+"""Small fits and many fits: graphfit's `fitting` against SciPy's `curve_fit`.
+
+    python benchmarks/curve_fit_many.py [--curves 10000] [--sizes 100,1000,10000,100000]
+                                        [--repeats 3] [--skip-small] [--skip-many]
+
+1. Small fits (issue 44, item 5), NIST's Misra1a (14 points, 2 parameters, start 1):
+   - the first fit in a fresh process (TensorFlow and graphfit already imported, from the
+     formula to the fitted parameters): `fitting.fit_curve`, and for reference the same fit
+     through `model.fit` with `LevenbergMarquardt` (a `layers.Formula` model), medians over
+     `--repeats` processes;
+   - a further fit of the same formula on new data (Misra1a's y scaled by 1 + 0.001·i),
+     median of 30: `fit_curve`, a second `model.fit` model, and SciPy's `curve_fit`.
+2. Many fits (item 6): `--curves` noisy Misra1a-like curves (each its own b1, b2 and 1 %
+   noise on Misra1a's x) fitted in one `fitting.fit_many` call against a loop of
+   `curve_fit` over them (SciPy's defaults tightened to xtol = ftol = 1e-14 so that both
+   converge to the last digits): the time (graphfit: median of `--repeats` calls after the
+   first, which traces; the first call too), the speed-up, and the parameters' agreement
+   (digits of the largest relative difference). Then the time per curve for each of
+   `--sizes` (graphfit: median of the calls after the first, which traces or compiles that
+   shape; SciPy's per-curve time measured on up to 1000 curves). `fit_many` runs under XLA
+   from 50 000 data values on (`jit_compile="auto"`): 10 000 and 100 000 curves here.
+Not a test: numbers depend on the machine and its load; the script prints both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from benchmarks.machine import cpu_model  # noqa: E402
+
+MISRA = "b1*(1-exp(-b2*x))"
+START = {"b1": 500.0, "b2": 1e-4}
+
+
+def _misra(x, b1, b2):
+    return b1 * (1 - np.exp(-b2 * x))
+
+
+def _problem():
+    from tests.optimizers.levenberg_marquardt import nist
+
+    return nist.read(nist.DATA / "Misra1a.dat")
+
+
+def _first_fit(kind: str) -> dict:
+    """One fit in this (fresh) process: {'seconds', 'b1'}."""
+    import tensorflow as tf  # noqa: F401  (imported before the clock, as the issue says)
+
+    import graphfit as gf
+    from graphfit import fitting, layers, optimizers
+
+    problem = _problem()
+    start, cpu = time.perf_counter(), time.process_time()
+    if kind == "fit_curve":
+        b1 = fitting.fit_curve(MISRA, problem.x[:, 0], problem.y, p0=START).values["b1"]
+    else:
+        formula = layers.Formula(MISRA, params=START, dtype="float64")
+        model = gf.Sequential([formula], dtype="float64")
+        model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+        model.fit(problem.x, problem.y[:, None], batch_size=None, epochs=2000, verbose=0)
+        b1 = formula.values()["b1"]
+    return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu, "b1": b1}
+
+
+def _in_fresh_process(kind: str) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--first-fit", kind]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _further_fits(repeats: int = 30) -> dict:
+    """Median seconds of a further fit on new data: fit_curve, model.fit, SciPy."""
+    from scipy.optimize import curve_fit
+
+    import graphfit as gf
+    from graphfit import fitting, layers, optimizers
+
+    problem = _problem()
+    x = problem.x[:, 0]
+    times = {name: [] for name in ("fit_curve", "curve_fit", "model.fit", "fit_curve cpu",
+                                   "curve_fit cpu", "model.fit cpu", "fit_curve xla")}
+    fitting.fit_curve(MISRA, x, problem.y, p0=START, jit_compile=True)  # XLA's compile
+    fitting.fit_curve(MISRA, x, problem.y, p0=START)  # the formula's one trace
+    for i in range(repeats):
+        y = problem.y * (1 + 0.001 * (i + 1))
+        for name, run in (("fit_curve", lambda y=y: fitting.fit_curve(MISRA, x, y, p0=START)),
+                          ("curve_fit", lambda y=y: curve_fit(_misra, x, y,
+                                                              p0=[START["b1"], START["b2"]]))):
+            start, cpu = time.perf_counter(), time.process_time()
+            run()
+            times[name].append(time.perf_counter() - start)
+            times[name + " cpu"].append(time.process_time() - cpu)
+        start = time.perf_counter()
+        fitting.fit_curve(MISRA, x, y, p0=START, jit_compile=True)
+        times["fit_curve xla"].append(time.perf_counter() - start)
+    for i in range(min(3, repeats)):  # model.fit: a new model traces again (seconds each)
+        y = problem.y * (1 + 0.001 * (i + 1))
+        start, cpu = time.perf_counter(), time.process_time()
+        formula = layers.Formula(MISRA, params=START, dtype="float64")
+        model = gf.Sequential([formula], dtype="float64")
+        model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+        model.fit(problem.x, y[:, None], batch_size=None, epochs=2000, verbose=0)
+        times["model.fit"].append(time.perf_counter() - start)
+        times["model.fit cpu"].append(time.process_time() - cpu)
+    return {name: float(np.median(values)) for name, values in times.items()}
+
+
+def small_table(repeats: int) -> None:
+    runs = {kind: [_in_fresh_process(kind) for _ in range(repeats)]
+            for kind in ("fit_curve", "model.fit")}
+    first = {kind: [run["seconds"] for run in values] for kind, values in runs.items()}
+    first_cpu = {kind: [run["cpu"] for run in values] for kind, values in runs.items()}
+    further = _further_fits()
+    print(f"\nSmall fits: NIST Misra1a (14 points, 2 parameters), start 1, float64; "
+          f"{cpu_model()}, load average {os.getloadavg()[0]:.1f}")
+    print("| path | first fit in a process (median of "
+          f"{repeats}; its CPU time) | further fit, new data (median; CPU) | further / SciPy |")
+    print("|---|---:|---:|---:|")
+    scipy_time = further["curve_fit"]
+    for kind in ("fit_curve", "model.fit"):
+        ratio = further[kind] / scipy_time
+        print(f"| graphfit {kind} | {np.median(first[kind]):.3f} s "
+              f"({np.median(first_cpu[kind]):.3f}) | {further[kind] * 1e3:.2f} ms "
+              f"({further[kind + ' cpu'] * 1e3:.2f}) | "
+              f"{ratio:.1f}x |")
+    print(f"| graphfit fit_curve(jit_compile=True), after its compile | - | "
+          f"{further['fit_curve xla'] * 1e3:.2f} ms | "
+          f"{further['fit_curve xla'] / scipy_time:.1f}x |")
+    print(f"| SciPy curve_fit | - | {scipy_time * 1e3:.2f} ms "
+          f"({further['curve_fit cpu'] * 1e3:.2f}) | 1.0x |")
+    print("Targets: first fit <= 0.3 s; further fit <= 10x SciPy's curve_fit.")
+
+
+def _curves(count: int, seed: int = 0):
+    x = _problem().x[:, 0]
+    rng = np.random.default_rng(seed)
+    truth = np.stack([rng.uniform(150, 350, count), rng.uniform(3e-4, 9e-4, count)], -1)
+    clean = _misra(x[None], truth[:, :1], truth[:, 1:])
+    return x, clean * (1 + 0.01 * rng.standard_normal(clean.shape))
+
+
+def _scipy_loop(x, y):
+    from scipy.optimize import curve_fit
+
+    out = np.empty((len(y), 2))
+    for i, row in enumerate(y):
+        out[i] = curve_fit(_misra, x, row, p0=[START["b1"], START["b2"]], xtol=1e-14,
+                           ftol=1e-14, maxfev=10000)[0]
+    return out
+
+
+def _graphfit_many(x, y, repeats: int):
+    from graphfit import fitting
+
+    times, fits = [], None
+    for _ in range(repeats):
+        start, cpu = time.perf_counter(), time.process_time()
+        fits = fitting.fit_many(MISRA, x, y, p0=START)
+        times.append(time.perf_counter() - start)
+        _graphfit_many.cpu = time.process_time() - cpu
+    return fits, times
+
+
+def many_table(curves: int, sizes: list[int], repeats: int) -> None:
+    x, y = _curves(curves)
+    fits, times = _graphfit_many(x, y, repeats + 1)  # the first call traces the formula
+    ours_cpu = _graphfit_many.cpu
+    start, cpu = time.perf_counter(), time.process_time()
+    reference = _scipy_loop(x, y)
+    scipy_time = time.perf_counter() - start
+    scipy_cpu = time.process_time() - cpu
+    ours = float(np.median(times[1:]))
+    difference = np.max(np.abs(fits.params - reference) / np.abs(reference))
+    print(f"\nMany fits: {curves} noisy Misra1a-like curves (14 points, 2 parameters each), "
+          f"float64; {cpu_model()}, load average {os.getloadavg()[0]:.1f}")
+    print("| | time | per curve | speed-up |")
+    print("|---|---:|---:|---:|")
+    print(f"| graphfit fit_many, one call (median of {repeats}) | {ours:.3f} s | "
+          f"{ours / curves * 1e6:.1f} µs | {scipy_time / ours:.1f}x |")
+    print(f"| graphfit fit_many, first call (traces) | {times[0]:.3f} s | "
+          f"{times[0] / curves * 1e6:.1f} µs | {scipy_time / times[0]:.1f}x |")
+    print(f"| SciPy curve_fit loop | {scipy_time:.3f} s | {scipy_time / curves * 1e6:.1f} µs "
+          f"| 1.0x |")
+    print(f"Process CPU time of the last graphfit call {ours_cpu:.3f} s, of the SciPy loop "
+          f"{scipy_cpu:.3f} s ({scipy_cpu / ours_cpu:.1f}x).")
+    print(f"Converged: {int(fits.converged.sum())} of {curves}; largest relative difference "
+          f"of the parameters to SciPy's: {difference:.1e} "
+          f"({-np.log10(max(difference, 1e-16)):.1f} digits). Target: >= 20x, 6 digits.")
+    print("\n| curves | graphfit per curve | its first call (traces, compiles) | SciPy per "
+          "curve | speed-up | graphfit steps (median, max) |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for count in sizes:
+        xs, ys = _curves(count, seed=1)
+        fits, times = _graphfit_many(xs, ys, 1 + (repeats if count <= 10_000 else 1))
+        ours = float(np.median(times[1:])) / count
+        sample = ys[:min(count, 1000)]
+        start = time.perf_counter()
+        _scipy_loop(xs, sample)
+        theirs = (time.perf_counter() - start) / len(sample)
+        print(f"| {count} | {ours * 1e6:.1f} µs | {times[0]:.2f} s | {theirs * 1e6:.1f} µs | "
+              f"{theirs / ours:.1f}x | {int(np.median(fits.steps))}, {int(fits.steps.max())} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--curves", type=int, default=10_000)
+    parser.add_argument("--sizes", default="100,1000,10000,100000")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-small", action="store_true")
+    parser.add_argument("--skip-many", action="store_true")
+    parser.add_argument("--first-fit", choices=["fit_curve", "model.fit"],
+                        help=argparse.SUPPRESS)  # the child process of the first-fit timing
+    args = parser.parse_args()
+    if args.first_fit:
+        print(json.dumps(_first_fit(args.first_fit)))
+        return
+    if not args.skip_small:
+        small_table(args.repeats)
+    if not args.skip_many:
+        many_table(args.curves, [int(s) for s in args.sizes.split(",")], args.repeats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,371 @@
+"""Levenberg–Marquardt on many independent curve fits at once: one traced `tf.while_loop`.
+
+Every tensor carries the curves on its first axis: the parameters `[N, p]`, the residuals
+`[N, m]`, the Jacobians `[N, m, p]`, `JᵀJ` `[N, p, p]`. One iteration of the loop is one
+trial of `optimizers.LevenbergMarquardt` for every curve still fitting, by the same rules and
+constants (docs/levenberg_marquardt.md), each curve with its own λ, ν, running scale, trial
+count and convergence test:
+
+1. at the start of a step (the first, after an accepted trial, or after `attempts_per_step`
+   rejected ones), the running maximum of `diag(JᵀJ)` takes the step's diagonal with the
+   memory of geodesic acceleration (`damping.SCALE_MEMORY` per step: a full batch), λ starts
+   from the previous step's (`τ · scale` at the first) and MINPACK's gradient test runs;
+2. the damped system `(Ã + λI) u = −D^-½ Jᵀr` is solved by a batched Cholesky factorization
+   (`tf.linalg.cholesky` on `[N, p, p]`), with the clipped eigendecomposition for the curves
+   whose factorization fails;
+3. geodesic acceleration bends the step (central differences of the residuals along δ, the
+   correction kept when `2‖D^½a‖ ≤ α‖D^½δ‖`), a step longer than `MAX_RELATIVE_STEP` times
+   the point is rejected unseen, the gain ratio accepts or rejects, Nielsen's rule updates λ
+   and ν, and MINPACK's ftol and xtol tests (and the stall and NaN tests) end a curve's fit.
+
+A curve whose fit ended keeps its parameters bit for bit while the others go on; the loop ends
+when every curve has ended or spent `max_steps` steps. The Jacobian takes one backward pass:
+every point reads its own copy of its curve's parameters (`_Curves.linearize`).
+
+The traced loop depends on the formula and the number of input columns only: data of any
+number of curves and points, starts and settings are its arguments, so a second fit of the
+same formula (new data, another N) reuses it (`fit_function`). The single-curve fit
+(`fitting.fit_curve`) is this loop with N = 1.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from graphfit.core.graph_rewrites import graph_rewrites
+from graphfit.layers import formula_parser
+from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
+from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
+from graphfit.optimizers.levenberg_marquardt import geodesic as lm_geodesic
+from graphfit.optimizers.levenberg_marquardt import update as lm_update
+
+__all__ = ["Settings", "LoopResult", "fit_function", "run_fit", "use_xla", "GRAPH_REWRITES",
+           "XLA_VALUES"]
+
+F64 = tf.float64
+EPS = float(np.finfo(np.float64).eps)
+# The data values (curves × points) from which `jit_compile="auto"` compiles with XLA.
+XLA_VALUES = 50_000
+# One round of Grappler: the loop is a few hundred small ops (as LevenbergMarquardt's step).
+GRAPH_REWRITES = {"meta_optimizer_iterations": "ONE", "memory_optimization": "NO_MEM_OPT"}
+
+
+class Settings(NamedTuple):
+    """The optimizer settings of a batched fit (LevenbergMarquardt's defaults)."""
+
+    max_steps: int = 1000
+    attempts_per_step: int = 10
+    initial_damping: float = 1e-3
+    ftol: float = 1e-15
+    xtol: float = 1e-10
+    gtol: float = 0.0
+    geodesic_acceleration: bool = True
+
+
+class LoopResult(NamedTuple):
+    """What the loop returns, one row per curve (NumPy arrays).
+
+    Attributes:
+        params: `[N, p]` the parameters the fits ended on.
+        reason: `[N]` the convergence code (`levenberg_marquardt.convergence`; 0: `max_steps`
+            spent).
+        steps: `[N]` LM steps (a step: up to `attempts_per_step` trials).
+        evaluations: `[N]` trials (each one evaluation of the residuals at a new point).
+        rss: `[N]` the (weighted) residual sum of squares at `params`.
+        jtj: `[N, p, p]` `JᵀJ` of the weighted residuals at `params`.
+    """
+
+    params: np.ndarray
+    reason: np.ndarray
+    steps: np.ndarray
+    evaluations: np.ndarray
+    rss: np.ndarray
+    jtj: np.ndarray
+
+
+class _Curves:
+    """The weighted residuals `w·(f(x; b) − y)` of N curves and their Jacobian."""
+
+    def __init__(self, parsed, names, x, y, weights):
+        self.parsed, self.names, self.y, self.weights = parsed, names, y, weights
+        columns = tf.unstack(x, num=x.shape[-1], axis=-1)  # [N, m] each
+        self.inputs = {name: columns[0 if name == "x" else int(name[1:]) - 1]
+                       for name in parsed.inputs}
+
+    def residuals(self, params):
+        """`[..., N, m]` for parameters `[..., N, p]`, or `[N, m, p]` (one copy per point)."""
+        per_point = params.shape.rank == 3
+        # One Unpack op each (slices cost three constants apiece in the traced loop).
+        columns = tf.unstack(params if per_point else params[..., None, :], axis=-1)
+        values = dict(zip(self.names, columns))
+        values.update(self.inputs)
+        model = self.parsed.evaluate(values, F64)
+        return (model - self.y) * self.weights
+
+    def linearize(self, params):
+        """`(r [N, m], J [N, m, p])` by one backward pass: each point gets its own copy of
+        its curve's parameters (`[N, m, p]`), so the gradient of `Σ r` with respect to the
+        copies is the Jacobian, row by row (no point reads another's copy)."""
+        copies = tf.broadcast_to(tf.expand_dims(params, 1), tf.concat(
+            [tf.shape(self.y), tf.shape(params)[-1:]], 0))
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(copies)
+            rows = self.residuals(copies)
+        return rows, tape.gradient(rows, copies,
+                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+
+def _scaled_solve(a, d, damping, near):
+    """`solve(b) -> δ = −(A + λD)⁻¹ b` per curve, in the scaled variables
+    (`damping.ScaledSystem`), one factorization for every right-hand side of the trial:
+    Cholesky, or where it fails and the step's first λ was `near` the resolution (below
+    `EIGEN_MARGIN` times it), the eigendecomposition with negative eigenvalues clipped.
+    A failed Cholesky elsewhere, and a non-finite system, give NaN (the trial is rejected)."""
+    inv_sqrt = tf.math.rsqrt(d)
+    p = _col(inv_sqrt) * a * tf.expand_dims(inv_sqrt, 1)
+    finite = tf.reduce_all(tf.math.is_finite(p), axis=[1, 2])
+    eye = tf.eye(tf.shape(a)[-1], batch_shape=tf.shape(a)[:1], dtype=F64)
+    p = tf.where(_col(_col(finite)), p, eye)
+    factor = tf.linalg.cholesky(p + _col(_col(damping)) * eye)
+    ok = tf.reduce_all(tf.math.is_finite(factor), axis=[1, 2])
+    factor = tf.where(_col(_col(ok)), factor, eye)
+    # The eigendecomposition only when some curve needs it (else that of the identity).
+    values, vectors = tf.cond(tf.reduce_all(ok | ~near), lambda: (eye[:, 0], eye),
+                              lambda: tf.linalg.eigh(p))
+    inverse = 1.0 / (tf.maximum(values, 0.0) + _col(damping))
+    usable = _col(finite & (ok | near))
+
+    def solve(b):
+        rhs = -inv_sqrt * b
+        v = tf.where(_col(ok), tf.squeeze(tf.linalg.cholesky_solve(factor, _col(rhs)), -1),
+                     tf.linalg.matvec(vectors, inverse * tf.linalg.matvec(
+                         vectors, rhs, transpose_a=True)))
+        return tf.where(usable, inv_sqrt * v, float("nan"))
+
+    return solve
+
+
+class _State(NamedTuple):
+    params: tf.Tensor  # [N, p]
+    damping: tf.Tensor  # [N] λ (negative before the first step)
+    first_damping: tf.Tensor  # [N] λ of the step's first trial
+    growth: tf.Tensor  # [N] ν
+    scale: tf.Tensor  # [N, p] running maximum of diag(JᵀJ)
+    new_step: tf.Tensor  # [N] bool: the next trial starts a step
+    trials: tf.Tensor  # [N] trials in the current step
+    steps: tf.Tensor  # [N] steps started
+    evaluations: tf.Tensor  # [N]
+    reason: tf.Tensor  # [N] int64, 0 while fitting
+    active: tf.Tensor  # [N] bool
+
+
+def _col(v):
+    """`v[..., None]` in one op (a slice costs four in the traced loop)."""
+    return tf.expand_dims(v, -1)
+
+
+def _norm(v):
+    return tf.norm(v, axis=-1)
+
+
+def _trial(curves, state: _State, s):
+    """One trial for every curve (the inactive ones' results are discarded)."""
+    n = state.params.shape[-1]
+    r, jac = curves.linearize(state.params)
+    f0 = tf.reduce_sum(tf.square(r), -1)
+    a = tf.einsum("nmp,nmq->npq", jac, jac)
+    b = tf.einsum("nmp,nm->np", jac, r)
+    diag = tf.linalg.diag_part(a)
+    start = state.new_step
+    memory = tf.constant(lm_damping.SCALE_MEMORY if s["geodesic"] else 1.0, F64)
+    kept = tf.where(tf.math.is_finite(diag), diag, state.scale)
+    scale = tf.where(_col(start), tf.maximum(memory * state.scale, kept), state.scale)
+    d = _floored(scale)
+    unit = tf.reduce_max(diag / d, -1)
+    floor, top = n * EPS * unit, lm_damping.MAX_DAMPING * unit
+    first = tf.where(state.damping < 0, s["tau"] * unit, state.damping)
+    damping = tf.where(start, tf.clip_by_value(first, floor, top), state.damping)
+    # MINPACK's S for the step bound and the xtol test: from the running scale, as
+    # `convergence.convergence_tests(scale, ...)` in the optimizer.
+    column_norms = tf.sqrt(d)
+    x_norm = _norm(column_norms * state.params)
+    gtol_met = start & _gradient_converged(b, diag, f0, s["gtol"])
+
+    first_damping = tf.where(start, damping, state.first_damping)
+    # The resolution of a float64 JᵀJ is the floor (`ScaledSystem`'s n·ε·scale).
+    solve = _scaled_solve(a, d, damping, first_damping < lm_damping.EIGEN_MARGIN * floor)
+    delta = solve(b)
+    finite = tf.reduce_all(tf.math.is_finite(delta), -1)
+    delta = tf.where(_col(finite), delta, 0.0)
+    within = (_norm(column_norms * delta) <= lm_update.MAX_RELATIVE_STEP * x_norm) | (
+        x_norm <= 0)
+    predicted = tf.einsum("np,npq,nq->n", delta, a, delta) + 2.0 * damping * tf.reduce_sum(
+        d * tf.square(delta), -1)
+    step = delta
+    if s["geodesic"]:
+        step = _accelerated(curves, state.params, r, jac, delta, solve, d, within)
+    trial_params = state.params + tf.where(_col(within), step, 0.0)
+    f_new = tf.reduce_sum(tf.square(curves.residuals(trial_params)), -1)
+    actual = f0 - f_new
+    gain = lm_update.gain_ratio(actual, predicted)
+    accepted = lm_update.step_accepted(finite, f_new, actual, gain, within)
+    new_damping, new_growth = lm_damping.nielsen_update(damping, state.growth, gain, accepted)
+    new_damping = tf.clip_by_value(new_damping, floor, top)
+    stalled = ~accepted & ((damping >= top) | ~tf.math.is_finite(f0))
+    tests = lm_convergence.ConvergenceTests(s["ftol"], s["xtol"], column_norms, x_norm)
+    code = _convergence_code(tests, f0, f_new, predicted, gain, delta, finite & within,
+                             stalled)
+    code = tf.where(gtol_met, tf.constant(lm_convergence.GTOL, tf.int64), code)
+    accepted &= ~gtol_met
+    return scale, trial_params, accepted, new_damping, first_damping, new_growth, code
+
+
+def _floored(diag):
+    """`damping.scaling(diag, "marquardt")` per curve."""
+    floor = tf.maximum(tf.reduce_max(diag, -1, keepdims=True) * 1e-300, 1e-300)
+    return tf.maximum(diag, floor)
+
+
+def _gradient_converged(b, diag, f0, gtol):
+    """`convergence.gradient_converged` per curve."""
+    norms = tf.sqrt(diag)
+    cosines = tf.where(norms > 0, tf.abs(b) / (norms * _col(tf.sqrt(tf.maximum(f0, 1e-300)))),
+                       0.0)
+    finite = tf.reduce_all(tf.math.is_finite(b), -1) & tf.math.is_finite(f0)
+    return finite & (tf.reduce_all(cosines <= gtol, -1) | ~tf.reduce_any(b != 0, -1))
+
+
+def _accelerated(curves, params, r, jac, delta, solve, d, within):
+    """δ + a/2 where the geodesic correction a is finite and acceptable, else δ
+    (`geodesic.trial_acceleration`, `geodesic.acceptable`)."""
+    h = lm_geodesic.STEP
+    ahead = curves.residuals(params + h * delta)
+    behind = curves.residuals(params - h * delta)
+    second = (ahead - 2.0 * r + behind) / (h * h)
+    accel = solve(tf.einsum("nmp,nm->np", jac, second))
+    sqrt_d = tf.sqrt(d)
+    bent = tf.reduce_all(tf.math.is_finite(accel), -1) & within & (
+        2.0 * _norm(sqrt_d * accel) <= lm_geodesic.ALPHA * _norm(sqrt_d * delta))
+    return tf.where(_col(bent), delta + 0.5 * accel, delta)
+
+
+def _convergence_code(tests, f0, f_new, predicted, gain, delta, finite, stalled):
+    """`convergence.convergence_code` per curve (int64): FTOL (1) and XTOL (2) add up to
+    FTOL_AND_XTOL (3)."""
+    c = lm_convergence
+    actual = f0 - f_new
+    f_ok = finite & tf.math.is_finite(f_new) & (tf.abs(actual) <= tests.ftol * f0) & (
+        predicted >= 0.0) & (predicted <= tests.ftol * f0) & (gain <= 2.0)
+    x_ok = finite & (_norm(tests.column_norms * delta) <= tests.xtol * tests.x_norm)
+    code = tf.cast(f_ok, tf.int64) * c.FTOL + tf.cast(x_ok, tf.int64) * c.XTOL
+    code = tf.where((code == c.NOT_CONVERGED) & stalled, tf.constant(c.STALLED, tf.int64), code)
+    return tf.where(tf.math.is_finite(f0) | (code == c.NOT_CONVERGED), code,
+                    tf.constant(c.NOT_FINITE, tf.int64))
+
+
+def _advance(curves, state: _State, s) -> _State:
+    """The state after one trial of every active curve."""
+    scale, trial_params, accepted, damping, first, growth, code = _trial(curves, state, s)
+    active = state.active
+    trials = tf.where(state.new_step, tf.ones_like(state.trials), state.trials + 1)
+    steps = state.steps + tf.cast(state.new_step, tf.int64)
+    ended = (code != lm_convergence.NOT_CONVERGED) & active
+    new_step = accepted | (trials >= s["attempts"])
+    out_of_steps = new_step & (steps >= s["max_steps"]) & ~ended
+
+    rows = _col(active)
+
+    def keep(new, old):
+        return tf.where(active if old.shape.rank == 1 else rows, new, old)
+
+    return _State(
+        params=keep(tf.where(_col(accepted), trial_params, state.params), state.params),
+        damping=keep(damping, state.damping), first_damping=keep(first, state.first_damping),
+        growth=keep(growth, state.growth),
+        scale=keep(scale, state.scale), new_step=keep(new_step, state.new_step),
+        trials=keep(trials, state.trials), steps=keep(steps, state.steps),
+        evaluations=state.evaluations + tf.cast(active, tf.int64),
+        reason=tf.where(ended, code, state.reason),
+        active=active & ~ended & ~out_of_steps)
+
+
+def _run(parsed, names, params, x, y, weights, s):
+    curves = _Curves(parsed, names, x, y, weights)
+    count = tf.shape(params)[0]
+    p = params.shape[-1]
+
+    def zeros(dtype):
+        return tf.zeros([count], dtype)
+
+    state = _State(params, zeros(F64) - 1.0, zeros(F64), zeros(F64) + 2.0,
+                   tf.zeros([count, p], F64), tf.ones([count], tf.bool), zeros(tf.int64),
+                   zeros(tf.int64), zeros(tf.int64), zeros(tf.int64),
+                   tf.ones([count], tf.bool))
+    limit = tf.cast(s["max_steps"] * s["attempts"], tf.int32)
+    state = tf.while_loop(
+        lambda *st: tf.reduce_any(_State(*st).active),
+        lambda *st: tuple(_advance(curves, _State(*st), s)),
+        tuple(state), maximum_iterations=limit)
+    state = _State(*state)
+    r, jac = curves.linearize(state.params)
+    rss = tf.reduce_sum(tf.square(r), -1)
+    jtj = tf.einsum("nmp,nmq->npq", jac, jac)
+    return state.params, state.reason, state.steps, state.evaluations, rss, jtj
+
+
+@functools.lru_cache(maxsize=64)
+def fit_function(expression: str, names: tuple[str, ...], geodesic: bool,
+                 jit_compile: bool = False):
+    """The traced batched fit of one formula: `run(params [N, p], x [N, m, k], y [N, m],
+    weights [N, m], settings [6]) -> LoopResult tensors`, cached per formula (expression,
+    parameter names), `geodesic` setting and `jit_compile`. Every argument is a tensor of
+    relaxed shape, so new data, another N or m and other settings reuse the trace; with
+    `jit_compile` XLA still compiles once per shape of the data (seconds each), and then
+    runs the whole fit as one program (`use_xla`)."""
+    parsed = formula_parser.parse(expression, names)
+    p = len(names)
+    k = max([1] + [int(name[1:]) for name in parsed.inputs if name != "x"])
+
+    def run(params, x, y, weights, max_steps, attempts, tau, ftol, xtol, gtol):
+        s = {"max_steps": max_steps, "attempts": attempts, "tau": tau, "ftol": ftol,
+             "xtol": xtol, "gtol": gtol, "geodesic": geodesic}
+        return _run(parsed, names, params, x, y, weights, s)
+
+    scalar = tf.TensorSpec([], F64)
+    signature = [tf.TensorSpec([None, p], F64), tf.TensorSpec([None, None, k], F64),
+                 tf.TensorSpec([None, None], F64), tf.TensorSpec([None, None], F64),
+                 tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64), scalar, scalar,
+                 scalar, scalar]
+    return tf.function(run, input_signature=signature, autograph=False, reduce_retracing=True,
+                       jit_compile=jit_compile)
+
+
+def use_xla(jit_compile, count: int, points: int) -> bool:
+    """Whether a fit of `count` data sets of `points` points runs under XLA: `jit_compile`
+    True or False, or "auto": XLA from `XLA_VALUES` data values on (where its compile time,
+    2-3 s per shape on 2 CPU cores, buys more than it costs: docs/performance.md, "Small
+    fits and many fits")."""
+    if jit_compile == "auto":
+        return count * points >= XLA_VALUES
+    return bool(jit_compile)
+
+
+def run_fit(expression: str, names: tuple[str, ...], params, x, y, weights,
+            settings: Settings, jit_compile=False) -> LoopResult:
+    """Runs the cached traced fit on NumPy arrays (float64, shapes as `fit_function`);
+    `jit_compile` True, False or "auto" (`use_xla`)."""
+    xla = use_xla(jit_compile, *np.shape(y))
+    function = fit_function(expression, names, bool(settings.geodesic_acceleration), xla)
+    with graph_rewrites(GRAPH_REWRITES):
+        out = function(
+            tf.constant(params, F64), tf.constant(x, F64), tf.constant(y, F64),
+            tf.constant(weights, F64), tf.constant(settings.max_steps, tf.int64),
+            tf.constant(settings.attempts_per_step, tf.int64),
+            tf.constant(settings.initial_damping, F64),
+            tf.constant(max(settings.ftol, EPS), F64), tf.constant(max(settings.xtol, EPS), F64),
+            tf.constant(settings.gtol, F64))
+    return LoopResult(*(t.numpy() for t in out))

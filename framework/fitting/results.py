@@ -1,0 +1,146 @@
+"""The results of `fitting.fit_many` and `fitting.fit_curve`: parameters, convergence, RSS and
+standard errors per data set."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
+
+__all__ = ["ManyFits", "CurveFit", "covariances", "REASONS"]
+
+# What each convergence code means (`LevenbergMarquardt.convergence_reason`'s codes; 0 here:
+# `max_steps` were spent).
+REASONS = {
+    lm_convergence.NOT_CONVERGED: "max_steps reached",
+    lm_convergence.FTOL: "ftol",
+    lm_convergence.XTOL: "xtol",
+    lm_convergence.FTOL_AND_XTOL: "ftol and xtol",
+    lm_convergence.GTOL: "gtol",
+    lm_convergence.STALLED: "stalled: no step reduces the loss",
+    lm_convergence.NOT_FINITE: "not finite: NaN or inf in the data or the model",
+}
+_CONVERGED = (lm_convergence.FTOL, lm_convergence.XTOL, lm_convergence.FTOL_AND_XTOL,
+              lm_convergence.GTOL)
+
+
+def covariances(jtj: np.ndarray, rss: np.ndarray, dof: int, absolute_sigma: bool) -> np.ndarray:
+    """`s²(JᵀJ)⁻¹` per data set (`[N, p, p]`), as SciPy's `curve_fit`: `s² = RSS / dof`, or 1
+    with `absolute_sigma` (the weights are then read as 1/σ of known errors). A singular or
+    non-finite `JᵀJ`, or dof <= 0 without `absolute_sigma`, gives inf (SciPy's choice)."""
+    count, p = jtj.shape[0], jtj.shape[-1]
+    out = np.full((count, p, p), np.inf)
+    finite = np.all(np.isfinite(jtj), axis=(1, 2))
+    if np.any(finite):
+        sub = jtj[finite]
+        # Inverted in the scale of each parameter (the unit diagonal of the correlations): a
+        # matrix ill-conditioned only by its parameters' units (NIST's MGH10, b1 1e-2 and b2
+        # 6e3) is not singular. Rank by singular values, as NumPy's pinv does.
+        norms = np.sqrt(np.diagonal(sub, axis1=1, axis2=2))
+        positive = np.all(norms > 0, axis=1)
+        norms = np.where(norms > 0, norms, 1.0)
+        scaled = sub / norms[:, :, None] / norms[:, None, :]
+        values = np.linalg.svd(scaled, compute_uv=False)
+        full = positive & (values[:, -1] > values[:, 0] * p * np.finfo(np.float64).eps)
+        inverse = np.full(sub.shape, np.inf)
+        if np.any(full):
+            inverse[full] = (np.linalg.inv(scaled[full]) / norms[full][:, :, None]
+                             / norms[full][:, None, :])
+        out[finite] = inverse
+    if absolute_sigma:
+        return out
+    if dof <= 0:
+        return np.full_like(out, np.inf)
+    return out * (rss / dof)[:, None, None]
+
+
+@dataclasses.dataclass(frozen=True)
+class CurveFit:
+    """One data set's fit.
+
+    Attributes:
+        values: `{name: fitted value}`.
+        standard_errors: `{name: standard error}` (from `s²(JᵀJ)⁻¹`; inf where JᵀJ is
+            singular).
+        covariance: `[p, p]`.
+        rss: the (weighted) residual sum of squares.
+        converged: whether a convergence test ended the fit.
+        reason: why the fit stopped (`REASONS`); `reason_code` its code.
+        steps: LM steps; evaluations: trials (residual evaluations at new points).
+    """
+
+    values: dict
+    standard_errors: dict
+    covariance: np.ndarray
+    rss: float
+    converged: bool
+    reason: str
+    reason_code: int
+    steps: int
+    evaluations: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ManyFits:
+    """The fits of N data sets to one formula, one row per data set.
+
+    Attributes:
+        names: the parameter names, the columns of `params`.
+        params: `[N, p]` the fitted parameters.
+        standard_errors: `[N, p]`, the square roots of the covariances' diagonals.
+        covariance: `[N, p, p]`, `s²(JᵀJ)⁻¹` as SciPy's `curve_fit` gives it.
+        jtj: `[N, p, p]` `JᵀJ` of the weighted residuals at the solution (for reports).
+        rss: `[N]` residual sums of squares (weighted by 1/σ²).
+        dof: degrees of freedom, points minus parameters.
+        reason_codes: `[N]` why each fit stopped (`REASONS`).
+        steps: `[N]` LM steps; evaluations: `[N]` trials.
+
+    Example:
+
+        >>> import numpy as np
+        >>> from graphfit import fitting
+        >>> x = np.linspace(0, 5, 20)
+        >>> y = np.stack([2.0 * np.exp(-0.5 * x), 3.0 * np.exp(-1.5 * x), np.full(20, np.nan)])
+        >>> fits = fitting.fit_many("a*exp(-k*x)", x, y, p0={"a": 1.0, "k": 1.0})
+        >>> fits.params[:2].round(6).tolist(), fits.converged.tolist()
+        ([[2.0, 0.5], [3.0, 1.5]], [True, True, False])
+        >>> fits.reasons[2]
+        'not finite: NaN or inf in the data or the model'
+    """
+
+    names: tuple
+    params: np.ndarray
+    standard_errors: np.ndarray
+    covariance: np.ndarray
+    jtj: np.ndarray
+    rss: np.ndarray
+    dof: int
+    reason_codes: np.ndarray
+    steps: np.ndarray
+    evaluations: np.ndarray
+
+    @property
+    def converged(self) -> np.ndarray:
+        """`[N]` bool: a convergence test (ftol, xtol, gtol) ended the fit."""
+        return np.isin(self.reason_codes, _CONVERGED)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why each fit stopped, in words."""
+        return [REASONS.get(int(code), f"code {int(code)}") for code in self.reason_codes]
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    def curve(self, index: int) -> CurveFit:
+        """The `CurveFit` of data set `index`."""
+        code = int(self.reason_codes[index])
+        return CurveFit(
+            values=dict(zip(self.names, map(float, self.params[index]))),
+            standard_errors=dict(zip(self.names, map(float, self.standard_errors[index]))),
+            covariance=self.covariance[index], rss=float(self.rss[index]),
+            converged=bool(self.converged[index]), reason=REASONS.get(code, f"code {code}"),
+            reason_code=code, steps=int(self.steps[index]),
+            evaluations=int(self.evaluations[index]))

@@ -1,0 +1,92 @@
+"""A table's feature columns: the declared ones as declared, the others inferred; text folders.
+
+Example:
+
+    >>> from graphfit.tabular.readers import Table
+    >>> table = Table("t.csv", ["age", "country", "left"],
+    ...               {"age": ["31", ""], "country": ["FR", "DE"], "left": ["no", "yes"]}, [2, 3])
+    >>> [(c.name, c.type, c.inferred) for c in feature_columns(
+    ...     table, {"age": {"type": "numeric", "missing": "indicator"}}, target="left")]
+    [('age', 'numeric', False), ('country', 'categorical', True)]
+"""
+
+from __future__ import annotations
+
+import os
+
+from graphfit.tabular.columns import Column, TableError, infer_type
+from graphfit.tabular.readers import Table
+
+__all__ = ["feature_columns", "describe", "read_text_folder", "TEXT", "LABEL"]
+
+TEXT, LABEL = "text", "label"  # the columns of a text folder's table
+
+
+def feature_columns(table: Table, declared: dict | None, target=None, features=None,
+                    exclude=()) -> list[Column]:
+    """The feature columns of `table`: `features` (default: every column but the target and
+    `exclude`), typed as `declared` says ({name: {type: ..., options...}}), else inferred.
+
+    Raises:
+        TableError: a declared or listed column that the table does not have.
+    """
+    declared = dict(declared or {})
+    targets = [target] if isinstance(target, str) else list(target or [])
+    for name in list(declared) + list(features or []) + targets + [e for e in exclude if e]:
+        if name not in table.columns:
+            raise TableError(f"{table.path} has no column {name!r} (its columns: "
+                             f"{', '.join(table.names)})", name)
+    names = list(features) if features else [n for n in table.names if n not in targets
+                                             and n not in exclude]
+    columns = []
+    for name in names:
+        options = dict(declared.get(name) or {})
+        kind = options.pop("type", None)
+        columns.append(Column(name, kind or infer_type(table.columns[name]), options,
+                              inferred=kind is None))
+    return columns
+
+
+def describe(columns, sizes: dict | None = None) -> list[str]:
+    """One line per column: name, type (inferred or declared), options, vocabulary size
+    ({name: size}: the lookup's ids run from 0 to size - 1)."""
+    lines = []
+    for column in columns:
+        how = "inferred" if column.inferred else "declared"
+        options = ", ".join(f"{k}: {v}" for k, v in column.options.items())
+        size = (sizes or {}).get(column.name)
+        lines.append(f"  {column.name}: {column.type} ({how})"
+                     + (f", {options}" if options else "")
+                     + (f", vocabulary_size {size} (OOV included; an Embedding's "
+                        f"input_dim)" if size is not None else ""))
+    return lines
+
+
+def read_text_folder(path: str, extensions=(".txt",)) -> Table:
+    """A folder of class subfolders of text files as a table: `text` (a file's content) and
+    `label` (its subfolder's name); rows in sorted order of class, then file.
+
+    Raises:
+        TableError: no such folder, fewer than two class subfolders, or no files.
+    """
+    if not os.path.isdir(path):
+        raise TableError(f"{path} is not a folder; give a folder with one subfolder per class")
+    classes = sorted(d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))
+                     and not d.startswith("."))
+    if len(classes) < 2:
+        raise TableError(f"{path} has {len(classes)} class subfolder(s) "
+                         f"({', '.join(classes) or 'none'}); a classifier needs at least two")
+    texts, labels, files = [], [], []
+    for label in classes:
+        folder = os.path.join(path, label)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(tuple(extensions)):
+                with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                    texts.append(handle.read().strip())
+                labels.append(label)
+                files.append(os.path.join(label, name))
+    if not texts:
+        raise TableError(f"{path}: no {' or '.join(extensions)} files in its class subfolders")
+    table = Table(path, [TEXT, LABEL], {TEXT: texts, LABEL: labels}, None)
+    table.files = files
+    return table
