@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import keyword
-import math
-import numbers
 import re
 from typing import Any, Mapping
 
+import numpy as np
 import tensorflow as tf
 
 from graphfit.core.layer import InputSpec, Layer
 from graphfit.core.registry import register_layer
+from graphfit.fitting.parameters import FitParameter
 from graphfit.layers import formula_parser
+from graphfit.layers.formula_parameters import ParameterSpec
 
 __all__ = ["Formula"]
 
@@ -27,7 +28,7 @@ class Formula(Layer):
     evaluated as Python) into TensorFlow ops. It may hold:
 
     - numbers, and the constant `pi` (there is no `e`: write `exp(1)`; `e` may be a parameter);
-    - the parameters, by name; each is a trainable scalar variable of the layer's dtype, named
+    - the parameters, by name; each is a scalar variable of the layer's dtype, named
       after it and initialized to the value given in `params`;
     - the inputs: `x` for inputs of shape `(batch,)` or `(batch, 1)`, or `x1`, `x2`, ... for
       the columns 0, 1, ... of inputs of shape `(batch, k)` (not both spellings at once;
@@ -39,11 +40,22 @@ class Formula(Layer):
     gradients are too coarse for the certified NIST problems. Line breaks in the expression
     (from a YAML block scalar) are read as spaces.
 
+    A parameter may be bounded, fixed, or given per data set (`params={"b1": {"value": 500,
+    "min": 0}, "b2": {"value": 1e-4, "vary": False}}`, lmfit's keys). A bounded parameter's
+    variable holds an unbounded internal value that the layer maps into the bounds (MINUIT's
+    and lmfit's sin and sqrt transformations, `graphfit.layers.formula_parameters`), so every
+    optimizer honours the bounds; a fixed one is a non-trainable variable. A list of values
+    (`{"a": [1.0, 2.0]}`) makes a global fit: one value per data set, the data set of each
+    example given by the inputs' last column (0, 1, ...), the formula's `x` or `x1`, ...
+    being the columns before it; parameters given as numbers are shared by all data sets.
+    `values()` gives the bounded values; `graphfit.fitting` reports on the fit.
+
     Args:
         expression: the formula, a string.
-        params: `{name: initial value}`, a plain dict of numbers (YAML-friendly). Every
-            parameter must appear in the expression, and every name in the expression must be
-            a parameter, an input or `pi`.
+        params: `{name: initial value}`, a plain dict (YAML-friendly) of numbers, or of
+            `{value, min, max, vary}` mappings, or lists of numbers (one per data set).
+            Every parameter must appear in the expression, and every name in the expression
+            must be a parameter, an input or `pi`.
         name: the layer's name. dtype: its floating dtype (None inherits the model's).
         trainable: False freezes the parameters.
 
@@ -80,7 +92,7 @@ class Formula(Layer):
     def __init__(
         self,
         expression: str,
-        params: Mapping[str, float],
+        params: Mapping[str, Any],
         name: str | None = None,
         dtype=None,
         trainable: bool = True,
@@ -98,7 +110,8 @@ class Formula(Layer):
                 f"expression must not be empty; write a formula such as 'b1*exp(-b2*x)'. "
                 f"Received: expression={expression!r}"
             )
-        self.params = _initial_values(params)
+        self.specs = _specs(params)
+        self.params = {name: spec.to_config() for name, spec in self.specs.items()}
         self._formula = formula_parser.parse(self.expression, list(self.params))
         unused = [p for p in self.params if p not in self._formula.names]
         if unused:
@@ -110,13 +123,22 @@ class Formula(Layer):
                 f" remove it from params or use it. Received: params={dict(self.params)!r}",
             )
         self._parameters: dict[str, tf.Variable] = {}
+        sizes = {len(spec.values) for spec in self.specs.values() if spec.per_data_set}
+        if len(sizes) > 1:
+            raise ValueError(
+                f"params: the parameters given per data set (lists) must all have one value "
+                f"per data set, the same number; received lists of lengths {sorted(sizes)}. "
+                f"Received: params={params!r}")
+        #: the number of data sets of a global fit (lists in params), else None
+        self.data_sets: int | None = sizes.pop() if sizes else None
         self.input_spec = InputSpec(min_ndim=1)
 
     def build(self, input_shape) -> None:
         rank = input_shape.rank
-        if rank not in (1, 2):
+        if rank not in (1, 2) or self.data_sets and rank != 2:
             raise ValueError(
-                f"Formula {self.name!r} expects inputs of shape (batch,) or (batch, columns); "
+                f"Formula {self.name!r} expects inputs of shape (batch,) or (batch, columns)"
+                f"{' with the data set index as the last column' if self.data_sets else ''}; "
                 f"received inputs of shape {tuple(input_shape.as_list())}. Add "
                 f"layers.Flatten() before it, or select the columns you need."
             )
@@ -126,30 +148,42 @@ class Formula(Layer):
                 f"Formula {self.name!r} needs a known number of input columns. Received "
                 f"inputs of shape {tuple(input_shape.as_list())}."
             )
-        self._check_columns(int(columns), input_shape)
-        for param, value in self.params.items():
-            self._parameters[param] = self.add_weight(param, (), initializer=_constant(value))
+        self._check_columns(int(columns) - (1 if self.data_sets else 0), input_shape)
+        for param, spec in self.specs.items():
+            initial = spec.internal(spec.value)
+            self._parameters[param] = self.add_weight(
+                param, np.shape(initial), initializer=_constant(initial),
+                trainable=spec.vary)
         self.input_spec = InputSpec(ndim=rank, axes={-1: int(columns)} if rank == 2 else None)
 
     def _check_columns(self, columns: int, input_shape) -> None:
         shape = tuple(input_shape.as_list())
+        sets = " before the data set column" if self.data_sets else ""
         for name in self._formula.inputs:
             span = self._formula.names[name]
             if name == "x" and columns > 1:
                 raise formula_parser.located_error(
                     self.expression, span, "'x' stands for a single input column",
-                    f", but the inputs have {columns} columns (shape {shape}): name them "
+                    f", but the inputs have {columns} columns{sets} (shape {shape}): name them "
                     f"x1 ... x{columns} (x1 = column 0)",
                 )
             needed = 1 if name == "x" else int(name[1:])
             if needed > columns:
                 raise formula_parser.located_error(
                     self.expression, span, f"input {name!r} needs {needed} input columns",
-                    f", but the inputs have {columns} (shape {shape}); x1 is column 0",
+                    f", but the inputs have {columns}{sets} (shape {shape}); x1 is column 0",
                 )
 
     def call(self, inputs, training: bool = False):
-        values = {name: self.compute_value(v) for name, v in self._parameters.items()}
+        sets = None
+        if self.data_sets:  # one-hot rows pick each example's values (dense gradients)
+            sets = tf.one_hot(tf.cast(inputs[:, -1], tf.int32), self.data_sets,
+                              dtype=self.compute_dtype)
+        values = {}
+        for name, variable in self._parameters.items():
+            spec = self.specs[name]
+            value = spec.external(self.compute_value(variable))
+            values[name] = tf.linalg.matvec(sets, value) if spec.per_data_set else value
         for name in self._formula.inputs:
             if inputs.shape.rank == 1:
                 values[name] = inputs
@@ -160,41 +194,100 @@ class Formula(Layer):
             outputs = tf.broadcast_to(outputs, tf.shape(inputs)[:1])
         return tf.expand_dims(outputs, -1)
 
-    def values(self) -> dict[str, float]:
-        """The parameters' current (fitted) values, `{name: float}`, in the order of `params`.
+    def _require_built(self, what: str) -> None:
+        if not self.built:
+            raise RuntimeError(
+                f"Formula {self.name!r} has no {what} yet: its parameters are created on "
+                f"the first call. Call it on data first (layer(x), model.fit(...)); the "
+                f"initial values are in .params."
+            )
+
+    def values(self) -> dict[str, float | list[float]]:
+        """The parameters' current (fitted, bounded) values, `{name: float}` (a list for a
+        parameter given per data set), in the order of `params`.
 
         Raises:
             RuntimeError: before the layer is built (its variables do not exist yet).
         """
-        if not self.built:
-            raise RuntimeError(
-                f"Formula {self.name!r} has no fitted values yet: its parameters are created on "
-                f"the first call. Call it on data first (layer(x), model.fit(...)); the "
-                f"initial values are in .params."
-            )
-        return {name: float(v.numpy()) for name, v in self._parameters.items()}
+        self._require_built("fitted values")
+        values = {}
+        for name, variable in self._parameters.items():
+            value = self.specs[name].external(np.asarray(variable.numpy(), np.float64))
+            values[name] = [float(v) for v in value] if np.ndim(value) else float(value)
+        return values
+
+    def set_values(self, values: Mapping[str, Any]) -> None:
+        """Assigns (bounded) values to some parameters, `{name: value}` (a list for a
+        parameter given per data set), fixed ones included.
+
+        Raises:
+            RuntimeError: before the layer is built.
+            ValueError: for an unknown name, a value of the wrong length, or a value outside
+                the parameter's bounds.
+        """
+        self._require_built("parameters to set")
+        for name, value in values.items():
+            if name not in self.specs:
+                raise ValueError(f"Formula {self.name!r} has no parameter {name!r} (it has "
+                                 f"{', '.join(self.specs)}). Received: values={dict(values)!r}")
+            spec, variable = self.specs[name], self._parameters[name]
+            array = np.asarray(value, np.float64)
+            if array.shape != tuple(variable.shape) or not np.all(np.isfinite(array)):
+                wanted = (f"a list of {variable.shape[0]} numbers" if variable.shape.rank
+                          else "a number")
+                raise ValueError(f"Formula {self.name!r}: {name!r} takes {wanted}, finite. "
+                                 f"Received: {name}={value!r}")
+            if spec.vary and np.any((array < spec.min) | (array > spec.max)):
+                raise ValueError(f"Formula {self.name!r}: {name!r} must lie in its bounds "
+                                 f"[{spec.min:g}, {spec.max:g}]. Received: {name}={value!r}")
+            variable.assign(spec.internal(array).astype(variable.dtype.as_numpy_dtype))
+
+    def fit_parameters(self) -> list[FitParameter]:
+        """The parameters for a fit report (`graphfit.fitting`): one per scalar, with its
+        bounds, whether it varies, and d value / d internal value (the bounds' transform)."""
+        self._require_built("parameters to report")
+        parameters = []
+        for name, variable in self._parameters.items():
+            spec = self.specs[name]
+            internal = np.asarray(variable.numpy(), np.float64)
+            value, slope = spec.external(internal), spec.derivative(internal)
+            vary = spec.vary and self.trainable
+            for index in np.ndindex(internal.shape):
+                parameters.append(FitParameter(
+                    f"{name}[{index[0]}]" if index else name, float(value[index]), vary,
+                    spec.min, spec.max, variable if vary else None, index,
+                    float(slope[index]), index[0] if index else None))
+        return parameters
+
+    def data_set_index(self, x) -> np.ndarray | None:
+        """Each example's data set in a global fit (the inputs' last column, as integers),
+        or None when no parameter is given per data set."""
+        if not self.data_sets:
+            return None
+        return np.asarray(np.asarray(x)[:, -1], np.int64)
 
     def get_config(self) -> dict[str, Any]:
         # The initial values as given: fitted values travel with the weights, as in Keras.
+        # Rebuilt from the specs: plain dicts and lists (tf.Module wraps the stored ones).
         return {**self._base_config(), "expression": self.expression,
-                "params": dict(self.params.items())}
+                "params": {name: spec.to_config() for name, spec in self.specs.items()}}
 
 
-def _constant(value: float):
+def _constant(value):
     """An initializer giving exactly `value` in any dtype (keras's Constant rounds to float32
     first, which would turn a float64 1e-4 into 9.9999997e-05)."""
     return lambda shape, dtype=None: tf.constant(value, dtype, shape)
 
 
-def _initial_values(params) -> dict[str, float]:
-    """`params` checked: a dict of usable names to finite numbers, the numbers as floats."""
+def _specs(params) -> dict[str, ParameterSpec]:
+    """`params` checked: usable names to `ParameterSpec`s."""
     received = f"Received: params={params!r}"
     if not isinstance(params, Mapping):
         raise ValueError(
             f"params must be a dict mapping each parameter name to its initial value, e.g. "
             f"{{'b1': 500.0, 'b2': 1e-4}}. {received}"
         )
-    values: dict[str, float] = {}
+    specs: dict[str, ParameterSpec] = {}
     for param, value in params.items():
         if not isinstance(param, str) or not _PARAM_NAME.match(param) or keyword.iskeyword(param):
             raise ValueError(
@@ -209,11 +302,5 @@ def _initial_values(params) -> dict[str, float]:
         )
         if reserved:
             raise ValueError(f"params: {param!r} is {reserved}, not a parameter name. {received}")
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(
-            value
-        ):
-            raise ValueError(
-                f"params: the initial value of {param!r} must be a finite number. {received}"
-            )
-        values[param] = float(value)
-    return values
+        specs[param] = ParameterSpec.of(param, value)
+    return specs

@@ -238,6 +238,9 @@ def _train(args) -> int:
               f"the numbers below are theirs (train: that epoch's running means)")
     for stage, values in result.metrics.items():
         print(f"{stage}: " + ", ".join(f"{k}={v:.4f}" for k, v in values.items()))
+    if getattr(result, "fit_report", None) is not None:
+        print(f"fit report (also in {os.path.join(result.run_dir, 'fit_report.txt')}):")
+        print(result.fit_report)
     return EXIT_OK
 
 
@@ -345,6 +348,11 @@ def _evaluate(args) -> int:
     print(f"run directory: {run}")
     for stage, values in results.items():
         print(f"{stage}: " + ", ".join(f"{k}={v:.4f}" for k, v in values.items()))
+    report = os.path.join(run, "fit_report.txt")
+    if os.path.isfile(report):  # a curve-fit run: the report written when it finished
+        print(f"fit report ({report}):")
+        with open(report, encoding="utf-8") as handle:
+            print(handle.read(), end="")
     return EXIT_OK
 
 

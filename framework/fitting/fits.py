@@ -20,6 +20,15 @@ def _formula(formula, p0):
 
     if isinstance(formula, Formula):
         expression, names = formula.expression, tuple(formula.params)
+        special = [name for name, spec in formula.specs.items()
+                   if spec.bounded or not spec.vary or spec.per_data_set]
+        if special:
+            raise ValueError(
+                f"fit_curve and fit_many fit free scalar parameters only; the Formula's "
+                f"{', '.join(map(repr, special))} {'is' if len(special) == 1 else 'are'} "
+                f"bounded, fixed or given per data set. Fit it as a model "
+                f"(gf.Sequential([formula]), LevenbergMarquardt, fit), which honours them. "
+                f"Received: params={dict(formula.params)!r}")
         if p0 is None:
             p0 = dict(formula.params)
     elif isinstance(formula, str):

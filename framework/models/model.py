@@ -646,6 +646,21 @@ class Model(CompiledView, Layer):
         return export_as(self, filepath, format, preprocessing=preprocessing,
                          quantize=quantize, classify=classify, layers=layers).path
 
+    def fit_report(self, x, y, sample_weight=None, absolute_sigma: bool = False):
+        """How well the fitted parameters are determined by the data `x, y` they were fitted
+        to: values ± standard errors, correlations, χ², reduced χ², R², AIC, BIC, the steps
+        and why `fit` stopped (`graphfit.fitting.fit_report`; `print()` shows it).
+
+        Args:
+            x, y: the data the model was fitted to.
+            sample_weight: the weights of the fit, read as 1/σ².
+            absolute_sigma: take the weights as absolute (SciPy's `curve_fit` choice).
+        """
+        from graphfit.fitting import fit_report
+
+        return fit_report(self, x, y, sample_weight=sample_weight,
+                          absolute_sigma=absolute_sigma)
+
     def summary(self, print_fn: Callable[[str], Any] | None = None, line_length: int = 88) -> None:
         """Prints the layers with output shapes and trainable / non-trainable counts."""
         self.require_built("summary()")

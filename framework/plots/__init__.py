@@ -17,6 +17,7 @@ from graphfit.plots.colors import TENSORBOARD_PALETTE, stage_colors, tensorboard
 from graphfit.plots.comparison import compare_runs, comparison_file
 from graphfit.plots.confusion import CONFUSION_MATRIX, confusion_counts, confusion_matrix
 from graphfit.plots.curves import LEARNING_CURVES, PlotResult, learning_curves
+from graphfit.plots.fitted_curve import FIT_PLOT, fitted_curve, has_fitted_curve
 from graphfit.plots.history import HistoryError, history_panels, read_history
 from graphfit.plots.run_plots import (
     classifier_labels,
@@ -27,8 +28,9 @@ from graphfit.plots.run_plots import (
     plots_enabled,
 )
 
-__all__ = ["CONFUSION_MATRIX", "HistoryError", "LEARNING_CURVES", "PlotResult",
+__all__ = ["CONFUSION_MATRIX", "FIT_PLOT", "HistoryError", "LEARNING_CURVES", "PlotResult",
            "PlotsUnavailable", "TENSORBOARD_PALETTE", "classifier_labels", "compare_runs",
-           "comparison_file", "confusion_counts", "confusion_matrix", "history_panels",
+           "comparison_file", "confusion_counts", "confusion_matrix", "fitted_curve",
+           "has_fitted_curve", "history_panels",
            "labels_of_split", "learning_curves", "plot_command", "plot_finished_run",
            "plot_run", "plots_enabled", "read_history", "stage_colors", "tensorboard_run_order"]

@@ -1,6 +1,7 @@
 """The plots of a finished run (called at the end of a recipe run) and `graphfit plot`.
 
-At the end of a run: `learning_curves.png` always; `confusion_matrix.png` for a classifier
+At the end of a run: `learning_curves.png` always; `fit.png` (data, fit and bands) for a
+curve-fit run (one that wrote `fitted_curve.json`); `confusion_matrix.png` for a classifier
 (one output whose loss is a sparse / categorical or binary cross-entropy) with a test split.
 Without matplotlib the run still finishes: a warning says how to get the plots. The
 environment variable `GRAPHFIT_PLOTS=0` turns the end-of-run plots off (a test suite that
@@ -19,6 +20,7 @@ from graphfit.plots.backend import PlotsUnavailable
 from graphfit.plots.comparison import compare_runs
 from graphfit.plots.confusion import CONFUSION_MATRIX, confusion_matrix
 from graphfit.plots.curves import learning_curves
+from graphfit.plots.fitted_curve import fitted_curve, has_fitted_curve
 
 __all__ = ["classifier_labels", "labels_of_split", "plot_run", "plot_finished_run", "plot_command",
            "plots_enabled", "ENVIRONMENT_SWITCH"]
@@ -79,6 +81,8 @@ def plot_run(run_dir: str, model=None, test_data=None, class_names=None,
         PlotsUnavailable: when matplotlib is not installed.
     """
     paths = learning_curves(run_dir).paths
+    if has_fitted_curve(run_dir):  # a curve-fit run: data, fit and band
+        paths += fitted_curve(run_dir).paths
     if labels is None and model is not None and isinstance(test_data, tuple) \
             and len(test_data) == 2:
         labels = classifier_labels(model, *test_data)
@@ -139,5 +143,9 @@ def plot_command(run_dirs: list[str], output: str | None = None) -> list[str]:
                          f"PNG files")
     if len(run_dirs) == 1:
         target = None if output is None else os.path.join(output, "learning_curves.png")
-        return learning_curves(run_dirs[0], target).paths
+        paths = learning_curves(run_dirs[0], target).paths
+        if has_fitted_curve(run_dirs[0]):  # a curve-fit run: data, fit and band
+            paths += fitted_curve(run_dirs[0], None if output is None else os.path.join(
+                output, "fit.png")).paths
+        return paths
     return compare_runs(run_dirs, output or ".").paths

@@ -341,7 +341,13 @@ LAYER_EXAMPLES: dict[str, tuple[LayerExample, ...]] = {
                              reference=lambda: keras.layers.Reshape((4, 3))),),
     "Formula": (LayerExample({"expression": _FORMULA, "params": {"b1": 2.0, "b2": 0.5}},
                              _CURVE_X, (5, 1), 2, 0, reference=lambda: _formula_values,
-                             atol=1e-5),),
+                             atol=1e-5),
+                # b1 bounded (its variable holds the unbounded value), b2 fixed
+                LayerExample({"expression": _FORMULA, "params": {
+                    "b1": {"value": 2.0, "min": 0.0, "max": 5.0}, "b2": {"value": 0.5,
+                                                                       "vary": False}}},
+                             _CURVE_X, (5, 1), 1, 1, reference=lambda: _formula_values,
+                             atol=1e-5, label="bounded_and_fixed")),
     "KerasLayer": (LayerExample(
         lambda: {"layer": keras.layers.Dense(4, activation="tanh")}, _VECTORS, (4, 4), 2, 0,
         reference=lambda: keras.layers.Dense(4, activation="tanh")),),

@@ -32,6 +32,8 @@ import sys
 import warnings
 from typing import Any
 
+import numpy as np
+
 from graphfit.callbacks.callback import Callback
 from graphfit.core.log_values import scalar_logs
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
@@ -61,6 +63,8 @@ class RunResult:
     model: Any
     #: the 0-based epoch whose weights EarlyStopping restored (the final weights), or None
     restored_epoch: int | None = None
+    #: the `graphfit.fitting.FitReport` of a curve-fit run (`fitting.run_report`), or None
+    fit_report: Any = None
 
 
 class _HistoryFile(Callback):
@@ -247,6 +251,7 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
     if not recorder.writes:  # a worker other than the chief: the chief writes the files
         return RunResult(run, metrics, recorder.history, model, restored_epoch)
     run_directory.write_json(os.path.join(run, "metrics.json"), _finite_or_null(metrics))
+    fit_report = _write_fit_report(run, model, splits.train)
     model.save_weights(os.path.join(run, run_directory.CHECKPOINT))
     if os.path.basename(os.path.dirname(run)) == prepared.recipe.config["name"]:
         run_directory.update_latest(run)  # runs/<name>/latest -> this run
@@ -254,7 +259,22 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
     # test split for a classifier (a warning, not a failure, without matplotlib).
     plots.plot_finished_run(run, model, labels=labels,
                             class_names=splits.class_names or splits.record.get("class_names"))
-    return RunResult(run, metrics, recorder.history, model, restored_epoch)
+    return RunResult(run, metrics, recorder.history, model, restored_epoch, fit_report)
+
+
+def _write_fit_report(run: str, model, train):
+    """fit_report.json / .txt (and fitted_curve.json) of a curve-fit run, else None; a report
+    that cannot be computed warns instead of failing a run that trained well."""
+    from graphfit.fitting import run_report
+
+    x, y = train if isinstance(train, tuple) else (train, None)
+    if not run_report.is_curve_fit(model, x, y):
+        return None
+    try:
+        return run_report.write_run_report(run, model, x, y)
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
+        warnings.warn(f"no fit report for {run}: {error}", stacklevel=2)
+        return None
 
 
 def _finite_or_null(metrics: dict) -> dict:

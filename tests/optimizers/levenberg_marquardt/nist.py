@@ -105,6 +105,8 @@ class NistProblem:
         certified: the certified parameter values.
         standard_deviations: their certified standard deviations.
         residual_sum_of_squares: the certified residual sum of squares.
+        residual_standard_deviation: the certified residual standard deviation,
+            sqrt(RSS / (n − p)).
         x: the predictors, shape (n, k): k = 1 but for Nelson (x1, x2). y: the response
             column as the file gives it, shape (n,).
     """
@@ -118,6 +120,7 @@ class NistProblem:
     residual_sum_of_squares: float
     x: np.ndarray
     y: np.ndarray
+    residual_standard_deviation: float = math.nan
 
     @property
     def log_response(self) -> bool:
@@ -175,6 +178,7 @@ def read(path) -> NistProblem:
         residual_sum_of_squares=statistics["Residual Sum of Squares"],
         x=data[:, 1:],
         y=data[:, 0],
+        residual_standard_deviation=statistics.get("Residual Standard Deviation", math.nan),
     )
 
 

@@ -3,7 +3,10 @@
 Each problem's model is a tiny `gf.Layer` with its parameters as float64 variables, fitted
 full-batch with the default optimizer settings from both of NIST's starting points; `fit`
 stops by itself on convergence. Every certified parameter and the residual sum of squares
-must be reproduced to at least 6 significant digits (NIST's log relative error, LRE).
+must be reproduced to at least 6 significant digits (NIST's log relative error, LRE), and
+the fit report's (`graphfit.fitting`) standard errors and residual standard deviation the
+certified ones to at least 4 (`benchmarks/curve_fit.py` prints the digits reached, against
+SciPy and lmfit).
 
 The 11 other NIST problems (`nist.MORE_PROBLEMS`) are fitted only by the benchmark
 (`benchmarks/lm_nist.py`); here their data files and the `nist.FORMULAS` of all 27, which the
@@ -199,7 +202,8 @@ def test_formula_at_certified_parameters_gives_certified_rss(name):
 
 
 def _fit(problem, model, start):
-    """Fits from `start` with the optimizer's state as new; returns (parameters, rss, epochs)."""
+    """Fits from `start` with the optimizer's state as new; returns (parameters, rss, epochs,
+    the fit report)."""
     layer = model.layers[0]
     for variable, value in zip(layer.b, start):
         variable.assign(value)
@@ -210,7 +214,7 @@ def _fit(problem, model, start):
     # The curve at the estimate, eagerly: no predict function to trace.
     fitted = layer.fn(layer.b, tf.constant(problem.x, tf.float64)).numpy()[:, 0]
     rss = float(np.sum((fitted - problem.y) ** 2))
-    return estimate, rss, len(history.epoch)
+    return estimate, rss, len(history.epoch), model.fit_report(problem.x, problem.y)
 
 
 _COMPILED = {}
@@ -234,12 +238,24 @@ def _compiled(name):
     for name in nist.PROBLEMS for start in (0, 1)])
 def test_certified_values(name, start):
     problem, model = _compiled(name)
-    estimate, rss, epochs = _fit(problem, model, problem.starts[start])
+    estimate, rss, epochs, report = _fit(problem, model, problem.starts[start])
     digits = [nist.log_relative_error(e, c) for e, c in zip(estimate, problem.certified)]
     rss_digits = nist.log_relative_error(rss, problem.residual_sum_of_squares)
     assert min(digits) >= 6.0 and rss_digits >= 6.0, (
         f"{name} from {problem.starts[start]}: LRE {np.round(digits, 2)}, RSS LRE "
         f"{rss_digits:.2f} after {epochs} epochs")
+    # The fit report at the solution: NIST's certified standard deviations and residual
+    # standard deviation, to 4 significant digits at least.
+    assert [p.name.rsplit("/", 1)[-1] for p in report.parameters] == problem.parameter_names
+    errors = [p.stderr for p in report.parameters]
+    error_digits = [nist.log_relative_error(e, c)
+                    for e, c in zip(errors, problem.standard_deviations)]
+    deviation_digits = nist.log_relative_error(report.statistics["residual_std"],
+                                               problem.residual_standard_deviation)
+    assert min(error_digits) >= 4.0 and deviation_digits >= 4.0, (
+        f"{name} from start {start + 1}: standard errors' LRE {np.round(error_digits, 2)}, "
+        f"residual standard deviation's {deviation_digits:.2f}")
+    assert report.dof == len(problem.y) - len(problem.certified)
 
 
 def test_misra1a_with_xla_matches():
@@ -247,6 +263,6 @@ def test_misra1a_with_xla_matches():
     model = gf.Sequential([NistCurve(_misra1a, problem.starts[0])], input_shape=(1,),
                           dtype="float64")
     model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=True)
-    estimate, rss, _ = _fit(problem, model, problem.starts[0])
+    estimate, rss, _, _ = _fit(problem, model, problem.starts[0])
     assert min(nist.log_relative_error(e, c)
                for e, c in zip(estimate, problem.certified)) >= 6.0

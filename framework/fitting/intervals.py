@@ -1,0 +1,244 @@
+"""Confidence intervals of fitted parameters, and confidence and prediction bands of the curve.
+
+- `linear_intervals`: value ± t(level, dof) · stderr, the Student t quantile at the report's
+  degrees of freedom (SciPy's `t.ppf`; exact for a model linear in its parameters).
+- `profile_intervals` (a `layers.Formula` model): where the profile χ² — the χ² of a re-fit
+  with the parameter held fixed at a value — crosses lmfit's F-test threshold
+  `χ²_min (1 + F(level; 1, dof) / dof)` (lmfit's `conf_interval` with its `f_compare`). The
+  crossing is found by re-fits with `optimizers.LevenbergMarquardt`, on the signed root
+  `±sqrt(χ² − χ²_min)`, nearly linear in the parameter, bracketed from the linear interval
+  and closed by regula falsi (Illinois). A side that reaches the parameter's bound without
+  crossing ends there.
+- `band`: the delta method: Var f(x₀) = g C gᵀ, g = ∂f(x₀)/∂p; the confidence band is
+  f ± t·sqrt(g C gᵀ), the prediction band f ± t·sqrt(g C gᵀ + σ²) with σ² the reduced χ²
+  (or 1/w of a new point when the weights are absolute).
+
+The quantiles need SciPy (`pip install graphfit[fit]`).
+
+Example:
+
+    >>> import numpy as np, graphfit as gf
+    >>> from graphfit import layers, optimizers
+    >>> from graphfit.fitting import fit_report
+    >>> x = np.linspace(0, 1, 6)
+    >>> y = np.array([1.02, 1.38, 1.83, 2.21, 2.58, 3.01])
+    >>> model = gf.Sequential([layers.Formula("a*x + b", params={"a": 1.0, "b": 0.0})],
+    ...                       input_shape=(1,), dtype="float64")
+    >>> model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    >>> history = model.fit(x, y, batch_size=None, epochs=20, verbose=0)
+    >>> low, high = linear_intervals(fit_report(model, x, y), level=0.95)["a"]
+    >>> round(low, 4), round(high, 4)
+    (1.9143, 2.0657)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from graphfit.fitting.jacobian import model_outputs, parameter_jacobian
+from graphfit.fitting.parameters import model_parameters
+
+__all__ = ["linear_intervals", "band", "profile_intervals", "t_quantile", "f_threshold"]
+
+
+def _scipy_stats():
+    try:
+        from scipy import stats
+    except ImportError:  # pragma: no cover - scipy is in the test extra
+        raise ImportError("confidence intervals and bands need SciPy's t and F quantiles: "
+                          "pip install graphfit[fit] (or scipy)") from None
+    return stats
+
+
+def _check_level(level: float) -> float:
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must be a probability between 0 and 1 (e.g. 0.95). "
+                         f"Received: level={level!r}")
+    return float(level)
+
+
+def t_quantile(level: float, dof: int) -> float:
+    """The two-sided Student t quantile: t with P(|T| <= t) = level at `dof`."""
+    level = _check_level(level)
+    if dof <= 0:
+        return math.nan
+    return float(_scipy_stats().t.ppf(0.5 + level / 2, dof))
+
+
+def f_threshold(chi_square: float, dof: int, level: float, fixed: int = 1) -> float:
+    """The χ² at which lmfit's F-test gives probability `level` for `fixed` parameters held."""
+    level = _check_level(level)
+    return chi_square * (1.0 + fixed * float(_scipy_stats().f.ppf(level, fixed, dof)) / dof)
+
+
+def linear_intervals(report, level: float = 0.95) -> dict[str, tuple[float, float] | None]:
+    """`{name: (lower, upper)}`: value ± t · stderr (None where there is no stderr)."""
+    t = t_quantile(level, report.dof)
+    return {p.name: (p.value - t * p.stderr, p.value + t * p.stderr)
+            if p.stderr is not None and math.isfinite(t) else None for p in report.parameters}
+
+
+def band(model, report, x, level: float = 0.95, prediction: bool = False,
+         sigma: float | None = None):
+    """The fitted curve at `x` and its confidence (or prediction) band.
+
+    Args:
+        model: the fitted model `report` describes.
+        report: its `FitReport`.
+        x: where to evaluate (any number of examples).
+        level: the band's probability.
+        prediction: the band of a new measurement instead of the curve.
+        sigma: the standard deviation of a new measurement (default: the residual
+            standard deviation; 1 when the report's weights are absolute).
+
+    Returns:
+        `(fit, lower, upper)`, arrays of shape (examples,) for a one-column output, else
+        (examples × values,).
+    """
+    t = t_quantile(level, report.dof)
+    by_name = {p.name: p for p in model_parameters(model)}
+    free = [by_name[name] for name in report.free]
+    fitted = model_outputs(model, x)
+    jacobian = parameter_jacobian(model, x, free) if free else np.zeros((fitted.size, 0))
+    variance = np.einsum("ij,jk,ik->i", jacobian, report.covariance, jacobian)
+    if prediction:
+        if sigma is None:
+            sigma = 1.0 if report.absolute_sigma else report.statistics["residual_std"]
+        variance = variance + float(sigma) ** 2
+    half = t * np.sqrt(np.maximum(variance, 0.0))
+    fit = fitted.ravel()
+    return fit, fit - half, fit + half
+
+
+def _formula_of(model):
+    from graphfit.layers import Formula
+
+    formulas = [l for l in model.flatten_layers(include_self=True) if isinstance(l, Formula)]
+    others = [v for v in model.trainable_variables
+              if not any(v is w for f in formulas for w in f.variables)]
+    if len(formulas) != 1 or others:
+        raise ValueError(
+            f"profile_intervals re-fits a model made of one layers.Formula (the parameters it "
+            f"holds fixed in turn); model {model.name!r} has {len(formulas)} Formula layers and "
+            f"{len(others)} other trainable variables. Use linear_intervals for it.")
+    return formulas[0]
+
+
+class _Profile:
+    """χ² of re-fits with one parameter held fixed (a clone of the Formula, one traced fit
+    reused for every value)."""
+
+    def __init__(self, formula, name, x, y, sample_weight, epochs):
+        import graphfit as gf
+        from graphfit import layers, optimizers
+
+        config = formula.get_config()
+        params = dict(config["params"])
+        given = params[name] if isinstance(params[name], dict) else {"value": params[name]}
+        params[name] = {"value": given["value"], "vary": False}
+        self.best = formula.values()
+        self.clone = layers.Formula(config["expression"], params=params, dtype=formula.dtype)
+        self.model = gf.Sequential([self.clone], dtype=formula.dtype)
+        self.model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+        x = np.asarray(x)
+        x = x[:, None] if x.ndim == 1 else x  # as fit reads one input column
+        self.data = (x, np.asarray(y, np.float64).reshape(len(x), -1), sample_weight)
+        self.name, self.epochs, self.evaluations = name, epochs, 0
+        self.model(x[:1])  # builds the clone's variables
+
+    def chi_square(self, value: float) -> float:
+        x, y, weights = self.data
+        self.clone.set_values({**self.best, self.name: value})
+        self.model.optimizer.reset_state()
+        self.model.fit(x, y, sample_weight=weights, batch_size=None, epochs=self.epochs,
+                       verbose=0)
+        self.evaluations += 1
+        residuals = y - model_outputs(self.model, x)
+        w = 1.0 if weights is None else np.asarray(weights, np.float64).reshape(len(y), -1)
+        return float(np.sum(w * residuals ** 2))
+
+
+def _crossing(root, best: float, step: float, side: int, target: float, limit: float,
+              tolerance: float) -> float:
+    """Where `root(v)` (0 at `best`, growing away from it) reaches `target` on one side."""
+    a, za = best, 0.0
+    b = best + side * step
+    for _ in range(30):  # bracket: step out, doubling
+        if side * (b - limit) >= 0:
+            b = limit
+            zb = root(b)
+            if zb < target:
+                return limit  # the bound comes first
+            break
+        zb = root(b)
+        if zb >= target:
+            break
+        a, za, b = b, zb, best + 2 * (b - best)
+    else:
+        return math.nan
+    for _ in range(40):  # regula falsi, Illinois: halve the kept end's value when it stays
+        c = b - (zb - target) * (b - a) / (zb - za)
+        zc = root(c)
+        if abs(zc - target) <= tolerance * target or abs(b - a) <= 1e-12 * abs(b) + 1e-300:
+            return c
+        if (zc - target) * (zb - target) < 0:
+            a, za = b, zb
+        else:
+            za = target + (za - target) / 2
+        b, zb = c, zc
+    return b
+
+
+def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
+                      names: Sequence[str] | None = None, report=None, epochs: int = 500,
+                      tolerance: float = 1e-6) -> dict[str, tuple[float, float]]:
+    """Profile-likelihood intervals of a `layers.Formula` model's scalar parameters.
+
+    Args:
+        model: the fitted model (one Formula, fitted to `x, y`).
+        x, y, sample_weight: the data and weights of the fit.
+        level: the intervals' probability (lmfit's F-test).
+        names: the parameters to profile (default: every varied scalar one).
+        report: the fit report at the solution (computed when not given).
+        epochs: the most LM steps of each re-fit.
+        tolerance: the relative accuracy of sqrt(Δχ²) at the ends.
+
+    Returns:
+        `{name: (lower, upper)}`; an end is the bound where the profile reaches a bound
+        first, NaN where it never crosses (the data do not limit the parameter there).
+
+    Raises:
+        ValueError: for a model that is not one Formula, or an unknown or fixed name.
+    """
+    from graphfit.fitting.report import fit_report
+
+    formula = _formula_of(model)
+    report = report or fit_report(model, x, y, sample_weight=sample_weight)
+    varied = [p for p in report.parameters if p.status == "varied" and p.data_set is None]
+    chosen = [p.name for p in varied] if names is None else list(names)
+    unknown = [n for n in chosen if n not in {p.name for p in varied}]
+    if unknown:
+        raise ValueError(f"names: {unknown} are not varied scalar parameters of the fit "
+                         f"(those are {[p.name for p in varied]})")
+    chi_min = report.statistics["chi_square"]
+    target = math.sqrt(f_threshold(chi_min, report.dof, level) - chi_min)
+    t = t_quantile(level, report.dof)
+    intervals = {}
+    for name in chosen:
+        parameter = report[name]
+        profile = _Profile(formula, name, x, y, sample_weight, epochs)
+
+        def root(value, profile=profile, best=parameter.value):
+            return math.sqrt(max(profile.chi_square(value) - chi_min, 0.0)) * (
+                1.0 if value != best else 0.0)
+
+        step = t * parameter.stderr if parameter.stderr else max(abs(parameter.value), 1.0) * 0.1
+        low = -math.inf if parameter.min is None else parameter.min
+        high = math.inf if parameter.max is None else parameter.max
+        intervals[name] = tuple(_crossing(root, parameter.value, step, side, target,
+                                          limit, tolerance)
+                                for side, limit in ((-1, low), (1, high)))
+    return intervals

@@ -1,0 +1,361 @@
+"""`fit_report`: how well a fitted model's parameters are determined.
+
+At the solution, with residuals `r = y − f(x)`, sample weights `w` read as `1/σ²` (1 when
+none are given), and `J` the Jacobian of `f` with respect to the parameters that vary (not
+fixed, not on a bound):
+
+    χ² = Σ w r²       RSS = Σ r²       dof = N − P (N weighted points, P varying parameters)
+    s² = χ² / dof     (the reduced χ²; the residual standard deviation is s)
+    C  = s² (JᵀWJ)⁻¹  or, with absolute_sigma=True, (JᵀWJ)⁻¹ (SciPy's curve_fit)
+    R² = 1 − χ² / Σ w (y − ȳ_w)²          (ȳ_w the weighted mean)
+    AIC = N ln(χ²/N) + 2P      BIC = N ln(χ²/N) + P ln N      (lmfit's definitions)
+
+The covariance comes from the SVD of `W^½ J` with its columns scaled to unit length (so the
+rank test does not depend on the parameters' units); a singular value below `RANK_TOLERANCE`
+of the largest marks the parameters of its singular vector as not determined by the data:
+they get no standard error, and the others' come from the pseudo-inverse. Everything is
+computed in float64 with NumPy.
+
+Example:
+
+    >>> import numpy as np, graphfit as gf
+    >>> from graphfit import layers, optimizers
+    >>> x = np.linspace(0, 1, 6)
+    >>> y = np.array([1.02, 1.38, 1.83, 2.21, 2.58, 3.01])
+    >>> model = gf.Sequential([layers.Formula("a*x + b", params={"a": 1.0, "b": 0.0})],
+    ...                       input_shape=(1,), dtype="float64")
+    >>> model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    >>> history = model.fit(x, y, batch_size=None, epochs=20, verbose=0)
+    >>> report = fit_report(model, x, y)
+    >>> report.dof, round(report["a"].value, 4), round(report["a"].stderr, 4)
+    (4, 1.99, 0.0273)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from graphfit.fitting import text
+from graphfit.fitting.jacobian import model_outputs, parameter_jacobian
+from graphfit.fitting.parameters import FitParameter, model_parameters
+
+__all__ = ["FitReport", "ParameterResult", "fit_report", "RANK_TOLERANCE", "STRONG_CORRELATION",
+           "BOUND_TOLERANCE"]
+
+# Singular values of the column-scaled, weighted Jacobian below this fraction of the largest
+# mark undetermined parameters.
+RANK_TOLERANCE = 1e-12
+# |correlation| above this is flagged.
+STRONG_CORRELATION = 0.9
+# A parameter within this fraction of its range (or of max(1, |bound|) with one bound) of a
+# bound is reported on it.
+BOUND_TOLERANCE = 1e-7
+
+
+@dataclasses.dataclass
+class ParameterResult:
+    """One parameter in a report.
+
+    Attributes:
+        name, value: the parameter and its fitted value.
+        stderr: its standard error, or None (fixed, on a bound, not determined, no dof).
+        status: "varied", "fixed", "at lower bound", "at upper bound" or "undetermined".
+        min, max: its bounds (None where there is none).
+        data_set: its data set in a global fit, or None (shared).
+    """
+
+    name: str
+    value: float
+    stderr: float | None
+    status: str
+    min: float | None = None
+    max: float | None = None
+    data_set: int | None = None
+
+    @property
+    def relative_error(self) -> float | None:
+        """stderr / |value|, or None."""
+        if self.stderr is None or self.value == 0:
+            return None
+        return self.stderr / abs(self.value)
+
+
+@dataclasses.dataclass
+class FitReport:
+    """A fit's parameters with their uncertainties, and its statistics (see the module).
+
+    Attributes:
+        parameters: one `ParameterResult` per parameter, in the model's order.
+        free: the names of the parameters in `covariance` (varied and determined).
+        covariance, correlation: over `free` (float64 arrays).
+        statistics: points, varying parameters, dof, chi_square, reduced_chi_square, rss,
+            residual_std, r_squared, aic, bic, condition_number.
+        strong_correlations: `(name, name, r)` with |r| above the threshold.
+        undetermined: groups of parameter names the data do not determine separately.
+        fit: the optimizer, the steps it took and why it stopped (when known).
+        data_sets: per data set of a global fit: points, chi_square, rss, r_squared.
+        absolute_sigma: whether the weights were taken as absolute 1/σ².
+        notes: warnings in words (ill-conditioning, no degrees of freedom, ...).
+    """
+
+    parameters: list[ParameterResult]
+    free: list[str]
+    covariance: np.ndarray
+    correlation: np.ndarray
+    statistics: dict[str, float | int | None]
+    strong_correlations: list[tuple[str, str, float]]
+    undetermined: list[list[str]]
+    fit: dict[str, Any]
+    data_sets: list[dict[str, Any]]
+    absolute_sigma: bool
+    notes: list[str]
+
+    def __getitem__(self, name: str) -> ParameterResult:
+        for parameter in self.parameters:
+            if parameter.name == name:
+                return parameter
+        raise KeyError(f"no parameter {name!r}; the report has "
+                       f"{', '.join(p.name for p in self.parameters)}")
+
+    @property
+    def dof(self) -> int:
+        """The degrees of freedom, N − P."""
+        return int(self.statistics["dof"])
+
+    def values(self) -> dict[str, float]:
+        """`{name: value}` of every parameter."""
+        return {p.name: p.value for p in self.parameters}
+
+    def stderrs(self) -> dict[str, float | None]:
+        """`{name: standard error or None}` of every parameter."""
+        return {p.name: p.stderr for p in self.parameters}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-ready: NaN and inf as None)."""
+        return _plain({
+            "parameters": [dataclasses.asdict(p) for p in self.parameters],
+            "free": self.free, "covariance": self.covariance.tolist(),
+            "correlation": self.correlation.tolist(), "statistics": self.statistics,
+            "strong_correlations": [list(c) for c in self.strong_correlations],
+            "undetermined": self.undetermined, "fit": self.fit, "data_sets": self.data_sets,
+            "absolute_sigma": self.absolute_sigma, "notes": self.notes})
+
+    def to_json(self, indent: int = 2) -> str:
+        """`to_dict()` as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def __str__(self) -> str:
+        return text.format_report(self)
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _bound_status(p: FitParameter) -> str | None:
+    finite = [b for b in (p.min, p.max) if math.isfinite(b)]
+    if not finite or not p.vary:
+        return None
+    scale = (p.max - p.min) if len(finite) == 2 else max(1.0, abs(finite[0]))
+    if math.isfinite(p.min) and p.value - p.min <= BOUND_TOLERANCE * scale:
+        return "at lower bound"
+    if math.isfinite(p.max) and p.max - p.value <= BOUND_TOLERANCE * scale:
+        return "at upper bound"
+    return None
+
+
+def _weights(sample_weight, shape) -> np.ndarray:
+    if sample_weight is None:
+        return np.ones(shape)
+    w = np.asarray(sample_weight, np.float64)
+    if w.ndim == 2 and w.shape[1] == 1 or w.ndim > 1 and w.shape == shape:
+        w = w.reshape(w.shape[0], -1)
+    if w.shape[0] != shape[0] or w.ndim > 2 or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(
+            f"sample_weight must hold one finite weight >= 0 per example (read as 1/σ²), "
+            f"{shape[0]} of them. Received: an array of shape {np.shape(sample_weight)}"
+            f"{' with negative or non-finite values' if w.shape[:1] == shape[:1] else ''}")
+    return np.broadcast_to(w.reshape(shape[0], -1), shape)
+
+
+def fit_report(model, x, y, sample_weight=None, absolute_sigma: bool = False,
+               strong_correlation: float = STRONG_CORRELATION) -> FitReport:
+    """The fit report of `model` (already fitted) on the data `x, y` it was fitted to.
+
+    Args:
+        model: a model (or layer) with one output; its parameters come from
+            `graphfit.fitting.model_parameters` (a `Formula`'s names, bounds and fixed
+            parameters; any other variable element by element).
+        x, y: the data, as given to `fit` (arrays).
+        sample_weight: per-example weights, read as 1/σ² (as `fit` weighs the squared
+            residuals); None: all 1.
+        absolute_sigma: True takes the weights as absolute (the covariance is (JᵀWJ)⁻¹);
+            False (the default) scales it by the reduced χ², as SciPy's `curve_fit`.
+        strong_correlation: |r| above which a correlation is flagged.
+
+    Returns:
+        A `FitReport`; `print(report)` shows it.
+
+    Raises:
+        ValueError: for a model with several outputs, data whose size does not match the
+            outputs, or bad weights.
+    """
+    parameters = model_parameters(model)
+    fitted = model_outputs(model, x)
+    observed = np.asarray(y, np.float64)
+    if observed.size != fitted.size:
+        raise ValueError(f"y must hold one value per model output: the model gives "
+                         f"{fitted.shape} for x, y has shape {observed.shape}")
+    observed = observed.reshape(fitted.shape)
+    weights = _weights(sample_weight, fitted.shape)
+    statuses = [("fixed" if not p.vary else _bound_status(p) or "varied") for p in parameters]
+    varying = [p for p, s in zip(parameters, statuses) if s == "varied"]
+    jacobian = parameter_jacobian(model, x, varying) if varying else np.zeros((fitted.size, 0))
+    rows = np.sqrt(weights.ravel())
+    residuals = (observed - fitted).ravel()
+    points = int(np.count_nonzero(rows))
+    solved = _covariance(jacobian * rows[:, None], [p.name for p in varying])
+    statistics = _statistics(residuals, rows, observed.ravel(), points, len(varying))
+    statistics["condition_number"] = solved["condition"]
+    notes = list(solved["notes"])
+    scale = 1.0 if absolute_sigma else statistics["reduced_chi_square"]
+    if scale is None or not math.isfinite(scale):
+        notes.append(f"no degrees of freedom ({points} points, {len(varying)} varying "
+                     f"parameters): no standard errors")
+        scale = math.nan
+    covariance = solved["covariance"] * scale
+    errors = dict(zip(solved["free"], np.sqrt(np.diag(covariance))))
+    undetermined_names = {name for group in solved["undetermined"] for name in group}
+    results = []
+    for p, status in zip(parameters, statuses):
+        if p.name in undetermined_names:
+            status = "undetermined"
+        stderr = errors.get(p.name)
+        results.append(ParameterResult(
+            p.name, p.value, float(stderr) if stderr is not None and math.isfinite(stderr)
+            else None, status, p.min if math.isfinite(p.min) else None,
+            p.max if math.isfinite(p.max) else None, p.data_set))
+    correlation = _correlation(covariance)
+    strong = [(solved["free"][i], solved["free"][j], float(correlation[i, j]))
+              for i in range(len(solved["free"])) for j in range(i + 1, len(solved["free"]))
+              if abs(correlation[i, j]) > strong_correlation]
+    return FitReport(results, solved["free"], covariance, correlation, statistics, strong,
+                     solved["undetermined"], _fit_state(model), _data_sets(
+                         model, x, residuals, rows, observed.ravel(), parameters),
+                     absolute_sigma, notes)
+
+
+def _covariance(weighted: np.ndarray, names: list[str]) -> dict[str, Any]:
+    """(JᵀWJ)⁻¹ over the determined parameters, from the SVD of the column-scaled Jacobian."""
+    notes: list[str] = []
+    if not names:
+        return {"covariance": np.zeros((0, 0)), "free": [], "undetermined": [],
+                "condition": None, "notes": notes}
+    norms = np.linalg.norm(weighted, axis=0)
+    zero = [n for n, c in zip(names, norms) if c == 0]
+    scaled = weighted / np.where(norms > 0, norms, 1.0)
+    _, singular, vt = np.linalg.svd(scaled, full_matrices=False)
+    largest = singular[0] if singular.size else 0.0
+    small = singular <= RANK_TOLERANCE * largest
+    undetermined: list[list[str]] = [[n] for n in zero]
+    for row in vt[small] if largest > 0 else vt:
+        group = [n for n, v in zip(names, row) if abs(v) > 0.1 and n not in zero]
+        if group and group not in undetermined:
+            undetermined.append(group)
+    if undetermined:
+        notes.append("the data do not determine " + "; ".join(
+            " and ".join(g) + (" (only a combination of them)" if len(g) > 1 else "")
+            for g in undetermined) + ": no standard error for them")
+    kept = singular > RANK_TOLERANCE * largest
+    inverse = (vt[kept].T / singular[kept] ** 2) @ vt[kept]
+    condition = float(singular[0] / singular[-1]) if singular[-1] > 0 else math.inf
+    if not undetermined and condition > 1e8:
+        notes.append(f"ill-conditioned: the scaled Jacobian's condition number is "
+                     f"{condition:.2g}; the standard errors have fewer correct digits")
+    bad = {n for g in undetermined for n in g}
+    keep = [i for i, n in enumerate(names) if n not in bad]
+    inverse = inverse[np.ix_(keep, keep)] / np.outer(norms[keep], norms[keep])
+    return {"covariance": inverse, "free": [names[i] for i in keep],
+            "undetermined": undetermined, "condition": condition, "notes": notes}
+
+
+def _correlation(covariance: np.ndarray) -> np.ndarray:
+    deviations = np.sqrt(np.diag(covariance))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return covariance / np.outer(deviations, deviations)
+
+
+def _statistics(residuals, rows, observed, points: int, varying: int) -> dict[str, Any]:
+    weights = rows ** 2
+    chi_square = float(np.sum(weights * residuals ** 2))
+    dof = points - varying
+    reduced = chi_square / dof if dof > 0 else None
+    mean = np.sum(weights * observed) / max(np.sum(weights), 1e-300)
+    total = float(np.sum(weights * (observed - mean) ** 2))
+    log_likelihood = points * math.log(max(chi_square, 1e-300) / points) if points else math.nan
+    return {
+        "points": points, "varying_parameters": varying, "dof": dof,
+        "chi_square": chi_square, "reduced_chi_square": reduced,
+        "rss": float(np.sum(residuals ** 2)),
+        "residual_std": math.sqrt(reduced) if reduced is not None else None,
+        "r_squared": 1.0 - chi_square / total if total > 0 else None,
+        "aic": log_likelihood + 2 * varying,
+        "bic": log_likelihood + math.log(max(points, 1)) * varying,
+    }
+
+
+def _fit_state(model) -> dict[str, Any]:
+    """The optimizer, its steps and why fit stopped, as far as the model tells."""
+    optimizer = getattr(model, "optimizer", None)
+    history = getattr(model, "history", None)
+    epochs = len(history.epoch) if getattr(history, "epoch", None) is not None else None
+    steps = getattr(optimizer, "iterations", None)
+    reason = getattr(model, "stop_reason", None)
+    if reason is None and epochs is not None:
+        reason = (f"ran its {epochs} epochs without meeting a convergence test: the fit may not "
+                  f"have converged")
+    return {"optimizer": type(optimizer).__name__ if optimizer is not None else None,
+            "steps": int(steps.numpy()) if steps is not None else None,
+            "epochs": epochs, "stop_reason": reason}
+
+
+def _data_sets(model, x, residuals, rows, observed, parameters) -> list[dict[str, Any]]:
+    """Per data set of a global fit (a layer with `data_set_index(x)`): its statistics."""
+    index = None
+    for layer in model.flatten_layers(include_self=True):
+        locate = getattr(layer, "data_set_index", None)
+        if callable(locate):
+            index = locate(x)
+            if index is not None:
+                break
+    if index is None:
+        return []
+    per_row = np.repeat(np.asarray(index), residuals.size // len(index))
+    sets = []
+    for number in np.unique(per_row):
+        mask = per_row == number
+        w = rows[mask] ** 2
+        chi_square = float(np.sum(w * residuals[mask] ** 2))
+        y = observed[mask]
+        mean = np.sum(w * y) / max(np.sum(w), 1e-300)
+        total = float(np.sum(w * (y - mean) ** 2))
+        sets.append({
+            "data_set": int(number), "points": int(np.count_nonzero(w)),
+            "parameters": [p.name for p in parameters if p.data_set in (None, int(number))],
+            "chi_square": chi_square, "rss": float(np.sum(residuals[mask] ** 2)),
+            "rms_residual": math.sqrt(chi_square / max(np.count_nonzero(w), 1)),
+            "r_squared": 1.0 - chi_square / total if total > 0 else None})
+    return sets
