@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         threads.use_threads(args.threads)
     from graphfit.recipes.reading.problems import RecipeError
+    from graphfit.recipes.running.origins import EntryFailed
 
     try:
         return _COMMANDS[args.command](args)
@@ -135,6 +136,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphfit: {count} problem{'s' if count != 1 else ''} found; nothing was run.",
               file=sys.stderr)
         return EXIT_BAD_INPUT
+    except EntryFailed as error:  # the user's code behind a recipe entry: where and what
+        if args.debug:
+            raise
+        print(str(error), file=sys.stderr)
+        print(f"graphfit: {args.command} failed in the code that entry names (run again with "
+              f"--debug for the traceback)", file=sys.stderr)
+        return EXIT_FAILED
     except _BadInput as error:
         if args.debug:
             raise

@@ -37,7 +37,7 @@ from graphfit.recipes.running.run_lock import LOCK_FILE, RunBusy, RunLock
 __all__ = ["create_run", "claim_new_run", "find_run", "write_yaml", "write_json", "read_json",
            "read_recipe", "read_yaml", "versions", "lock_run", "RunLock", "RunBusy",
            "update_latest", "record_user_modules", "use_recorded_modules", "CHECKPOINT", "LOGS",
-           "LOCK_FILE", "USER_MODULES"]
+           "LOCK_FILE", "USER_MODULES", "holds_checkpoint"]
 
 CHECKPOINT = os.path.join("checkpoints", "final")
 LOGS = "logs"
@@ -155,7 +155,7 @@ def find_run(path: str) -> str:
     if not os.path.isfile(os.path.join(path, RECIPE_FILE)):
         raise ValueError(f"{path} is not a graphfit run directory (it has no {RECIPE_FILE})")
     if not os.path.isfile(os.path.join(path, CHECKPOINT + ".index")):
-        if _holds_a_checkpoint(path):
+        if holds_checkpoint(path):
             advice = (f"Finish it with `graphfit train --resume {path}` (it continues from "
                       f"its latest checkpoint)")
         else:
@@ -167,7 +167,7 @@ def find_run(path: str) -> str:
     return path
 
 
-def _holds_a_checkpoint(run: str) -> bool:
+def holds_checkpoint(run: str) -> bool:
     """Whether a training checkpoint was written anywhere in the run (wherever the recipe's
     ModelCheckpoint put it)."""
     return any(name.endswith(".index") for _, _, names in os.walk(run) for name in names)

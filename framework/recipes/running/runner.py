@@ -20,7 +20,7 @@ from graphfit.datasets.graph_set import GraphSet
 from graphfit.recipes.reading.components import clean_message
 from graphfit.recipes.reading.problems import Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
-from graphfit.recipes.running import distribution, run_directory
+from graphfit.recipes.running import distribution, origins, run_directory
 from graphfit.recipes.running.builder import build_model, compile_arguments
 from graphfit.recipes.running.data_loading import DataError, Splits, load_splits
 from graphfit.training.input_checks import (
@@ -42,7 +42,12 @@ class Prepared:
     strategy: Any = None  # the tf.distribute strategy the model was built in (or None)
 
 
-def _error(recipe: Recipe, path: tuple, error: Exception) -> RecipeError:
+def _error(recipe: Recipe, path: tuple, error: Exception) -> Exception:
+    """The error at `path`, or at the entry inside it whose object raised it (`origins`):
+    `model` becomes `model.layers[2]`; the user's own code's error keeps its file and line."""
+    inner = origins.entry_of(error)
+    if inner is not None and inner[: len(path)] == path:
+        return origins.failure(error, recipe, inner)
     return RecipeError([Problem(path, clean_message(error), recipe.position(path))])
 
 
@@ -56,7 +61,13 @@ def prepare(recipe: Recipe, distribute: bool = True) -> Prepared:
 
     Raises:
         RecipeError: naming the recipe key to fix (data, model, loss, ...).
+        EntryFailed: the user's code behind an entry failed (a `class_path` layer's build).
     """
+    with origins.reported(recipe):
+        return _prepare(recipe, distribute)
+
+
+def _prepare(recipe: Recipe, distribute: bool) -> Prepared:
     import graphfit as gf
     from graphfit.training.stage_data import check_inputs
 
@@ -208,7 +219,7 @@ def _check_monitors(recipe: Recipe, model, splits: Splits) -> None:
         cls = CALLBACK.lookup(entry["type"])
         if not (isinstance(cls, type) and issubclass(cls, MonitorCallback)):
             continue
-        callback = instantiate(entry, CALLBACK)
+        callback = instantiate(entry, CALLBACK, ("callbacks", index))
         callback.set_model(model)
         try:
             callback.resolve_direction(logs)
@@ -231,7 +242,7 @@ def _check_callbacks(recipe: Recipe, model) -> None:
                 or cls.check_model is Callback.check_model:
             continue  # built only when it checks something: no side effect otherwise
         try:
-            instantiate(entry, CALLBACK).check_model(model)
+            instantiate(entry, CALLBACK, ("callbacks", index)).check_model(model)
         except ValueError as error:
             raise _error(recipe, ("callbacks", index), error) from None
 
