@@ -124,7 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         threads.use_threads(args.threads)
     from graphfit.recipes.reading.problems import RecipeError
+    from graphfit.recipes.running import disk_faults
+    from graphfit.recipes.running.disk_faults import DiskFault
     from graphfit.recipes.running.origins import EntryFailed
+    from graphfit.recipes.running.run_directory import DamagedRunFile
 
     try:
         return _COMMANDS[args.command](args)
@@ -140,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(str(error), file=sys.stderr)
-        print(f"graphfit: {args.command} failed in the code that entry names (run again with "
-              f"--debug for the traceback)", file=sys.stderr)
+        where = "in the code that entry names" if error.user_code else "at that recipe entry"
+        print(f"graphfit: {args.command} failed {where} (run again with --debug for the "
+              f"traceback)", file=sys.stderr)
         return EXIT_FAILED
-    except _BadInput as error:
+    except (_BadInput, DamagedRunFile) as error:
         if args.debug:
             raise
         print(f"graphfit: {error}", file=sys.stderr)
@@ -154,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # a failure while running: say what, trace on request
         if args.debug:
             raise
-        print(f"graphfit: {args.command} failed: {type(error).__name__}: {error}\n"
+        fault = str(error) if isinstance(error, DiskFault) else disk_faults.describe(error)
+        what = fault or f"{type(error).__name__}: {error}"
+        print(f"graphfit: {args.command} failed: {what}\n"
               f"(run again with --debug for the traceback)", file=sys.stderr)
         return EXIT_FAILED
 

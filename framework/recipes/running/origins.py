@@ -49,8 +49,9 @@ class EntryFailed(RuntimeError):
     its file and line); `str()` is that one line.
     """
 
-    def __init__(self, problem: Problem):
+    def __init__(self, problem: Problem, user_code: bool = True):
         self.problem = problem
+        self.user_code = user_code  # False: graphfit's or Keras's own object, during training
         super().__init__(str(problem))
 
 
@@ -142,7 +143,7 @@ def failure(error: BaseException, recipe, fallback: tuple | None = None,
         problem = Problem(path, f"{message} (at {where})", recipe.position(path))
         return EntryFailed(problem)
     problem = Problem(path, clean_message(plain), recipe.position(path))
-    return RecipeError([problem]) if before_training else EntryFailed(problem)
+    return RecipeError([problem]) if before_training else EntryFailed(problem, False)
 
 
 @contextlib.contextmanager
@@ -154,6 +155,10 @@ def reported(recipe, before_training: bool = True):
     except (RecipeError, EntryFailed, KeyboardInterrupt):
         raise
     except Exception as error:
+        from graphfit.recipes.running.disk_faults import is_disk_fault
+
+        if is_disk_fault(error):
+            raise  # the disk, not the entry: told as such by the run
         placed = failure(error, recipe, before_training=before_training)
         if placed is None:
             raise

@@ -37,7 +37,13 @@ from graphfit.callbacks.callback import Callback
 from graphfit.core.log_values import scalar_logs
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
-from graphfit.recipes.running import distribution, origins, run_directory, workers
+from graphfit.recipes.running import (
+    disk_faults,
+    distribution,
+    origins,
+    run_directory,
+    workers,
+)
 from graphfit.recipes.running.run_callbacks import (
     CHECKPOINTS,
     hyperparameters,
@@ -287,8 +293,12 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
     try:
         with lock:
             return _train_into(lock.run, prepared, verbose)
-    except Exception:
+    except Exception as error:
         _discard_unstarted(lock.run, existed)
+        kept = lock.run if os.path.isdir(lock.run) and not existed else None
+        fault = disk_faults.describe(error, kept)
+        if fault:
+            raise disk_faults.DiskFault(fault) from error
         raise
 
 
@@ -364,6 +374,7 @@ def resume(run: str, epochs: int | None = None, verbose: int = 2,
     recipe_file = run_directory.read_recipe(run)
     if not os.path.isfile(recipe_file):
         raise ValueError(f"{run} is not a graphfit run directory (it has no recipe.yaml)")
+    run_directory.check_writable(run)  # before anything is loaded, locked or written
     overrides = _resume_overrides(recipe_file, epochs, dtype)
     where = list(distribute)
     if not distribution.is_chief(distribution.start_early(recipe_file, overrides + where)):
@@ -383,7 +394,8 @@ def _resume_overrides(recipe_file: str, epochs: int | None, dtype: str | None) -
         return overrides
     from graphfit.core.dtype_policy import dtype_policy
 
-    recorded = run_directory.read_yaml(recipe_file).get("training", {}).get("dtype", "float32")
+    recorded = run_directory.read_yaml(recipe_file, dict).get("training", {}).get("dtype",
+                                                                                 "float32")
     wanted = dtype_policy(dtype, "training.dtype")
     if wanted.variable_dtype != dtype_policy(recorded).variable_dtype:
         raise ValueError(
@@ -424,14 +436,20 @@ def _resume_locked(run: str, recipe_file: str, overrides: list[str],
         print(workers.notice(prepared.strategy, run), file=sys.stderr)
         verbose = 0
     elif overrides:  # recorded with the strategy the run was written for
-        recorded_where = run_directory.read_yaml(recipe_file).get("distribute")
+        recorded_where = run_directory.read_yaml(recipe_file, dict).get("distribute")
         run_directory.write_yaml(recipe_file, {**recipe.config, "distribute": recorded_where})
         overrides_file = os.path.join(run, "overrides.yaml")
         recorded = (run_directory.read_yaml(overrides_file)
                     if os.path.isfile(overrides_file) else []) or []
         run_directory.write_yaml(overrides_file, recorded + overrides)
-    with origins.reported(recipe, before_training=False):
-        return _fit_into(run, prepared, state["epoch"], verbose, earlier)
+    try:
+        with origins.reported(recipe, before_training=False):
+            return _fit_into(run, prepared, state["epoch"], verbose, earlier)
+    except Exception as error:
+        fault = disk_faults.describe(error, run)
+        if fault:
+            raise disk_faults.DiskFault(fault) from error
+        raise
 
 
 def _earlier_records(run: str, state: dict) -> list[dict]:
