@@ -120,8 +120,8 @@ def _innermost_message(error: BaseException) -> BaseException:
     from the original (which carries the plain message)."""
     if "in user code:" not in str(error):
         return error
-    for link in reversed(_chain(error)):
-        if type(link) is type(error) and "in user code:" not in str(link):
+    for link in reversed(_chain(error)):  # the original first (a StagingError wraps it)
+        if "in user code:" not in str(link):
             return link
     return error
 
