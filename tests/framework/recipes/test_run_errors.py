@@ -316,3 +316,18 @@ def test_function_graph_labels_the_spec_it_was_called_with():
     plain = graph_report.function_graph(lambda x: x * 2.0, tf.TensorSpec([8], tf.float32))
     assert plain.signature == "x: float32[8]"
     assert "float32[8]" in str(plain)
+
+
+def test_a_full_disk_at_export_says_so_in_plain_words(run, capsys, monkeypatch):
+    import graphfit.export
+
+    target = str(run / "saved_model" / "variables" / "variables.data-00000-of-00001")
+
+    def export_run(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), target)
+
+    monkeypatch.setattr(graphfit.export, "export_run", export_run)
+    code, _, err = _cli(capsys, "export", str(run))
+    assert code == 1, err
+    assert f"graphfit: export failed: cannot write {target}: the disk is full" in err, err
+    assert "Errno" not in err
