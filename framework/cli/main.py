@@ -18,6 +18,7 @@ traceback with --debug).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import warnings
@@ -35,6 +36,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
+@functools.cache  # built once per process: in-process callers (tests, tools) call main often
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="graphfit", description="Train, check and use graphfit recipes.")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
