@@ -169,10 +169,16 @@ def _wrt_variables(model, wrt) -> list[tf.Variable] | None:
             return variables
         names = node_jacobian.layer_names(model)
         if wrt not in names:
+            layer = next((name for name in names if wrt.startswith(name) and wrt[len(name):]
+                          .strip("_:.").lower() in ("output", "out", "activation")), None)
+            hint = (f" For the derivative with respect to layer {layer!r}'s output (its "
+                    f"activation), pass wrt=graphfit.autodiff.activation({layer!r})."
+                    if layer else " For a layer's output (its activation) pass "
+                                  "wrt=graphfit.autodiff.activation(name).")
             raise ValueError(
-                f"wrt must be 'variables', 'inputs', a layer name or a list of variables. "
-                f"Model {model.name!r} has no layer named {wrt!r}. Its layers: {names}. "
-                f"Received: wrt={wrt!r}"
+                f"wrt must be 'variables', 'inputs', a layer name (its variables), "
+                f"activation(layer name) or a list of variables. Model {model.name!r} has no "
+                f"layer named {wrt!r}. Its layers: {names}.{hint} Received: wrt={wrt!r}"
             )
         variables = model.get_layer(wrt).trainable_variables
         if not variables:
@@ -196,7 +202,9 @@ def jacobian(model, x, of: str = "output", wrt: str | Sequence[tf.Variable] = "v
             (a dict of outputs); or the name of any layer, whose output in this forward pass
             is differentiated. A model with a layer named "output" has its output win.
         wrt: "variables" (all trainable variables), a layer name (that layer's trainable
-            variables), a list of variables, or "inputs".
+            variables), a list of variables, "inputs", or `activation(layer name)`: that
+            layer's output in this forward pass (any node: the result is shaped as for
+            "inputs", with the activation in place of x).
         mode: "forward", "reverse" or "auto" (forward mode when the numbers differentiated
             against are fewer than the numbers differentiated; reverse otherwise).
         training: the `training` flag of the forward pass. Update hooks never fire.
@@ -236,6 +244,8 @@ def jacobian(model, x, of: str = "output", wrt: str | Sequence[tf.Variable] = "v
     if not isinstance(per_example, bool) and per_example != "auto":
         raise ValueError("per_example must be True, False or 'auto'. "
                          f"Received: per_example={per_example!r}")
+    if isinstance(wrt, node_jacobian.Activation):
+        return _jacobian_of_activation(model, x, of, wrt, training, per_example)
     variables = _wrt_variables(model, wrt)
     x = _as_inputs(model, x)
     node_fn = node_jacobian.node_function(model, of, training)
@@ -254,6 +264,21 @@ def jacobian(model, x, of: str = "output", wrt: str | Sequence[tf.Variable] = "v
     body = functools.partial(_jacobian_body, of=of, variables=variables, mode=mode,
                              training=training, per_example=per_example)
     return _run(model, ("jacobian", of, wrt_key, mode, training, per_example), body, x)
+
+
+def _jacobian_of_activation(model, x, of, wrt, training, per_example):
+    """d of / d (another layer's output), per example or full, as for wrt="inputs"."""
+    node_jacobian.check_activation(model, wrt)
+    x = _as_inputs(model, x)
+    node_fn = node_jacobian.node_function(model, of, training)
+    node_fn(x)  # checks the node (eagerly: clean errors before any tracing)
+    per_example = _per_example_mode(model, per_example, training)
+
+    def body(model, x):
+        return node_jacobian.wrt_activation(model, node_jacobian.node_function(
+            model, of, training), x, wrt.layer, per_example)
+
+    return _run(model, ("jacobian", of, wrt, training, per_example), body, x)
 
 
 def _mixing_layers(model, training: bool) -> list[str]:

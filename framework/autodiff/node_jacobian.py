@@ -15,6 +15,7 @@ dropped, so a Jacobian at `training=True` never moves batch-norm statistics.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 import tensorflow as tf
@@ -24,7 +25,8 @@ from graphfit.core.registry import did_you_mean
 from graphfit.core.shapes import num_elements
 
 __all__ = ["OUTPUT", "node_function", "layer_names", "wrt_variables", "wrt_inputs",
-           "diagonal_blocks", "choose_mode", "size"]
+           "diagonal_blocks", "choose_mode", "size", "Activation", "activation",
+           "wrt_activation"]
 
 OUTPUT = "output"
 _ZERO = tf.UnconnectedGradients.ZERO
@@ -219,3 +221,62 @@ def _forward_blocks(rows, views, widths) -> list:
         groups.append(tf.vectorized_map(jvp, units))  # (count, batch, out)
     stacked = groups[0] if len(groups) == 1 else tf.concat(groups, 0)
     return tf.split(tf.transpose(stacked, [1, 2, 0]), widths, axis=2)
+
+
+@dataclasses.dataclass(frozen=True)
+class Activation:
+    """`wrt=activation("hidden")`: differentiate with respect to the output of the layer
+    named "hidden" in the forward pass (its activation), not its variables.
+
+    Example:
+
+        >>> activation("hidden")
+        Activation(layer='hidden')
+    """
+
+    layer: str
+
+
+def activation(layer: str) -> Activation:
+    """The output of the layer named `layer`, as `jacobian`'s `wrt` (see `Activation`)."""
+    if not isinstance(layer, str) or not layer:
+        raise ValueError(f"activation() takes a layer name. Received: layer={layer!r}")
+    return Activation(layer)
+
+
+def check_activation(model, wrt: Activation) -> None:
+    """Refuses an `Activation` naming no layer of `model` (listing the names)."""
+    names = layer_names(model)
+    if wrt.layer not in names:
+        hint = did_you_mean(wrt.layer, names)
+        raise ValueError(f"wrt=activation({wrt.layer!r}) names no layer of model "
+                         f"{model.name!r}.{hint} Its layers: {names}.")
+
+
+def wrt_activation(model, node_fn, x, name: str, per_example) -> tf.Tensor:
+    """d node / d (layer `name`'s output): (batch, *out[1:], *a[1:]) blocks per example
+    (`per_example` True), the full (batch, *out[1:], batch, *a[1:]) Jacobian (False), or the
+    exact blocks cut out of it ("diagonal")."""
+    layer = next(item for item in model.flatten_layers(include_self=False)
+                 if item.name == name)
+    held = []
+    with tf.GradientTape(persistent=False, watch_accessed_variables=False) as tape:
+        def watch(_, outputs):
+            outputs = _single_tensor(outputs, f"layer {name!r}")
+            tape.watch(outputs)
+            held.append(outputs)
+            return outputs
+
+        with layer_outputs.transform_outputs([layer], watch):
+            out = node_fn(x)
+    if len(held) != 1:
+        raise ValueError(
+            f"Layer {name!r} runs {len(held)} times in one forward pass of model "
+            f"{model.name!r}, so 'its output' is ambiguous; wrt=activation() needs a layer "
+            f"that runs once.")
+    (inner,) = held
+    if per_example is True:
+        return tape.batch_jacobian(out, inner, unconnected_gradients=_ZERO,
+                                   experimental_use_pfor=True)
+    full = tape.jacobian(out, inner, unconnected_gradients=_ZERO, experimental_use_pfor=True)
+    return diagonal_blocks(full, out, inner) if per_example == "diagonal" else full

@@ -20,6 +20,7 @@ traceback with --debug).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import warnings
@@ -37,6 +38,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
+@functools.cache  # built once per process: in-process callers (tests, tools) call main often
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="graphfit", description="Train, check and use graphfit recipes.")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
@@ -141,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         threads.use_threads(args.threads)
     from graphfit.recipes.reading.problems import RecipeError
+    from graphfit.recipes.running import disk_faults
+    from graphfit.recipes.running.disk_faults import DiskFault
+    from graphfit.recipes.running.origins import EntryFailed
+    from graphfit.recipes.running.run_directory import DamagedRunFile
 
     try:
         return _COMMANDS[args.command](args)
@@ -152,7 +158,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphfit: {count} problem{'s' if count != 1 else ''} found; nothing was run.",
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    except _BadInput as error:
+    except EntryFailed as error:  # the user's code behind a recipe entry: where and what
+        if args.debug:
+            raise
+        print(str(error), file=sys.stderr)
+        where = "in the code that entry names" if error.user_code else "at that recipe entry"
+        print(f"graphfit: {args.command} failed {where} (run again with --debug for the "
+              f"traceback)", file=sys.stderr)
+        return EXIT_FAILED
+    except (_BadInput, DamagedRunFile) as error:
         if args.debug:
             raise
         print(f"graphfit: {error}", file=sys.stderr)
@@ -163,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # a failure while running: say what, trace on request
         if args.debug:
             raise
-        print(f"graphfit: {args.command} failed: {type(error).__name__}: {error}\n"
+        fault = str(error) if isinstance(error, DiskFault) else disk_faults.describe(error)
+        what = fault or f"{type(error).__name__}: {error}"
+        print(f"graphfit: {args.command} failed: {what}\n"
               f"(run again with --debug for the traceback)", file=sys.stderr)
         return EXIT_FAILED
 

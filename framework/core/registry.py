@@ -47,7 +47,7 @@ def closest(name: str, candidates) -> str | None:
     Among the close candidates (difflib's), the fewest typos away wins: "adma" is "Adam"
     (one swap), not the longer "Adamax" that difflib ranks first.
     """
-    candidates = list(candidates)
+    candidates = [c for c in candidates if isinstance(c, str)]  # an invalid entry: skipped
     matches = difflib.get_close_matches(name.lower(), {c.lower() for c in candidates}, n=5,
                                         cutoff=0.6)
     if not matches:

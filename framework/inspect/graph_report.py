@@ -198,8 +198,36 @@ def flops_line(flops: dict, stage: str | None, batch_size: int | None) -> str:
 
 
 # --------------------------------------------------------------------------- any function
-def _signature_text(concrete) -> str:
+def _called_spec(value):
+    """The TensorSpec of an input as it was given (a spec, a tensor, an array), else None."""
+    if isinstance(value, tf.TensorSpec):
+        return value
+    if isinstance(value, (tf.Tensor, np.ndarray)):
+        return tf.TensorSpec(value.shape, tf.as_dtype(value.dtype))
+    return None
+
+
+def _as_called(traced, given) -> str:
+    """The input as `function_graph` was called with it; the traced spec where the function
+    traced a more general one (an input_signature, reduce_retracing) is added."""
+    text = _spec_text(traced)
+    called = _called_spec(given)
+    if called is None or not isinstance(traced, tf.TensorSpec):
+        return text
+    shown = _spec_text(called)
+    return shown if shown == text else f"{shown} (traced as {text})"
+
+
+def _signature_text(concrete, called=None) -> str:
     args, kwargs = concrete.structured_input_signature
+    if called is not None and len(called[0]) == len(args):
+        given_args, given_kwargs = called
+        texts = [_as_called(a, g) for a, g in zip(args, given_args)]
+        kw_texts = {k: _as_called(v, given_kwargs.get(k)) for k, v in kwargs.items()}
+        names = [a.name for a in concrete.function_type.parameters.values()]
+        parts = [f"{names[i] if i < len(names) else f'arg{i}'}: {text}"
+                 for i, text in enumerate(texts)]
+        return ", ".join(parts + [f"{k}: {t}" for k, t in kw_texts.items()]) or "no inputs"
     parts = []
     names = [a.name for a in concrete.function_type.parameters.values()] if hasattr(
         concrete, "function_type") else []
@@ -230,7 +258,7 @@ def _is_jit(function) -> bool:
     return bool(getattr(function, "_jit_compile", False))
 
 
-def _report(function, args, kwargs, title: str, passes, rewrites=None,
+def _report(function, args, kwargs, title: str, passes, rewrites=None, called=None,
             **extra) -> GraphReport:
     concrete = function.get_concrete_function(*args, **kwargs)
     graph_def, fetches = grappler.graph_def_of(concrete.graph)
@@ -243,7 +271,7 @@ def _report(function, args, kwargs, title: str, passes, rewrites=None,
             xla = xla_report.xla_report(function, *args, **kwargs)
         except ValueError as error:  # an open batch dimension: XLA needs fixed shapes
             notes.append(f"no XLA report: {error}")
-    return GraphReport(title=title, signature=_signature_text(concrete),
+    return GraphReport(title=title, signature=_signature_text(concrete, called),
                        before=grappler.count_ops(graph_def), after=grappler.count_ops(optimized),
                        passes=tuple(effects), jit_compile=jit, xla=xla, notes=tuple(notes),
                        optimized=optimized, **extra)
@@ -267,7 +295,8 @@ def function_graph(fn: Callable, *example_args, passes=tuple(grappler.PASSES),
     if not hasattr(fn, "get_concrete_function"):
         fn = tf.function(fn)
     title = f"function {getattr(fn, '__name__', type(fn).__name__)!r}"
-    return _report(fn, example_args, example_kwargs, title, passes)
+    return _report(fn, example_args, example_kwargs, title, passes,
+                   called=(example_args, example_kwargs))
 
 
 # ---------------------------------------------------------------------------- model steps

@@ -189,7 +189,10 @@ def _range_problem(value) -> str | None:
     if isinstance(value, float):
         if math.isnan(value):
             return "must be a number, got NaN"
-        if math.isfinite(value) and abs(value) > _FLOAT32_MAX:
+        if math.isinf(value):  # nothing a recipe configures is infinite: a limit is left out
+            return (f"must be a finite number, got {value!r}; leave the argument out (or "
+                    f"null, where it may be) for no limit")
+        if abs(value) > _FLOAT32_MAX:
             return (f"is too large: {value!r} overflows float32 (largest about 3.4e+38) and "
                     f"would become infinity")
     return None
@@ -254,14 +257,25 @@ def argument_problem(cls, name: str, value) -> str | None:
 def argument_problem_at(cls, name: str, value) -> tuple[tuple, str] | None:
     """Like `argument_problem`, with where inside `value` the problem is: () for the value
     itself, (1,) for its second item, ("10",) for its key "10"."""
+    inside = _nested_range_problem(value)
+    if inside:  # numbers inside (boundaries, a schedule's rates, an initializer's value)
+        return inside
+    problem = _range_problem(value) or _declared_problem(cls, name, value)
+    return ((), problem) if problem else None
+
+
+def _nested_range_problem(value, depth: int = 0) -> tuple[tuple, str] | None:
+    """(where inside `value`, what) for the first number nested in it that does not fit."""
     items = (enumerate(value) if isinstance(value, list)
              else value.items() if isinstance(value, dict) else ())
-    for key, item in items:  # numbers inside (boundaries, a schedule's rates) must fit too
+    for key, item in items:
         problem = _range_problem(item) if isinstance(item, (int, float)) else None
         if problem:
             return (key,), problem
-    problem = _range_problem(value) or _declared_problem(cls, name, value)
-    return ((), problem) if problem else None
+        found = _nested_range_problem(item, depth + 1) if depth < 32 else None
+        if found:
+            return (key, *found[0]), found[1]
+    return None
 
 
 def _declared_problem(cls, name: str, value) -> str | None:

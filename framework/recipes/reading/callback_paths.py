@@ -56,6 +56,27 @@ def path_problem(path: str, folder: bool) -> str | None:
     return None
 
 
+# What a run directory holds already (see running/run_directory.py): a callback's relative
+# path must not land on them.
+_RUN_FILES = ("recipe.yaml", "overrides.yaml", "versions.json", "preprocessing.json",
+              "history.json", "metrics.json", "user_modules.json", ".lock")
+_RUN_FOLDERS = ("logs", "checkpoints")
+
+
+def _run_file_clash(relative: str, folder: bool) -> str | None:
+    """Why a relative callback path cannot be written inside the run directory, or None."""
+    first = relative.split(os.sep)[0]
+    if first == os.pardir:
+        return None  # outside the run folder: where the user chose
+    if first in _RUN_FILES:
+        return (f"{relative} would be inside the run's own file {first}; choose another "
+                f"name (relative paths are placed in the run directory)")
+    if relative in _RUN_FOLDERS and not folder:
+        return (f"{relative} is a folder the run writes ({relative}/); give a file name, such "
+                f"as {relative}/training.csv or training.csv")
+    return None
+
+
 def check_callback_paths(entries, checker: Checker) -> None:
     """Reports every absolute callback path that cannot be written, at its argument."""
     if not isinstance(entries, list):
@@ -68,8 +89,11 @@ def check_callback_paths(entries, checker: Checker) -> None:
             if not isinstance(value, str) or not value.strip() or "\0" in value:
                 continue
             full = os.path.expanduser(value)
-            if not os.path.isabs(full):
-                continue  # inside the run directory, which the run creates
+            if not os.path.isabs(full):  # inside the run directory, which the run creates
+                problem = _run_file_clash(os.path.normpath(full), key in FOLDER_ARGUMENTS)
+                if problem:
+                    checker.report(("callbacks", index, key), problem)
+                continue
             problem = path_problem(os.path.normpath(full), folder=key in FOLDER_ARGUMENTS)
             if problem:
                 checker.report(("callbacks", index, key), problem)

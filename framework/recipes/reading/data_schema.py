@@ -245,7 +245,7 @@ def check_data_source(value, path, checker: Checker, training: bool = True):
     if "source" not in value:
         checker.report(path, f"missing required key 'source' ({' | '.join(SOURCES)})")
         return INVALID
-    if source not in SOURCES:
+    if not isinstance(source, str) or source not in SOURCES:
         String(tuple(SOURCES)).check(source, path + ("source",), checker)
         return INVALID  # the other keys depend on the source
     resolved = Section(dict(common, **SOURCES[source])).check(value, path, checker)

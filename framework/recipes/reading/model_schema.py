@@ -214,7 +214,8 @@ def check_model(value, path: tuple, checker: Checker):
     if "base" in value:
         checker.report(path + ("base",), "'base' works with a 'layers' model only")
     inputs = _check_inputs(value.get("inputs", ["x"]), path + ("inputs",), checker)
-    input_names = list(inputs) if isinstance(inputs, (dict, list)) else []
+    input_names = [name for name in inputs if isinstance(name, str)] \
+        if isinstance(inputs, (dict, list)) else []
     nodes = _check_nodes(value["nodes"], path + ("nodes",), checker, input_names)
     if "outputs" not in value:
         checker.report(path, "a graph model needs 'outputs': the node name(s) it returns")

@@ -39,6 +39,8 @@ def shown(value) -> str:
     kinds = {bool: "a boolean", str: "a string", list: "a list", dict: "a mapping",
              type(None): "null"}
     kind = kinds.get(type(value))
+    if isinstance(value, float) and not math.isfinite(value):
+        kind = "not a finite number"
     text = short_repr(value)
     return f"{text} ({kind})" if kind and not isinstance(value, type(None)) else text
 
@@ -110,10 +112,15 @@ class Integer(Spec):
 
 @dataclasses.dataclass
 class Number(Spec):
+    """A number; `finite` (the default) refuses .inf and -.inf too (NaN is never a number
+    here), so no key needs its own check for them: a key whose infinity means something
+    ("no limit") says `Number(finite=False)`."""
+
     min: float | None = None
     max: float | None = None
     min_open: bool = False
     max_open: bool = False
+    finite: bool = True
 
     def describe(self) -> str:
         bounds = _bound_text(self.min, self.max, self.min_open, self.max_open)
@@ -122,6 +129,9 @@ class Number(Spec):
     def check(self, value, path, checker):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
             checker.report(path, f"must be {self.describe()}, got {shown(value)}")
+            return INVALID
+        if self.finite and math.isinf(value):
+            checker.report(path, f"must be a finite {self.describe()[2:]}, got {shown(value)}")
             return INVALID
         low_ok = self.min is None or (value > self.min if self.min_open else value >= self.min)
         high_ok = self.max is None or (value < self.max if self.max_open else value <= self.max)

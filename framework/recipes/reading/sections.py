@@ -6,6 +6,7 @@ in, and the README's table of sections is written from the docs here.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 
@@ -169,7 +170,7 @@ def _class_weight(value, path, checker):
         return key if isinstance(key, int) and not isinstance(key, bool) and key >= 0 else None
 
     def number(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf
 
     ids = [class_id(k) for k in value] if isinstance(value, dict) and value else [None]
     if None in ids or not all(number(v) for v in value.values()):

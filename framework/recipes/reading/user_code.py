@@ -38,7 +38,7 @@ from graphfit.recipes.reading.problems import Position, dotted
 
 __all__ = ["UserCodeError", "CodeReference", "import_module", "import_attribute", "call",
            "check_runnable", "check_not_standard_library", "check_importable",
-           "code_references", "describe_error"]
+           "code_references", "describe_error", "user_frame", "is_library_file"]
 
 
 class UserCodeError(ValueError):
@@ -54,16 +54,23 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(os.path.realpath(root) + os.sep for root in roots if root)
 
 
-def _user_frame(error: BaseException) -> str | None:
+def is_library_file(name: str) -> bool:
+    """Whether source file `name` is not the user's: Python's, an installed package's,
+    graphfit's, generated code (`<string>`, tf.function's converted copies)."""
+    return (name.startswith("<") or "__autograph_generated_file" in name
+            or os.path.realpath(name).startswith(_library_roots()))
+
+
+def user_frame(error: BaseException) -> str | None:
     """`file:line` of the deepest frame of the user's own code in the error's traceback."""
     frames = traceback.extract_tb(error.__traceback__)
-    roots = _library_roots()
     for frame in reversed(frames):
-        name = frame.filename
-        if name.startswith("<") or os.path.realpath(name).startswith(roots):
-            continue
-        return f"{name}:{frame.lineno}"
+        if not is_library_file(frame.filename):
+            return f"{frame.filename}:{frame.lineno}"
     return None
+
+
+_user_frame = user_frame
 
 
 def describe_error(error: BaseException) -> str:

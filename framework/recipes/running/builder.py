@@ -15,22 +15,26 @@ from graphfit.recipes.reading.components import (
     ComponentFamily,
     import_attribute,
 )
-from graphfit.recipes.running import run_directory
+from graphfit.recipes.running import origins, run_directory
 
 __all__ = ["build_model", "compile_arguments", "build_callbacks", "instantiate", "loss_of"]
 
 _RESERVED = ("type", "class_path", "inputs")
 
 
-def instantiate(entry, family: ComponentFamily):
-    """The object a checked `{type: Name, ...arguments}` entry (or bare name) describes."""
+def instantiate(entry, family: ComponentFamily, path: tuple | None = None):
+    """The object a checked `{type: Name, ...arguments}` entry (or bare name) describes;
+    with `path`, the entry's recipe key, which errors from the object will name (`origins`)."""
     if isinstance(entry, str):
         entry = {"type": entry}
     if "class_path" in entry:
         cls = import_attribute(entry["class_path"], ".")
     else:
         cls = family.lookup(entry["type"])
-    return cls(**{k: v for k, v in entry.items() if k not in _RESERVED})
+    made = cls(**{k: v for k, v in entry.items() if k not in _RESERVED})
+    if path is not None:
+        origins.record(made, path)
+    return made
 
 
 def _base_layers(base: dict, dtype: str) -> list:
@@ -47,6 +51,7 @@ def _base_layers(base: dict, dtype: str) -> list:
     kept = model.layers[: len(model.layers) - base["drop"]] if base["drop"] else model.layers
     for layer in kept:
         layer.trainable = base["trainable"]
+        origins.record(layer, ("model", "base"))
     return kept
 
 
@@ -57,9 +62,11 @@ def build_model(config: dict):
     section, dtype = config["model"], config["training"]["dtype"]
     if "layers" in section:
         stack = _base_layers(section["base"], dtype) if section.get("base") else []
-        stack += [instantiate(entry, LAYER) for entry in section["layers"]]
+        stack += [instantiate(entry, LAYER, ("model", "layers", index))
+                  for index, entry in enumerate(section["layers"])]
         return gf.Sequential(stack, name=section["name"], dtype=dtype)
-    nodes = [gf.Node(instantiate(entry, LAYER), entry["inputs"]) for entry in section["nodes"]]
+    nodes = [gf.Node(instantiate(entry, LAYER, ("model", "nodes", index)), entry["inputs"])
+             for index, entry in enumerate(section["nodes"])]
     inputs = section["inputs"]
     if isinstance(inputs, dict):
         inputs = {name: tuple(shape) if shape is not None else None
@@ -72,16 +79,19 @@ def compile_arguments(config: dict) -> dict:
     from graphfit import optimizers
 
     training = config["training"]
+    optimizer = optimizers.get(dict(config["optimizer"]))
+    origins.record(optimizer, ("optimizer",))
     return {
-        "optimizer": optimizers.get(dict(config["optimizer"])),
+        "optimizer": optimizer,
         "loss": loss_of(config),
-        "metrics": [_metric(m) if isinstance(m, dict) else m for m in config["metrics"]],
+        "metrics": [_metric(m, ("metrics", i)) if isinstance(m, dict) else m
+                    for i, m in enumerate(config["metrics"])],
         "jit_compile": training["jit_compile"],
         "steps_per_execution": training["steps_per_execution"],
     }
 
 
-def _metric(entry: dict):
+def _metric(entry: dict, path: tuple | None = None):
     """A recipe's metric object, named as Keras names the first of its class: checking a
     recipe builds its metrics too, and Keras numbers each later unnamed one (`precision_1`)."""
     if entry.get("name") is None and "class_path" not in entry:
@@ -89,23 +99,23 @@ def _metric(entry: dict):
         name = inspect.signature(cls.__init__).parameters.get("name")
         if name is not None and name.default is None:
             entry = {**entry, "name": snake_case(cls.__name__)}
-    return instantiate(entry, METRIC)
+    return instantiate(entry, METRIC, path)
 
 
 def loss_of(config: dict):
     """The recipe's loss: a Keras loss object, or the Keras loss name it gives."""
     loss = config["loss"]
-    return instantiate(loss, LOSS) if isinstance(loss, dict) else loss
+    return instantiate(loss, LOSS, ("loss",)) if isinstance(loss, dict) else loss
 
 
 def build_callbacks(config: dict, run_dir: str | None = None) -> list:
     """The callbacks the recipe lists, in order; relative paths in their arguments
     (`log_dir`, `filepath`, `filename`) are placed inside `run_dir` when it is given."""
     built = []
-    for entry in config["callbacks"]:
+    for index, entry in enumerate(config["callbacks"]):
         entry = dict(entry)
         for key in PATH_ARGUMENTS:
             if run_dir and isinstance(entry.get(key), str) and not os.path.isabs(entry[key]):
                 entry[key] = os.path.join(run_dir, entry[key])
-        built.append(instantiate(entry, CALLBACK))
+        built.append(instantiate(entry, CALLBACK, ("callbacks", index)))
     return built

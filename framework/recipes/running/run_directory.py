@@ -37,7 +37,8 @@ from graphfit.recipes.running.run_lock import LOCK_FILE, RunBusy, RunLock
 __all__ = ["create_run", "claim_new_run", "find_run", "write_yaml", "write_json", "read_json",
            "read_recipe", "read_yaml", "versions", "lock_run", "RunLock", "RunBusy",
            "update_latest", "record_user_modules", "use_recorded_modules", "CHECKPOINT", "LOGS",
-           "LOCK_FILE", "USER_MODULES"]
+           "LOCK_FILE", "USER_MODULES", "holds_checkpoint", "DamagedRunFile",
+           "check_writable"]
 
 CHECKPOINT = os.path.join("checkpoints", "final")
 LOGS = "logs"
@@ -108,6 +109,26 @@ def _creating(run_dir: str):
                          f"--run-dir (or run_dir in the recipe)") from None
 
 
+def check_writable(run: str) -> None:
+    """Refuses to continue a run that cannot be written (its folder, or a folder or file in
+    it that a resume rewrites), before anything else: a resume writes checkpoints, the
+    history and logs into the run.
+
+    Raises:
+        ValueError: naming what is read-only and what to do.
+    """
+    written = [run] + [os.path.join(run, name) for name in (LOCK_FILE, "history.json",
+                                                             "checkpoints", LOGS)]
+    for path in written:
+        if os.path.exists(path) and not os.access(path, os.W_OK | (
+                os.X_OK if os.path.isdir(path) else 0)):
+            raise ValueError(
+                f"the run {run} cannot be resumed where it is: {path} is read-only (permission "
+                f"denied or a read-only file system), and resuming writes its checkpoints, "
+                f"history and logs there. Make it writable, or copy the run to a writable "
+                f"place and resume the copy (cp -r {run} COPY; graphfit train --resume COPY)")
+
+
 def _holds_files(run_dir: str) -> bool:
     return bool(set(os.listdir(run_dir)) - {LOCK_FILE})
 
@@ -155,7 +176,7 @@ def find_run(path: str) -> str:
     if not os.path.isfile(os.path.join(path, RECIPE_FILE)):
         raise ValueError(f"{path} is not a graphfit run directory (it has no {RECIPE_FILE})")
     if not os.path.isfile(os.path.join(path, CHECKPOINT + ".index")):
-        if _holds_a_checkpoint(path):
+        if holds_checkpoint(path):
             advice = (f"Finish it with `graphfit train --resume {path}` (it continues from "
                       f"its latest checkpoint)")
         else:
@@ -167,7 +188,7 @@ def find_run(path: str) -> str:
     return path
 
 
-def _holds_a_checkpoint(run: str) -> bool:
+def holds_checkpoint(run: str) -> bool:
     """Whether a training checkpoint was written anywhere in the run (wherever the recipe's
     ModelCheckpoint put it)."""
     return any(name.endswith(".index") for _, _, names in os.walk(run) for name in names)
@@ -322,14 +343,55 @@ def write_json(path: str, data) -> None:
     _write_atomically(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-def read_yaml(path: str):
-    with open(path, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+class DamagedRunFile(ValueError):
+    """A file of a run directory that graphfit wrote cannot be read back (cut short, edited,
+    overwritten); the message names the file and what to do."""
 
 
-def read_json(path: str):
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+def _damaged(path: str, why: str) -> DamagedRunFile:
+    return DamagedRunFile(
+        f"{path} is damaged ({why}); graphfit wrote it and reads it back to evaluate, predict, "
+        f"export or resume the run. Restore it from a copy of the run, or train the recipe "
+        f"again")
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except UnicodeDecodeError as error:
+        raise _damaged(path, f"not UTF-8 text: {error.reason} at byte {error.start}") from None
+
+
+def read_yaml(path: str, kind: type | None = None):
+    """The YAML file `path` of a run; `DamagedRunFile` when it does not parse (or is not a
+    `kind`, when given)."""
+    try:
+        data = yaml.safe_load(_read_text(path))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise _damaged(path, f"not valid YAML{where}: {getattr(error, 'problem', error)}") \
+            from None
+    return _of_kind(path, data, kind)
+
+
+def read_json(path: str, kind: type | None = dict):
+    """The JSON file `path` of a run (an object unless `kind` says otherwise);
+    `DamagedRunFile` naming the file when it does not parse or holds something else."""
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as error:
+        raise _damaged(path, f"not valid JSON at line {error.lineno}, column {error.colno}: "
+                             f"{error.msg}") from None
+    return _of_kind(path, data, kind)
+
+
+def _of_kind(path: str, data, kind: type | None):
+    if kind is not None and not isinstance(data, kind):
+        words = {dict: "a mapping", list: "a list"}
+        raise _damaged(path, f"it holds {type(data).__name__}, not {words.get(kind, kind)}")
+    return data
 
 
 def read_recipe(run: str) -> str:

@@ -20,7 +20,7 @@ from graphfit.datasets.graph_set import GraphSet
 from graphfit.recipes.reading.components import clean_message
 from graphfit.recipes.reading.problems import Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
-from graphfit.recipes.running import distribution, run_directory
+from graphfit.recipes.running import distribution, origins, run_directory
 from graphfit.recipes.running.builder import build_model, compile_arguments
 from graphfit.recipes.running.data_loading import DataError, Splits, load_splits
 from graphfit.training.input_checks import (
@@ -42,7 +42,12 @@ class Prepared:
     strategy: Any = None  # the tf.distribute strategy the model was built in (or None)
 
 
-def _error(recipe: Recipe, path: tuple, error: Exception) -> RecipeError:
+def _error(recipe: Recipe, path: tuple, error: Exception) -> Exception:
+    """The error at `path`, or at the entry inside it whose object raised it (`origins`):
+    `model` becomes `model.layers[2]`; the user's own code's error keeps its file and line."""
+    inner = origins.entry_of(error)
+    if inner is not None and inner[: len(path)] == path:
+        return origins.failure(error, recipe, inner)
     return RecipeError([Problem(path, clean_message(error), recipe.position(path))])
 
 
@@ -58,7 +63,13 @@ def prepare(recipe: Recipe, distribute: bool = True, record: dict | None = None)
 
     Raises:
         RecipeError: naming the recipe key to fix (data, model, loss, ...).
+        EntryFailed: the user's code behind an entry failed (a `class_path` layer's build).
     """
+    with origins.reported(recipe):
+        return _prepare(recipe, distribute, record)
+
+
+def _prepare(recipe: Recipe, distribute: bool, record: dict | None) -> Prepared:
     import graphfit as gf
     from graphfit.training.stage_data import check_inputs
 
@@ -74,6 +85,7 @@ def prepare(recipe: Recipe, distribute: bool = True, record: dict | None = None)
         raise _error(recipe, error.path, error) from None
     except (ValueError, OSError) as error:
         raise _error(recipe, ("data",), error) from None
+    _check_batched(recipe, splits)
     # Variables are made when the model is built and compiled: inside the strategy's scope.
     with strategy.scope() if strategy else contextlib.nullcontext():
         model = _build_and_compile(recipe, splits)
@@ -87,10 +99,54 @@ def prepare(recipe: Recipe, distribute: bool = True, record: dict | None = None)
                          check_finite=training["check_finite"])
         except ValueError as error:
             raise _error(recipe, _stage_key(config, stage, error, model), error) from None
+        _check_first_batch(recipe, model, stage, x)
     _check_tap_names(recipe, model)
     _check_monitors(recipe, model, splits)
     _check_callbacks(recipe, model)
     return Prepared(recipe, model, splits, strategy)
+
+
+def _check_first_batch(recipe: Recipe, model, stage: str, data) -> None:
+    """A dataset's values are seen only once it runs: its first batch gets the checks that
+    arrays get in full (labels against the outputs, integer ids for an Embedding, ...)."""
+    import tensorflow as tf
+
+    from graphfit.training.stage_data import check_inputs
+
+    if not isinstance(data, tf.data.Dataset):
+        return
+    element = next(iter(data.take(1)), None)
+    if not (isinstance(element, tuple) and len(element) == 2):
+        return  # (x, y, sample_weight), or no batch at all: checked as it runs
+    x, y = tf.nest.map_structure(lambda tensor: tensor.numpy(), element)
+    training = recipe.config["training"]
+    try:
+        check_inputs(model, x, y, stage=stage, batch_size=None,
+                     check_finite=training["check_finite"])
+    except ValueError as error:
+        key = _stage_key(recipe.config, stage, error, model)
+        raise RecipeError([Problem(key, f"{clean_message(error)} (in the first batch of the "
+                                        f"dataset the data source returned)",
+                                   recipe.position(key))]) from None
+
+
+def _check_batched(recipe: Recipe, splits: Splits) -> None:
+    """A `data.function` that returns a tf.data.Dataset batches its samples itself: the
+    recipe's `training.batch_size` must then be null (left out, it becomes null)."""
+    import tensorflow as tf
+
+    training = recipe.config["training"]
+    if not isinstance(splits.train, tf.data.Dataset) or training["batch_size"] is None:
+        return
+    if recipe.positions.get(("training", "batch_size")) is None:
+        training["batch_size"] = None  # the default: the dataset's own batches
+        return
+    path = ("training", "batch_size")
+    raise RecipeError([Problem(path, (
+        f"is {training['batch_size']}, but data.function ({recipe.config['data']['function']}) "
+        f"returned a tf.data.Dataset, which is already batched (it sets its own batch size); "
+        f"set batch_size: null (or leave it out), or return arrays (x, y) instead"),
+        recipe.position(path))])
 
 
 def _compiled_model(recipe: Recipe):
@@ -156,7 +212,7 @@ def _check_base_split(recipe: Recipe) -> None:
     base = recipe.config["model"].get("base")
     if not base or not os.path.isfile(run_directory.read_recipe(base["run"])):
         return
-    base_config = run_directory.read_yaml(run_directory.read_recipe(base["run"]))
+    base_config = run_directory.read_yaml(run_directory.read_recipe(base["run"]), dict)
     if _data_identity(base_config) != _data_identity(recipe.config):
         return  # other data: the base's training rows are not among this run's rows
     problems = []
@@ -211,7 +267,7 @@ def _check_monitors(recipe: Recipe, model, splits: Splits) -> None:
         cls = CALLBACK.lookup(entry["type"])
         if not (isinstance(cls, type) and issubclass(cls, MonitorCallback)):
             continue
-        callback = instantiate(entry, CALLBACK)
+        callback = instantiate(entry, CALLBACK, ("callbacks", index))
         callback.set_model(model)
         try:
             callback.resolve_direction(logs)
@@ -234,7 +290,7 @@ def _check_callbacks(recipe: Recipe, model) -> None:
                 or cls.check_model is Callback.check_model:
             continue  # built only when it checks something: no side effect otherwise
         try:
-            instantiate(entry, CALLBACK).check_model(model)
+            instantiate(entry, CALLBACK, ("callbacks", index)).check_model(model)
         except ValueError as error:
             raise _error(recipe, ("callbacks", index), error) from None
 

@@ -25,6 +25,7 @@ Example (Python, the same as `graphfit train`):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -38,7 +39,13 @@ from graphfit.callbacks.callback import Callback
 from graphfit.core.log_values import scalar_logs
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe, load_recipe
-from graphfit.recipes.running import distribution, run_directory, workers
+from graphfit.recipes.running import (
+    disk_faults,
+    distribution,
+    origins,
+    run_directory,
+    workers,
+)
 from graphfit.recipes.running.run_callbacks import (
     CHECKPOINTS,
     hyperparameters,
@@ -304,29 +311,65 @@ def train(recipe: Recipe, run_dir: str | None = None, verbose: int = 2,
     workers.check_same_training(recipe, splits, prepared.strategy, initial_epoch=0)
     if not distribution.is_chief(prepared.strategy):
         return _train_as_worker(prepared, run_dir or config["run_dir"])
+    wanted = run_dir or config["run_dir"]
+    existed = wanted is not None and os.path.isdir(os.path.expanduser(wanted))
     try:
-        lock = run_directory.claim_new_run(config["name"], run_dir or config["run_dir"],
-                                           runs_root)
+        lock = run_directory.claim_new_run(config["name"], wanted, runs_root)
     except (ValueError, OSError) as error:
         where = (Position(f"--run-dir {run_dir}", 0, 0) if run_dir
                  else recipe.position(("run_dir",)))
         raise RecipeError([Problem(() if run_dir else ("run_dir",), str(error), where)]) \
             from None
-    with lock:
-        run = lock.run
-        run_directory.write_yaml(os.path.join(run, "recipe.yaml"), config)
-        run_directory.write_yaml(os.path.join(run, "overrides.yaml"), list(recipe.overrides))
-        run_directory.write_json(os.path.join(run, "versions.json"), run_directory.versions())
-        run_directory.record_user_modules(run, config, recipe.source)
-        run_directory.write_json(os.path.join(run, "preprocessing.json"), {
-            "input_shape": sample_shape(prepared.model),
-            "input_dtype": sample_dtype(prepared.model),
-            "feature_names": splits.feature_names,
-            "standardize": splits.standardizer.to_json() if splits.standardizer else None,
-            **splits.record,
-            **({"table": splits.table} if splits.table is not None else {}),
-        })
-        return _fit_into(run, prepared, 0, verbose, [], tuple(callbacks))
+    try:
+        with lock:
+            return _train_into(lock.run, prepared, verbose, tuple(callbacks))
+    except Exception as error:
+        _discard_unstarted(lock.run, existed)
+        kept = lock.run if os.path.isdir(lock.run) and not existed else None
+        fault = disk_faults.describe(error, kept)
+        if fault:
+            raise disk_faults.DiskFault(fault) from error
+        raise
+
+
+def _train_into(run: str, prepared: Prepared, verbose: int, extra: tuple = ()) -> RunResult:
+    """Writes the run's record (recipe, versions, preprocessing), then trains into it."""
+    recipe, splits = prepared.recipe, prepared.splits
+    config = recipe.config
+    run_directory.write_yaml(os.path.join(run, "recipe.yaml"), config)
+    run_directory.write_yaml(os.path.join(run, "overrides.yaml"), list(recipe.overrides))
+    run_directory.write_json(os.path.join(run, "versions.json"), run_directory.versions())
+    run_directory.record_user_modules(run, config, recipe.source)
+    run_directory.write_json(os.path.join(run, "preprocessing.json"), {
+        "input_shape": sample_shape(prepared.model),
+        "input_dtype": sample_dtype(prepared.model),
+        "feature_names": splits.feature_names,
+        "standardize": splits.standardizer.to_json() if splits.standardizer else None,
+        **splits.record,
+        **({"table": splits.table} if splits.table is not None else {}),
+    })
+    with origins.reported(recipe, before_training=False):
+        return _fit_into(run, prepared, 0, verbose, [], extra)
+
+
+def _discard_unstarted(run: str, existed: bool) -> None:
+    """A run that failed before its first epoch ended has nothing to keep or resume: its
+    folder goes (emptied only, when it was an existing empty `--run-dir`), so no half-made
+    run is left behind to be mistaken for one."""
+    import shutil
+
+    if os.path.exists(os.path.join(run, "history.json")) or run_directory.holds_checkpoint(run):
+        return  # an epoch ended: the run keeps what it wrote (resume continues it)
+    if not existed:
+        shutil.rmtree(run, ignore_errors=True)
+        return
+    for name in os.listdir(run) if os.path.isdir(run) else []:
+        full = os.path.join(run, name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(full)
 
 
 def _train_as_worker(prepared: Prepared, run_dir: str | None) -> RunResult:
@@ -363,6 +406,7 @@ def resume(run: str, epochs: int | None = None, verbose: int = 2,
     recipe_file = run_directory.read_recipe(run)
     if not os.path.isfile(recipe_file):
         raise ValueError(f"{run} is not a graphfit run directory (it has no recipe.yaml)")
+    run_directory.check_writable(run)  # before anything is loaded, locked or written
     overrides = _resume_overrides(recipe_file, epochs, dtype)
     where = list(distribute)
     if not distribution.is_chief(distribution.start_early(recipe_file, overrides + where)):
@@ -382,7 +426,8 @@ def _resume_overrides(recipe_file: str, epochs: int | None, dtype: str | None) -
         return overrides
     from graphfit.core.dtype_policy import dtype_policy
 
-    recorded = run_directory.read_yaml(recipe_file).get("training", {}).get("dtype", "float32")
+    recorded = run_directory.read_yaml(recipe_file, dict).get("training", {}).get("dtype",
+                                                                                 "float32")
     wanted = dtype_policy(dtype, "training.dtype")
     if wanted.variable_dtype != dtype_policy(recorded).variable_dtype:
         raise ValueError(
@@ -425,13 +470,20 @@ def _resume_locked(run: str, recipe_file: str, overrides: list[str],
         print(workers.notice(prepared.strategy, run), file=sys.stderr)
         verbose = 0
     elif overrides:  # recorded with the strategy the run was written for
-        recorded_where = run_directory.read_yaml(recipe_file).get("distribute")
+        recorded_where = run_directory.read_yaml(recipe_file, dict).get("distribute")
         run_directory.write_yaml(recipe_file, {**recipe.config, "distribute": recorded_where})
         overrides_file = os.path.join(run, "overrides.yaml")
         recorded = (run_directory.read_yaml(overrides_file)
                     if os.path.isfile(overrides_file) else []) or []
         run_directory.write_yaml(overrides_file, recorded + overrides)
-    return _fit_into(run, prepared, state["epoch"], verbose, earlier)
+    try:
+        with origins.reported(recipe, before_training=False):
+            return _fit_into(run, prepared, state["epoch"], verbose, earlier)
+    except Exception as error:
+        fault = disk_faults.describe(error, run)
+        if fault:
+            raise disk_faults.DiskFault(fault) from error
+        raise
 
 
 def _earlier_records(run: str, state: dict) -> list[dict]:
