@@ -136,7 +136,9 @@ def _choice(spec: dict, path, checker: Checker, depth: int):
                              f"got {shown(options)}")
         return None
     seen = []
-    for value in options:
+    for index, value in enumerate(options):
+        if _fixed(value, path + ("choice", index), checker) is None:
+            return None
         if value in seen:
             checker.report(path, f"choice lists {shown(value)} twice; give each option once")
             return None
@@ -144,9 +146,18 @@ def _choice(spec: dict, path, checker: Checker, depth: int):
     return {"type": "choice", "choices": list(options), "branches": None}
 
 
+def _fixed(value, path, checker: Checker):
+    """A fixed value of the space (plain or `{value: x}`): NaN and infinity are refused here,
+    as everywhere a recipe means a finite number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        checker.report(path, f"must be a finite number, got {shown(value)}")
+        return None
+    return {"type": "value", "value": value}
+
+
 def _parameter(spec, path, checker: Checker, depth: int):
     if not isinstance(spec, dict):
-        return {"type": "value", "value": spec}  # a fixed value (in a choice's option)
+        return _fixed(spec, path, checker)  # a fixed value (in a choice's option)
     kinds = [key for key in spec if key in DISTRIBUTIONS]
     unknown = [key for key in spec if key not in DISTRIBUTIONS and key not in ("step", "log")]
     if len(kinds) != 1 or unknown:
@@ -163,7 +174,7 @@ def _parameter(spec, path, checker: Checker, depth: int):
                              f"{', '.join(_OPTIONS[kind]) or 'none'})")
         return None
     if kind == "value":
-        return {"type": "value", "value": spec["value"]}
+        return _fixed(spec["value"], path + ("value",), checker)
     if kind == "choice":
         return _choice(spec, path, checker, depth)
     return _range(spec, kind, path, checker)

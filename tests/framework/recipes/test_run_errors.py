@@ -319,14 +319,14 @@ def test_function_graph_labels_the_spec_it_was_called_with():
 
 
 def test_a_full_disk_at_export_says_so_in_plain_words(run, capsys, monkeypatch):
-    import graphfit.export
+    from graphfit.export import run_export
 
     target = str(run / "saved_model" / "variables" / "variables.data-00000-of-00001")
 
-    def export_run(*args, **kwargs):
+    def export_run_as(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), target)
 
-    monkeypatch.setattr(graphfit.export, "export_run", export_run)
+    monkeypatch.setattr(run_export, "export_run_as", export_run_as)
     code, _, err = _cli(capsys, "export", str(run))
     assert code == 1, err
     assert f"graphfit: export failed: cannot write {target}: the disk is full" in err, err
