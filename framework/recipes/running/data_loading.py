@@ -17,6 +17,7 @@ import numpy as np
 
 from graphfit import datasets
 from graphfit.recipes.reading import user_code
+from graphfit.recipes.running import stream_loading
 
 __all__ = ["Splits", "load_splits", "load_source", "Standardizer", "DataError"]
 
@@ -82,10 +83,16 @@ class Splits:
     test: Any
     standardizer: Standardizer | None
     feature_names: list[str] | None
+    #: batches per epoch of a train dataset that repeats (a `stream`), else None
+    steps_per_epoch: int | None = None
+    #: `error -> exception or None`: what a data error met in training was (a `stream`'s
+    #: first unreadable record, with its file and index), else None
+    diagnose: Any = None
 
 
-def load_source(source: dict, seed: int, path: tuple):
-    """(x, y) arrays, or a `tf.data.Dataset`, from one resolved data source mapping."""
+def load_source(source: dict, seed: int, path: tuple, batch_size: int = 32):
+    """(x, y) arrays, or a `tf.data.Dataset`, from one resolved data source mapping
+    (`batch_size`: the batches of a `stream`, read whole)."""
     kind = source["source"]
     if kind == "digits":
         return datasets.load_digits(as_images=source["as_images"])
@@ -100,6 +107,8 @@ def load_source(source: dict, seed: int, path: tuple):
                                  target=source["target"], delimiter=source["delimiter"])
     if kind == "npz":
         return datasets.load_npz(source["path"], x_key=source["x_key"], y_key=source["y_key"])
+    if kind == "stream":
+        return stream_loading.whole_stream(source, batch_size)
     return _call_function(source, path)
 
 
@@ -170,9 +179,14 @@ def load_splits(config: dict) -> Splits:
             samples for the splits, standardization of a dataset, ...).
     """
     seed, data, training = config["seed"], config["data"], config["training"]
-    loaded = load_source(data, seed, ("data",))
     separate = {stage: training[f"{name}_data"] for stage, name in (("val", "validation"),
                                                                     ("test", "test"))}
+    if data["source"] == "stream":
+        return stream_loading.stream_splits(
+            config, Splits, Standardizer, separate,
+            lambda source, stage: load_source(
+                source, seed, ("training", f"{_long(stage)}_data"), training["batch_size"]))
+    loaded = load_source(data, seed, ("data",))
     if not isinstance(loaded, tuple):  # a tf.data.Dataset from a user function
         return _dataset_splits(loaded, data, training, separate, seed)
     x, y = loaded
@@ -190,7 +204,7 @@ def load_splits(config: dict) -> Splits:
     for stage, source in separate.items():
         if source is not None:
             key = ("training", f"{_long(stage)}_data")
-            stages[stage] = load_source(source, seed, key)
+            stages[stage] = load_source(source, seed, key, training["batch_size"])
             if training["check_finite"] and isinstance(stages[stage], tuple):
                 _check_finite(stages[stage], key)
     standardizer = Standardizer.fit(_float_features(stages["train"][0])) \
@@ -254,6 +268,7 @@ def _dataset_splits(dataset, data, training, separate, seed) -> Splits:
     if data["standardize"]:
         raise DataError(("data", "standardize"), "standardize needs arrays; the function "
                                                  "returned a tf.data.Dataset")
-    stages = {stage: load_source(source, seed, ("training", f"{_long(stage)}_data"))
+    stages = {stage: load_source(source, seed, ("training", f"{_long(stage)}_data"),
+                                 training["batch_size"])
               if source is not None else None for stage, source in separate.items()}
     return Splits(dataset, stages["val"], stages["test"], None, None)
