@@ -328,7 +328,7 @@ class Stream:
                            deterministic=True).prefetch(tf.data.AUTOTUNE)
 
     def dataset(self, part, batch_size: int, *, shuffle_buffer: int = 0, seed: int = 0,
-                repeat: bool = False, standardizer=None, cycle_length: int = 4):
+                repeat: bool = False, standardizer=None, cycle_length: int = 4, start=None):
         """Batches of (x, y): one pass over `part` (a `StreamPart` or files), or passes
         forever with `repeat`. A pass ends with a smaller batch when `batch_size` does not
         divide it, as `fit` over arrays does.
@@ -336,10 +336,14 @@ class Stream:
         With `shuffle_buffer` > 0, pass p is shuffled from (`seed`, p): the file order, then
         the records in consecutive windows of `shuffle_buffer` records (as they come from
         the interleaved files), each window permuted. Every draw is a stateless function
-        of (seed, pass, window), never a random generator's state, so an iterator restored
-        from a checkpoint yields exactly what the interrupted one would have (tf.data's
-        `shuffle` reseeds its next pass from a generator whose state a checkpoint taken
-        while prefetching across the pass boundary does not replay)."""
+        of (seed, pass, window), never a random generator's state: pass p holds the same
+        records in the same order whenever and wherever it is read (tf.data's `shuffle`
+        reseeds each pass from a generator's state instead).
+
+        `start`: an int64 variable [first pass, records to skip in it], read when an
+        iterator starts: the iterator then yields what an iterator from the beginning would
+        yield after those records (read, not parsed), which is how a run resumes mid-epoch.
+        """
         shuffled = shuffle_buffer > 0
         convert = self.converter(standardizer)
 
@@ -351,10 +355,17 @@ class Stream:
                     lambda window, block: tf.random.experimental.stateless_shuffle(
                         block, seed=pass_seed * 1_000_003 + tf.stack([window, window]))
                 ).unbatch()
+            if start is not None:
+                records = records.skip(tf.where(number == start[0], start[1], 0))
             return records.batch(batch_size).map(convert, num_parallel_calls=tf.data.AUTOTUNE,
                                                   deterministic=True)
 
-        passes = tf.data.Dataset.counter() if repeat else tf.data.Dataset.range(1)
+        if start is None:
+            passes = tf.data.Dataset.counter() if repeat else tf.data.Dataset.range(1)
+        else:
+            passes = tf.data.Dataset.range(1).flat_map(  # the start, read as iteration begins
+                lambda _: tf.data.Dataset.counter(start[0]) if repeat
+                else tf.data.Dataset.range(start[0], start[0] + 1))
         return passes.flat_map(one_pass).prefetch(tf.data.AUTOTUNE)
 
     # ------------------------------------------------------------------ splits

@@ -11,7 +11,12 @@ Restoring such a checkpoint sets `batch` at once and restores the iterator when 
 (TensorFlow's deferred restoration: the saved iterator waits for the attribute to be set), so
 the next `fit` starts its first epoch `batch` batches in, reading the next batch the
 interrupted fit would have read: no sample repeated or skipped. Over in-memory arrays the
-epoch's order follows from the fit's seed and the epoch, so `batch` alone is enough.
+epoch's order follows from the fit's seed and the epoch, so `batch` alone is enough; so it
+is for data that positions itself (`replays`: a recipe's `stream`, whose passes are a
+stateless function of the seed and the pass, starts where the epoch and `batch` say). An
+iterator's saved state holds what it had prefetched, errors included: a record that could
+not be read before the checkpoint was written would be met again after the restore, which
+is one reason a stream replays its position instead.
 
 Example:
 
@@ -42,6 +47,10 @@ class InputPosition(tf.Module):
         True
     """
 
+    #: True when the training data positions itself from `batch` (a `Stream` started
+    #: where the epoch stands): its iterator is then neither saved nor restored.
+    replays = False
+
     def __init__(self):
         super().__init__(name="input_position")
         with tf.init_scope():
@@ -52,8 +61,9 @@ class InputPosition(tf.Module):
         return getattr(self, "iterator", None) is not None
 
     def track(self, iterator) -> None:
-        """Makes `iterator` the one a checkpoint saves (and a pending restore fills)."""
-        if getattr(self, "iterator", None) is not iterator:
+        """Makes `iterator` the one a checkpoint saves (and a pending restore fills),
+        unless the data `replays` its position."""
+        if not self.replays and getattr(self, "iterator", None) is not iterator:
             self.iterator = iterator
 
     def forget(self) -> None:

@@ -62,7 +62,7 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
     iterator = feed.epoch_iterator() if feed.is_dataset else None
     position = input_position(model) if training else None
     if position is not None and iterator is not None:
-        position.track(iterator)
+        position.track(iterator)  # unless the data replays its position
     total, results = 0, {}
     for chunk in feed.chunks(epoch, sizes, skip):
         hooks.chunk_begins(chunk.first_batch)

@@ -88,6 +88,9 @@ class Splits:
     #: `error -> exception or None`: what a data error met in training was (a `stream`'s
     #: first unreadable record, with its file and index), else None
     diagnose: Any = None
+    #: `(epoch, batch, steps_per_epoch) -> None`: starts a train dataset that positions
+    #: itself (a `stream`) after that many epochs and batches, else None
+    start_at: Any = None
 
 
 def load_source(source: dict, seed: int, path: tuple, batch_size: int = 32):

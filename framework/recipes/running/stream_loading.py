@@ -6,8 +6,10 @@ standardization statistics from one streaming pass over the training split (or i
 The training dataset repeats its pass forever, reshuffled from the seed at every pass, and an
 epoch is one pass (`steps_per_epoch` from the records counted, unless the recipe gives it):
 one iterator serves every epoch, so the run's checkpoints hold its position
-(`graphfit.saving.input_position`) and `--resume` carries on where the data stood, in the
-middle of an epoch too when a `ModelCheckpoint` saves every `save_freq` batches.
+(`graphfit.saving.input_position`: the epochs and batches done) and `--resume` starts the
+stream there, in the middle of an epoch too when a `ModelCheckpoint` saves every `save_freq`
+batches: pass p of the stream is a stateless function of the seed and p, so the resumed run
+rebuilds it and skips the records already trained on (read, not parsed).
 
 Example:
 
@@ -71,9 +73,14 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
     if count == 0:
         raise ValueError(f"the training split of {len(stream.files)} file(s) holds no record")
     shuffle = data["shuffle"]
+    import tensorflow as tf
+
+    with tf.init_scope():
+        start = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="stream_start")
     train = stream.dataset(parts["train"], batch, shuffle_buffer=data["shuffle_buffer"]
                            if shuffle else 0, seed=seed, repeat=True,
-                           standardizer=standardizer, cycle_length=data["cycle_length"])
+                           standardizer=standardizer, cycle_length=data["cycle_length"],
+                           start=start)
     stages = {}
     for stage in ("val", "test"):
         if separate[stage] is not None:
@@ -87,8 +94,15 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
 
     splits = splits_type(train, stages["val"], stages["test"], standardizer,
                          [c.name for c in stream.features])
-    splits.steps_per_epoch = steps_per_pass(count, batch)
+    per_pass = splits.steps_per_epoch = steps_per_pass(count, batch)
     splits.diagnose = lambda error: _diagnosis(stream, parts, error)
+
+    def start_at(epoch: int, batch_in_epoch: int, steps_per_epoch: int) -> None:
+        """Starts the training data after `epoch` epochs and `batch_in_epoch` batches."""
+        done = epoch * steps_per_epoch + batch_in_epoch
+        start.assign([done // per_pass, (done % per_pass) * batch])
+
+    splits.start_at = start_at
     return splits
 
 

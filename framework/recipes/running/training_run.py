@@ -174,7 +174,14 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
     streamed = splits.steps_per_epoch is not None  # a dataset that repeats, read across epochs
     for callback in callbacks:
         if streamed and hasattr(callback, "save_input_position"):
-            callback.save_input_position = True  # its iterator is where the data stands
+            callback.save_input_position = True  # the batches of the epoch done
+    steps = training.get("steps_per_epoch") or splits.steps_per_epoch
+    if splits.start_at is not None:  # the stream starts where the restored position says
+        from graphfit.saving.input_position import input_position
+
+        position = input_position(model)
+        position.replays = True
+        splits.start_at(initial_epoch, int(position.batch.numpy()), steps)
     try:
         model.fit(x, y, batch_size=None if streamed else training["batch_size"],
                   epochs=training["epochs"],
@@ -184,7 +191,7 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
                   # prepare() already ran every input check, the full-data NaN scan included.
                   check_finite=False, initial_epoch=initial_epoch,
                   test_freq=training.get("test_freq"),
-                  steps_per_epoch=training.get("steps_per_epoch") or splits.steps_per_epoch,
+                  steps_per_epoch=steps,
                   class_weight=training.get("class_weight"),
                   cache_frozen=training.get("cache_frozen", False))
     except Exception as error:
