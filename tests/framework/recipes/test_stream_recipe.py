@@ -30,7 +30,7 @@ model: [{type: Dense, units: 16, activation: relu}, {type: Dense, units: 10}]
 loss: {type: SparseCategoricalCrossentropy, from_logits: true}
 metrics: [accuracy]
 callbacks: [{type: ModelCheckpoint, filepath: checkpoints, monitor: val_loss, save_freq: 3}]
-training: {epochs: 3, batch_size: 32, validation_split: 0.17, test_split: 0.17,
+training: {epochs: 2, batch_size: 32, validation_split: 0.17, test_split: 0.17,
            steps_per_execution: 1, jit_compile: false}
 """
 
