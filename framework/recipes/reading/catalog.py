@@ -12,6 +12,8 @@ _OWN_DATA = {
     "npz": "Your .npz archive (np.savez): {source: npz, path: FILE, x_key: x, y_key: y}.",
     "function": "Your Python function returning (x, y) or a batched tf.data.Dataset: "
                 "{source: function, function: module:name, arguments: {...}}.",
+    "stream": "Your CSV or TFRecord shards, larger than memory, read by tf.data: {source: "
+              "stream, files: GLOB, columns: {NAME: DTYPE}, target: COLUMN}.",
 }
 
 
