@@ -33,7 +33,7 @@ analysis page gives the share of step time spent waiting for input.
 Peak memory: a child process streams one epoch of the MLP over a generated CSV of
 `--big-csv-gb` GB (default 0.05; the issue's target is 2 GB under 1 GB of peak RSS) in 8
 shards and reports its peak resident set (`resource.getrusage`), next to the CSV's size and
-the same child over 1 MB of CSV (TensorFlow, the traced model and XLA without data).
+the same child over a few MB of CSV (TensorFlow, the traced model and XLA without data).
 
 This is a benchmark, not a test: nothing asserts on time. Targets (the issue's, printed as
 such): TFRecord at >= 0.9x memory; peak RSS of streaming a 2 GB CSV under 1 GB.
@@ -276,7 +276,7 @@ def main() -> None:
                 shown = "-" if alone is None else f"{alone:,.0f}"
                 print(f"{workload:8} {name:9} {rate:10,.0f} {rate / memory:9.2f}x "
                       f"{shown:>15}")
-        # The same child over 1 MB of CSV: TensorFlow, the model and XLA alone.
+        # The same child over a few MB of CSV: TensorFlow, the model and XLA alone.
         for name, gigabytes in (("tiny", 2**-10), ("big", args.big_csv_gb)):
             size, peak, elapsed = _peak_memory(os.path.join(folder, name), gigabytes)
             print(f"streaming {size / 2**30:7.3f} GB of CSV (8 shards) through one MLP epoch "

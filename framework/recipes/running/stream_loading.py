@@ -15,7 +15,7 @@ Example:
 
     >>> options = {"source": "stream", "files": "x.tfrecord", "columns": {"x": "float32"}}
     >>> sorted(stream_options(options))
-    ['columns', 'compression', 'delimiter', 'files', 'format', 'key', 'target']
+    ['columns', 'files']
 """
 
 from __future__ import annotations
