@@ -449,8 +449,8 @@ class Stream:
         if found is None:
             return error if error is not None else ValueError("every record reads")
         file, index, reason = found
-        line = f" (line {index + 2} of the file)" if self.format == "csv" else ""
-        return BadRecordError(file, index, f"{file}, record {index}{line} (counting from 0): "
+        line = f"; line {index + 2} of the file" if self.format == "csv" else ""
+        return BadRecordError(file, index, f"{file}, record {index} (counting from 0{line}): "
                                            f"{reason}")
 
 

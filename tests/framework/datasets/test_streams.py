@@ -183,3 +183,14 @@ def test_a_damaged_shard_is_named_with_its_record(shards, tmp_path):
     assert stream.bad_record([shards[2][0]]).__class__ is ValueError  # all read
     with pytest.raises(tf.errors.OpError):
         list(stream.dataset(stream.files, 32))
+
+
+def test_a_csv_cell_that_is_not_a_number_is_named_with_its_file_and_line(tmp_path):
+    good, bad = tmp_path / "a.csv", tmp_path / "b.csv"
+    good.write_text("f,label\n1.5,0\n2.5,1\n")
+    bad.write_text("f,label\n3.5,0\nabc,1\n")
+    stream = datasets.Stream(str(tmp_path / "*.csv"), {"f": "float32", "label": "int64"},
+                             target="label")
+    with pytest.raises(datasets.BadRecordError, match=r"b\.csv, record 1 \(counting from 0; "
+                                                      r"line 3 of the file\): .*abc"):
+        stream.statistics(stream.files)
