@@ -22,6 +22,7 @@ from graphfit.callbacks.chief import is_chief
 from graphfit.core import validation
 from graphfit.core.registry import CALLBACKS
 from graphfit.saving.checkpoints import Checkpointer, fit_state
+from graphfit.saving.input_position import input_position
 
 __all__ = ["ModelCheckpoint"]
 
@@ -73,8 +74,16 @@ class ModelCheckpoint(Callback):
         mode: "min", "max", or "auto" (from the name: max for accuracy, AUC, precision,
             recall; min for losses and errors).
         save_best_only: write only `best/` (then there is no `latest/` to resume from).
-        save_freq: "epoch" (the only choice: saving at epoch ends is what makes a resume
-            exact).
+        save_freq: "epoch", or a number of batches between saves to `latest/` within the
+            epochs too (`best/` is written at epoch ends only). A checkpoint written
+            mid-epoch holds the input position (the batches done and the `tf.data`
+            iterator, `graphfit.saving.input_position`), so a fit resumed from it starts
+            there, reading the batch the interrupted fit would have read next.
+        save_input_position: save the input position at epoch ends too (implied by a
+            number `save_freq`): a `tf.data` iterator read across epochs (a dataset that
+            repeats, with `steps_per_epoch`) then carries on where it stood. The dataset's
+            iterator must be one TensorFlow can checkpoint (no `from_generator` or
+            `py_function`).
         max_to_keep: checkpoints kept in each of `latest/` and `best/`; None keeps all.
         verbose: 0 silent, 1 a line per save.
 
@@ -99,7 +108,7 @@ class ModelCheckpoint(Callback):
 
     def __init__(self, filepath: str, monitor: str = "val_loss", mode: str = "auto",
                  save_best_only: bool = False, save_freq="epoch", max_to_keep: int | None = 3,
-                 verbose: int = 0):
+                 verbose: int = 0, save_input_position: bool = False):
         super().__init__()
         if not isinstance(filepath, (str, os.PathLike)) or not os.fspath(filepath):
             raise ValueError(f"filepath must be a folder path. Received: filepath={filepath!r}")
@@ -118,11 +127,14 @@ class ModelCheckpoint(Callback):
         if not isinstance(save_best_only, bool):
             raise ValueError(f"save_best_only must be True or False. Received: "
                              f"save_best_only={save_best_only!r}")
-        if save_freq != "epoch":
+        every = isinstance(save_freq, int) and not isinstance(save_freq, bool)
+        if save_freq != "epoch" and not (every and save_freq >= 1):
             raise ValueError(
-                "save_freq must be 'epoch': graphfit checkpoints at epoch ends, where a resumed "
-                f"fit can carry on exactly. Received: save_freq={save_freq!r}"
-            )
+                "save_freq must be 'epoch' or a positive number of batches between saves. "
+                f"Received: save_freq={save_freq!r}")
+        if not isinstance(save_input_position, bool):
+            raise ValueError(f"save_input_position must be True or False. Received: "
+                             f"save_input_position={save_input_position!r}")
         validation.positive_int("max_to_keep", max_to_keep, allow_none=True,
                                 none_means="to keep every checkpoint")
         if verbose not in (0, 1) or isinstance(verbose, bool):
@@ -133,6 +145,7 @@ class ModelCheckpoint(Callback):
         self.direction = _direction(monitor, mode)
         self.save_best_only = save_best_only
         self.save_freq = save_freq
+        self.save_input_position = save_input_position or save_freq != "epoch"
         self.max_to_keep = max_to_keep
         self.verbose = verbose
         self.best: float | None = None
@@ -140,9 +153,32 @@ class ModelCheckpoint(Callback):
         self.checkpointer = None
         self._warned_missing = False
         self._nonfinite_at_begin = None
+        self._batches_since_save = 0
+        self._last_batch = -1
+
+    def implements_train_batch_hooks(self) -> bool:
+        return self.save_freq != "epoch"
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.save_freq == "epoch" or self.save_best_only:
+            return
+        # The hooks come once per execution of steps_per_execution batches: count them all.
+        self._batches_since_save += batch - self._last_batch
+        self._last_batch = batch
+        if self._batches_since_save >= self.save_freq:
+            self._batches_since_save = 0
+            if is_chief(self.model) and self._finite_epoch({}):
+                epoch = int(fit_state(self.model).epoch.numpy())
+                path = self.checkpointer.save_latest(epoch)
+                if self.verbose:
+                    print(f"\nEpoch {epoch + 1}, batch {batch + 1}: saved {path}")
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last_batch = int(input_position(self.model).batch.numpy()) - 1
 
     def on_train_begin(self, logs=None):
-        self.checkpointer = Checkpointer(self.filepath, self.model, self.max_to_keep)
+        self.checkpointer = Checkpointer(self.filepath, self.model, self.max_to_keep,
+                                         input_position=self.save_input_position)
         self.best = None
         self.records = []
         self._warned_missing = False
@@ -171,6 +207,7 @@ class ModelCheckpoint(Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
+        self._batches_since_save = 0
         self._record(logs)
         if not self._finite_epoch(logs):
             if self.verbose:

@@ -87,11 +87,13 @@ def candidates(folder: str) -> tuple[list[str], bool]:
 
 
 def unreadable_reason(path: str) -> str | None:
-    """Why the checkpoint at `path` cannot be read (every tensor is read), or None."""
+    """Why the checkpoint at `path` cannot be read (every tensor is read but a `tf.data`
+    iterator's state, a variant that only restoring reads), or None."""
     try:
         reader = tf.train.load_checkpoint(path)
-        for key in reader.get_variable_to_shape_map():
-            reader.get_tensor(key)
+        for key, dtype in reader.get_variable_to_dtype_map().items():
+            if dtype != tf.variant:
+                reader.get_tensor(key)
     except Exception as error:  # TensorFlow raises many kinds for damaged files
         text = str(error).strip().splitlines()
         return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")

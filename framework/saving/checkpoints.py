@@ -40,6 +40,7 @@ import tensorflow as tf
 
 from graphfit.core import validation
 from graphfit.saving import checkpoint_files, weights_io
+from graphfit.saving.input_position import input_position, share_input_position
 
 __all__ = ["Checkpointer", "FitState", "fit_state", "optimizer_parts", "restore_latest",
            "resume_point", "share_fit_state"]
@@ -101,9 +102,10 @@ def fit_state(model) -> FitState:
 
 def share_fit_state(stand_in, model) -> None:
     """Makes `stand_in` (a model that trains in `model`'s place: the tail of a cached fit)
-    read and write `model`'s `FitState`, so its epochs and shuffling carry on as the model's
-    and the model's checkpoints record them."""
+    read and write `model`'s `FitState` (and input position), so its epochs and shuffling
+    carry on as the model's and the model's checkpoints record them."""
     _FIT_STATES[stand_in] = fit_state(model)
+    share_input_position(stand_in, model)
 
 
 def _check_max_to_keep(max_to_keep) -> None:
@@ -130,6 +132,10 @@ class Checkpointer:
         model: the graphfit `Model` to save or restore (compiled, for the optimizer state).
         max_to_keep: how many checkpoints each of `latest/` and `best/` keeps (the newest);
             None keeps all.
+        input_position: also save where the training data stands inside the epoch (the
+            batches done and the `tf.data` iterator; `graphfit.saving.input_position`), so
+            a checkpoint written mid-epoch resumes there. Restoring reads it whenever the
+            checkpoint holds it.
 
     Raises:
         ValueError: for a bad `directory` or `max_to_keep`.
@@ -148,10 +154,15 @@ class Checkpointer:
         2
     """
 
-    def __init__(self, directory, model, max_to_keep: int | None = 3):
+    def __init__(self, directory, model, max_to_keep: int | None = 3,
+                 input_position: bool = False):
         self.directory = _check_directory(directory)
         _check_max_to_keep(max_to_keep)
+        if not isinstance(input_position, bool):
+            raise ValueError(f"input_position must be True or False. Received: "
+                             f"input_position={input_position!r}")
         self.model = model
+        self.input_position = input_position
         self.max_to_keep = max_to_keep
         self.fit_state = fit_state(model)
         with tf.init_scope():
@@ -171,7 +182,8 @@ class Checkpointer:
         if self._managers and optimizer is not self._optimizer:
             self._managers = {}  # recompiled: checkpoint the new optimizer
         if which not in self._managers:
-            checkpoint = tf.train.Checkpoint(**self._objects(optimizer, records=True))
+            checkpoint = tf.train.Checkpoint(**self._objects(
+                optimizer, records=True, position=self.input_position))
             for name in _WHICH:
                 checkpoint_files.repair_state_file(os.path.join(self.directory, name))
                 self._managers[name] = tf.train.CheckpointManager(
@@ -179,11 +191,13 @@ class Checkpointer:
             self._optimizer = optimizer
         return self._managers[which]
 
-    def _objects(self, optimizer, records: bool) -> dict:
+    def _objects(self, optimizer, records: bool, position: bool = False) -> dict:
         objects = {"model": self.model, "fit_state": self.fit_state,
                    "best_value": self._best_value}
         if records:
             objects["records"] = self._records
+        if position:
+            objects["input_position"] = input_position(self.model)
         objects.update(optimizer_parts(optimizer))
         return objects
 
@@ -318,7 +332,10 @@ class Checkpointer:
         self._records.assign("")
         saved = tf.train.load_checkpoint(path).get_variable_to_shape_map()  # read once
         # Checkpoints written before records were saved have none: do not ask for them.
-        objects = _present_in(saved, self._objects(optimizer, records=_RECORDS_KEY in saved))
+        objects = _present_in(saved, self._objects(optimizer, records=_RECORDS_KEY in saved,
+                                                   position=True))
+        if "input_position" not in objects:  # saved at an epoch's end: start it afresh
+            input_position(model).batch.assign(0)
         checkpoint = tf.train.Checkpoint(**objects)
         slots = optimizer is not None and _holds_slots(saved)
         if slots:
@@ -329,7 +346,8 @@ class Checkpointer:
             return self._restored(path)
         if slots:
             optimizer.build(model.trainable_variables)  # restore fills these slots
-        variables = _variables_of(model, optimizer, self.fit_state, self._best_value)
+        variables = _variables_of(model, optimizer, self.fit_state, self._best_value) + [
+            input_position(model).batch]
         before = [v.numpy() for v in variables]
         try:
             status = checkpoint.read(path)
@@ -360,10 +378,11 @@ def optimizer_parts(optimizer) -> dict:
 
 
 def _present_in(saved: dict, objects: dict) -> dict:
-    """`objects` less an optional part ("loss_scale") that the checkpoint (`saved`: its
-    variable names) does not hold: it keeps its value."""
+    """`objects` less an optional part ("loss_scale", "input_position") that the
+    checkpoint (`saved`: its variable names) does not hold: it keeps its value."""
     return {k: v for k, v in objects.items()
-            if k != "loss_scale" or any(key.startswith(k + "/") for key in saved)}
+            if k not in ("loss_scale", "input_position")
+            or any(key.startswith(k + "/") for key in saved)}
 
 
 def _holds_slots(saved: dict) -> bool:

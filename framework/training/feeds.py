@@ -121,15 +121,16 @@ class ArrayFeed:
         self.fixed_steps = None
         self.steps = min(steps, self.batches_per_pass)
 
-    def chunks(self, epoch: int, sizes: Iterator[int]) -> Iterator[Chunk]:
-        """The epoch's batches, grouped into chunks whose sizes `sizes` yields one by one.
+    def chunks(self, epoch: int, sizes: Iterator[int], skip: int = 0) -> Iterator[Chunk]:
+        """The epoch's batches, grouped into chunks whose sizes `sizes` yields one by one,
+        less its first `skip` batches (done before a mid-epoch resume).
 
         A pass's last, smaller batch (if any) is a chunk of its own: rows of a chunk share one
         size. With fixed steps, an epoch's batches follow from its number alone (a resumed
         fit runs those of an unbroken one): a pass is split into `epochs_per_pass` epochs.
         """
         if self.fixed_steps is None:  # one pass, or its first batches
-            yield from self._pass_chunks(epoch, 0, self.steps, sizes)
+            yield from self._pass_chunks(epoch, 0, self.steps, sizes, skip)
             return
         number, part = divmod(epoch, self.epochs_per_pass)
         first = part * self.steps
@@ -142,7 +143,7 @@ class ArrayFeed:
                 f"that divides {self.batches_per_pass} for epochs of equal length.",
                 stacklevel=5)
         yield from self._pass_chunks(number, first, min(first + self.steps,
-                                                         self.batches_per_pass), sizes)
+                                                         self.batches_per_pass), sizes, skip)
 
     @property
     def epochs_per_pass(self) -> int:
@@ -163,17 +164,18 @@ class ArrayFeed:
         return order
 
     def _pass_chunks(self, number: int, first: int, stop: int,
-                     sizes: Iterator[int]) -> Iterator[Chunk]:
-        """Chunks of the batches `first` ... `stop` − 1 of pass `number` over the samples."""
+                     sizes: Iterator[int], skip: int = 0) -> Iterator[Chunk]:
+        """Chunks of the batches `first` + `skip` ... `stop` − 1 of pass `number` over the
+        samples, numbered from `first`."""
         order = self._order(number)
         full = self.num_samples // self.batch_size
         rows = order[: full * self.batch_size].reshape(full, self.batch_size)
-        start = first
+        start = first + skip
         while start < min(stop, full):
             size = max(1, min(next(sizes), min(stop, full) - start))
             yield Chunk(start - first, size, rows[start : start + size])
             start += size
-        if stop > full:  # the smaller last batch
+        if stop > full and first + skip <= full:  # the smaller last batch
             yield Chunk(full - first, 1, order[full * self.batch_size :][None, :])
 
 
@@ -245,9 +247,12 @@ class DatasetFeed:
 
             self.dataset = self.dataset.map(by_name)
 
-    def chunks(self, epoch: int, sizes: Iterator[int]) -> Iterator[Chunk]:
-        """Chunks of up to `next(sizes)` batches; the loop reports how many it really ran."""
-        start = 0
+    def chunks(self, epoch: int, sizes: Iterator[int], skip: int = 0) -> Iterator[Chunk]:
+        """Chunks of up to `next(sizes)` batches, from batch `skip` (a restored iterator
+        stands there); the loop reports how many it really ran."""
+        if skip:
+            self._read += skip
+        start = skip
         while self.steps is None or start < self.steps:
             size = next(sizes)
             if self.steps is not None:

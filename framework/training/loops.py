@@ -16,6 +16,7 @@ import tensorflow as tf
 from graphfit.callbacks import CallbackList
 from graphfit.core import validation
 from graphfit.saving import checkpoints
+from graphfit.saving.input_position import input_position
 from graphfit.training import distribution
 from graphfit.training.batch_hooks import HookSchedule
 from graphfit.training.feeds import make_feed, refuse_python_iterators
@@ -31,8 +32,13 @@ from graphfit.training.stage_metrics import reset_model_metrics, stage_prefix
 __all__ = ["fit", "evaluate", "predict", "run_stage"]
 
 
-def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackList) -> dict:
+def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackList,
+              skip: int = 0) -> dict:
     """Runs one pass of `stage` over `feed`; returns the stage's results (unprefixed).
+
+    Training keeps the model's input position (`saving.input_position`) current: the
+    batches of the epoch done, and the dataset's iterator; `skip` batches were done before
+    (a fit resumed mid-epoch: a restored iterator already stands after them).
 
     The batch hooks are called once per execution of `steps_per_execution` batches, and
     `model.stop_training` (training) or `model.stop_evaluating` (evaluation), set by a
@@ -54,8 +60,11 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
     # every chunk, whether its own callbacks want them or not (the chief's progress bar does).
     read_each_chunk = hooks.enabled or distribution.is_multi_worker(state.strategy)
     iterator = feed.epoch_iterator() if feed.is_dataset else None
+    position = input_position(model) if training else None
+    if position is not None and iterator is not None:
+        position.track(iterator)  # unless the data replays its position
     total, results = 0, {}
-    for chunk in feed.chunks(epoch, sizes):
+    for chunk in feed.chunks(epoch, sizes, skip):
         hooks.chunk_begins(chunk.first_batch)
         started = time.perf_counter()
         if feed.is_dataset:
@@ -67,6 +76,8 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
         if feed.is_dataset or chunk.index_batches.shape[1] == feed.batch_size:
             sizer.record(ran, time.perf_counter() - started)
         total += ran
+        if position is not None:
+            position.batch.assign(skip + total)
         if ran and read_each_chunk:
             results = metrics.results()
         ended = hooks.chunk_ran(chunk.first_batch, ran, results)
@@ -75,7 +86,7 @@ def run_stage(model, state, stage: str, feed, epoch: int, callbacks: CallbackLis
         if ran < chunk.num_batches or converged or (stop and (ended or not hooks.enabled)):
             break
     hooks.close(results)
-    if not total:
+    if not total and not skip:
         raise ValueError(f"{feed.names[0]} yielded no batches: there is nothing to {stage} on.")
     if feed.is_dataset and feed.steps is None:
         feed.steps = total  # learned on the first pass: the progress bar can show a total
@@ -237,11 +248,14 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     # Once, so a resumed fit's steps are those of an unbroken one.
     state.steps.expect_fit(None if train.is_dataset else train.batch_size,
                            train.batches_per_pass)
+    skip = int(input_position(model).batch.numpy())  # a restored mid-epoch checkpoint's
     try:
         logs, epoch, tested = _epochs(model, state, feeds, callbacks, initial_epoch, epochs,
-                                      validation_freq, test_freq)
+                                      validation_freq, test_freq, skip)
     finally:  # steps outside fit (model.train_step) are passes of their own
         state.steps.expect_fit(None if train.is_dataset else train.batch_size, None)
+        input_position(model).batch.assign(0)
+        input_position(model).forget()
     restored = callbacks.restore_final_weights()
     if feeds["test"] is not None and initial_epoch < epochs and (tested != epoch or restored):
         # Training stopped early, or a callback restored other weights: the test numbers
@@ -253,14 +267,16 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
 
 
 def _epochs(model, state, feeds, callbacks, initial_epoch, epochs, validation_freq,
-            test_freq):
-    """Runs the epochs; returns (the last epoch's logs, the last epoch, the last tested)."""
+            test_freq, skip=0):
+    """Runs the epochs, the first from batch `skip`; returns (the last epoch's logs, the
+    last epoch, the last tested)."""
     logs: dict = {}
     tested = None
     epoch = initial_epoch
     for epoch in range(initial_epoch, epochs):
         callbacks.on_epoch_begin(epoch)
-        logs = run_stage(model, state, "train", feeds["train"], epoch, callbacks)
+        logs = run_stage(model, state, "train", feeds["train"], epoch, callbacks,
+                         skip if epoch == initial_epoch else 0)
         if feeds["val"] is not None and _validates_after(epoch, validation_freq):
             logs.update(_prefixed("val", _evaluate_stage(model, state, "val", feeds["val"],
                                                          epoch, callbacks)))
@@ -275,6 +291,7 @@ def _epochs(model, state, feeds, callbacks, initial_epoch, epochs, validation_fr
             tested = epoch
         logs.update(_layer_counters(model))
         checkpoints.fit_state(model).epoch.assign(epoch + 1)  # before callbacks save it
+        input_position(model).batch.assign(0)
         callbacks.on_epoch_end(epoch, logs)
         if model.stop_training:
             break

@@ -30,7 +30,7 @@ Where graphfit differs by design (docs/keras_parity.md), the test asserts the di
 names the row: `model.metrics_names`, the added loss logged apart, a layer called with several
 tensors (`LogisticEndpoint(targets, logits)`), `keras.utils.PyDataset`, a metric whose
 `result()` is its variable with `validation_data`, and `ModelCheckpoint`'s `{epoch}.keras`
-file names and `save_freq=100`.
+file names.
 
 Found while porting, asserted as they are and not (yet) in docs/keras_parity.md:
 - `compile()` without a loss for a model whose layers `add_loss` (the guide's
@@ -708,12 +708,13 @@ def test_model_checkpoint_best_only_and_restoring(initial_weights, tmp_path):
 
     reference, model = _pair(get_compiled_model, initial_weights)
     # Differs by design (docs/keras_parity.md, ModelCheckpoint): a folder of TensorFlow
-    # checkpoints (latest/, best/), not a `.keras` file per epoch; only at epoch ends.
+    # checkpoints (latest/, best/), not a `.keras` file per epoch.
     with pytest.raises(ValueError, match="folder"):
         callbacks.ModelCheckpoint(filepath=str(tmp_path / "mymodel_{epoch}.keras"),
                                   save_best_only=True, monitor="val_loss")
-    with pytest.raises(ValueError, match="save_freq must be 'epoch'"):
-        callbacks.ModelCheckpoint(filepath=str(tmp_path / "ckpt"), save_freq=100)
+    # save_freq=100 works: within epochs, latest/ holds the input position too.
+    assert callbacks.ModelCheckpoint(filepath=str(tmp_path / "ckpt"),
+                                     save_freq=100).save_input_position
     keras_callbacks = [keras.callbacks.ModelCheckpoint(
         # Path where to save the model
         # The two parameters below mean that we will overwrite

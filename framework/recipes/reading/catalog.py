@@ -21,6 +21,8 @@ _OWN_DATA = {
              "text | boolean | date, ...}}}.",
     "text_folder": "Your folder of .txt files in one subfolder per class: {source: "
                    "text_folder, path: FOLDER}.",
+    "stream": "Your CSV or TFRecord shards, larger than memory, read by tf.data: {source: "
+              "stream, files: GLOB, columns: {NAME: DTYPE}, target: COLUMN}.",
 }
 
 

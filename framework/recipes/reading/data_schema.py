@@ -114,6 +114,26 @@ SOURCES: dict[str, dict[str, Field]] = {
     "function": {"function": Field(String(), doc="package.module:function returning (x, y) "
                                                  "or a batched tf.data.Dataset"),
                  "arguments": Field(Section({}), {}, "keyword arguments for the function")},
+    "stream": {
+        "files": Field(Either(String(), ListOf(String(), min_length=1)),
+                       doc="CSV or TFRecord shards: a glob or a list (read from the recipe's "
+                           "folder), streamed by tf.data, never loaded whole"),
+        "columns": Field(Section({}), doc="name: dtype, or name: {dtype, shape}, for every "
+                                          "column read (dtypes float32, float64, int32, "
+                                          "int64, string)"),
+        "target": Field(Nullable(String()), None, "the label column (null: no labels)"),
+        "key": Field(Nullable(String()), None, "a column whose hash picks each record's split "
+                                               "(null: split by file)"),
+        "format": Field(String(("auto", "tfrecord", "csv")), "auto",
+                        "auto: from the extension (.tfrecord, .csv; a further .gz: GZIP)"),
+        "compression": Field(String(("auto", "none", "GZIP", "ZLIB")), "auto",
+                             "auto: from the extension"),
+        "delimiter": Field(String(), ",", "the CSV separator"),
+        "shuffle_buffer": Field(Integer(min=0), 10000, "records in the shuffle buffer"),
+        "cycle_length": Field(Integer(min=1), 4, "files read at once (interleaved)"),
+        "statistics_sample": Field(Nullable(Integer(min=1)), None,
+                                   "standardize from the first N training records (null: "
+                                   "all, in one pass)")},
 }
 SOURCES.update(FILE_SOURCES)  # image_folder, timeseries
 _COMMON = {
@@ -140,6 +160,7 @@ class _Arguments(Section):
 
 
 SOURCES["function"]["arguments"] = Field(_Arguments({}), {}, "keyword arguments for the function")
+SOURCES["stream"]["columns"] = Field(_Arguments({}), doc=SOURCES["stream"]["columns"].doc)
 
 
 def _base_dir(path, checker: Checker) -> str:
@@ -255,6 +276,8 @@ def check_data_source(value, path, checker: Checker, training: bool = True):
         _check_folder(resolved, path, checker)
     if source == "function" and isinstance(resolved.get("function"), str):
         _check_function(resolved, path, checker)
+    if source == "stream":
+        _check_stream(resolved, path, checker)
     ranges = {"graph_classes": ("min_nodes", "max_nodes"),
               "sine_sequences": ("min_frequency", "max_frequency")}
     if source in ranges:
@@ -264,6 +287,29 @@ def check_data_source(value, path, checker: Checker, training: bool = True):
         checker.report(path + ("high",), f"must be greater than low ({resolved['low']}), got "
                                          f"{resolved['high']}")
     return resolved
+
+
+def _check_stream(resolved: dict, path, checker: Checker) -> None:
+    """Resolves the shards' paths against the recipe's folder and opens the stream (its
+    files exist, its columns are declared right, its CSV headers have them)."""
+    files = resolved.get("files")
+    if files is INVALID or files is None or resolved.get("columns") in (INVALID, None):
+        return
+    base = _base_dir(path + ("files",), checker)
+    absolute = lambda f: os.path.abspath(os.path.join(base, os.path.expanduser(f)))  # noqa: E731
+    resolved["files"] = absolute(files) if isinstance(files, str) else [absolute(f)
+                                                                         for f in files]
+    if not getattr(checker, "data_files", True):
+        return
+    from graphfit.recipes.running.stream_loading import stream_options
+
+    try:
+        datasets.Stream(**stream_options(resolved))
+    except (OSError, ValueError) as error:
+        text = str(error)
+        key = next((k for k in ("columns", "target", "key", "format", "compression")
+                    if text.startswith(k)), "files")
+        checker.report(path + (key,), text)
 
 
 def _check_range(resolved: dict, path: tuple, checker, low: str, high: str) -> None:

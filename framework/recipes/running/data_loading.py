@@ -17,6 +17,7 @@ import numpy as np
 
 from graphfit import datasets
 from graphfit.recipes.reading import user_code
+from graphfit.recipes.running import stream_loading
 
 __all__ = ["Splits", "load_splits", "load_source", "Standardizer", "DataError"]
 
@@ -91,10 +92,19 @@ class Splits:
     train_weight: Any = None
     # training.class_weight resolved to {class id: weight} ("balanced", class names).
     class_weight: dict | None = None
+    #: batches per epoch of a train dataset that repeats (a `stream`), else None
+    steps_per_epoch: int | None = None
+    #: `error -> exception or None`: what a data error met in training was (a `stream`'s
+    #: first unreadable record, with its file and index), else None
+    diagnose: Any = None
+    #: `(epoch, batch, steps_per_epoch) -> None`: starts a train dataset that positions
+    #: itself (a `stream`) after that many epochs and batches, else None
+    start_at: Any = None
 
 
-def load_source(source: dict, seed: int, path: tuple):
-    """(x, y) arrays, or a `tf.data.Dataset`, from one resolved data source mapping."""
+def load_source(source: dict, seed: int, path: tuple, batch_size: int = 32):
+    """(x, y) arrays, or a `tf.data.Dataset`, from one resolved data source mapping
+    (`batch_size`: the batches of a `stream`, read whole)."""
     kind = source["source"]
     if kind == "digits":
         return datasets.load_digits(as_images=source["as_images"])
@@ -111,6 +121,8 @@ def load_source(source: dict, seed: int, path: tuple):
         return datasets.load_npz(source["path"], x_key=source["x_key"], y_key=source["y_key"])
     if kind in _FILE_SOURCES:
         return _FILE_SOURCES[kind](source, path)
+    if kind == "stream":
+        return stream_loading.whole_stream(source, batch_size)
     return _call_function(source, path)
 
 
@@ -240,9 +252,14 @@ def _class_weight(value, train):
 
 def _load_array_splits(config: dict) -> Splits:
     seed, data, training = config["seed"], config["data"], config["training"]
-    loaded = load_source(data, seed, ("data",))
     separate = {stage: training[f"{name}_data"] for stage, name in (("val", "validation"),
                                                                     ("test", "test"))}
+    if data["source"] == "stream":
+        return stream_loading.stream_splits(
+            config, Splits, Standardizer, separate,
+            lambda source, stage: load_source(
+                source, seed, ("training", f"{_long(stage)}_data"), training["batch_size"]))
+    loaded = load_source(data, seed, ("data",))
     from graphfit.recipes.running import source_splits
 
     if source_splits.splits_itself(loaded):  # an image folder (by file), a time series (by time)
@@ -264,7 +281,7 @@ def _load_array_splits(config: dict) -> Splits:
     for stage, source in separate.items():
         if source is not None:
             key = ("training", f"{_long(stage)}_data")
-            stages[stage] = load_source(source, seed, key)
+            stages[stage] = load_source(source, seed, key, training["batch_size"])
             if training["check_finite"] and isinstance(stages[stage], tuple):
                 _check_finite(stages[stage], key)
     standardizer = Standardizer.fit(_float_features(stages["train"][0])) \
@@ -328,6 +345,7 @@ def _dataset_splits(dataset, data, training, separate, seed) -> Splits:
     if data["standardize"]:
         raise DataError(("data", "standardize"), "standardize needs arrays; the function "
                                                  "returned a tf.data.Dataset")
-    stages = {stage: load_source(source, seed, ("training", f"{_long(stage)}_data"))
+    stages = {stage: load_source(source, seed, ("training", f"{_long(stage)}_data"),
+                                 training["batch_size"])
               if source is not None else None for stage, source in separate.items()}
     return Splits(dataset, stages["val"], stages["test"], None, None)

@@ -94,6 +94,8 @@ def _prepare(recipe: Recipe, distribute: bool, record: dict | None) -> Prepared:
         if pair is None:
             continue
         x, y = _pair(pair)
+        if stage == "train" and splits.steps_per_epoch is not None:
+            x = x.take(splits.steps_per_epoch)  # one epoch of a dataset that repeats
         try:
             check_inputs(model, x, y, stage=stage, batch_size=training["batch_size"],
                          check_finite=training["check_finite"])

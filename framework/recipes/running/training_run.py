@@ -184,15 +184,34 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
     model.nonfinite_step = None
     callbacks = run_callbacks(prepared.recipe, run, monitor, initial_epoch, writes,
                               table_summary(splits.table)) + list(extra)
-    model.fit(x, y, batch_size=training["batch_size"], epochs=training["epochs"],
-              verbose=verbose, callbacks=callbacks + [recorder, stopper],
-              validation_data=splits.val, test_data=splits.test, shuffle=training["shuffle"],
-              # prepare() already ran every input check, the full-data NaN scan included.
-              check_finite=False, initial_epoch=initial_epoch,
-              test_freq=training.get("test_freq"),
-              steps_per_epoch=training.get("steps_per_epoch"),
-              class_weight=splits.class_weight, sample_weight=splits.train_weight,
-              cache_frozen=training.get("cache_frozen", False))
+    streamed = splits.steps_per_epoch is not None  # a dataset that repeats, read across epochs
+    for callback in callbacks:
+        if streamed and hasattr(callback, "save_input_position"):
+            callback.save_input_position = True  # the batches of the epoch done
+    steps = training.get("steps_per_epoch") or splits.steps_per_epoch
+    if splits.start_at is not None:  # the stream starts where the restored position says
+        from graphfit.saving.input_position import input_position
+
+        position = input_position(model)
+        position.replays = True
+        splits.start_at(initial_epoch, int(position.batch.numpy()), steps)
+    try:
+        model.fit(x, y, batch_size=None if streamed else training["batch_size"],
+                  epochs=training["epochs"],
+                  verbose=verbose, callbacks=callbacks + [recorder, stopper],
+                  validation_data=splits.val, test_data=splits.test,
+                  shuffle=training["shuffle"],
+                  # prepare() already ran every input check, the full-data NaN scan included.
+                  check_finite=False, initial_epoch=initial_epoch,
+                  test_freq=training.get("test_freq"),
+                  steps_per_epoch=steps,
+                  class_weight=splits.class_weight, sample_weight=splits.train_weight,
+                  cache_frozen=training.get("cache_frozen", False))
+    except Exception as error:
+        found = splits.diagnose(error) if splits.diagnose is not None else None
+        if found is None:
+            raise
+        raise DataFailed(_bad_data_message(run, prepared.recipe.config, found)) from error
     losses = recorder.history.get("loss") or [0.0]
     if (model.nonfinite_step is not None or stopper.epoch is not None
             or not math.isfinite(losses[-1])):
@@ -207,6 +226,22 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
         if writes and hasattr(callback, "on_run_end"):
             callback.on_run_end(result)
     return result
+
+
+class DataFailed(RuntimeError):
+    """Training met a record it cannot read; the checkpoints saved before stay (exit 1)."""
+
+
+def _bad_data_message(run: str, config: dict, found: Exception) -> str:
+    """The bad record, and the last checkpoint the run can resume from once it is fixed."""
+    from graphfit.saving import checkpoint_files
+
+    folder = checkpoint_folder(config, run)
+    good = checkpoint_files.newest_intact(os.path.join(folder, "latest"))
+    state = (f"the last checkpoint, {good}, is intact: fix or remove the file, then "
+             f"`graphfit train --resume {run}`" if good else
+             "no checkpoint was written before it; fix or remove the file and train again")
+    return f"training stopped at a record it cannot read: {found}. {state}"
 
 
 def _nonfinite_message(run: str, config: dict, model, epoch: int | None) -> str:
@@ -246,6 +281,7 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
     for stage, data in (("val", splits.val), ("test", splits.test)):
         if data is not None:
             sx, sy = data if isinstance(data, tuple) else (data, None)
+            batch_size = batch_size if isinstance(data, tuple) else None  # batched already
             # Checked when the data loaded, as training.check_finite says (as for fit).
             metrics[stage] = scalar_logs(model.evaluate(
                 sx, sy, batch_size=batch_size, stage=stage,
@@ -498,7 +534,7 @@ def _earlier_records(run: str, state: dict) -> list[dict]:
              if not key.startswith("test_") and index < len(values)} for index in range(epoch)]
 
 
-__all__ += ["TrainingFailed"]
+__all__ += ["TrainingFailed", "DataFailed"]
 
 
 def checkpoint_folder(config: dict, run: str) -> str:

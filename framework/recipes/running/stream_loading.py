@@ -1,0 +1,115 @@
+"""The `stream` data source: CSV or TFRecord shards read by `tf.data`, never loaded whole.
+
+The splits come from `datasets.Stream.split` (by file, or by a hash of `key`), the
+standardization statistics from one streaming pass over the training split (or its first
+`statistics_sample` records), saved in the run's preprocessing.json as for in-memory data.
+The training dataset repeats its pass forever, reshuffled from the seed at every pass, and an
+epoch is one pass (`steps_per_epoch` from the records counted, unless the recipe gives it):
+one iterator serves every epoch, so the run's checkpoints hold its position
+(`graphfit.saving.input_position`: the epochs and batches done) and `--resume` starts the
+stream there, in the middle of an epoch too when a `ModelCheckpoint` saves every `save_freq`
+batches: pass p of the stream is a stateless function of the seed and p, so the resumed run
+rebuilds it and skips the records already trained on (read, not parsed).
+
+Example:
+
+    >>> options = {"source": "stream", "files": "x.tfrecord", "columns": {"x": "float32"}}
+    >>> sorted(stream_options(options))
+    ['columns', 'files']
+"""
+
+from __future__ import annotations
+
+__all__ = ["stream_options", "stream_splits", "whole_stream", "STREAM_KEYS"]
+
+# The keys of `source: stream` that the `Stream` itself takes.
+STREAM_KEYS = ("files", "columns", "target", "key", "format", "compression", "delimiter")
+
+
+def stream_options(source: dict) -> dict:
+    """The `Stream(...)` arguments of a resolved `source: stream` mapping."""
+    return {key: source[key] for key in STREAM_KEYS if key in source}
+
+
+def _stream(source: dict):
+    from graphfit import datasets
+
+    return datasets.Stream(**stream_options(source))
+
+
+def whole_stream(source: dict, batch_size: int):
+    """Every record of a stream, one pass in file order (a separate validation or test
+    source)."""
+    stream = _stream(source)
+    return stream.dataset(stream.files, batch_size, cycle_length=source["cycle_length"])
+
+
+def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
+                  load_separate):
+    """The `Splits` of a recipe whose `data:` is a stream.
+
+    Args:
+        config: the resolved recipe.
+        splits_type, standardizer_type: `Splits` and `Standardizer` (passed in, so this
+            module imports nothing of the loader that calls it).
+        separate: {"val"/"test": the source of training.validation_data / test_data, or None}.
+        load_separate: `(source, key) -> data` for those.
+
+    Raises:
+        ValueError: for files, columns or fractions that do not fit.
+    """
+    seed, data, training = config["seed"], config["data"], config["training"]
+    stream = _stream(data)
+    batch = training["batch_size"]
+    fractions = {"val": training["validation_split"], "test": training["test_split"]}
+    parts = stream.split(fractions["val"] if separate["val"] is None else 0.0,
+                         fractions["test"] if separate["test"] is None else 0.0,
+                         seed, by_key=data["key"] is not None)
+    if data["standardize"]:
+        count, mean, std = stream.statistics(parts["train"], data["statistics_sample"])
+        standardizer = standardizer_type(mean, std)
+    else:
+        count, standardizer = stream.count(parts["train"]), None
+    if count == 0:
+        raise ValueError(f"the training split of {len(stream.files)} file(s) holds no record")
+    shuffle = data["shuffle"]
+    import tensorflow as tf
+
+    with tf.init_scope():
+        start = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="stream_start")
+    train = stream.dataset(parts["train"], batch, shuffle_buffer=data["shuffle_buffer"]
+                           if shuffle else 0, seed=seed, repeat=True,
+                           standardizer=standardizer, cycle_length=data["cycle_length"],
+                           start=start)
+    stages = {}
+    for stage in ("val", "test"):
+        if separate[stage] is not None:
+            stages[stage] = load_separate(separate[stage], stage)
+        elif parts[stage] is not None:
+            stages[stage] = stream.dataset(parts[stage], batch, standardizer=standardizer,
+                                           cycle_length=data["cycle_length"])
+        else:
+            stages[stage] = None
+    from graphfit.datasets.streams import steps_per_pass
+
+    splits = splits_type(train, stages["val"], stages["test"], standardizer,
+                         [c.name for c in stream.features])
+    per_pass = splits.steps_per_epoch = steps_per_pass(count, batch)
+    splits.diagnose = lambda error: _diagnosis(stream, parts, error)
+
+    def start_at(epoch: int, batch_in_epoch: int, steps_per_epoch: int) -> None:
+        """Starts the training data after `epoch` epochs and `batch_in_epoch` batches."""
+        done = epoch * steps_per_epoch + batch_in_epoch
+        start.assign([done // per_pass, (done % per_pass) * batch])
+
+    splits.start_at = start_at
+    return splits
+
+
+def _diagnosis(stream, parts: dict, error: Exception):
+    """The `BadRecordError` of the first unreadable record of the run's files, or None."""
+    from graphfit.datasets import BadRecordError
+
+    files = sorted({f for part in parts.values() if part is not None for f in part.files})
+    found = stream.bad_record(files, error)
+    return found if isinstance(found, BadRecordError) else None

@@ -1,0 +1,110 @@
+"""`source: stream` in a recipe: statistics from the training files only, saved in the run; a
+shard that goes bad mid-epoch stops the run naming the file and the record, with its last
+checkpoint intact; once the file is repaired, `--resume` carries on from that mid-epoch
+checkpoint to the weights of an unbroken run."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import graphfit as gf
+from graphfit import cli, datasets
+from graphfit.recipes import load_recipe
+from graphfit.recipes.running import runner, training_run
+from graphfit.recipes.running.data_loading import Standardizer
+from graphfit.saving import checkpoints
+from graphfit.saving.input_position import input_position
+
+RECIPE = """\
+seed: 0
+data:
+  source: stream
+  files: shards/*.tfrecord
+  columns: {pixels: {dtype: float32, shape: [64]}, label: int64}
+  target: label
+  shuffle_buffer: 64
+  standardize: true
+model: [{type: Dense, units: 16, activation: relu}, {type: Dense, units: 10}]
+loss: {type: SparseCategoricalCrossentropy, from_logits: true}
+metrics: [accuracy]
+callbacks: [{type: ModelCheckpoint, filepath: checkpoints, monitor: val_loss, save_freq: 3}]
+training: {epochs: 2, batch_size: 32, validation_split: 0.17, test_split: 0.17,
+           steps_per_execution: 1, jit_compile: false}
+"""
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """300 digits in 6 shards (4 train, 1 validation, 1 test), the recipe, a full run."""
+    x, y = datasets.load_digits()
+    base = tmp_path_factory.mktemp("stream")
+    datasets.write_tfrecord_shards(x[:300], y[:300], base / "shards", 6, x_name="pixels",
+                                   y_name="label")
+    (base / "digits.yaml").write_text(RECIPE)
+    full = training_run.train(load_recipe(str(base / "digits.yaml")), run_dir=str(base / "full"),
+                              verbose=0)
+    return base, x[:300], full
+
+
+def test_statistics_come_from_the_training_files_and_are_saved_in_the_run(folder):
+    base, x, full = folder
+    splits = runner.load_run(str(base / "full"))[0].splits
+    preprocessing = json.loads((base / "full" / "preprocessing.json").read_text())
+    parts = datasets.Stream(str(base / "shards" / "*.tfrecord"), {"pixels": {
+        "shape": [64]}, "label": "int64"}, target="label").split(0.17, 0.17, seed=0)
+    train_rows = [int(os.path.basename(f)[6:11]) for f in parts["train"].files]
+    assert len(train_rows) == 4 and splits.steps_per_epoch == 7  # 200 rows, batches of 32
+    rows = np.concatenate([x[50 * shard:50 * shard + 50] for shard in train_rows])
+    expected = Standardizer.fit(rows)
+    np.testing.assert_allclose(preprocessing["standardize"]["mean"], expected.mean, rtol=1e-12,
+                               atol=1e-15)
+    np.testing.assert_allclose(preprocessing["standardize"]["std"], expected.std, rtol=1e-12)
+    assert set(full.metrics) == {"train", "val", "test"}
+
+
+class _Garble(gf.callbacks.Callback):
+    """Damages the last record of `path` during the first epoch (read again in the next)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path, self.done = path, False
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.done:
+            self.done = True
+            data = bytearray(open(self.path, "rb").read())
+            data[-20:-10] = b"\xff" * 10
+            open(self.path, "wb").write(bytes(data))
+
+
+def test_a_bad_shard_mid_epoch_names_its_record_keeps_the_checkpoint_and_resumes(
+        folder, tmp_path, monkeypatch):
+    base, _, full = folder
+    parts = datasets.Stream(str(base / "shards" / "*.tfrecord"), {"pixels": {
+        "shape": [64]}, "label": "int64"}, target="label").split(0.17, 0.17, seed=0)
+    victim = parts["train"].files[0]
+    original = open(victim, "rb").read()
+    own = training_run.run_callbacks
+    monkeypatch.setattr(training_run, "run_callbacks",
+                        lambda *a, **k: own(*a, **k) + [_Garble(victim)])
+    run = tmp_path / "cut"
+    try:
+        with pytest.raises(training_run.DataFailed) as caught:
+            training_run.train(load_recipe(str(base / "digits.yaml")), run_dir=str(run),
+                               verbose=0)
+    finally:
+        open(victim, "wb").write(original)
+    message = str(caught.value)
+    assert f"{victim}, record 49 (counting from 0)" in message and "corrupted" in message
+    assert f"graphfit train --resume {run}" in message
+    model = runner.prepare(load_recipe(str(run / "recipe.yaml"))).model
+    state = checkpoints.restore_latest(model, str(run / "checkpoints"))  # loads, intact
+    # Saved within the second epoch, which the bad record stopped (7 batches an epoch).
+    assert state["epoch"] == 1 and input_position(model).batch.numpy() in (3, 6)
+    monkeypatch.setattr(training_run, "run_callbacks", own)
+    assert cli.main(["train", "--resume", str(run), "--verbose", "0"]) == 0
+    resumed = runner.load_run(str(run))[0].model
+    for a, b in zip(full.model.get_weights(), resumed.get_weights()):
+        np.testing.assert_array_equal(a, b)
