@@ -30,7 +30,7 @@ from graphfit.recipes.reading.schema import (
     shown,
 )
 
-__all__ = ["SOURCES", "check_data_source", "DATA_DOC"]
+__all__ = ["SOURCES", "check_data_source", "DATA_DOC", "base_dir", "check_names"]
 
 _SAMPLES = Field(Integer(min=1), 500, "how many samples to generate")
 _NOISE = Field(Number(min=0.0), 0.1, "standard deviation of the Gaussian noise")
@@ -109,7 +109,9 @@ class _Arguments(Section):
 SOURCES["function"]["arguments"] = Field(_Arguments({}), {}, "keyword arguments for the function")
 
 
-def _base_dir(path, checker: Checker) -> str:
+def base_dir(path, checker: Checker) -> str:
+    """The folder a relative path at `path` is read from: the recipe's (the working
+    directory for a `--set` override)."""
     position = checker.document.position(path)
     if position is None or position.source.startswith("--set"):
         return os.getcwd()
@@ -120,7 +122,7 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
     location = resolved.get("path")
     if location is INVALID or location is None:
         return
-    full = os.path.abspath(os.path.join(_base_dir(path + ("path",), checker),
+    full = os.path.abspath(os.path.join(base_dir(path + ("path",), checker),
                                         os.path.expanduser(location)))
     resolved["path"] = full
     if not getattr(checker, "data_files", True):
@@ -135,15 +137,17 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
     try:
         if resolved["source"] == "csv":
             available = datasets.csv_columns(full, delimiter=resolved["delimiter"])
-            _check_names(resolved, path, checker, available, ("target", "features"), "column")
+            check_names(resolved, path, checker, available, ("target", "features"), "column")
         else:
             available = datasets.npz_keys(full)
-            _check_names(resolved, path, checker, available, ("x_key", "y_key"), "array")
+            check_names(resolved, path, checker, available, ("x_key", "y_key"), "array")
     except (OSError, ValueError) as error:
         checker.report(path + ("path",), f"cannot read {full}: {error}")
 
 
-def _check_names(resolved, path, checker, available, keys, what) -> None:
+def check_names(resolved, path, checker, available, keys, what) -> None:
+    """Reports each name under `keys` of `resolved` (a string or a list) that is not among
+    `available` (a file's columns or arrays), with a "did you mean"."""
     from graphfit.core.registry import did_you_mean
     for key in keys:
         names = resolved.get(key)
