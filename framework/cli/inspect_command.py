@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 __all__ = ["add_arguments", "run"]
 
@@ -86,6 +87,11 @@ def run(args) -> int:
     if path is None:
         return 2
     recipe = load_recipe(path, args.overrides)
+    if "fit_many" in recipe.config:
+        print(f"graphfit: {args.recipe} is a fit_many recipe: it has no model whose steps "
+              f"could be inspected (graphfit train fits its formula to every data set)",
+              file=sys.stderr)
+        return 2
     prepared = runner.prepare(recipe)
     model = prepared.model
     batch_size, y = _batch_and_labels(prepared)

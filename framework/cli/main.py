@@ -229,7 +229,12 @@ def _resume(args):
 
 def _train(args) -> int:
     from graphfit.recipes import load_recipe
-    from graphfit.recipes.running import distribution, run_directory, training_run
+    from graphfit.recipes.running import (
+        distribution,
+        many_fits_run,
+        run_directory,
+        training_run,
+    )
 
     if args.resume:
         result = _resume(args)
@@ -239,6 +244,8 @@ def _train(args) -> int:
         _check_run_dir_argument(args.run_dir)
         distribution.start_early(args.recipe, args.overrides)  # before any TensorFlow op
         recipe = load_recipe(args.recipe, args.overrides)
+        if many_fits_run.is_many_fits(recipe.config):  # one formula, many data sets
+            return _fit_many(recipe, args.run_dir)
         try:
             result = training_run.train(recipe, run_dir=args.run_dir, verbose=args.verbose)
         except run_directory.RunBusy as error:
@@ -260,6 +267,18 @@ def _train(args) -> int:
     return EXIT_OK
 
 
+def _fit_many(recipe, run_dir: str | None) -> int:
+    """`graphfit train` of a `fit_many:` recipe: every data set fitted, a table written."""
+    from graphfit.recipes.running import many_fits_run, run_directory
+
+    try:
+        run = many_fits_run.fit_recipe(recipe, run_dir=run_dir)
+    except run_directory.RunBusy as error:
+        raise _BadInput(error) from None
+    print("\n".join(many_fits_run.summary_lines(run)))
+    return EXIT_OK
+
+
 def _check_run_dir_argument(run_dir: str | None) -> None:
     if run_dir is None:
         return
@@ -274,9 +293,16 @@ def _check_run_dir_argument(run_dir: str | None) -> None:
 def _validate(args) -> int:
     from graphfit.core.variables import count_parameters
     from graphfit.recipes import load_recipe
-    from graphfit.recipes.running import distribution, runner
+    from graphfit.recipes.running import distribution, many_fits_run, runner
 
     recipe = load_recipe(args.recipe, args.overrides, safe=args.safe)
+    if many_fits_run.is_many_fits(recipe.config):  # no user code: its data alone is loaded
+        curves = many_fits_run.load_curves(recipe)
+        section = recipe.config["fit_many"]
+        print(f"{args.recipe}: OK. fit_many: {len(curves.ids)} data sets of "
+              f"{curves.y.shape[1]} points, {section['formula']} with {len(section['params'])} "
+              f"parameters; nothing was fitted.")
+        return EXIT_OK
     base = recipe.config["model"].get("base") if isinstance(recipe.config["model"], dict) \
         else None
     if args.safe and (recipe.user_code or base):

@@ -33,7 +33,7 @@ from graphfit.recipes.reading.schema import (
 )
 from graphfit.tabular.readers import FORMATS
 
-__all__ = ["SOURCES", "check_data_source", "DATA_DOC"]
+__all__ = ["SOURCES", "check_data_source", "DATA_DOC", "base_dir", "check_names"]
 
 _SAMPLES = Field(Integer(min=1), 500, "how many samples to generate")
 _NOISE = Field(Number(min=0.0), 0.1, "standard deviation of the Gaussian noise")
@@ -163,7 +163,9 @@ SOURCES["function"]["arguments"] = Field(_Arguments({}), {}, "keyword arguments 
 SOURCES["stream"]["columns"] = Field(_Arguments({}), doc=SOURCES["stream"]["columns"].doc)
 
 
-def _base_dir(path, checker: Checker) -> str:
+def base_dir(path, checker: Checker) -> str:
+    """The folder a relative path at `path` is read from: the recipe's (the working
+    directory for a `--set` override)."""
     position = checker.document.position(path)
     if position is None or position.source.startswith("--set"):
         return os.getcwd()
@@ -174,7 +176,7 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
     location = resolved.get("path")
     if location is INVALID or location is None:
         return
-    full = os.path.abspath(os.path.join(_base_dir(path + ("path",), checker),
+    full = os.path.abspath(os.path.join(base_dir(path + ("path",), checker),
                                         os.path.expanduser(location)))
     resolved["path"] = full
     if not getattr(checker, "data_files", True):
@@ -194,10 +196,10 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
     try:
         if resolved["source"] == "csv":
             available = datasets.csv_columns(full, delimiter=resolved["delimiter"])
-            _check_names(resolved, path, checker, available, ("target", "features"), "column")
+            check_names(resolved, path, checker, available, ("target", "features"), "column")
         else:
             available = datasets.npz_keys(full)
-            _check_names(resolved, path, checker, available, ("x_key", "y_key"), "array")
+            check_names(resolved, path, checker, available, ("x_key", "y_key"), "array")
     except (OSError, ValueError) as error:
         checker.report(path + ("path",), f"cannot read {full}: {error}")
 
@@ -206,7 +208,7 @@ def _check_folder(resolved: dict, path, checker: Checker) -> None:
     location = resolved.get("path")
     if location is INVALID or location is None:
         return
-    full = os.path.abspath(os.path.join(_base_dir(path + ("path",), checker),
+    full = os.path.abspath(os.path.join(base_dir(path + ("path",), checker),
                                         os.path.expanduser(location)))
     resolved["path"] = full
     if getattr(checker, "data_files", True) and not os.path.isdir(full):
@@ -214,7 +216,9 @@ def _check_folder(resolved: dict, path, checker: Checker) -> None:
                                          f"from the recipe's folder)")
 
 
-def _check_names(resolved, path, checker, available, keys, what) -> None:
+def check_names(resolved, path, checker, available, keys, what) -> None:
+    """Reports each name under `keys` of `resolved` (a string or a list) that is not among
+    `available` (a file's columns or arrays), with a "did you mean"."""
     from graphfit.core.registry import did_you_mean
     for key in keys:
         names = resolved.get(key)
@@ -295,7 +299,7 @@ def _check_stream(resolved: dict, path, checker: Checker) -> None:
     files = resolved.get("files")
     if files is INVALID or files is None or resolved.get("columns") in (INVALID, None):
         return
-    base = _base_dir(path + ("files",), checker)
+    base = base_dir(path + ("files",), checker)
     absolute = lambda f: os.path.abspath(os.path.join(base, os.path.expanduser(f)))  # noqa: E731
     resolved["files"] = absolute(files) if isinstance(files, str) else [absolute(f)
                                                                          for f in files]

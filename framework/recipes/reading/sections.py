@@ -22,6 +22,7 @@ from graphfit.recipes.reading.components import (
 )
 from graphfit.recipes.reading.data_schema import DATA_DOC, check_data_source
 from graphfit.recipes.reading.distribute_schema import DISTRIBUTE_DOC, check_distribute
+from graphfit.recipes.reading.many_fits_schema import check_many_fits_recipe, is_many_fits
 from graphfit.recipes.reading.model_schema import MODEL_DOC, check_model
 from graphfit.recipes.reading.schema import (
     INVALID,
@@ -279,6 +280,8 @@ def check_recipe(checker: Checker, default_name: str) -> dict:
         checker.report((), f"a recipe must be a mapping of sections ({', '.join(RECIPE.fields)})"
                            f", got {shown(data)}")
         return {}
+    if is_many_fits(data):  # another kind of recipe: one formula, many data sets, no model
+        return check_many_fits_recipe(checker, data, default_name)
     import_user_modules(data, checker)
     resolved = RECIPE.check(data, (), checker)
     if resolved.get("tune") is None:

@@ -1,0 +1,268 @@
+"""Running a `fit_many:` recipe: its data sets loaded, fitted at once by `fitting.fit_many`,
+one row per data set written to `fits.csv` in a new run directory, with `summary.json`.
+
+It shares nothing with the training loop: the command line sends a recipe with a `fit_many:`
+section here (`is_many_fits`) instead of to `training_run.train`.
+
+Example:
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from graphfit.recipes import recipe_from_text
+    >>> from graphfit.recipes.running import many_fits_run
+    >>> folder = tempfile.mkdtemp()
+    >>> x = np.linspace(0.0, 4.0, 9)
+    >>> np.savez(os.path.join(folder, "curves.npz"), x=x,
+    ...          y=np.stack([2.0 * np.exp(-0.5 * x), 3.0 * np.exp(-1.5 * x)]))
+    >>> recipe = recipe_from_text(
+    ...     "fit_many:\\n  formula: a*exp(-k*x)\\n  params: {a: 1.0, k: 1.0}\\n"
+    ...     "  data: {path: curves.npz}\\n", "decay.yaml", base_dir=folder, default_name="decay")
+    >>> run = many_fits_run.fit_recipe(recipe, run_dir=os.path.join(folder, "run"))
+    >>> run.fits.params.round(6).tolist(), run.curves.ids
+    ([[2.0, 0.5], [3.0, 1.5]], ['0', '1'])
+    >>> print(open(os.path.join(run.run_dir, "fits.csv")).read().splitlines()[0])
+    curve,a,a_stderr,k,k_stderr,rss,converged,reason,steps,evaluations
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import dataclasses
+import gzip
+import math
+import os
+import time
+
+import numpy as np
+
+from graphfit.recipes.reading.many_fits_schema import is_many_fits
+from graphfit.recipes.reading.problems import Position, Problem, RecipeError
+from graphfit.recipes.reading.recipe import Recipe
+from graphfit.recipes.running import run_directory
+
+__all__ = ["Curves", "ManyFitsRun", "load_curves", "fit_recipe", "is_many_fits",
+           "summary_lines", "TABLE_FILE", "SUMMARY_FILE"]
+
+TABLE_FILE = "fits.csv"
+SUMMARY_FILE = "summary.json"
+_DATA = ("fit_many", "data")
+
+
+@dataclasses.dataclass
+class Curves:
+    """The data sets of a `fit_many:` recipe: ids `[N]` (text), x `[N or 1, m(, k)]`,
+    y `[N, m]`, sigma `[N, m]` or None."""
+
+    ids: list
+    x: np.ndarray
+    y: np.ndarray
+    sigma: np.ndarray | None
+
+
+@dataclasses.dataclass
+class ManyFitsRun:
+    """What a `fit_many:` run produced: its directory, data sets, fits and fitting time."""
+
+    run_dir: str
+    curves: Curves
+    fits: object  # fitting.ManyFits
+    seconds: float
+
+
+class _DataProblem(ValueError):
+    """Bad data, at the `fit_many.data` key named."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+def _problem(recipe: Recipe, key: str, message: str) -> RecipeError:
+    path = _DATA + ((key,) if key else ())
+    return RecipeError([Problem(path, message, recipe.position(path))])
+
+
+def load_curves(recipe: Recipe) -> Curves:
+    """Reads the recipe's data sets, checked (equal lengths, numbers).
+
+    Raises:
+        RecipeError: at the `fit_many.data` key to fix.
+    """
+    data = recipe.config["fit_many"]["data"]
+    loader = _load_npz if data["path"].endswith(".npz") else _load_csv
+    try:
+        return loader(data)
+    except _DataProblem as error:
+        raise _problem(recipe, error.key, str(error)) from None
+    except (OSError, ValueError) as error:
+        raise _problem(recipe, "path", f"cannot read {data['path']}: {error}") from None
+
+
+def _load_npz(data: dict) -> Curves:
+    with np.load(data["path"], allow_pickle=False) as archive:
+        arrays = {key: archive[data[key]] for key in ("x", "y", "sigma", "curve")
+                  if data[key] is not None}
+    if isinstance(data["x"], list):
+        raise _DataProblem("x", "an .npz file holds x as one array: name it (x: x), with shape "
+                              "(m, k) or (N, m, k) for several input columns")
+    y = arrays["y"]
+    if y.ndim != 2:
+        raise _DataProblem("y", f"the array {data['y']!r} must have shape (data sets, points); "
+                              f"it has shape {y.shape}")
+    ids = arrays.get("curve")
+    if ids is not None and ids.shape != (len(y),):
+        raise _DataProblem("curve", f"the array {data['curve']!r} must hold one id per data "
+                                  f"set, shape ({len(y)},); it has shape {ids.shape}")
+    ids = [str(i) for i in (range(len(y)) if ids is None else ids.tolist())]
+    x = np.asarray(arrays["x"], np.float64)
+    return Curves(ids, x, np.asarray(y, np.float64),
+                  None if "sigma" not in arrays else np.asarray(arrays["sigma"], np.float64))
+
+
+def _load_csv(data: dict) -> Curves:
+    columns = [data["curve"]] + (data["x"] if isinstance(data["x"], list) else [data["x"]])
+    columns += [data["y"]] + ([data["sigma"]] if data["sigma"] else [])
+    opener = gzip.open if data["path"].endswith(".gz") else open
+    rows = collections.OrderedDict()
+    with opener(data["path"], "rt", newline="", encoding="utf-8-sig") as text:
+        reader = csv.reader(text, delimiter=data["delimiter"])
+        header = [name.strip() for name in next(reader)]
+        wanted = [header.index(name) for name in columns]
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(header):
+                raise _DataProblem("path", f"{data['path']}, line {reader.line_num}: expected "
+                                         f"{len(header)} fields as in the header, found "
+                                         f"{len(row)}")
+            rows.setdefault(row[wanted[0]].strip(), []).append(
+                [_number(row[i], reader.line_num, header[i]) for i in wanted[1:]])
+    if not rows:
+        raise _DataProblem("path", f"{data['path']} holds no rows of data")
+    lengths = collections.Counter(len(points) for points in rows.values())
+    if len(lengths) > 1:
+        common = lengths.most_common(1)[0][0]
+        odd = [f"{curve!r} ({len(points)})" for curve, points in rows.items()
+               if len(points) != common][:5]
+        raise _DataProblem("curve", f"every data set must have the same number of points (fit_many "
+                                  f"fits them side by side); most have {common}, but "
+                                  f"{', '.join(odd)} do not: fit those in a separate file")
+    table = np.array(list(rows.values()), np.float64)  # [N, m, columns]
+    k = len(columns) - 2 - (1 if data["sigma"] else 0)
+    x = table[:, :, :k]
+    sigma = table[:, :, -1] if data["sigma"] else None
+    return Curves(list(rows), x[..., 0] if k == 1 else x, table[:, :, k], sigma)
+
+
+def _number(cell: str, line: int, column: str) -> float:
+    try:
+        return float(cell)
+    except ValueError:
+        raise _DataProblem("path", f"line {line}, column {column!r}: {cell!r} is not a "
+                                 f"number") from None
+
+
+def _fit(recipe: Recipe, curves: Curves):
+    from graphfit import fitting
+
+    section = recipe.config["fit_many"]
+    settings = {key: section[key] for key in (
+        "absolute_sigma", "max_steps", "attempts_per_step", "initial_damping", "ftol", "xtol",
+        "gtol", "geodesic_acceleration", "jit_compile")}
+    try:
+        return fitting.fit_many(section["formula"], curves.x, curves.y, p0=section["params"],
+                                sigma=curves.sigma, **settings)
+    except ValueError as error:  # shapes of x, sigma or y against each other and the formula
+        raise _problem(recipe, "", str(error)) from None
+
+
+def fit_recipe(recipe: Recipe, run_dir: str | None = None, runs_root: str = "runs"
+               ) -> ManyFitsRun:
+    """Fits a `fit_many:` recipe into a new run directory (as `training_run.train` does for a
+    model): recipe.yaml, versions.json, `fits.csv` (one row per data set: its id, each
+    parameter and its standard error, RSS, converged, reason, steps, evaluations) and
+    `summary.json`.
+
+    Raises:
+        RecipeError: for bad data, before the run directory is created.
+    """
+    curves = load_curves(recipe)
+    start = time.perf_counter()
+    fits = _fit(recipe, curves)
+    seconds = time.perf_counter() - start
+    config = recipe.config
+    try:
+        lock = run_directory.claim_new_run(config["name"], run_dir or config["run_dir"],
+                                           runs_root)
+    except (ValueError, OSError) as error:
+        where = (Position(f"--run-dir {run_dir}", 0, 0) if run_dir
+                 else recipe.position(("run_dir",)))
+        raise RecipeError([Problem(() if run_dir else ("run_dir",), str(error), where)]) \
+            from None
+    with lock:
+        run = lock.run
+        run_directory.write_yaml(os.path.join(run, "recipe.yaml"), config)
+        run_directory.write_yaml(os.path.join(run, "overrides.yaml"), list(recipe.overrides))
+        run_directory.write_json(os.path.join(run, "versions.json"), run_directory.versions())
+        _write_table(os.path.join(run, TABLE_FILE), curves.ids, fits)
+        run_directory.write_json(os.path.join(run, SUMMARY_FILE), _summary(curves, fits,
+                                                                           seconds))
+    return ManyFitsRun(run, curves, fits, seconds)
+
+
+def _write_table(path: str, ids: list, fits) -> None:
+    names = list(fits.names)
+    header = ["curve"] + [f"{n}{suffix}" for n in names for suffix in ("", "_stderr")]
+    header += ["rss", "converged", "reason", "steps", "evaluations"]
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for i, curve in enumerate(ids):
+            values = [repr(float(v)) for pair in zip(fits.params[i], fits.standard_errors[i])
+                      for v in pair]
+            writer.writerow([curve, *values, repr(float(fits.rss[i])),
+                             bool(fits.converged[i]), fits.reasons[i], int(fits.steps[i]),
+                             int(fits.evaluations[i])])
+
+
+def _finite(value: float):
+    return float(value) if math.isfinite(value) else None
+
+
+def _summary(curves: Curves, fits, seconds: float) -> dict:
+    converged = fits.converged
+    medians = {}
+    for j, name in enumerate(fits.names):
+        values = fits.params[converged, j]
+        errors = fits.standard_errors[converged, j]
+        medians[name] = {"median": _finite(np.median(values)) if len(values) else None,
+                         "p5": _finite(np.percentile(values, 5)) if len(values) else None,
+                         "p95": _finite(np.percentile(values, 95)) if len(values) else None,
+                         "median_stderr": _finite(np.median(errors)) if len(errors) else None}
+    return {"curves": len(curves.ids), "points": int(curves.y.shape[1]),
+            "parameters": list(fits.names), "converged": int(np.sum(converged)),
+            "reasons": dict(collections.Counter(fits.reasons)), "seconds": seconds,
+            "not_converged": [curves.ids[i] for i in np.flatnonzero(~converged)],
+            "converged_parameters": medians}
+
+
+def summary_lines(run: ManyFitsRun) -> list[str]:
+    """What `graphfit train` prints of a `fit_many:` run."""
+    summary = _summary(run.curves, run.fits, run.seconds)
+    reasons = ", ".join(f"{reason} {count}" for reason, count in summary["reasons"].items())
+    lines = [f"fitted {summary['curves']} data sets of {summary['points']} points in "
+             f"{run.seconds:.2f} s: {summary['converged']} converged ({reasons})"]
+    for name, row in summary["converged_parameters"].items():
+        if row["median"] is not None:
+            lines.append(f"  {name}: median {row['median']:.6g} (5%-95%: {row['p5']:.6g} to "
+                         f"{row['p95']:.6g}), median standard error {row['median_stderr']:.3g}"
+                         if row["median_stderr"] is not None else
+                         f"  {name}: median {row['median']:.6g}")
+    missed = summary["not_converged"]
+    if missed:
+        more = f" and {len(missed) - 5} more" if len(missed) > 5 else ""
+        lines.append(f"not converged: {', '.join(map(str, missed[:5]))}{more}")
+    lines.append(f"run directory: {run.run_dir}")
+    lines.append(f"results: {os.path.join(run.run_dir, TABLE_FILE)} (one row per data set)")
+    return lines
