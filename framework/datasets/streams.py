@@ -75,6 +75,8 @@ class Column:
     name: str
     dtype: str = "float32"
     shape: tuple = ()
+    #: a CSV's empty cell becomes this (None: an empty cell is a bad record)
+    default: object = None
 
     @property
     def tf_dtype(self) -> tf.DType:
@@ -105,12 +107,13 @@ def _columns(columns) -> list[Column]:
     for name, value in columns.items():
         value = {"dtype": value} if isinstance(value, str) else dict(value or {})
         dtype, shape = value.pop("dtype", "float32"), value.pop("shape", [])
+        default = value.pop("default", None)
         if value or dtype not in _DTYPES or not isinstance(shape, (list, tuple)) or not all(
                 isinstance(n, int) and n > 0 for n in shape):
             raise ValueError(
                 f"columns[{name!r}] must be a dtype ({', '.join(_DTYPES)}) or {{dtype, shape: "
-                f"[positive sizes]}}. Received: {columns[name]!r}")
-        parsed.append(Column(str(name), dtype, tuple(shape)))
+                f"[positive sizes], default}}. Received: {columns[name]!r}")
+        parsed.append(Column(str(name), dtype, tuple(shape), default))
     return parsed
 
 
@@ -158,7 +161,8 @@ class Stream:
         compression: "auto" (from the extension), "none", "GZIP" or "ZLIB".
         delimiter: the CSV separator. A CSV file starts with a header row naming its columns.
         transform: `dict -> dict` on a batch of parsed columns, before (x, y) (inside
-            `dataset.map`).
+            `dataset.map`), or `dict -> (x, y)`: the model's input and labels themselves
+            (a `graphfit.tabular.TablePreprocessor` of typed columns).
 
     Raises:
         ValueError: naming the argument, for a bad schema, missing files, or CSV headers
@@ -276,7 +280,8 @@ class Stream:
             return {c.name: tf.cast(parsed[c.name], c.tf_dtype) if c.tf_dtype != tf.string
                     else parsed[c.name] for c in self.columns}
         chosen = sorted(self.columns, key=lambda c: self._header.index(c.name))
-        values = tf.io.decode_csv(records, [tf.constant([], c.tf_dtype) for c in chosen],
+        values = tf.io.decode_csv(records, [tf.constant([] if c.default is None else
+                                              [c.default], c.tf_dtype) for c in chosen],
                                   field_delim=self.delimiter,
                                   select_cols=[self._header.index(c.name) for c in chosen])
         by_name = dict(zip((c.name for c in chosen), values))
@@ -315,15 +320,22 @@ class Stream:
             features = self.parse(records)
             if self.transform is not None:
                 features = self.transform(features)
+                if not isinstance(features, dict):  # the model's (x, y) already
+                    return features
             return self.to_xy(features, standardizer)
 
         return convert
 
     # ------------------------------------------------------------------ datasets
-    def feature_batches(self, part, batch_size: int, cycle_length: int = 4):
+    def feature_batches(self, part, batch_size: int, cycle_length: int = 4,
+                        sample: int | None = None):
         """One pass of batches of parsed columns ({name: tensor}), in file order: the
-        dataset a per-column preprocessor adapts on (`adapt(dataset)`)."""
-        records = self.records(part, cycle_length).batch(batch_size)
+        dataset a per-column preprocessor adapts on (`adapt(dataset)`); `sample`: its first
+        `sample` records only."""
+        records = self.records(part, cycle_length)
+        if sample is not None:
+            records = records.take(sample)
+        records = records.batch(batch_size)
         return records.map(self.parse, num_parallel_calls=tf.data.AUTOTUNE,
                            deterministic=True).prefetch(tf.data.AUTOTUNE)
 

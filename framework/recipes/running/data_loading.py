@@ -227,7 +227,7 @@ def load_splits(config: dict, record: dict | None = None) -> Splits:
     data, training = config["data"], config["training"]
     if data["source"] in table_loading.TABLE_SOURCES:
         return table_loading.load_table_splits(config, (record or {}).get("table"))
-    splits = _load_array_splits(config)
+    splits = _load_array_splits(config, (record or {}).get("table"))
     splits.class_weight = _class_weight(training.get("class_weight"), splits.train)
     return splits
 
@@ -250,7 +250,7 @@ def _class_weight(value, train):
     return dict(value)
 
 
-def _load_array_splits(config: dict) -> Splits:
+def _load_array_splits(config: dict, table: dict | None = None) -> Splits:
     seed, data, training = config["seed"], config["data"], config["training"]
     separate = {stage: training[f"{name}_data"] for stage, name in (("val", "validation"),
                                                                     ("test", "test"))}
@@ -258,7 +258,8 @@ def _load_array_splits(config: dict) -> Splits:
         return stream_loading.stream_splits(
             config, Splits, Standardizer, separate,
             lambda source, stage: load_source(
-                source, seed, ("training", f"{_long(stage)}_data"), training["batch_size"]))
+                source, seed, ("training", f"{_long(stage)}_data"), training["batch_size"]),
+            table)
     loaded = load_source(data, seed, ("data",))
     from graphfit.recipes.running import source_splits
 

@@ -52,7 +52,8 @@ class InputFormat:
     @classmethod
     def of_run(cls, data: dict, id_column: str | None = None) -> "InputFormat":
         """The format of a run whose resolved recipe `data` section is `data`."""
-        delimiter = data.get("delimiter") if data.get("source") in ("csv", "table") else None
+        delimiter = data.get("delimiter") if data.get("source") in ("csv", "table", "stream") \
+            else None
         x_key = data.get("x_key") if data.get("source") == "npz" else None
         return cls(delimiter or ",", x_key or "x", id_column)
 

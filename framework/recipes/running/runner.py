@@ -138,7 +138,8 @@ def _check_batched(recipe: Recipe, splits: Splits) -> None:
     import tensorflow as tf
 
     training = recipe.config["training"]
-    if not isinstance(splits.train, tf.data.Dataset) or training["batch_size"] is None:
+    if not isinstance(splits.train, tf.data.Dataset) or training["batch_size"] is None \
+            or splits.steps_per_epoch is not None:  # a stream batches by batch_size
         return
     if recipe.positions.get(("training", "batch_size")) is None:
         training["batch_size"] = None  # the default: the dataset's own batches

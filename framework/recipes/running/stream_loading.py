@@ -20,6 +20,8 @@ Example:
 
 from __future__ import annotations
 
+from graphfit.recipes.running import typed_streams
+
 __all__ = ["stream_options", "stream_splits", "whole_stream", "STREAM_KEYS"]
 
 # The keys of `source: stream` that the `Stream` itself takes.
@@ -27,8 +29,14 @@ STREAM_KEYS = ("files", "columns", "target", "key", "format", "compression", "de
 
 
 def stream_options(source: dict) -> dict:
-    """The `Stream(...)` arguments of a resolved `source: stream` mapping."""
-    return {key: source[key] for key in STREAM_KEYS if key in source}
+    """The `Stream(...)` arguments of a resolved `source: stream` mapping (typed columns
+    read raw: `typed_streams.stream_columns`)."""
+    from graphfit.recipes.running.typed_streams import stream_columns
+
+    options = {key: source[key] for key in STREAM_KEYS if key in source}
+    if "columns" in options:
+        options["columns"] = stream_columns(options["columns"])
+    return options
 
 
 def _stream(source: dict):
@@ -45,7 +53,7 @@ def whole_stream(source: dict, batch_size: int):
 
 
 def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
-                  load_separate):
+                  load_separate, table: dict | None = None):
     """The `Splits` of a recipe whose `data:` is a stream.
 
     Args:
@@ -54,6 +62,8 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
             module imports nothing of the loader that calls it).
         separate: {"val"/"test": the source of training.validation_data / test_data, or None}.
         load_separate: `(source, key) -> data` for those.
+        table: a finished run's `table` record (typed columns), whose statistics are
+            reused instead of adapted again.
 
     Raises:
         ValueError: for files, columns or fractions that do not fit.
@@ -65,11 +75,16 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
     parts = stream.split(fractions["val"] if separate["val"] is None else 0.0,
                          fractions["test"] if separate["test"] is None else 0.0,
                          seed, by_key=data["key"] is not None)
-    if data["standardize"]:
+    names = None
+    if typed_streams.is_typed(data):  # typed columns: a table's preprocessing, streamed
+        table, names = typed_streams.typed_statistics(stream, parts["train"], data, table)
+        count, standardizer = stream.count(parts["train"]), None
+    elif data["standardize"]:
+        table = None
         count, mean, std = stream.statistics(parts["train"], data["statistics_sample"])
         standardizer = standardizer_type(mean, std)
     else:
-        count, standardizer = stream.count(parts["train"]), None
+        count, standardizer, table = stream.count(parts["train"]), None, None
     if count == 0:
         raise ValueError(f"the training split of {len(stream.files)} file(s) holds no record")
     shuffle = data["shuffle"]
@@ -93,7 +108,8 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
     from graphfit.datasets.streams import steps_per_pass
 
     splits = splits_type(train, stages["val"], stages["test"], standardizer,
-                         [c.name for c in stream.features])
+                         [c.name for c in stream.features], table=table,
+                         class_names=None if names is None else names.names)
     per_pass = splits.steps_per_epoch = steps_per_pass(count, batch)
     splits.diagnose = lambda error: _diagnosis(stream, parts, error)
 

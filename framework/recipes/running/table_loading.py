@@ -24,7 +24,7 @@ from graphfit.tabular.schema import LABEL, TEXT, feature_columns, read_text_fold
 from graphfit.tabular.targets import ClassNames, balanced_class_weight, split_indices
 
 __all__ = ["TABLE_SOURCES", "load_table_splits", "read_source_table", "raw_columns",
-           "table_columns"]
+           "table_columns", "table_run_record"]
 
 TABLE_SOURCES = ("table", "text_folder")
 
@@ -150,15 +150,22 @@ def load_table_splits(config: dict, record: dict | None = None):
     _separate_splits(stages, training, columns, prep, names, oov)
     weight = None if weights is None else weights[train]
     class_weight = _class_weight(training.get("class_weight"), stages["train"], names)
-    table_record = {"preprocessor": prep.to_record(), "target": data.get("target") or
-                    (LABEL if data["source"] == "text_folder" else None),
-                    "class_names": None if names is None else names.names,
-                    "input_names": prep.output_names(), "oov_counts": oov,
-                    "vocabulary_sizes": prep.vocabulary_sizes()}
+    table_record = table_run_record(prep, data.get("target") or (
+        LABEL if data["source"] == "text_folder" else None), names, oov)
     return Splits(stages["train"], stages["val"], stages["test"], None,
                   [c.name for c in columns], table=table_record,
                   class_names=None if names is None else names.names,
                   train_weight=weight, class_weight=class_weight)
+
+
+def table_run_record(prep, target, names, oov: dict) -> dict:
+    """The `table` entry of a run's preprocessing.json (statistics, class names, the model's
+    input names), which `predict`, `evaluate`, `--resume` and the export read back; a typed
+    `stream` writes the same."""
+    return {"preprocessor": prep.to_record(), "target": target,
+            "class_names": None if names is None else names.names,
+            "input_names": prep.output_names(), "oov_counts": oov,
+            "vocabulary_sizes": prep.vocabulary_sizes()}
 
 
 def _statistics(columns, train_columns, cells, train, named, record):
