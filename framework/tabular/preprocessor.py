@@ -63,19 +63,6 @@ def _keras():
     return keras.layers
 
 
-def _map(data, function):
-    """`function` over a dataset's elements, or on a tensor."""
-    return data.map(function) if isinstance(data, tf.data.Dataset) else function(data)
-
-
-def _values_only(dataset, name):
-    """The column `name` of a dataset of raw dicts, batched, as a 1-D tensor per batch."""
-    spec = dataset.element_spec[name]
-    if spec.shape.rank == 0:
-        dataset = dataset.batch(1024)
-    return dataset.map(lambda row: tf.reshape(row[name], [-1]))
-
-
 def _constant(column: Column):
     missing = column.missing
     return missing.get("constant") if isinstance(missing, dict) else None
@@ -130,18 +117,43 @@ class _Numbers:
         return _date_parts(text)
 
     def adapt(self, data) -> None:
-        """Statistics of `data`: a dataset of 1-D batches, or one 1-D tensor."""
-        def present_of(raw):
-            parts = self.parts(raw)
-            return tf.boolean_mask(parts, tf.reduce_all(tf.math.is_finite(parts), axis=1))
+        """Statistics of `data`: one 1-D tensor (`begin`, `update`, `finish`)."""
+        self.begin()
+        self.update(data)
+        self.finish()
 
-        present = _map(data, present_of)
-        batches = present if isinstance(present, tf.data.Dataset) else [present]
-        if not any(int(tf.shape(batch)[0]) for batch in batches):
+    def _quantiles(self) -> bool:
+        return self.bins is not None and not self.column.options.get("bins")
+
+    def begin(self) -> None:
+        """Starts statistics over batches (`update` each, then `finish`)."""
+        self.moments = (0, None, None)
+        if self._quantiles():
+            self.bins.reset_state()
+
+    def update(self, raw) -> None:
+        """Adds a 1-D batch of raw cells: its present rows' moments (merged as Keras's
+        `Normalization.adapt` merges a dataset's batches) and quantile summary."""
+        parts = self.parts(raw)
+        present = tf.boolean_mask(parts, tf.reduce_all(tf.math.is_finite(parts), axis=1))
+        if int(tf.shape(present)[0]) == 0:
+            return
+        self.moments = _merged_moments(self.moments, present)
+        if self._quantiles():
+            self.bins.update_state(present)
+
+    def finish(self) -> None:
+        """The adapted layers, from the batches given to `update`."""
+        count, mean, variance = self.moments
+        if count == 0:
             raise _no_values(self.column)
-        self.norm.adapt(present)
-        if self.bins is not None and not self.column.options.get("bins"):
-            self.bins.adapt(present)
+        if not self.norm.built:
+            self.norm.build((None, self.width))
+        self.norm.adapt_mean.assign(mean)
+        self.norm.adapt_variance.assign(variance)
+        self.norm.finalize_state()
+        if self._quantiles():
+            self.bins.finalize_state()
         self.adapted = True
 
     def fill_value(self):
@@ -190,6 +202,25 @@ class _Numbers:
 
     def layers(self) -> list:
         return [self.norm] + ([self.bins] if self.bins is not None else [])
+
+
+def _merged_moments(moments, batch):
+    """(count, mean, variance) with `batch` [rows, width] merged in, by Keras 3's
+    `Normalization.adapt` formula for a dataset (float32, the lack-of-fit sum of squares),
+    so that one pass over many columns gives what each layer's own `adapt` gives."""
+    from keras import ops
+
+    count, mean, variance = moments
+    rows = int(batch.shape[0])
+    batch_mean, batch_variance = ops.mean(batch, axis=0), ops.var(batch, axis=0)
+    if mean is None:
+        mean = variance = ops.zeros_like(batch_mean)
+    count += rows
+    weight = float(rows) / count
+    merged = mean * (1.0 - weight) + batch_mean * weight
+    variance = (variance + (mean - merged) ** 2) * (1.0 - weight) + (
+        batch_variance + (batch_mean - merged) ** 2) * weight
+    return count, merged, variance
 
 
 def _date_parts(text):
@@ -241,19 +272,37 @@ class _Tokens:
         return tf.where(tf.equal(raw, ""), tf.constant(str(self.fill)), raw)
 
     def adapt(self, data) -> None:
-        """The vocabulary of `data`: a dataset of 1-D batches, or one 1-D tensor."""
-        if self.column.encoding == "hash" and self.column.type != "text":
+        """The vocabulary of `data`: one 1-D tensor (`begin`, `update`, `finish`)."""
+        self.begin()
+        self.update(data)
+        self.finish()
+
+    def _hashed(self) -> bool:
+        return self.column.encoding == "hash" and self.column.type != "text"
+
+    def begin(self) -> None:
+        """Starts a vocabulary over batches (`update` each, then `finish`)."""
+        if not self._hashed():
+            self.lookup.reset_state()
+
+    def update(self, raw) -> None:
+        """Counts the tokens of a 1-D batch of raw cells (the layer's `update_state`, as
+        its `adapt` does per batch of a dataset)."""
+        if self._hashed():
             return
         if self.column.missing == "mode":
-            data = _map(data, lambda raw: tf.boolean_mask(raw, tf.not_equal(
-                tf.strings.strip(raw), "")))
-            self.lookup.adapt(_map(data, self.filled))
+            raw = tf.boolean_mask(raw, tf.not_equal(tf.strings.strip(raw), ""))
+        self.lookup.update_state(self.filled(raw))
+
+    def finish(self) -> None:
+        """The vocabulary (the mode's fill too), from the batches given to `update`."""
+        if not self._hashed():
+            self.lookup.finalize_state()
+        if self.column.missing == "mode":
             tokens = self.lookup.get_vocabulary(include_special_tokens=False)
             if not tokens:
                 raise _no_values(self.column)
             self.fill = str(tokens[0])  # adapt orders the vocabulary by count: the mode
-        else:
-            self.lookup.adapt(_map(data, self.filled))
         self.adapted, self.size = True, None
 
     def vocabulary_size(self) -> int:
@@ -381,15 +430,28 @@ class TablePreprocessor:
     def id_columns(self) -> list[str]:
         return [c.name for c in self.columns if c.type == "categorical" and c.encoding == "ids"]
 
-    def adapt(self, dataset) -> None:
+    def adapt(self, dataset, on_batch=None) -> None:
         """Computes every column's statistics from `dataset` (raw column dicts, batched or
-        not): one pass over it per column that has statistics.
+        not) in ONE pass over it: each batch updates every column's layers (their
+        `update_state`; `Normalization`'s moments merged as its own `adapt` merges a
+        dataset's batches), so a stream of files larger than memory is read once.
+        `on_batch`: called with each batch too (a target's class names, a count).
 
         Raises:
             TableError: a column without any value to learn from.
         """
-        for column in self.columns:
-            self.parts[column.name].adapt(_values_only(dataset, column.name))
+        if dataset.element_spec[self.columns[0].name].shape.rank == 0:
+            dataset = dataset.batch(1024)
+        parts = [self.parts[column.name] for column in self.columns]
+        for part in parts:
+            part.begin()
+        for batch in dataset:
+            for column, part in zip(self.columns, parts):
+                part.update(tf.reshape(batch[column.name], [-1]))
+            if on_batch is not None:
+                on_batch(batch)
+        for part in parts:
+            part.finish()
         self._build()
 
     def adapt_arrays(self, columns: dict) -> None:

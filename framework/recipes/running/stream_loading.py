@@ -77,8 +77,9 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
                          seed, by_key=data["key"] is not None)
     names = None
     if typed_streams.is_typed(data):  # typed columns: a table's preprocessing, streamed
-        table, names = typed_streams.typed_statistics(stream, parts["train"], data, table)
-        count, standardizer = stream.count(parts["train"]), None
+        table, names, count = typed_streams.typed_statistics(stream, parts["train"], data,
+                                                             table)
+        count, standardizer = count or stream.count(parts["train"]), None
     elif data["standardize"]:
         table = None
         count, mean, std = stream.statistics(parts["train"], data["statistics_sample"])

@@ -77,8 +77,10 @@ def feature_columns(stream, declared: dict) -> list:
 
 
 def typed_statistics(stream, part, data: dict, record: dict | None):
-    """(table record, class names or None): a finished run's `record` (its `table`), else
-    adapted on `part` (the training files). Sets `stream.transform` to the preprocessing
+    """(table record, class names or None, records counted or None): a finished run's
+    `record` (its `table`), else adapted on `part` (the training files) in one pass that
+    also gathers the target's class names and counts the records (None: not all were read,
+    a `statistics_sample` or a record reused). Sets `stream.transform` to the preprocessing
     and the class names' lookup.
 
     Raises:
@@ -93,37 +95,43 @@ def typed_statistics(stream, part, data: dict, record: dict | None):
     if stream.format != "csv":
         raise _error(("data", "columns"), "typed columns (type: ...) are read from CSV shards; "
                                           "declare TFRecord features by dtype")
+    count = None
     if record is not None:
         prep = TablePreprocessor.from_record(record["preprocessor"])
         names = record.get("class_names")
         names = None if names is None else ClassNames(list(names))
     else:
         prep = TablePreprocessor(feature_columns(stream, data["columns"]))
-        batches = stream.feature_batches(part, 1024, cycle_length=1,
-                                         sample=data["statistics_sample"])
+        sample = data["statistics_sample"]
+        batches = stream.feature_batches(part, 1024, cycle_length=1, sample=sample)
+        seen = _Seen(stream)
         try:
-            prep.adapt(batches)
-            names = _class_names(stream, batches)
+            prep.adapt(batches, on_batch=seen)
+            names = ClassNames.fit(sorted(seen.names)) if seen.named else None
         except TableError as error:
             where = ("columns", error.column) if error.column else ("target",)
             raise _error(("data",) + where, str(error)) from None
+        count = seen.count if sample is None else None
     stream.transform = _transform(stream, prep, names)
-    return table_run_record(prep, stream.target, names, {}), names
+    return table_run_record(prep, stream.target, names, {}), names, count
 
 
-def _class_names(stream, batches):
-    """The sorted class names of a string target over `batches`, or None."""
-    import numpy as np
+class _Seen:
+    """Called on each batch of the statistics pass: counts its records and gathers the
+    distinct names of a string target."""
 
-    from graphfit.tabular.targets import ClassNames
+    def __init__(self, stream):
+        target = next((c for c in stream.columns if c.name == stream.target), None)
+        self.target, self.named = stream.target, target is not None and target.dtype == "string"
+        self.count, self.names = 0, set()
 
-    target = next((c for c in stream.columns if c.name == stream.target), None)
-    if target is None or target.dtype != "string":
-        return None
-    seen: set = set()
-    for batch in batches.map(lambda row: row[stream.target]):
-        seen.update(v.decode() for v in np.unique(batch.numpy()))
-    return ClassNames.fit(sorted(seen))
+    def __call__(self, batch) -> None:
+        import numpy as np
+
+        first = next(iter(batch.values()))
+        self.count += int(first.shape[0])
+        if self.named:
+            self.names.update(v.decode() for v in np.unique(batch[self.target].numpy()))
 
 
 def _transform(stream, prep, names):

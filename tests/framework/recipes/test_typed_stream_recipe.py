@@ -199,3 +199,34 @@ def test_typed_columns_need_csv_shards_and_known_types(tmp_path):
     with pytest.raises(DataError) as caught:
         load_splits(load_recipe(str(tmp_path / "bad.yaml")).config)
     assert caught.value.path == ("data", "columns", "plan", "max_size")
+
+
+def test_adapt_reads_its_dataset_once_and_equals_each_keras_layers_own_adapt():
+    import keras
+
+    from graphfit.tabular import Column, TablePreprocessor
+
+    passes = []
+    ages = np.array([20.0, np.nan, 40.0, 31.0, 55.0, 18.0], np.float32)
+    countries = np.array(["FR", "DE", "FR", "", "IT", "FR"], object)
+
+    def rows():
+        passes.append(1)
+        for start in range(0, 6, 4):  # batches of 4 and 2
+            yield {"age": ages[start:start + 4], "country": countries[start:start + 4]}
+
+    dataset = tf.data.Dataset.from_generator(rows, output_signature={
+        "age": tf.TensorSpec([None], tf.float32), "country": tf.TensorSpec([None], tf.string)})
+    prep = TablePreprocessor([Column("age", "numeric"), Column("country", "categorical")])
+    prep.adapt(dataset)
+    assert len(passes) == 1
+    norm = keras.layers.Normalization(axis=-1)  # Keras's own adapt over the same batches
+    norm.adapt(dataset.map(lambda r: tf.reshape(tf.boolean_mask(
+        r["age"], tf.math.is_finite(r["age"])), [-1, 1])))
+    statistics = prep.to_record()["statistics"]
+    np.testing.assert_allclose(statistics["age"]["mean"], np.ravel(norm.mean), rtol=1e-7)
+    np.testing.assert_allclose(statistics["age"]["variance"], np.ravel(norm.variance),
+                               rtol=1e-7)
+    lookup = keras.layers.StringLookup()
+    lookup.adapt(dataset.map(lambda r: r["country"]))
+    assert statistics["country"]["vocabulary"] == lookup.get_vocabulary()[1:]
