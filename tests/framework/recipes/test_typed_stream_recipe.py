@@ -230,3 +230,14 @@ def test_adapt_reads_its_dataset_once_and_equals_each_keras_layers_own_adapt():
     lookup = keras.layers.StringLookup()
     lookup.adapt(dataset.map(lambda r: r["country"]))
     assert statistics["country"]["vocabulary"] == lookup.get_vocabulary()[1:]
+
+
+def test_evaluate_and_resume_reuse_the_runs_statistics(runs):
+    base, _, stream = runs
+    record = _record(stream)
+    config = load_recipe(os.path.join(stream.run_dir, "recipe.yaml")).config
+    splits = load_splits(config, record)  # no adapting: the run's own numbers
+    assert splits.table["preprocessor"] == record["table"]["preprocessor"]
+    assert splits.class_names == ["leave", "stay"] and splits.steps_per_epoch == 13
+    x, y = next(iter(splits.train))
+    assert x.shape == (32, record["input_shape"][0]) and y.dtype == tf.int32
