@@ -112,12 +112,12 @@ def _close(a, b):
 def test_the_stream_trains_as_the_table_does(runs):
     _, table, stream = runs
     expected, got = _record(table)["table"], _record(stream)["table"]
-    _close(expected["preprocessor"], got["preprocessor"])
+    assert got["preprocessor"] == expected["preprocessor"]  # one adapt batch: exact
     assert got["class_names"] == expected["class_names"] == ["leave", "stay"]
     assert got["input_names"] == expected["input_names"]
     assert _record(stream)["input_shape"] == _record(table)["input_shape"]
     for a, b in zip(table.model.get_weights(), stream.model.get_weights()):
-        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+        np.testing.assert_array_equal(a, b)  # the same rows in the same order
     assert stream.metrics["train"]["loss"] == pytest.approx(table.metrics["train"]["loss"],
                                                             rel=1e-5)
 
