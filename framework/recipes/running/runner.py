@@ -139,7 +139,7 @@ def _check_batched(recipe: Recipe, splits: Splits) -> None:
 
     training = recipe.config["training"]
     if not isinstance(splits.train, tf.data.Dataset) or training["batch_size"] is None \
-            or splits.steps_per_epoch is not None:  # a stream batches by batch_size
+            or recipe.config["data"]["source"] != "function":  # others batch by batch_size
         return
     if recipe.positions.get(("training", "batch_size")) is None:
         training["batch_size"] = None  # the default: the dataset's own batches
