@@ -61,8 +61,8 @@ class LambdaCallback(Callback):
     that nothing calls), and so is a function that cannot take the hook's arguments.
 
     Args:
-        on_epoch_begin, on_epoch_end, on_train_begin, on_train_end, on_train_batch_begin,
-        on_train_batch_end: functions, or None.
+        on_epoch_begin: a function, or None; so are on_epoch_end, on_train_begin,
+            on_train_end, on_train_batch_begin and on_train_batch_end.
         **hooks: functions for other hooks, by the hook's name.
 
     Raises:

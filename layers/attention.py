@@ -23,8 +23,8 @@ class MultiHeadAttention(KerasBacked):
 
     Args:
         num_heads: the number of heads. key_dim: the size of each head for query and key.
-        value_dim, dropout, use_bias, output_shape, attention_axes, flash_attention, the
-            initializers, regularizers and constraints, seed: as in Keras.
+        value_dim: as in Keras; so are dropout, use_bias, output_shape, attention_axes,
+            flash_attention, the initializers, regularizers and constraints, and seed.
         name: the layer's name (also the Keras layer's). dtype: the adapter's floating dtype.
         trainable: False freezes the layer.
 

@@ -85,8 +85,8 @@ class BatchNormalization(Layer):
         epsilon: a small positive float added to the variance.
         center: whether to add the learned offset `beta`.
         scale: whether to multiply by the learned scale `gamma`.
-        beta_initializer, gamma_initializer, moving_mean_initializer,
-            moving_variance_initializer: Keras initializers (or names) of the four weights.
+        beta_initializer: a Keras initializer (or name) of `beta`; gamma_initializer,
+            moving_mean_initializer and moving_variance_initializer: of the other three weights.
         beta_regularizer, gamma_regularizer, beta_constraint, gamma_constraint: Keras
             regularizers and constraints of `beta` and `gamma` (as Keras).
         renorm: whether to use batch renormalization (https://arxiv.org/abs/1702.03275).

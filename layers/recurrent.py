@@ -53,10 +53,10 @@ class LSTM(_Recurrent):
 
     Args:
         units: the size of the state; a positive integer.
-        activation, recurrent_activation, use_bias, kernel_initializer, recurrent_initializer,
-            bias_initializer, unit_forget_bias, the regularizers and constraints, dropout,
-            recurrent_dropout, seed, return_sequences, go_backwards, stateful, use_cudnn: as
-            in Keras.
+        activation: as in Keras; so are recurrent_activation, use_bias, kernel_initializer,
+            recurrent_initializer, bias_initializer, unit_forget_bias, the regularizers and
+            constraints, dropout, recurrent_dropout, seed, return_sequences, go_backwards,
+            stateful and use_cudnn.
         unroll: None (graphfit's default, see above), True or False.
         name: the layer's name (also the Keras layer's). dtype: the adapter's floating dtype.
         trainable: False freezes the layer.
@@ -87,9 +87,9 @@ class GRU(_Recurrent):
 
     Args:
         units: the size of the state; a positive integer.
-        activation, recurrent_activation, use_bias, the initializers, regularizers and
-            constraints, dropout, recurrent_dropout, seed, return_sequences, go_backwards,
-            stateful, reset_after, use_cudnn: as in Keras.
+        activation: as in Keras; so are recurrent_activation, use_bias, the initializers,
+            regularizers and constraints, dropout, recurrent_dropout, seed, return_sequences,
+            go_backwards, stateful, reset_after and use_cudnn.
         unroll: None (graphfit's default, see `LSTM`), True or False.
         name: the layer's name (also the Keras layer's). dtype: the adapter's floating dtype.
         trainable: False freezes the layer.

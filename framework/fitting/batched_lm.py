@@ -75,8 +75,9 @@ class LoopResult(NamedTuple):
             spent).
         steps: `[N]` LM steps (a step: up to `attempts_per_step` trials).
         evaluations: `[N]` trials (each one evaluation of the residuals at a new point).
-        rss: `[N]` the (weighted) residual sum of squares at `params`.
+        rss: `[N]` the (weighted) residual sum of squares at `params` (χ²).
         jtj: `[N, p, p]` `JᵀJ` of the weighted residuals at `params`.
+        plain_rss: `[N]` the unweighted residual sum of squares at `params`.
     """
 
     params: np.ndarray
@@ -85,6 +86,7 @@ class LoopResult(NamedTuple):
     evaluations: np.ndarray
     rss: np.ndarray
     jtj: np.ndarray
+    plain_rss: np.ndarray
 
 
 class _Curves:
@@ -314,7 +316,8 @@ def _run(parsed, names, params, x, y, weights, s):
     r, jac = curves.linearize(state.params)
     rss = tf.reduce_sum(tf.square(r), -1)
     jtj = tf.einsum("nmp,nmq->npq", jac, jac)
-    return state.params, state.reason, state.steps, state.evaluations, rss, jtj
+    plain_rss = tf.reduce_sum(tf.square(r / weights), -1)
+    return state.params, state.reason, state.steps, state.evaluations, rss, jtj, plain_rss
 
 
 @functools.lru_cache(maxsize=64)

@@ -8,7 +8,7 @@ from typing import Mapping
 import numpy as np
 
 from graphfit.core import validation
-from graphfit.fitting import batched_lm
+from graphfit.fitting import batched_lm, report
 from graphfit.fitting.results import CurveFit, ManyFits, covariances
 
 __all__ = ["fit_many", "fit_curve"]
@@ -241,5 +241,7 @@ def _fit(expression, names, p0, x, y, weights, absolute_sigma, settings,
     return ManyFits(names=names, params=result.params, standard_errors=errors,
                     covariance=cov, jtj=result.jtj, rss=result.rss, dof=dof,
                     reason_codes=result.reason, steps=result.steps,
-                    evaluations=result.evaluations)
+                    evaluations=result.evaluations, plain_rss=result.plain_rss,
+                    total=report.total_sum_of_squares(y, weights ** 2),
+                    absolute_sigma=bool(absolute_sigma))
 

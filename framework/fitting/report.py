@@ -44,7 +44,8 @@ from graphfit.fitting import text
 from graphfit.fitting.jacobian import model_outputs, parameter_jacobian
 from graphfit.fitting.parameters import FitParameter, model_parameters
 
-__all__ = ["FitReport", "ParameterResult", "fit_report", "RANK_TOLERANCE", "STRONG_CORRELATION",
+__all__ = ["FitReport", "ParameterResult", "fit_report", "fit_statistics", "total_sum_of_squares",
+           "correlation_matrix", "strong_pairs", "RANK_TOLERANCE", "STRONG_CORRELATION",
            "BOUND_TOLERANCE"]
 
 # Singular values of the column-scaled, weighted Jacobian below this fraction of the largest
@@ -248,10 +249,8 @@ def fit_report(model, x, y, sample_weight=None, absolute_sigma: bool = False,
             p.name, p.value, float(stderr) if stderr is not None and math.isfinite(stderr)
             else None, status, p.min if math.isfinite(p.min) else None,
             p.max if math.isfinite(p.max) else None, p.data_set))
-    correlation = _correlation(covariance)
-    strong = [(solved["free"][i], solved["free"][j], float(correlation[i, j]))
-              for i in range(len(solved["free"])) for j in range(i + 1, len(solved["free"]))
-              if abs(correlation[i, j]) > strong_correlation]
+    correlation = correlation_matrix(covariance)
+    strong = strong_pairs(solved["free"], correlation, strong_correlation)
     return FitReport(results, solved["free"], covariance, correlation, statistics, strong,
                      solved["undetermined"], _fit_state(model), _data_sets(
                          model, x, residuals, rows, observed.ravel(), parameters),
@@ -292,29 +291,65 @@ def _covariance(weighted: np.ndarray, names: list[str]) -> dict[str, Any]:
             "undetermined": undetermined, "condition": condition, "notes": notes}
 
 
-def _correlation(covariance: np.ndarray) -> np.ndarray:
-    deviations = np.sqrt(np.diag(covariance))
+def correlation_matrix(covariance: np.ndarray) -> np.ndarray:
+    """The correlations of a covariance `[..., p, p]` (a stack of them too): `C_ij / (σ_i σ_j)`."""
+    covariance = np.asarray(covariance, np.float64)
+    deviations = np.sqrt(np.diagonal(covariance, axis1=-2, axis2=-1))
     with np.errstate(divide="ignore", invalid="ignore"):
-        return covariance / np.outer(deviations, deviations)
+        return covariance / (deviations[..., :, None] * deviations[..., None, :])
+
+
+def strong_pairs(names, correlation: np.ndarray, threshold: float = STRONG_CORRELATION
+                 ) -> list[tuple[str, str, float]]:
+    """`(name, name, r)` for each pair of one correlation matrix with |r| above `threshold`."""
+    return [(names[i], names[j], float(correlation[i, j]))
+            for i in range(len(names)) for j in range(i + 1, len(names))
+            if abs(correlation[i, j]) > threshold]
+
+
+def total_sum_of_squares(observed, weights, axis: int = -1) -> np.ndarray:
+    """`Σ w (y − ȳ_w)²` along `axis` (ȳ_w the weighted mean), the denominator of R²."""
+    observed, weights = np.asarray(observed, np.float64), np.asarray(weights, np.float64)
+    mean = (np.sum(weights * observed, axis, keepdims=True)
+            / np.maximum(np.sum(weights, axis, keepdims=True), 1e-300))
+    return np.sum(weights * (observed - mean) ** 2, axis)
+
+
+def fit_statistics(chi_square, rss, total, points, varying: int) -> dict[str, Any]:
+    """The report's statistics from `χ² = Σ w r²`, `RSS = Σ r²`, the total sum of squares
+    (`total_sum_of_squares`), the number of weighted points and of varying parameters.
+
+    Scalars give numbers (None where undefined: no dof, no spread in y); arrays (one entry
+    per data set, as `ManyFits.statistics`) give arrays with NaN there.
+    """
+    chi = np.asarray(chi_square, np.float64)
+    total = np.asarray(total, np.float64)
+    points = np.asarray(points)
+    dof = points - varying
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reduced = np.where(dof > 0, chi / np.where(dof > 0, dof, 1), np.nan)
+        r_squared = np.where(total > 0, 1.0 - chi / np.where(total > 0, total, 1.0), np.nan)
+        log_likelihood = np.where(points > 0, points * np.log(
+            np.maximum(chi, 1e-300) / np.maximum(points, 1)), np.nan)
+        statistics = {
+            "points": points, "varying_parameters": varying, "dof": dof, "chi_square": chi,
+            "reduced_chi_square": reduced, "rss": np.asarray(rss, np.float64),
+            "residual_std": np.sqrt(reduced), "r_squared": r_squared,
+            "aic": log_likelihood + 2 * varying,
+            "bic": log_likelihood + np.log(np.maximum(points, 1)) * varying}
+    if np.ndim(chi) or np.ndim(points):
+        statistics["varying_parameters"] = np.full(np.shape(dof), varying)
+        return statistics
+    optional = ("reduced_chi_square", "residual_std", "r_squared")
+    return {key: (int(value) if key in ("points", "varying_parameters", "dof") else
+                  None if key in optional and not np.isfinite(value) else float(value))
+            for key, value in statistics.items()}
 
 
 def _statistics(residuals, rows, observed, points: int, varying: int) -> dict[str, Any]:
     weights = rows ** 2
-    chi_square = float(np.sum(weights * residuals ** 2))
-    dof = points - varying
-    reduced = chi_square / dof if dof > 0 else None
-    mean = np.sum(weights * observed) / max(np.sum(weights), 1e-300)
-    total = float(np.sum(weights * (observed - mean) ** 2))
-    log_likelihood = points * math.log(max(chi_square, 1e-300) / points) if points else math.nan
-    return {
-        "points": points, "varying_parameters": varying, "dof": dof,
-        "chi_square": chi_square, "reduced_chi_square": reduced,
-        "rss": float(np.sum(residuals ** 2)),
-        "residual_std": math.sqrt(reduced) if reduced is not None else None,
-        "r_squared": 1.0 - chi_square / total if total > 0 else None,
-        "aic": log_likelihood + 2 * varying,
-        "bic": log_likelihood + math.log(max(points, 1)) * varying,
-    }
+    return fit_statistics(np.sum(weights * residuals ** 2), np.sum(residuals ** 2),
+                          total_sum_of_squares(observed, weights), points, varying)
 
 
 def _fit_state(model) -> dict[str, Any]:
@@ -349,9 +384,7 @@ def _data_sets(model, x, residuals, rows, observed, parameters) -> list[dict[str
         mask = per_row == number
         w = rows[mask] ** 2
         chi_square = float(np.sum(w * residuals[mask] ** 2))
-        y = observed[mask]
-        mean = np.sum(w * y) / max(np.sum(w), 1e-300)
-        total = float(np.sum(w * (y - mean) ** 2))
+        total = float(total_sum_of_squares(observed[mask], w))
         sets.append({
             "data_set": int(number), "points": int(np.count_nonzero(w)),
             "parameters": [p.name for p in parameters if p.data_set in (None, int(number))],

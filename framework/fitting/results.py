@@ -4,9 +4,11 @@ standard errors per data set."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
+from graphfit.fitting import report as fit_reports
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 
 __all__ = ["ManyFits", "CurveFit", "covariances", "REASONS"]
@@ -56,6 +58,17 @@ def covariances(jtj: np.ndarray, rss: np.ndarray, dof: int, absolute_sigma: bool
     return out * (rss / dof)[:, None, None]
 
 
+def _condition(jtj: np.ndarray) -> float | None:
+    """The condition number of the column-scaled weighted Jacobian, from its `JᵀJ`."""
+    if not np.all(np.isfinite(jtj)):
+        return None
+    norms = np.sqrt(np.diagonal(jtj))
+    if np.any(norms == 0):
+        return math.inf
+    values = np.linalg.svd(jtj / np.outer(norms, norms), compute_uv=False)
+    return float(math.sqrt(values[0] / values[-1])) if values[-1] > 0 else math.inf
+
+
 @dataclasses.dataclass(frozen=True)
 class CurveFit:
     """One data set's fit.
@@ -96,6 +109,13 @@ class ManyFits:
         dof: degrees of freedom, points minus parameters.
         reason_codes: `[N]` why each fit stopped (`REASONS`).
         steps: `[N]` LM steps; evaluations: `[N]` trials.
+        plain_rss: `[N]` the unweighted residual sums of squares.
+        total: `[N]` `Σ w (y − ȳ_w)²` (w = 1/σ²), the denominator of R².
+        absolute_sigma: whether σ was read as known errors.
+
+    Per data set, `statistics()` gives the fit report's numbers (χ², reduced χ², residual
+    std, R², AIC, BIC, dof: `fitting.fit_statistics`, the formulas of `fit_report`),
+    `strong_correlations(i)` the flagged pairs and `report(i)` the whole `FitReport`.
 
     Example:
 
@@ -108,6 +128,9 @@ class ManyFits:
         ([[2.0, 0.5], [3.0, 1.5]], [True, True, False])
         >>> fits.reasons[2]
         'not finite: NaN or inf in the data or the model'
+        >>> report = fits.report(0)
+        >>> report.dof, round(report.statistics["r_squared"], 6), report.strong_correlations
+        (18, 1.0, [])
     """
 
     names: tuple
@@ -120,6 +143,69 @@ class ManyFits:
     reason_codes: np.ndarray
     steps: np.ndarray
     evaluations: np.ndarray
+    plain_rss: np.ndarray
+    total: np.ndarray
+    absolute_sigma: bool = False
+
+    @property
+    def points(self) -> int:
+        """The points per data set."""
+        return self.dof + len(self.names)
+
+    def statistics(self) -> dict:
+        """The fit report's statistics, one array entry per data set (NaN where undefined):
+        points, varying_parameters, dof, chi_square, reduced_chi_square, rss (unweighted),
+        residual_std, r_squared, aic, bic."""
+        count = len(self.params)
+        return fit_reports.fit_statistics(self.rss, self.plain_rss, self.total,
+                                          np.full(count, self.points), len(self.names))
+
+    @property
+    def correlation(self) -> np.ndarray:
+        """`[N, p, p]` the parameters' correlations per data set."""
+        return fit_reports.correlation_matrix(self.covariance)
+
+    def strong_correlations(self, index: int,
+                            threshold: float = fit_reports.STRONG_CORRELATION) -> list:
+        """`(name, name, r)` of data set `index` with |r| above `threshold`."""
+        return fit_reports.strong_pairs(self.names, self.correlation[index], threshold)
+
+    def report(self, index: int, strong_correlation: float = fit_reports.STRONG_CORRELATION
+               ) -> fit_reports.FitReport:
+        """The `FitReport` of data set `index`, as `fit_report` gives it for a model fitted
+        to that data set alone (its covariance is `covariance[index]`; `print` shows it)."""
+        statistics = fit_reports.fit_statistics(
+            self.rss[index], self.plain_rss[index], self.total[index], self.points,
+            len(self.names))
+        covariance = self.covariance[index]
+        errors = np.sqrt(np.abs(np.diagonal(covariance)))
+        determined = bool(np.all(np.isfinite(covariance)))
+        statistics["condition_number"] = _condition(self.jtj[index])
+        finite = bool(np.isfinite(self.rss[index]) and np.all(np.isfinite(self.jtj[index])))
+        undetermined = finite and not determined and (self.dof > 0 or self.absolute_sigma)
+        notes = []
+        if not finite:
+            notes.append("NaN or inf in this data set or the model at its last parameters: "
+                         "no standard errors")
+        elif undetermined:
+            notes.append("JᵀJ is singular: the data do not determine the parameters "
+                         "separately; no standard errors")
+        elif not determined:
+            notes.append(f"no degrees of freedom ({self.points} points, {len(self.names)} "
+                         f"varying parameters): no standard errors")
+        parameters = [fit_reports.ParameterResult(
+            name, float(value), float(error) if determined else None,
+            "undetermined" if undetermined else "varied")
+            for name, value, error in zip(self.names, self.params[index], errors)]
+        correlation = self.correlation[index]
+        code = int(self.reason_codes[index])
+        return fit_reports.FitReport(
+            parameters, list(self.names) if determined else [], covariance, correlation,
+            statistics, fit_reports.strong_pairs(self.names, correlation, strong_correlation)
+            if determined else [], [list(self.names)] if undetermined else [],
+            {"optimizer": "fit_many (batched LevenbergMarquardt)",
+             "steps": int(self.steps[index]), "epochs": None,
+             "stop_reason": REASONS.get(code, f"code {code}")}, [], self.absolute_sigma, notes)
 
     @property
     def converged(self) -> np.ndarray:

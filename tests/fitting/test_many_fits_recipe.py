@@ -33,9 +33,13 @@ def test_the_shipped_recipe_fits_every_data_set_as_curve_fit_does(tmp_path, caps
         rows = list(csv.DictReader(handle))
     assert len(rows) == 100 and rows[0]["curve"] == "sample000"
     assert list(rows[0]) == ["curve", "b1", "b1_stderr", "b2", "b2_stderr", "rss", "converged",
-                             "reason", "steps", "evaluations"]
+                             "reason", "steps", "evaluations", "dof", "chi_square",
+                             "reduced_chi_square", "residual_std", "r_squared", "aic", "bic",
+                             "strong_correlations"]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["curves"] == 100 and summary["converged"] == 100
+    assert summary["dof"] == 12 and summary["strong_correlations"] == {"b1~b2": 100}
+    assert 0.99 < summary["fit_statistics"]["r_squared"]["median"] < 1.0
     # SciPy's curve_fit on the same data sets, from the same start.
     table = np.genfromtxt(os.path.join(REPO, "recipes", "data", "misra1a_curves.csv"),
                           delimiter=",", skip_header=1, usecols=(1, 2)).reshape(100, 14, 2)
@@ -47,8 +51,15 @@ def test_the_shipped_recipe_fits_every_data_set_as_curve_fit_does(tmp_path, caps
         np.testing.assert_allclose([float(row["b1"]), float(row["b2"])], popt, rtol=1e-6)
         np.testing.assert_allclose([float(row["b1_stderr"]), float(row["b2_stderr"])],
                                    np.sqrt(np.diag(pcov)), rtol=1e-4)
-        np.testing.assert_allclose(float(row["rss"]), np.sum((_misra1a(x, *popt) - y) ** 2),
-                                   rtol=1e-8)
+        rss = np.sum((_misra1a(x, *popt) - y) ** 2)
+        np.testing.assert_allclose(float(row["rss"]), rss, rtol=1e-8)
+        # The fit report's formulas (lmfit's AIC, BIC), by hand from curve_fit's solution.
+        np.testing.assert_allclose(
+            [float(row[k]) for k in ("chi_square", "reduced_chi_square", "r_squared", "aic",
+                                     "bic")],
+            [rss, rss / 12, 1 - rss / np.sum((y - y.mean()) ** 2), 14 * np.log(rss / 14) + 4,
+             14 * np.log(rss / 14) + 2 * np.log(14)], rtol=1e-8)
+        assert row["dof"] == "12" and row["strong_correlations"].startswith("b1~b2:-0.9")
 
 
 def test_an_npz_recipe_with_sigma_and_ids_matches_curve_fit_absolute_sigma(tmp_path):

@@ -603,7 +603,7 @@ def test_backup_and_restore_arguments_as_keras(tmp_path):
 
 def _callbacks_rows() -> dict[str, str]:
     """{first name in backticks: the row's verdict} of the Callbacks section's table."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "keras_parity.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "keras_parity.md").read_text()
     section = text.split("\n## Callbacks\n", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():

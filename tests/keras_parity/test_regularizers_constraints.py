@@ -415,7 +415,7 @@ def test_penalties_and_constraints_under_mirrored_strategy(mirrored, optimizer):
 # --------------------------------------------------------------------------- the parity table
 
 def test_the_parity_table_names_every_keras_regularizer_and_constraint():
-    page = pathlib.Path(__file__).resolve().parents[2] / "docs" / "keras_parity.md"
+    page = pathlib.Path(__file__).resolve().parents[2] / "docs" / "guides" / "keras_parity.md"
     section = page.read_text().split("## Regularizers, added losses and constraints")[1]
     section = section.split("\n## ")[0]
     for module in (keras.regularizers, keras.constraints):

@@ -22,7 +22,7 @@ import graphfit as gf
 from graphfit import callbacks as gf_callbacks
 from graphfit import layers, optimizers
 
-PARITY_DOC = pathlib.Path(__file__).parents[2] / "docs" / "keras_parity.md"
+PARITY_DOC = pathlib.Path(__file__).parents[2] / "docs" / "guides" / "keras_parity.md"
 
 
 # ------------------------------------------------------------------------------ twins

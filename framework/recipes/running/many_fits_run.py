@@ -21,7 +21,7 @@ Example:
     >>> run.fits.params.round(6).tolist(), run.curves.ids
     ([[2.0, 0.5], [3.0, 1.5]], ['0', '1'])
     >>> print(open(os.path.join(run.run_dir, "fits.csv")).read().splitlines()[0])
-    curve,a,a_stderr,k,k_stderr,rss,converged,reason,steps,evaluations
+    curve,a,a_stderr,k,k_stderr,rss,converged,reason,steps,evaluations,dof,chi_square,reduced_chi_square,residual_std,r_squared,aic,bic,strong_correlations
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ __all__ = ["Curves", "ManyFitsRun", "load_curves", "fit_recipe", "is_many_fits",
 TABLE_FILE = "fits.csv"
 SUMMARY_FILE = "summary.json"
 _DATA = ("fit_many", "data")
+# The fit report's statistics per data set (`ManyFits.statistics`), columns of fits.csv.
+_STATISTICS = ("dof", "chi_square", "reduced_chi_square", "residual_std", "r_squared", "aic",
+               "bic")
 
 
 @dataclasses.dataclass
@@ -214,16 +217,21 @@ def fit_recipe(recipe: Recipe, run_dir: str | None = None, runs_root: str = "run
 def _write_table(path: str, ids: list, fits) -> None:
     names = list(fits.names)
     header = ["curve"] + [f"{n}{suffix}" for n in names for suffix in ("", "_stderr")]
-    header += ["rss", "converged", "reason", "steps", "evaluations"]
+    header += ["rss", "converged", "reason", "steps", "evaluations", *_STATISTICS,
+               "strong_correlations"]
+    statistics = fits.statistics()
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         for i, curve in enumerate(ids):
             values = [repr(float(v)) for pair in zip(fits.params[i], fits.standard_errors[i])
                       for v in pair]
+            report = [int(statistics["dof"][i])] + [repr(float(statistics[key][i]))
+                                                    for key in _STATISTICS[1:]]
+            strong = " ".join(f"{a}~{b}:{r:+.4f}" for a, b, r in fits.strong_correlations(i))
             writer.writerow([curve, *values, repr(float(fits.rss[i])),
                              bool(fits.converged[i]), fits.reasons[i], int(fits.steps[i]),
-                             int(fits.evaluations[i])])
+                             int(fits.evaluations[i]), *report, strong])
 
 
 def _finite(value: float):
@@ -244,7 +252,24 @@ def _summary(curves: Curves, fits, seconds: float) -> dict:
             "parameters": list(fits.names), "converged": int(np.sum(converged)),
             "reasons": dict(collections.Counter(fits.reasons)), "seconds": seconds,
             "not_converged": [curves.ids[i] for i in np.flatnonzero(~converged)],
-            "converged_parameters": medians}
+            "converged_parameters": medians, **_report_summary(fits)}
+
+
+def _report_summary(fits) -> dict:
+    """The fit reports' statistics over the converged data sets (median, 5% and 95%), and how
+    many data sets flag each strongly correlated pair."""
+    converged = fits.converged
+    statistics = fits.statistics()
+    table = {}
+    for key in _STATISTICS[1:]:
+        values = statistics[key][converged]
+        values = values[np.isfinite(values)]
+        table[key] = {name: _finite(np.percentile(values, q)) if len(values) else None
+                      for name, q in (("median", 50), ("p5", 5), ("p95", 95))}
+    pairs = collections.Counter(f"{a}~{b}" for i in np.flatnonzero(converged)
+                                for a, b, _ in fits.strong_correlations(i))
+    return {"dof": int(fits.dof), "fit_statistics": table,
+            "strong_correlations": dict(pairs)}
 
 
 def summary_lines(run: ManyFitsRun) -> list[str]:
