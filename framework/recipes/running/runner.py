@@ -138,6 +138,8 @@ def _check_batched(recipe: Recipe, splits: Splits) -> None:
     import tensorflow as tf
 
     training = recipe.config["training"]
+    if recipe.config["data"].get("function") is None:
+        return  # graphfit's own datasets (image folder, ...) are batched by batch_size
     if not isinstance(splits.train, tf.data.Dataset) or training["batch_size"] is None:
         return
     if recipe.positions.get(("training", "batch_size")) is None:
