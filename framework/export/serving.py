@@ -69,8 +69,10 @@ def _ordered_rows(instances: list, names: list[str]) -> list:
         missing = [n for n in names if n not in row]
         if missing:
             where = "the request" if len(instances) == 1 else f"instances[{index}]"
-            raise ValueError(f"{where} lacks the column(s) {', '.join(missing)}; the model "
-                             f"reads {', '.join(names)}")
+            unknown = [str(key) for key in row if key not in names]
+            also = f" and has the unknown column(s) {', '.join(unknown)}" if unknown else ""
+            raise ValueError(f"{where} lacks the column(s) {', '.join(missing)}{also}; the "
+                             f"model reads {', '.join(names)}")
         _no_unknown(row, names, "column", index, len(instances))
     return [[row[n] for n in names] for row in instances]
 
@@ -101,8 +103,10 @@ def _named_rows(rows: list, names: list[str]) -> list:
     for index, row in enumerate(rows):
         missing = [n for n in names if n not in row]
         if missing:
-            raise ValueError(f"instances[{index}] lacks the input(s) {', '.join(missing)}; the "
-                             f"signature takes {', '.join(names)}")
+            unknown = [str(key) for key in row if key not in names]
+            also = f" and has the unknown input(s) {', '.join(unknown)}" if unknown else ""
+            raise ValueError(f"instances[{index}] lacks the input(s) {', '.join(missing)}{also}; "
+                             f"the signature takes {', '.join(names)}")
         _no_unknown(row, names, "input", index, len(rows))
     return rows
 
@@ -170,8 +174,17 @@ def decode_arrays(body, specs: dict, feature_names=()) -> dict[str, np.ndarray]:
         raise ValueError(f"with several inputs ({', '.join(names)}) each instance is a dict "
                          f"{{input name: value}}")
     rows = _named_rows(rows, names)
-    return {n: _as_batch([row[n] for row in rows], specs[n], f'instances[...]["{n}"]')
-            for n in names}
+    return {n: _row_batch(rows, n, specs[n]) for n in names}
+
+
+def _row_batch(rows: list, name: str, spec: tf.TensorSpec) -> np.ndarray:
+    """Input `name`'s batch from dict rows; a cell that does not fit names its row."""
+    try:
+        return _as_batch([row[name] for row in rows], spec, f'instances[...]["{name}"]')
+    except ValueError:
+        for index, row in enumerate(rows):
+            _as_batch([row[name]], spec, f'instances[{index}]["{name}"]')
+        raise
 
 
 def serving_call(loaded, body) -> dict[str, np.ndarray]:

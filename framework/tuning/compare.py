@@ -36,7 +36,9 @@ def expand_runs(paths: list[str]) -> list[str]:
         runs.append(run_directory.find_run(path))
     if not runs:
         raise ValueError(f"no finished runs in {', '.join(paths)}")
-    return runs
+    seen = set()  # runs/NAME/* names the newest run twice: its folder and `latest`
+    return [run for run in runs
+            if not (os.path.realpath(run) in seen or seen.add(os.path.realpath(run)))]
 
 
 def load_runs(runs: list[str]) -> list[tuple[str, dict, dict]]:

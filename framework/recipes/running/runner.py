@@ -485,7 +485,8 @@ def evaluate_run(run: str, verbose: int = 0,
                 board[0].evaluation_step = max(_epochs_trained(run) - 1, 0)
             # Checked when the data loaded, as training.check_finite says.
             results[stage] = scalar_logs(prepared.model.evaluate(
-                x, y, batch_size=batch_size, stage=stage, verbose=verbose, return_dict=True,
+                x, y, batch_size=batch_size if isinstance(data, tuple) else None,  # batched
+                stage=stage, verbose=verbose, return_dict=True,
                 callbacks=board, check_finite=False))
     return results
 

@@ -59,15 +59,26 @@ def table_columns(source: dict, table, key: tuple) -> list:
         columns = feature_columns(table, source.get("columns"), source.get("target"),
                                   source.get("features"), exclude)
     except TableError as error:
-        where = ("columns", error.column) if error.column in (source.get("columns") or {}) \
-            else ("target",) if error.column == source.get("target") else ("path",)
-        raise _data_error(key + where, str(error)) from None
+        raise _data_error(key + _naming_key(source, error.column), str(error)) from None
     for column in columns:
         for option, message in option_problems(column.type, column.options):
             raise _data_error(key + ("columns", column.name, option),
                               f"{message} (the column's type, {column.type}, was "
                               f"{'inferred' if column.inferred else 'declared'})")
     return columns
+
+
+def _naming_key(source: dict, column) -> tuple:
+    """The recipe key under data that names `column` (where a missing column is reported)."""
+    if column in (source.get("columns") or {}):
+        return ("columns", column)
+    for name in ("target", "sample_weight"):
+        if column == source.get(name):
+            return (name,)
+    for name in ("features", "ignore"):
+        if column in (source.get(name) or []):
+            return (name,)
+    return ("path",)
 
 
 def raw_columns(table, columns, key: tuple) -> dict:

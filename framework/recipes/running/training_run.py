@@ -172,6 +172,12 @@ def _fit_into(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
             error, strategy, shown, shown, saved)) from None
 
 
+def _is_dataset(data) -> bool:
+    import tensorflow as tf
+
+    return isinstance(data, tf.data.Dataset)
+
+
 def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: int,
                     earlier: list[dict], extra: tuple = ()) -> RunResult:
     config, model, splits = prepared.recipe.config, prepared.model, prepared.splits
@@ -196,7 +202,8 @@ def _fit_and_finish(run: str, prepared: Prepared, initial_epoch: int, verbose: i
         position.replays = True
         splits.start_at(initial_epoch, int(position.batch.numpy()), steps)
     try:
-        model.fit(x, y, batch_size=None if streamed else training["batch_size"],
+        # a dataset (a stream, an image folder) was batched by training.batch_size already
+        model.fit(x, y, batch_size=None if _is_dataset(x) else training["batch_size"],
                   epochs=training["epochs"],
                   verbose=verbose, callbacks=callbacks + [recorder, stopper],
                   validation_data=splits.val, test_data=splits.test,

@@ -52,3 +52,20 @@ def loaded(tmp_path_factory):
 def test_malformed_bodies_are_value_errors(loaded, body, message):
     with pytest.raises(ValueError, match=message):
         serving_call(loaded, body)
+
+
+SPECS = {"color": tf.TensorSpec([None], tf.string, "color"),
+         "height": tf.TensorSpec([None], tf.float32, "height")}
+
+
+def test_a_bad_cell_in_dict_rows_names_its_row_and_column():
+    from graphfit.export import decode_arrays
+    rows = [{"color": "red", "height": 5.0}, {"color": "red", "height": "tall"}]
+    with pytest.raises(ValueError, match=r'instances\[1\]\["height"\]: .*float32.*tall'):
+        decode_arrays({"instances": rows}, SPECS)
+
+
+def test_a_misspelt_input_is_named_with_the_missing_one():
+    from graphfit.export import decode_arrays
+    with pytest.raises(ValueError, match="lacks the input\\(s\\) color.*unknown.*colour"):
+        decode_arrays({"instances": [{"colour": "red", "height": 5.0}]}, SPECS)
