@@ -172,13 +172,22 @@ def base_dir(path, checker: Checker) -> str:
     return getattr(checker, "base_dir", os.getcwd())
 
 
-def _check_file(resolved: dict, path, checker: Checker) -> None:
+def _resolve_path(resolved: dict, path, checker: Checker) -> str | None:
+    """`resolved["path"]` made absolute (from the recipe's folder; a `--set` override's from
+    the working directory) and stored back; None when there is no valid path."""
     location = resolved.get("path")
     if location is INVALID or location is None:
-        return
+        return None
     full = os.path.abspath(os.path.join(base_dir(path + ("path",), checker),
                                         os.path.expanduser(location)))
     resolved["path"] = full
+    return full
+
+
+def _check_file(resolved: dict, path, checker: Checker) -> None:
+    full = _resolve_path(resolved, path, checker)
+    if full is None:
+        return
     if not getattr(checker, "data_files", True):
         return  # a finished run's recipe, read to predict or export: its data may be gone
     if resolved["source"] in FILE_SOURCES:
@@ -205,13 +214,8 @@ def _check_file(resolved: dict, path, checker: Checker) -> None:
 
 
 def _check_folder(resolved: dict, path, checker: Checker) -> None:
-    location = resolved.get("path")
-    if location is INVALID or location is None:
-        return
-    full = os.path.abspath(os.path.join(base_dir(path + ("path",), checker),
-                                        os.path.expanduser(location)))
-    resolved["path"] = full
-    if getattr(checker, "data_files", True) and not os.path.isdir(full):
+    full = _resolve_path(resolved, path, checker)
+    if full is not None and getattr(checker, "data_files", True) and not os.path.isdir(full):
         checker.report(path + ("path",), f"folder not found: {full} (a relative path is read "
                                          f"from the recipe's folder)")
 
