@@ -9,8 +9,9 @@ left uncollected.
 
 A loop runs a chunk of steps per call and updates the stage's metrics after each step from its
 `StepResult`, so Python runs once per chunk, not once per batch. With XLA, a chunk over
-in-memory arrays is one XLA program (gathers, steps and metric updates); shorter chunks, and a
-dataset's loop (a TensorFlow graph reading the iterator), call the XLA-compiled step per batch.
+in-memory arrays is one XLA program (gathers, steps and metric updates); shorter chunks call
+the XLA-compiled step per batch, and a dataset's loop (a TensorFlow graph reading the
+iterator, `dataset_loops`) one XLA program per batch of the step and its metric updates.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import tensorflow as tf
 from graphfit.core import autograph_scope, host_errors, step_context, update_hooks
 from graphfit.core.graph_rewrites import graph_rewrites
 from graphfit.core.step_types import BatchBound, StepResult, unpack_data
-from graphfit.training import distribution, predict_loops, steps
-from graphfit.training.array_data import as_tuple, gather_batch, pad_rows, relaxed_specs, step_data
+from graphfit.training import dataset_loops, distribution, predict_loops, steps, xla_support
+from graphfit.training.array_data import gather_batch, pad_rows, relaxed_specs, step_data
 from graphfit.training.batch_checks import BatchChecks
 
 __all__ = ["CompiledSteps", "overrides_step", "pad_rows",
@@ -269,30 +270,29 @@ class CompiledSteps:
 
         return loop
 
+    def _batch_program(self, stage: str):
+        """A dataset batch's step and metric updates: under XLA one program, as in a fused
+        chunk (not the step's program, then the metrics' ops one by one), unless XLA has no
+        kernel for one of their ops (a metric's): those then run beside the compiled step."""
+        def record(batch):
+            self._run_and_record(stage, batch)
+
+        if not self.jit_compile:
+            return record
+        program = autograph_scope.traced_function(record, jit_compile=True,
+                                                  reduce_retracing=True, autograph=False)
+        self._loops[("dataset_batch", stage, True, "")] = program  # for `tracing_counts`
+        device = "XLA_GPU_JIT" if tf.config.list_physical_devices("GPU") else "XLA_CPU_JIT"
+
+        def run(batch):  # decided when the loop is traced
+            graph = program.get_concrete_function(batch).graph
+            compiles = xla_support.op_without_xla_kernel(graph, self.model, device) is None
+            (program if compiles else record)(batch)
+
+        return run
+
     def _dataset_loop(self, stage: str):
-        def loop(iterator, num_steps):
-            def step(done, _, failed):
-                element = iterator.get_next_as_optional()
-
-                def run():
-                    batch = as_tuple(element.get_value())
-
-                    def train():
-                        self._run_and_record(stage, batch)
-                        return done + 1
-
-                    return self._checked(stage, batch, train, lambda: done)
-
-                more = element.has_value()
-                done, failed = tf.cond(more, run, lambda: (done, failed))
-                return done, more & (failed < 0), failed
-
-            done, _, failed = tf.while_loop(
-                lambda done, more, _: more & (done < num_steps), step,
-                (tf.constant(0), tf.constant(True), tf.constant(-1)))
-            return done, failed
-
-        return loop
+        return dataset_loops.stage_loop(stage, self._batch_program(stage), self._checked)
 
     def check_arrays(self, stage: str, data: tuple, batches, name: str) -> None:
         """`BatchChecks.check_arrays` of `stage`'s in-memory data, before its first step."""

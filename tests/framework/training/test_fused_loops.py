@@ -138,3 +138,30 @@ def test_no_variable_a_compiled_fit_creates_is_int32(optimizer):
         model.fit(x, y, batch_size=8, epochs=1, verbose=0, validation_data=(x, y))
     assert model.compile_state.steps.jit_compile
     assert created and not [name for name, dtype in created if dtype == tf.int32]
+
+
+@pytest.mark.parametrize("metric", ["accuracy", digit_count])
+def test_a_dataset_batch_is_one_xla_program_with_the_numbers_of_the_arrays(metric):
+    # Under XLA a dataset's loop runs each batch's step and metric updates as one program
+    # (not the step's program, then the metrics' ops one by one): the same weights and logs as
+    # the same batches from memory. A metric XLA cannot compile runs beside the step instead.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((160, 8)).astype(np.float32)
+    y = x[:, :4].argmax(axis=1).astype(np.int32)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+    models, logs = [], []
+    for fit_data in ({"x": data, "validation_data": data},
+                     {"x": x, "y": y, "batch_size": 16, "validation_data": (x, y)}):
+        gf.set_seed(3)
+        model = gf.Sequential([layers.Dense(16, activation="relu"), layers.Dense(4)],
+                              input_shape=(8,))
+        model.compile(optimizer=optimizers.SGD(0.1, momentum=0.9), metrics=[metric],
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      jit_compile=True, steps_per_execution=4)
+        logs.append(model.fit(**fit_data, epochs=2, shuffle=False, verbose=0).history)
+        models.append(model)
+    assert logs[0] == logs[1]
+    for a, b in zip(models[0].get_weights(), models[1].get_weights()):
+        np.testing.assert_array_equal(a, b)
+    counts = models[0].compile_state.steps.tracing_counts()
+    assert counts["train_dataset_batch_fused"] == 1 and counts["val_dataset_batch_fused"] == 1
