@@ -7,6 +7,9 @@ import re
 import textwrap
 
 import pytest
+import yaml
+
+from graphfit.recipes import recipe_from_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
@@ -44,3 +47,19 @@ def test_a_page_s_self_contained_examples_run(page, tmp_path, monkeypatch):
         except Exception as error:
             pytest.fail(f"the example at {page.relative_to(ROOT)}:{line} failed: "
                         f"{type(error).__name__}: {error}")
+
+
+def test_the_pages_whole_recipes_validate():
+    # A YAML block with data and model keys is a whole recipe: the recipe schema accepts it
+    # (`graphfit validate --safe`, its data files not read).
+    checked = 0
+    for page in PAGES:
+        text = page.read_text()
+        for match in re.finditer(r"```yaml\n(.*?)```", text, re.S):
+            recipe = yaml.safe_load(match.group(1))
+            if isinstance(recipe, dict) and {"data", "model"} <= recipe.keys():
+                line = text[:match.start()].count("\n") + 1
+                recipe_from_text(match.group(1), f"{page.relative_to(ROOT)}:{line}",
+                                 base_dir=str(ROOT), safe=True, data_files=False)
+                checked += 1
+    assert checked >= 6
