@@ -51,6 +51,8 @@ def lay_out_sources(target: pathlib.Path = SOURCES) -> pathlib.Path:
     return target
 
 
-def on_config(config, **kwargs):
+def on_startup(**kwargs):
+    # Before any plugin's on_config: mkdocstrings takes its `paths` when it is configured,
+    # and a folder missing then (a fresh clone) sends griffe to the editable install, where
+    # graphfit.callbacks and the other top-level folders are not under framework/.
     lay_out_sources()
-    return config

@@ -317,6 +317,12 @@ def _validate(args) -> int:
             print(f"  model.base: loads the run {base.get('run')!r}, and any code its "
                   f"recipe names")
         return EXIT_OK
+    if recipe.config.get("tune") is not None:  # every point of the search space, as tune
+        from graphfit.tuning.plan import plan_study
+
+        plan = plan_study(args.recipe, args.overrides)
+        print(f"  tune: the search space checked at {plan.corners_checked} corner(s); metric "
+              f"{plan.metric} ({plan.direction})")
     distribute = recipe.config.get("distribute") or {}
     if distribute.get("strategy") == "multi_worker":
         # TF_CONFIG is checked; the model is built on one device: validating starts no

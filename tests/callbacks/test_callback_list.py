@@ -298,7 +298,7 @@ def test_registry_and_exports():
         "Callback", "CallbackList", "History", "ProgressBar", "TensorBoard", "ModelCheckpoint",
         "CSVLogger", "EarlyStopping", "LearningRateScheduler", "ReduceLROnPlateau",
         "TerminateOnNaN", "LambdaCallback", "BackupAndRestore", "SwapEMAWeights",
-        "FinalizeVariableValues"}
+        "FinalizeVariableValues", "MLflowLogger"}
     # Python only: a recipe cannot hold functions, and a recipe's run resumes with
     # `graphfit train --resume`, which restores the same checkpoints; an optimizer with
     # use_ema adds FinalizeVariableValues to fit itself.
