@@ -294,18 +294,18 @@ class Stream:
         if any(p.dtype == tf.string for p in parts):
             raise ValueError("a string column reaches x: give the Stream a transform that "
                              "turns it into numbers, or leave it out of the columns")
-        if len(parts) == 1:
-            x = parts[0]
+        if len(parts) == 1:  # a scalar column is one feature per record: [batch, 1]
+            x = parts[0] if parts[0].shape.rank != 1 else tf.reshape(parts[0], [-1, 1])
             x = tf.cast(x, tf.float32) if x.dtype.is_floating else x
-        else:
-            x = tf.concat([tf.reshape(tf.cast(p, tf.float32), [tf.shape(p)[0], -1])
-                           for p in parts], axis=1)
+        else:  # scalar columns side by side: a static width, so a Dense layer can build
+            x = tf.concat([tf.reshape(tf.cast(p, tf.float32), [-1, _width(p)]) for p in parts],
+                          axis=1)
         if standardizer is not None:
-            shape = tf.shape(x)
+            static, shape = x.shape, tf.shape(x)
             flat = tf.reshape(tf.cast(x, tf.float64), [shape[0], -1])
             flat = (flat - tf.constant(standardizer.mean, tf.float64)) / tf.constant(
                 standardizer.std, tf.float64)
-            x = tf.reshape(tf.cast(flat, tf.float32), shape)
+            x = tf.ensure_shape(tf.reshape(tf.cast(flat, tf.float32), shape), static)
         if self.target is None:
             return x
         y = features[self.target]
@@ -492,3 +492,14 @@ def steps_per_pass(records: int, batch_size: int) -> int:
     """Batches in one pass over `records` records (the last one smaller)."""
     return max(1, math.ceil(records / batch_size))
 
+
+def _width(part: tf.Tensor) -> int:
+    """Values per record of a parsed column batch: 1 for a scalar column, else the product of
+    its declared (static) shape."""
+    width = 1
+    for size in part.shape[1:]:
+        if size is None:
+            raise ValueError("a column without a fixed shape cannot join the feature vector; "
+                             "declare its shape")
+        width *= size
+    return width

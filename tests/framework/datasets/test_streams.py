@@ -194,3 +194,20 @@ def test_a_csv_cell_that_is_not_a_number_is_named_with_its_file_and_line(tmp_pat
     with pytest.raises(datasets.BadRecordError, match=r"b\.csv, record 1 \(counting from 0; "
                                                       r"line 3 of the file\): .*abc"):
         stream.statistics(stream.files)
+
+
+def test_scalar_csv_columns_make_a_feature_vector_of_static_width(tmp_path):
+    # Two scalar columns side by side: the width (2) must be known when the dataset is
+    # traced, or a Dense layer cannot build ("input shape (None, None)"); standardized too.
+    (tmp_path / "a.csv").write_text("f,g,label\n1.0,2.0,0\n3.0,6.0,1\n5.0,4.0,1\n")
+    stream = datasets.Stream(str(tmp_path / "*.csv"), {"f": "float32", "g": "float32",
+                                                       "label": "int64"}, target="label")
+    standardizer = Standardizer(np.array([3.0, 4.0]), np.array([2.0, 2.0]))
+    for scale in (None, standardizer):
+        x_spec = stream.dataset(stream.files, 2, standardizer=scale).element_spec[0]
+        assert x_spec.shape.as_list() == [None, 2], scale
+    x, _ = next(iter(stream.dataset(stream.files, 3, standardizer=standardizer)))
+    np.testing.assert_allclose(x.numpy(), [[-1.0, -1.0], [0.0, 1.0], [1.0, 0.0]])
+    single = datasets.Stream(str(tmp_path / "*.csv"), {"f": "float32", "label": "int64"},
+                             target="label")
+    assert single.dataset(single.files, 2).element_spec[0].shape.as_list() == [None, 1]
