@@ -115,7 +115,10 @@ def test_two_tune_processes_share_one_postgresql_study(tmp_path):
         trials = optuna.load_study(study_name="digits_tune", storage=url).trials
     numbers = [trial.number for trial in trials]
     assert len(numbers) == len(set(numbers)) and 6 <= len(numbers) <= 7
-    assert {trial.state.name for trial in trials} == {"COMPLETE"}
+    # Every trial finished; which ones the median pruner stops depends on how the two
+    # processes' trials interleave, so PRUNED is as finished as COMPLETE here.
+    assert {trial.state.name for trial in trials} <= {"COMPLETE", "PRUNED"}
+    assert any(trial.state.name == "COMPLETE" for trial in trials)
     folders = {trial.user_attrs["run_dir"] for trial in trials}
     assert len(folders) == len(trials)  # every trial ran once, in one machine's folder
     ran = [sorted(os.listdir(study / "trials")) for study in studies]
