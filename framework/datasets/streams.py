@@ -1,4 +1,4 @@
-"""Data larger than memory: CSV or TFRecord shards read by `tf.data`, never loaded whole.
+"""Data larger than memory: CSV, TFRecord or Parquet shards read by `tf.data`, never loaded whole.
 
 A `Stream` names the files (a glob or a list) and the columns they hold (name -> dtype and
 shape), which column is the target and, optionally, a key column. Its datasets read the files
@@ -43,6 +43,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from graphfit.datasets import parquet_shards
 from graphfit.datasets.stream_files import (
     check_csv_headers,
     csv_header,
@@ -52,12 +53,13 @@ from graphfit.datasets.stream_files import (
 )
 
 __all__ = ["Stream", "Column", "StreamPart", "BadRecordError", "HASH_BUCKETS",
-           "steps_per_pass", "write_tfrecord_shards", "write_csv_shards"]
+           "steps_per_pass", "write_tfrecord_shards", "write_csv_shards", "resolve_files",
+           "format_of"]
 
 HASH_BUCKETS = 1000
 _DTYPES = ("float32", "float64", "int32", "int64", "string")
 _FORMATS = {".tfrecord": "tfrecord", ".tfrec": "tfrecord", ".tfrecords": "tfrecord",
-            ".csv": "csv", ".txt": "csv"}
+            ".csv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 
 class BadRecordError(ValueError):
@@ -117,7 +119,7 @@ def _columns(columns) -> list[Column]:
     return parsed
 
 
-def _resolve_files(files) -> list[str]:
+def resolve_files(files) -> list[str]:
     patterns = [files] if isinstance(files, (str, os.PathLike)) else files
     if not isinstance(patterns, (list, tuple)) or not patterns:
         raise ValueError(f"files must be a glob pattern or a list of files or patterns. "
@@ -134,7 +136,7 @@ def _resolve_files(files) -> list[str]:
     return found
 
 
-def _format_of(path: str) -> tuple[str | None, str | None]:
+def format_of(path: str) -> tuple[str | None, str | None]:
     """(format, compression) from a file name: "x.tfrecord.gz" -> ("tfrecord", "GZIP")."""
     stem, extension = os.path.splitext(path.lower())
     compression = None
@@ -145,7 +147,7 @@ def _format_of(path: str) -> tuple[str | None, str | None]:
 
 
 class Stream:
-    """Shards of CSV or TFRecord files with a declared schema, read by `tf.data`.
+    """Shards of CSV, TFRecord or Parquet files with a declared schema, read by `tf.data`.
 
     Args:
         files: a glob pattern, or a list of files and patterns (matches sorted by name).
@@ -156,10 +158,14 @@ class Stream:
         target: the label column, or None (no labels).
         key: a column whose hash chooses each record's split (`split(..., by_key=True)`);
             it is not a feature.
-        format: "auto" (from the extension: .tfrecord/.tfrec, .csv; a further .gz means
-            GZIP), "tfrecord" or "csv". TFRecord files hold `tf.train.Example`s.
+        format: "auto" (from the extension: .tfrecord/.tfrec, .csv, .parquet; a further .gz
+            means GZIP), "tfrecord", "csv" or "parquet". TFRecord files hold
+            `tf.train.Example`s; Parquet files are read a record batch at a time (pyarrow,
+            `graphfit.datasets.parquet_shards`), a null cell becoming the column's `default`.
         compression: "auto" (from the extension), "none", "GZIP" or "ZLIB".
         delimiter: the CSV separator. A CSV file starts with a header row naming its columns.
+        sample_weight: a numeric column weighting each record's loss (finite, >= 0; needs a
+            target): the batches are then (x, y, weight); it is not a feature.
         transform: `dict -> dict` on a batch of parsed columns, before (x, y) (inside
             `dataset.map`), or `dict -> (x, y)`: the model's input and labels themselves
             (a `graphfit.tabular.TablePreprocessor` of typed columns).
@@ -183,23 +189,25 @@ class Stream:
 
     def __init__(self, files, columns, target: str | None = None, key: str | None = None,
                  format: str = "auto", compression: str = "auto", delimiter: str = ",",
-                 transform: Callable | None = None):
+                 transform: Callable | None = None, sample_weight: str | None = None):
         self.columns = _columns(columns)
         names = [c.name for c in self.columns]
-        for argument, name in (("target", target), ("key", key)):
+        for argument, name in (("target", target), ("key", key),
+                               ("sample_weight", sample_weight)):
             if name is not None and name not in names:
                 raise ValueError(f"{argument} must be one of the declared columns "
                                  f"({', '.join(names)}). Received: {argument}={name!r}")
         self.target, self.key, self.transform = target, key, transform
-        self.features = [c for c in self.columns if c.name not in (target, key)]
+        self.sample_weight = parquet_shards.weight_column(self, sample_weight)
+        self.features = [c for c in self.columns if c.name not in (target, key, sample_weight)]
         if not self.features:
             raise ValueError(f"columns: no feature column left besides target={target!r} and "
                              f"key={key!r}; declare the columns x is made of")
-        self.files = _resolve_files(files)
-        guessed, packed = _format_of(self.files[0])
-        if format not in ("auto", "tfrecord", "csv"):
-            raise ValueError(f"format must be 'auto', 'tfrecord' or 'csv'. Received: "
-                             f"format={format!r}")
+        self.files = resolve_files(files)
+        guessed, packed = format_of(self.files[0])
+        if format not in ("auto", "tfrecord", "csv", "parquet"):
+            raise ValueError(f"format must be 'auto', 'tfrecord', 'csv' or 'parquet'. "
+                             f"Received: format={format!r}")
         self.format = guessed if format == "auto" else format
         if self.format is None:
             raise ValueError(f"format='auto' cannot tell the format of {self.files[0]!r} from "
@@ -212,6 +220,8 @@ class Stream:
         self.delimiter = delimiter
         if self.format == "csv":
             self._check_csv()
+        else:  # every shard holds records and the declared columns (parquet_shards)
+            self._stored = parquet_shards.check_shards(self)
 
     # ------------------------------------------------------------------ reading records
     def _check_csv(self) -> None:
@@ -232,6 +242,8 @@ class Stream:
         compression = self.compression or ""
         if self.format == "tfrecord":
             return tf.data.TFRecordDataset(path, compression_type=compression)
+        if self.format == "parquet":  # rows re-encoded as Examples, a record batch at a time
+            return parquet_shards.parquet_records(self, path)
         return tf.data.TextLineDataset(path, compression_type=compression).skip(1)
 
     def records(self, part, cycle_length: int = 4, order_seed=None):
@@ -260,9 +272,8 @@ class Stream:
 
     def _key_text(self, record):
         column = next(c for c in self.columns if c.name == self.key)
-        if self.format == "tfrecord":
-            value = tf.io.parse_single_example(record, {
-                column.name: tf.io.FixedLenFeature(column.shape, column.stored_dtype)})[
+        if self.format != "csv":
+            value = parquet_shards.parse_examples(self, record, [column], single=True)[
                 column.name]
         else:
             index = self._header.index(column.name)
@@ -274,11 +285,8 @@ class Stream:
     # ------------------------------------------------------------------ parsing
     def parse(self, records) -> dict:
         """A batch of records (a string vector) -> {column: batched tensor}."""
-        if self.format == "tfrecord":
-            parsed = tf.io.parse_example(records, {
-                c.name: tf.io.FixedLenFeature(c.shape, c.stored_dtype) for c in self.columns})
-            return {c.name: tf.cast(parsed[c.name], c.tf_dtype) if c.tf_dtype != tf.string
-                    else parsed[c.name] for c in self.columns}
+        if self.format != "csv":
+            return parquet_shards.parse_examples(self, records, self.columns)
         chosen = sorted(self.columns, key=lambda c: self._header.index(c.name))
         values = tf.io.decode_csv(records, [tf.constant([] if c.default is None else
                                               [c.default], c.tf_dtype) for c in chosen],
@@ -313,7 +321,7 @@ class Stream:
             y = tf.cast(y, tf.int32)
         elif y.dtype.is_floating:
             y = tf.cast(y, tf.float32)
-        return x, y
+        return parquet_shards.weighed(self, features, (x, y))
 
     def converter(self, standardizer):
         def convert(records):

@@ -35,6 +35,16 @@ from graphfit.tabular.readers import FORMATS
 
 __all__ = ["SOURCES", "check_data_source", "DATA_DOC", "base_dir", "check_names"]
 
+def _no_stratify(value, path, checker):
+    """`stratify:` of a stream: refused (a stream's splits are by file or by a key's hash)."""
+    checker.report(path, f"a stream cannot stratify (got {shown(value)}): its splits are by "
+                         f"file or by a hash of `key`, the same on every pass and worker, "
+                         f"never a random draw of records; give a key column (its hash "
+                         f"spreads every class over the splits), write each class's records "
+                         f"across the shards, or load the data whole with source: table")
+    return INVALID
+
+
 _SAMPLES = Field(Integer(min=1), 500, "how many samples to generate")
 _NOISE = Field(Number(min=0.0), 0.1, "standard deviation of the Gaussian noise")
 
@@ -116,16 +126,27 @@ SOURCES: dict[str, dict[str, Field]] = {
                  "arguments": Field(Section({}), {}, "keyword arguments for the function")},
     "stream": {
         "files": Field(Either(String(), ListOf(String(), min_length=1)),
-                       doc="CSV or TFRecord shards: a glob or a list (read from the recipe's "
-                           "folder), streamed by tf.data, never loaded whole"),
-        "columns": Field(Section({}), doc="name: dtype, or name: {dtype, shape}, for every "
-                                          "column read (dtypes float32, float64, int32, "
-                                          "int64, string)"),
+                       doc="CSV, TFRecord or Parquet shards: a glob or a list (read from the "
+                           "recipe's folder), streamed by tf.data, never loaded whole"),
+        "columns": Field(Nullable(Section({})), None,
+                         "name: dtype, or name: {dtype, shape}, or name: {type: ...}, for "
+                         "every column read (dtypes float32, float64, int32, int64, string); "
+                         "null: every column, typed as inferred from a sample of the "
+                         "training files"),
         "target": Field(Nullable(String()), None, "the label column (null: no labels)"),
         "key": Field(Nullable(String()), None, "a column whose hash picks each record's split "
                                                "(null: split by file)"),
-        "format": Field(String(("auto", "tfrecord", "csv")), "auto",
-                        "auto: from the extension (.tfrecord, .csv; a further .gz: GZIP)"),
+        "format": Field(String(("auto", "tfrecord", "csv", "parquet")), "auto",
+                        "auto: from the extension (.tfrecord, .csv, .parquet; a further .gz: "
+                        "GZIP)"),
+        "sample_weight": Field(Nullable(String()), None, "a numeric column weighting each "
+                                                         "training record's loss"),
+        "ignore": Field(ListOf(String()), [], "columns left out when the columns are "
+                                              "inferred (ids)"),
+        "inference_sample": Field(Integer(min=1), 1000, "records of the training files the "
+                                                        "column types are inferred from"),
+        "stratify": Field(Nullable(Custom(_no_stratify, "null")), None,
+                          "refused: a stream splits by file or by key"),
         "compression": Field(String(("auto", "none", "GZIP", "ZLIB")), "auto",
                              "auto: from the extension"),
         "delimiter": Field(String(), ",", "the CSV separator"),
@@ -160,7 +181,8 @@ class _Arguments(Section):
 
 
 SOURCES["function"]["arguments"] = Field(_Arguments({}), {}, "keyword arguments for the function")
-SOURCES["stream"]["columns"] = Field(_Arguments({}), doc=SOURCES["stream"]["columns"].doc)
+SOURCES["stream"]["columns"] = Field(Nullable(_Arguments({})), None,
+                                     SOURCES["stream"]["columns"].doc)
 
 
 def base_dir(path, checker: Checker) -> str:
@@ -301,14 +323,14 @@ def _check_stream(resolved: dict, path, checker: Checker) -> None:
     """Resolves the shards' paths against the recipe's folder and opens the stream (its
     files exist, its columns are declared right, its CSV headers have them)."""
     files = resolved.get("files")
-    if files is INVALID or files is None or resolved.get("columns") in (INVALID, None):
+    if files is INVALID or files is None or resolved.get("columns") is INVALID:
         return
     base = base_dir(path + ("files",), checker)
     absolute = lambda f: os.path.abspath(os.path.join(base, os.path.expanduser(f)))  # noqa: E731
     resolved["files"] = absolute(files) if isinstance(files, str) else [absolute(f)
                                                                          for f in files]
-    if not getattr(checker, "data_files", True):
-        return
+    if not getattr(checker, "data_files", True) or resolved.get("columns") is None:
+        return  # inferred columns: read (and checked) when the data is loaded
     from graphfit.recipes.running.stream_loading import stream_options
 
     try:

@@ -228,7 +228,8 @@ def load_splits(config: dict, record: dict | None = None) -> Splits:
     if data["source"] in table_loading.TABLE_SOURCES:
         return table_loading.load_table_splits(config, (record or {}).get("table"))
     splits = _load_array_splits(config, (record or {}).get("table"))
-    splits.class_weight = _class_weight(training.get("class_weight"), splits.train)
+    if data["source"] != "stream":  # a stream resolves its own (stream_weights)
+        splits.class_weight = _class_weight(training.get("class_weight"), splits.train)
     return splits
 
 

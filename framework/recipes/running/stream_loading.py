@@ -1,4 +1,5 @@
-"""The `stream` data source: CSV or TFRecord shards read by `tf.data`, never loaded whole.
+"""The `stream` data source: CSV, TFRecord or Parquet shards read by `tf.data`, never loaded
+whole.
 
 The splits come from `datasets.Stream.split` (by file, or by a hash of `key`), the
 standardization statistics from one streaming pass over the training split (or its first
@@ -10,6 +11,10 @@ one iterator serves every epoch, so the run's checkpoints hold its position
 stream there, in the middle of an epoch too when a `ModelCheckpoint` saves every `save_freq`
 batches: pass p of the stream is a stateless function of the seed and p, so the resumed run
 rebuilds it and skips the records already trained on (read, not parsed).
+
+Without `columns:`, the columns and their types are inferred from a sample of the training
+files (`stream_inference`); `class_weight: balanced` counts the training split's classes in
+one pass (`stream_weights`); a `sample_weight:` column makes the batches (x, y, weight).
 
 Example:
 
@@ -25,7 +30,8 @@ from graphfit.recipes.running import typed_streams
 __all__ = ["stream_options", "stream_splits", "whole_stream", "STREAM_KEYS"]
 
 # The keys of `source: stream` that the `Stream` itself takes.
-STREAM_KEYS = ("files", "columns", "target", "key", "format", "compression", "delimiter")
+STREAM_KEYS = ("files", "columns", "target", "key", "format", "compression", "delimiter",
+               "sample_weight")
 
 
 def stream_options(source: dict) -> dict:
@@ -45,10 +51,26 @@ def _stream(source: dict):
     return datasets.Stream(**stream_options(source))
 
 
+def with_columns(data: dict, seed: int = 0, validation: float = 0.0, test: float = 0.0):
+    """`data` with its columns inferred from the training files when it declares none."""
+    if data.get("columns") is not None:
+        return data
+    from graphfit.recipes.running.data_loading import DataError
+    from graphfit.recipes.running.stream_inference import infer_columns
+
+    try:
+        return dict(data, columns=infer_columns(data, seed, validation, test))
+    except (OSError, ValueError) as error:
+        text = str(error)
+        key = "columns" if text.startswith("columns") else "files"
+        raise DataError(("data", key), text.split(": ", 1)[-1] if text.startswith(
+            key + ":") else text) from None
+
+
 def whole_stream(source: dict, batch_size: int):
     """Every record of a stream, one pass in file order (a separate validation or test
     source)."""
-    stream = _stream(source)
+    stream = _stream(with_columns(source))
     return stream.dataset(stream.files, batch_size, cycle_length=source["cycle_length"])
 
 
@@ -69,12 +91,13 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
         ValueError: for files, columns or fractions that do not fit.
     """
     seed, data, training = config["seed"], config["data"], config["training"]
-    stream = _stream(data)
     batch = training["batch_size"]
     fractions = {"val": training["validation_split"], "test": training["test_split"]}
-    parts = stream.split(fractions["val"] if separate["val"] is None else 0.0,
-                         fractions["test"] if separate["test"] is None else 0.0,
-                         seed, by_key=data["key"] is not None)
+    fractions = {k: v if separate[k] is None else 0.0 for k, v in fractions.items()}
+    data = with_columns(data, seed, fractions["val"], fractions["test"])
+    stream = _stream(data)
+    parts = stream.split(fractions["val"], fractions["test"], seed,
+                         by_key=data["key"] is not None)
     names = None
     if typed_streams.is_typed(data):  # typed columns: a table's preprocessing, streamed
         table, names, count = typed_streams.typed_statistics(stream, parts["train"], data,
@@ -112,6 +135,10 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
                          [c.name for c in stream.features], table=table,
                          class_names=None if names is None else names.names)
     per_pass = splits.steps_per_epoch = steps_per_pass(count, batch)
+    from graphfit.recipes.running.stream_weights import stream_class_weight
+
+    splits.class_weight = stream_class_weight(training.get("class_weight"), stream,
+                                              parts["train"], names)
     splits.diagnose = lambda error: _diagnosis(stream, parts, error)
 
     def start_at(epoch: int, batch_in_epoch: int, steps_per_epoch: int) -> None:

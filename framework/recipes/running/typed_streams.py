@@ -1,8 +1,10 @@
-"""Typed columns over a `stream` of CSV shards: `graphfit.tabular`'s preprocessing, streamed.
+"""Typed columns over a `stream` of CSV, TFRecord or Parquet shards: `graphfit.tabular`'s
+preprocessing, streamed.
 
 A column of a `stream`'s `columns:` that declares a `type:` (numeric, categorical, text,
 boolean, date, with their options and `missing:`) is read raw: numeric as float32 (an empty
-cell NaN), the others as strings (an empty cell ""), the raw form a `table` gives
+cell or a Parquet null NaN), the others as strings (an empty cell or null ""; a TFRecord
+feature stored as int64 is turned into its text), the raw form a `table` gives
 (`graphfit.tabular.columns`). A `TablePreprocessor` of those columns is adapted on
 `Stream.feature_batches` of the training files only (or their first `statistics_sample`
 records), the target's class names come from the same files, and `transform` turns each
@@ -19,6 +21,8 @@ Example:
 """
 
 from __future__ import annotations
+
+from graphfit.recipes.running.stream_inference import INFERRED
 
 __all__ = ["is_typed", "stream_columns", "typed_statistics"]
 
@@ -42,6 +46,7 @@ def stream_columns(columns) -> dict:
         return columns
     out = dict(columns)
     for name, value in _typed(columns).items():
+        value.pop(INFERRED, None)
         numeric = value[_TYPE] == "numeric"
         out[name] = {"dtype": "float32" if numeric else "string",
                      "default": float("nan") if numeric else ""}
@@ -62,6 +67,7 @@ def feature_columns(stream, declared: dict) -> list:
     typed, columns = _typed(declared), []
     for column in stream.features:
         options = typed.get(column.name, {})
+        guessed = options.pop(INFERRED, False)
         kind = options.pop(_TYPE, None)
         if isinstance(options.get("missing"), str) and options["missing"].startswith(
                 "constant "):
@@ -72,7 +78,8 @@ def feature_columns(stream, declared: dict) -> list:
         chosen = kind or ("categorical" if column.dtype == "string" else "numeric")
         for option, message in option_problems(chosen, options):
             raise _error(("data", "columns", column.name, option), message)
-        columns.append(Column(column.name, chosen, options, inferred=kind is None))
+        columns.append(Column(column.name, chosen, options,
+                              inferred=kind is None or bool(guessed)))
     return columns
 
 
@@ -84,17 +91,18 @@ def typed_statistics(stream, part, data: dict, record: dict | None):
     and the class names' lookup.
 
     Raises:
-        DataError: typed columns of TFRecord shards, a column without any training value, a
-            target with fewer than two classes.
+        DataError: a column without any training value, a target with fewer than two
+            classes.
+        BadRecordError: a record that does not read or fit its column's type (its file and
+            index).
     """
+    import tensorflow as tf
+
     from graphfit.recipes.running.table_loading import table_run_record
     from graphfit.tabular.columns import TableError
     from graphfit.tabular.preprocessor import TablePreprocessor
     from graphfit.tabular.targets import ClassNames
 
-    if stream.format != "csv":
-        raise _error(("data", "columns"), "typed columns (type: ...) are read from CSV shards; "
-                                          "declare TFRecord features by dtype")
     count = None
     if record is not None:
         prep = TablePreprocessor.from_record(record["preprocessor"])
@@ -111,6 +119,8 @@ def typed_statistics(stream, part, data: dict, record: dict | None):
         except TableError as error:
             where = ("columns", error.column) if error.column else ("target",)
             raise _error(("data",) + where, str(error)) from None
+        except tf.errors.OpError as error:  # a record that does not read: its file and index
+            raise stream.bad_record(part, error) from None
         count = seen.count if sample is None else None
     stream.transform = _transform(stream, prep, names)
     return table_run_record(prep, stream.target, names, {}), names, count
@@ -143,13 +153,16 @@ def _transform(stream, prep, names):
     lookup = None if names is None else keras.layers.StringLookup(
         vocabulary=names.names, num_oov_indices=0)
 
+    from graphfit.datasets.parquet_shards import weighed
+
     def transform(features):
         x = prep.transform(features)
         if stream.target is None:
             return x
         y = features[stream.target]
         if lookup is not None:
-            return x, tf.cast(lookup(tf.strings.strip(y)), tf.int32)
-        return x, tf.cast(y, tf.int32 if y.dtype.is_integer else tf.float32)
+            return weighed(stream, features, (x, tf.cast(lookup(tf.strings.strip(y)), tf.int32)))
+        return weighed(stream, features, (x, tf.cast(y, tf.int32 if y.dtype.is_integer
+                                                     else tf.float32)))
 
     return transform

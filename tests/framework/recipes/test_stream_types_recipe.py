@@ -1,0 +1,244 @@
+"""Typed columns over Parquet and TFRecord shards, inferred stream schemas, and weights on
+streams: the churn table (recipes/data/churn.csv, plus a sample-weight column) cut into
+Parquet and TFRecord shards trains to the same statistics, class weights and weights as
+`source: table` over the same rows in the same order."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from graphfit import cli, datasets
+from graphfit.recipes import load_recipe
+from graphfit.recipes.running import training_run
+from graphfit.recipes.running.data_loading import load_splits
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+CHURN = os.path.join(REPO, "recipes", "data", "churn.csv")
+NUMERIC = ("age", "monthly_charges", "support_calls", "weight")
+COLUMNS = """\
+    age: {type: numeric, missing: indicator}
+    country: {type: categorical, max_size: 10}
+    plan: {type: categorical}
+    monthly_charges: {type: numeric, num_bins: 4}
+    support_calls: {type: numeric}
+    has_partner: {type: boolean}
+    signup_date: {type: date}
+"""
+REST = """\
+model: [{type: Dense, units: 16, activation: relu}, {type: Dense, units: 1}]
+loss: {type: BinaryCrossentropy, from_logits: true}
+metrics: [{type: BinaryAccuracy, threshold: 0.0}]
+optimizer: {type: Adam, learning_rate: 0.02}
+training: {epochs: 2, batch_size: 32, validation_split: 0, test_split: 0,
+           shuffle: false, jit_compile: false, class_weight: balanced}
+"""
+TABLE = f"""\
+seed: 0
+data:
+  source: table
+  path: weighted.csv
+  target: churn
+  ignore: [customer_id]
+  sample_weight: weight
+  shuffle: false
+  columns:
+{COLUMNS}{REST}"""
+STREAM = f"""\
+seed: 0
+data:
+  source: stream
+  files: FILES
+  target: churn
+  sample_weight: weight
+  shuffle: false
+  cycle_length: 1
+  columns:
+{COLUMNS}    churn: string
+    weight: float32
+{REST}"""
+
+
+def _rows():
+    with open(CHURN, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return [dict(r, weight=str(0.5 + (i % 3) * 0.5)) for i, r in enumerate(rows)]
+
+
+def _cells(rows, name):
+    """A column's values as a Parquet/TFRecord writer holds them: numbers (None for an
+    empty cell; support_calls as integers), else strings."""
+    if name == "support_calls":
+        return [int(r[name]) for r in rows]
+    if name in NUMERIC:
+        return [float(r[name]) if r[name] else None for r in rows]
+    return [r[name] for r in rows]
+
+
+def _write_tfrecords(folder, rows, count):
+    os.makedirs(folder, exist_ok=True)
+    size = len(rows) // count
+    for shard in range(count):
+        with tf.io.TFRecordWriter(str(folder / f"part-{shard}.tfrecord")) as writer:
+            for row in rows[shard * size:(shard + 1) * size]:
+                feature = {}
+                for name in row:
+                    value = _cells([row], name)[0]
+                    if isinstance(value, int):
+                        feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(
+                            value=[value]))
+                    elif name in NUMERIC:  # a gap: NaN
+                        feature[name] = tf.train.Feature(float_list=tf.train.FloatList(
+                            value=[np.nan if value is None else value]))
+                    else:
+                        feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(
+                            value=[value.encode()]))
+                writer.write(tf.train.Example(features=tf.train.Features(
+                    feature=feature)).SerializeToString())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The table run, the Parquet stream run and the TFRecord stream run (4 shards each, read
+    in order) of the same 400 weighted rows."""
+    base = tmp_path_factory.mktemp("stream_types")
+    rows = _rows()
+    with open(base / "weighted.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    datasets.write_parquet_shards({name: _cells(rows, name) for name in rows[0]},
+                                  base / "parquet", 4, row_group_size=37)
+    _write_tfrecords(base / "tfrecord", rows, 4)
+    (base / "table.yaml").write_text(TABLE)
+    (base / "parquet.yaml").write_text(STREAM.replace("FILES", "parquet/*.parquet"))
+    (base / "tfrecord.yaml").write_text(STREAM.replace("FILES", "tfrecord/*.tfrecord"))
+    done = {name: training_run.train(load_recipe(str(base / f"{name}.yaml")),
+                                     run_dir=str(base / f"{name}_run"), verbose=0)
+            for name in ("table", "parquet", "tfrecord")}
+    return base, done
+
+
+def _record(run):
+    return json.loads(open(os.path.join(run.run_dir, "preprocessing.json")).read())
+
+
+@pytest.mark.parametrize("kind", ["parquet", "tfrecord"])
+def test_typed_shards_train_as_the_table_does(runs, kind):
+    _, done = runs
+    table, stream = done["table"], done[kind]
+    expected, got = _record(table)["table"], _record(stream)["table"]
+    assert got["preprocessor"] == expected["preprocessor"]  # one adapt batch: exact
+    assert got["class_names"] == expected["class_names"] == ["leave", "stay"]
+    assert got["input_names"] == expected["input_names"]
+    # the same rows, order, sample weights and balanced class weights: the same weights
+    for a, b in zip(table.model.get_weights(), stream.model.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    assert stream.metrics["train"]["loss"] == pytest.approx(table.metrics["train"]["loss"],
+                                                            rel=1e-5)
+
+
+def test_balanced_class_weight_and_the_weight_column_reach_the_batches(runs):
+    base, _ = runs
+    config = load_recipe(str(base / "parquet.yaml")).config
+    splits = load_splits(config)
+    labels = [r["churn"] for r in _rows()]
+    counts = {name: labels.count(name) for name in ("leave", "stay")}
+    assert splits.class_weight == pytest.approx({
+        i: len(labels) / (2 * counts[name]) for i, name in enumerate(["leave", "stay"])})
+    x, y, w = next(iter(splits.train))
+    np.testing.assert_allclose(w.numpy(), [0.5 + (i % 3) * 0.5 for i in range(32)])
+    config["data"]["sample_weight"] = None
+    config["data"]["columns"].pop("weight")
+    config["training"]["class_weight"] = {"stay": 2.0}
+    splits = load_splits(config)
+    assert splits.class_weight == {1: 2.0} and len(next(iter(splits.train))) == 2
+
+
+def test_a_stream_without_columns_infers_the_tables_types(runs, capsys):
+    from graphfit.tabular import infer_type, read_table
+
+    base, _ = runs
+    (base / "inferred.yaml").write_text(
+        STREAM.replace("FILES", "parquet/*.parquet").split("  columns:")[0]
+        + "  ignore: [customer_id]\n" + REST)
+    assert cli.main(["validate", str(base / "inferred.yaml")]) == 0
+    printed = capsys.readouterr().out
+    table = read_table(str(base / "weighted.csv"))
+    for name in ("age", "country", "plan", "monthly_charges", "support_calls",
+                 "has_partner", "signup_date"):
+        assert f"  {name}: {infer_type(table.columns[name])} (inferred)" in printed
+    assert "customer_id" not in printed and "target churn: classes leave, stay" in printed
+
+
+def test_a_parquet_stream_resumes_mid_pass_where_an_unbroken_one_is(runs):
+    base, _ = runs
+    stream = datasets.Stream(str(base / "parquet" / "*.parquet"),
+                             {"age": {"dtype": "float32", "default": 0.0},
+                              "support_calls": "int64"}, target="support_calls")
+    start = tf.Variable([0, 0], dtype=tf.int64)
+
+    def batches(count):
+        data = stream.dataset(stream.files, 32, shuffle_buffer=50, seed=3, repeat=True,
+                              start=start)
+        return [y.numpy().tolist() for _, y in data.take(count)]
+
+    unbroken = batches(20)  # 13 batches a pass (400 records)
+    start.assign([1, 3 * 32])  # pass 1, 3 batches done
+    assert batches(4) == unbroken[16:20]
+
+
+def test_bad_shards_are_named(tmp_path):
+    parquet = tmp_path / "p"
+    datasets.write_parquet_shards({"a": [1.0, 2.0, None, 4.0], "b": ["x", "y", "z", "w"]},
+                                  parquet, 2)
+    with pytest.raises(ValueError, match=r"columns \['c'\] are not in .*shard-00000"):
+        datasets.Stream(str(parquet / "*.parquet"), {"a": "float32", "c": "float32"})
+    stream = datasets.Stream(str(parquet / "*.parquet"), {"a": "float32", "b": "float32"})
+    with pytest.raises(datasets.BadRecordError, match=r"shard-00000-of-00002\.parquet, record "
+                                                      r"0 .*'b' holds 'x', which is not a num"):
+        stream.count(stream.files) and stream.statistics(stream.files)
+    stream = datasets.Stream(str(parquet / "*.parquet"), {"a": "float32"})
+    with pytest.raises(datasets.BadRecordError) as caught:
+        stream.statistics(stream.files)
+    assert caught.value.file.endswith("shard-00001-of-00002.parquet")
+    assert caught.value.record == 0 and "is empty (null)" in str(caught.value)
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    pq.write_table(pyarrow.table({"a": pyarrow.array([], pyarrow.float64())}),
+                   str(parquet / "empty.parquet"))
+    with pytest.raises(ValueError, match=r"empty\.parquet holds no row \(an empty shard\)"):
+        datasets.Stream(str(parquet / "*.parquet"), {"a": "float32"})
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(ValueError, match="junk.parquet is not a readable Parquet file"):
+        datasets.Stream(str(tmp_path / "junk.parquet"), {"a": "float32"})
+    records = tmp_path / "r"
+    datasets.write_tfrecord_shards(np.ones((4, 2)), np.arange(4), records, 2)
+    with pytest.raises(ValueError, match=r"columns \['z'\] are not in the first record"):
+        datasets.Stream(str(records / "*.tfrecord"), {"x": "float32", "z": "int64"})
+    tf.io.TFRecordWriter(str(records / "empty.tfrecord")).close()
+    with pytest.raises(ValueError, match=r"empty\.tfrecord holds no record"):
+        datasets.Stream(str(records / "*.tfrecord"), {"x": {"dtype": "float32", "shape": [2]}})
+
+
+def test_a_stream_refuses_stratify_and_a_negative_weight_is_found(tmp_path):
+    datasets.write_parquet_shards({"a": [1.0, 2.0, 3.0, 4.0], "y": [0, 1, 0, 1],
+                                   "w": [1.0, 1.0, -2.0, 1.0]}, tmp_path / "p", 2)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("seed: 0\ndata: {source: stream, files: p/*.parquet, target: y, "
+                      "sample_weight: w, stratify: y, columns: {a: float32, y: int64, "
+                      "w: float32}}\nmodel: [{type: Dense, units: 1}]\nloss: {type: MSE}\n"
+                      "optimizer: {type: SGD}\ntraining: {epochs: 1, batch_size: 2}\n")
+    assert cli.main(["validate", str(recipe)]) != 0
+    stream = datasets.Stream(str(tmp_path / "p" / "*.parquet"),
+                             {"a": "float32", "y": "int64", "w": "float32"}, target="y",
+                             sample_weight="w")
+    found = stream.bad_record(stream.files)
+    assert found.file.endswith("shard-00001-of-00002.parquet") and found.record == 0
+    assert "negative or not finite" in str(found)
