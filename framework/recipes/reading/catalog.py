@@ -21,8 +21,9 @@ _OWN_DATA = {
              "text | boolean | date, ...}}}.",
     "text_folder": "Your folder of .txt files in one subfolder per class: {source: "
                    "text_folder, path: FOLDER}.",
-    "stream": "Your CSV or TFRecord shards, larger than memory, read by tf.data: {source: "
-              "stream, files: GLOB, columns: {NAME: DTYPE}, target: COLUMN}.",
+    "stream": "Your CSV, TFRecord or Parquet shards, larger than memory, read by tf.data: "
+              "{source: stream, files: GLOB, columns: {NAME: DTYPE or {type: ...}} (left out: "
+              "inferred), target: COLUMN}.",
 }
 
 

@@ -64,10 +64,10 @@ def infer_columns(data: dict, seed: int = 0, validation: float = 0.0,
     key, weight = data.get("key"), data.get("sample_weight")
     training = files
     if validation or test:
-        probe = datasets.Stream(files, {key or _first_name(files[0], kind, compression,
-                                                           delimiter): "string"},
-                                key=key, format=kind, compression=compression,
-                                delimiter=delimiter)
+        names = sample_table(files[:1], kind, compression, delimiter, 1).names
+        chosen = ([key] if key else []) + [n for n in names if n != key][:1]
+        probe = datasets.Stream(files, {name: "string" for name in chosen}, key=key,
+                                format=kind, compression=compression, delimiter=delimiter)
         training = list(probe.split(validation, test, seed, by_key=key is not None)[
             "train"].files)
     table = sample_table(training, kind, compression, delimiter,
@@ -112,10 +112,6 @@ def _cell_text(cell) -> str:
     if isinstance(cell, float) and cell.is_integer():
         return str(int(cell))
     return str(cell)
-
-
-def _first_name(path: str, kind: str, compression, delimiter: str) -> str:
-    return sample_table([path], kind, compression, delimiter, 1).names[0]
 
 
 def sample_table(files, kind: str, compression, delimiter: str, limit: int | None,

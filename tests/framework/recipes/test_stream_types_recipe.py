@@ -227,15 +227,19 @@ def test_bad_shards_are_named(tmp_path):
         datasets.Stream(str(records / "*.tfrecord"), {"x": {"dtype": "float32", "shape": [2]}})
 
 
-def test_a_stream_refuses_stratify_and_a_negative_weight_is_found(tmp_path):
+def test_a_stream_refuses_stratify_and_a_negative_weight_is_found(tmp_path, capsys):
     datasets.write_parquet_shards({"a": [1.0, 2.0, 3.0, 4.0], "y": [0, 1, 0, 1],
                                    "w": [1.0, 1.0, -2.0, 1.0]}, tmp_path / "p", 2)
     recipe = tmp_path / "r.yaml"
     recipe.write_text("seed: 0\ndata: {source: stream, files: p/*.parquet, target: y, "
                       "sample_weight: w, stratify: y, columns: {a: float32, y: int64, "
-                      "w: float32}}\nmodel: [{type: Dense, units: 1}]\nloss: {type: MSE}\n"
+                      "w: float32}}\nmodel: [{type: Dense, units: 1}]\n"
+                      "loss: {type: MeanSquaredError}\n"
                       "optimizer: {type: SGD}\ntraining: {epochs: 1, batch_size: 2}\n")
     assert cli.main(["validate", str(recipe)]) != 0
+    printed = capsys.readouterr()
+    assert "1 problem found" in printed.err + printed.out
+    assert "data.stratify: a stream cannot stratify" in printed.err + printed.out
     stream = datasets.Stream(str(tmp_path / "p" / "*.parquet"),
                              {"a": "float32", "y": "int64", "w": "float32"}, target="y",
                              sample_weight="w")
