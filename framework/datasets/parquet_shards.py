@@ -3,7 +3,8 @@ a time, parsing records into columns, and the sample-weight column.
 
 A Parquet shard is read with `pyarrow.parquet.ParquetFile.iter_batches` (one record batch,
 `BATCH_ROWS` rows, in memory at a time, never the whole file) inside
-`tf.data.Dataset.from_generator`; each row is re-encoded as a `tf.train.Example`, so from there
+`tf.data.Dataset.from_generator`; each row is re-encoded as a `tf.train.Example`
+(`example_encoding`: numbers a batch at a time), so from there
 on a Parquet stream is a TFRecord stream: the same interleaving, key-hash splits, shuffle
 windows, resume (records skipped, not parsed) and parsing. A null cell becomes the column's
 `default` (typed columns: NaN or ""); without one, a null is a bad record. A cell that does not
@@ -34,6 +35,8 @@ import os
 
 import numpy as np
 import tensorflow as tf
+
+from graphfit.datasets.example_encoding import encode_rows
 
 __all__ = ["check_shards", "parquet_records", "parse_examples", "weight_column", "weighed",
            "write_parquet_shards", "BATCH_ROWS"]
@@ -125,18 +128,15 @@ def parquet_records(stream, path) -> tf.data.Dataset:
         done = 0
         for batch in handle.iter_batches(batch_size=BATCH_ROWS,
                                          columns=[c.name for c in columns]):
-            cells = {c.name: batch.column(c.name).to_pylist() for c in columns}
-            yield np.array([_example(columns, cells, row, path, done + row)
-                            for row in range(batch.num_rows)], dtype=object)
+            def fallback(column, cells, first=done):
+                return [_feature(column, value, path, first + row).SerializeToString()
+                        for row, value in enumerate(cells)]
+
+            yield np.array(encode_rows(columns, batch, fallback), dtype=object)
             done += batch.num_rows
 
     return tf.data.Dataset.from_generator(
         rows, args=(path,), output_signature=tf.TensorSpec([None], tf.string)).unbatch()
-
-
-def _example(columns, cells: dict, row: int, path: str, number: int) -> bytes:
-    feature = {c.name: _feature(c, cells[c.name][row], path, number) for c in columns}
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
 def _feature(column, value, path: str, row: int) -> tf.train.Feature:
@@ -187,7 +187,7 @@ def _text(cell) -> str:
 def parse_examples(stream, records, columns, single: bool = False) -> dict:
     """Serialized Examples (a batch, or one record with `single`) -> {column: tensor of
     its declared dtype}, read as the shards store each column."""
-    stored = getattr(stream, "_stored", None) or {}
+    stored = getattr(stream, "stored_dtypes", None) or {}
     specs = {c.name: tf.io.FixedLenFeature(c.shape, stored.get(c.name, c.stored_dtype))
              for c in columns}
     parsed = (tf.io.parse_single_example if single else tf.io.parse_example)(records, specs)

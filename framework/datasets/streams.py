@@ -107,7 +107,7 @@ def _columns(columns) -> list[Column]:
                          f"shape}}. Received: columns={columns!r}")
     parsed = []
     for name, value in columns.items():
-        value = {"dtype": value} if isinstance(value, str) else dict(value or {})
+        value = dict(value or {}) if isinstance(value, (dict, type(None))) else {"dtype": value}
         dtype, shape = value.pop("dtype", "float32"), value.pop("shape", [])
         default = value.pop("default", None)
         if value or dtype not in _DTYPES or not isinstance(shape, (list, tuple)) or not all(
@@ -221,7 +221,7 @@ class Stream:
         if self.format == "csv":
             self._check_csv()
         else:  # every shard holds records and the declared columns (parquet_shards)
-            self._stored = parquet_shards.check_shards(self)
+            self.stored_dtypes = parquet_shards.check_shards(self)
 
     # ------------------------------------------------------------------ reading records
     def _check_csv(self) -> None:
