@@ -222,6 +222,13 @@ def test_bad_shards_are_named(tmp_path):
     datasets.write_tfrecord_shards(np.ones((4, 2)), np.arange(4), records, 2)
     with pytest.raises(ValueError, match=r"columns \['z'\] are not in the first record"):
         datasets.Stream(str(records / "*.tfrecord"), {"x": "float32", "z": "int64"})
+    texts = tmp_path / "t"  # numbers stored as text: parsed, a bad one named
+    datasets.write_tfrecord_shards(np.array([["1.5"], ["2"], ["abc"]]), np.arange(3), texts, 1)
+    stream = datasets.Stream(str(texts / "*.tfrecord"), {"x": "float32", "y": "int64"},
+                             target="y")
+    with pytest.raises(datasets.BadRecordError, match=r"shard-00000-of-00001\.tfrecord, "
+                                                      r"record 2 .*abc"):
+        stream.statistics(stream.files)
     tf.io.TFRecordWriter(str(records / "empty.tfrecord")).close()
     with pytest.raises(ValueError, match=r"empty\.tfrecord holds no record"):
         datasets.Stream(str(records / "*.tfrecord"), {"x": {"dtype": "float32", "shape": [2]}})
@@ -246,3 +253,27 @@ def test_a_stream_refuses_stratify_and_a_negative_weight_is_found(tmp_path, caps
     found = stream.bad_record(stream.files)
     assert found.file.endswith("shard-00001-of-00002.parquet") and found.record == 0
     assert "negative or not finite" in str(found)
+
+
+def test_rows_encoded_by_hand_parse_as_protobufs_examples():
+    import pyarrow
+
+    from graphfit.datasets.example_encoding import encode_rows
+    from graphfit.datasets.streams import Column
+
+    batch = pyarrow.record_batch({"f": [1.5, None, -3e38], "i": [-5, 2**40, 0],
+                                  "s": [" a b ", None, "é"], "n": [1, None, 3]})
+    columns = [Column("f", "float32", default=float("nan")), Column("i", "int64"),
+               Column("s", "string", default=""), Column("n", "float64", default=-1.0)]
+    rows = encode_rows(columns, batch, None)  # every column takes a fast path
+    expected = [tf.train.Example(features=tf.train.Features(feature={
+        "f": tf.train.Feature(float_list=tf.train.FloatList(value=[f])),
+        "i": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+        "s": tf.train.Feature(bytes_list=tf.train.BytesList(value=[s.encode()])),
+        "n": tf.train.Feature(float_list=tf.train.FloatList(value=[n]))})).SerializeToString()
+        for f, i, s, n in zip([1.5, np.nan, -3e38], [-5, 2**40, 0], ["a b", "", "é"],
+                              [1.0, -1.0, 3.0])]
+    specs = {c.name: tf.io.FixedLenFeature([], c.stored_dtype) for c in columns}
+    got, want = tf.io.parse_example(rows, specs), tf.io.parse_example(expected, specs)
+    for name in specs:
+        np.testing.assert_array_equal(got[name].numpy(), want[name].numpy())
