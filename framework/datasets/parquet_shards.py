@@ -128,15 +128,34 @@ def parquet_records(stream, path) -> tf.data.Dataset:
         done = 0
         for batch in handle.iter_batches(batch_size=BATCH_ROWS,
                                          columns=[c.name for c in columns]):
-            def fallback(column, cells, first=done):
-                return [_feature(column, value, path, first + row).SerializeToString()
-                        for row, value in enumerate(cells)]
-
-            yield np.array(encode_rows(columns, batch, fallback), dtype=object)
+            yield from _encoded(columns, batch, path, done)
             done += batch.num_rows
 
     return tf.data.Dataset.from_generator(
         rows, args=(path,), output_signature=tf.TensorSpec([None], tf.string)).unbatch()
+
+
+def _encoded(columns, batch, path: str, first: int):
+    """The Examples of one record batch (one array); at a row that cannot be encoded, the
+    rows before it, then the error (so the bad record is counted where it is)."""
+    def fallback(start):
+        return lambda column, cells: [
+            _feature(column, value, path, start + row).SerializeToString()
+            for row, value in enumerate(cells)]
+
+    try:
+        yield np.array(encode_rows(columns, batch, fallback(first)), dtype=object)
+        return
+    except ValueError:
+        pass
+    good = []
+    for row in range(batch.num_rows):
+        try:
+            good += encode_rows(columns, batch.slice(row, 1), fallback(first + row))
+        except ValueError:
+            if good:
+                yield np.array(good, dtype=object)
+            raise
 
 
 def _feature(column, value, path: str, row: int) -> tf.train.Feature:

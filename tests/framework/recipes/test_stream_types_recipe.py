@@ -195,19 +195,19 @@ def test_a_parquet_stream_resumes_mid_pass_where_an_unbroken_one_is(runs):
 
 def test_bad_shards_are_named(tmp_path):
     parquet = tmp_path / "p"
-    datasets.write_parquet_shards({"a": [1.0, 2.0, None, 4.0], "b": ["x", "y", "z", "w"]},
-                                  parquet, 2)
+    datasets.write_parquet_shards({"a": [1.0, 2.0, 3.0, 4.0, None, 6.0],
+                                   "b": ["1", "2", "x", "4", "5", "6"]}, parquet, 2)
     with pytest.raises(ValueError, match=r"columns \['c'\] are not in .*shard-00000"):
         datasets.Stream(str(parquet / "*.parquet"), {"a": "float32", "c": "float32"})
     stream = datasets.Stream(str(parquet / "*.parquet"), {"a": "float32", "b": "float32"})
     with pytest.raises(datasets.BadRecordError, match=r"shard-00000-of-00002\.parquet, record "
-                                                      r"0 .*'b' holds 'x', which is not a num"):
+                                                      r"2 .*'b' holds 'x', which is not a num"):
         stream.count(stream.files) and stream.statistics(stream.files)
     stream = datasets.Stream(str(parquet / "*.parquet"), {"a": "float32"})
     with pytest.raises(datasets.BadRecordError) as caught:
         stream.statistics(stream.files)
     assert caught.value.file.endswith("shard-00001-of-00002.parquet")
-    assert caught.value.record == 0 and "is empty (null)" in str(caught.value)
+    assert caught.value.record == 1 and "is empty (null)" in str(caught.value)
     import pyarrow
     import pyarrow.parquet as pq
 
