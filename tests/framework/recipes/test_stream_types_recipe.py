@@ -35,7 +35,7 @@ model: [{type: Dense, units: 16, activation: relu}, {type: Dense, units: 1}]
 loss: {type: BinaryCrossentropy, from_logits: true}
 metrics: [{type: BinaryAccuracy, threshold: 0.0}]
 optimizer: {type: Adam, learning_rate: 0.02}
-training: {epochs: 2, batch_size: 32, validation_split: 0, test_split: 0,
+training: {epochs: 1, batch_size: 32, validation_split: 0, test_split: 0,
            shuffle: false, jit_compile: false, class_weight: balanced}
 """
 TABLE = f"""\
