@@ -430,7 +430,8 @@ def _predict(args) -> int:
         if table is not None:  # raw rows: typed columns by name
             x, ids = prediction.read_table_inputs(args.input, table, form)
         elif source_inputs.reads_own_inputs(preprocessing):  # images, time-series windows
-            x, ids, id_name = source_inputs.read_source_inputs(args.input, preprocessing)
+            x, ids, id_name = source_inputs.read_source_inputs(
+                args.input, preprocessing, prepared.recipe.config["data"].get("on_corrupt", "fail"))
             form = prediction.InputFormat(id_column=id_name)
         else:
             x = prediction.read_inputs(args.input, preprocessing, form)
