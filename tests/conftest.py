@@ -38,7 +38,7 @@ def fixed_seed():
     yield
 
 
-# The scripts of every collected module's `TWO_CPU_SCRIPT`, run in one process of their own in
+# The `TWO_CPU_SCRIPT`s of the collected tests' modules, run in one process of their own in
 # the background from the end of the collection on (`pytest_collection_finish`): they take
 # about a minute and a half on a loaded machine, which a worker used to spend waiting, and the
 # other worker too when it needed them (it waited on the first one's file lock).
@@ -57,8 +57,11 @@ def _two_cpu_folder(config) -> pathlib.Path:
 
 
 def _two_cpu_scripts(items) -> list[str]:
+    """The scripts of the modules of the tests that use the results (directly or through
+    another fixture): none when `-k` or a test's name picks none of them."""
     return sorted({str(item.module.TWO_CPU_SCRIPT) for item in items
-                   if hasattr(getattr(item, "module", None), "TWO_CPU_SCRIPT")})
+                   if "two_cpu_results" in getattr(item, "fixturenames", ())
+                   and hasattr(getattr(item, "module", None), "TWO_CPU_SCRIPT")})
 
 
 def pytest_collection_finish(session):
@@ -131,6 +134,7 @@ def _file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering (kept within each file)
 def pytest_collection_modifyitems(session, config, items):
     seconds = json.loads(_SECONDS.read_text()) if _SECONDS.exists() else {}
     counts: dict = {}
