@@ -25,7 +25,7 @@
    with a note). Summaries on the 16 and on all 27. In benchmarks/lm_nist.py.
    `--threads N` runs both contenders on N threads (TensorFlow's intra- and inter-op pools,
    torch's `set_num_threads`) instead of each library's default: on 2 cores, one thread makes
-   graphfit's small steps faster (docs/levenberg_marquardt.md, "Where a small step's time
+   graphfit's small steps faster (docs/guides/levenberg_marquardt.md, "Where a small step's time
    goes").
 3. Past the n² wall (benchmarks/lm_wall.py): a convolutional digits classifier with more than
    10⁵ parameters, LevenbergMarquardt(solver="cg") against Adam: time to 97 % validation

@@ -101,7 +101,8 @@ class BaseConv(Layer):
     rank = 2
     allows_causal = False  # padding='causal' (Conv1D only, as in Keras)
     keeps_example_axis = True
-    xla_friendly_on_cpu = False  # oneDNN's CPU convolutions beat XLA's (docs/performance.md)
+    # oneDNN's CPU convolutions beat XLA's (docs/benchmarks/performance.md)
+    xla_friendly_on_cpu = False
     casts_integer_inputs = True  # computes on floats: integer features are cast
 
     def __init__(self, kernel_size, strides, padding, data_format, dilation_rate, activation,

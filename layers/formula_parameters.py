@@ -82,7 +82,8 @@ class ParameterSpec:
             ValueError: naming the parameter, for anything else, unknown keys, bounds with
                 min >= max, or an initial value outside or on a bound.
         """
-        received = f"Received: {name}={given!r}"
+        # "params['w']": a recipe places the error at the parameter (`...params.w`).
+        received = f"Received: params[{name!r}]={given!r}"
         if isinstance(given, dict):
             unknown = sorted(set(given) - set(SPEC_KEYS))
             if unknown or "value" not in given:
@@ -91,8 +92,10 @@ class ParameterSpec:
                 raise ValueError(
                     f"params: {name!r} as a mapping takes the keys value (required), min, max "
                     f"and vary; {problem}. {received}")
-            low = -math.inf if given.get("min") is None else _number(given["min"], "min", received)
-            high = math.inf if given.get("max") is None else _number(given["max"], "max", received)
+            low, high = (default if given.get(key) is None else _number(
+                given[key], f"{key} of {name!r}",
+                f"Received: params[{name!r}][{key!r}]={given[key]!r}")
+                for key, default in (("min", -math.inf), ("max", math.inf)))
             vary = given.get("vary", True)
             if not isinstance(vary, bool):
                 raise ValueError(f"params: vary of {name!r} must be true or false. {received}")

@@ -68,7 +68,8 @@ class GINConv(Layer):
         array([2., 3., 2.], dtype=float32)
     """
 
-    xla_friendly_on_cpu = False  # XLA compiles for each graph batch's shapes (docs/performance.md)
+    # XLA compiles for each graph batch's shapes (docs/benchmarks/performance.md)
+    xla_friendly_on_cpu = False
 
     def __init__(self, units: int, activation="relu", epsilon: float = 0.0,
                  train_epsilon: bool = False, kernel_initializer="glorot_uniform",

@@ -36,7 +36,8 @@ class _Pooling(Layer):
 
     keeps_example_axis = True
 
-    xla_friendly_on_cpu = False  # XLA on a CPU does not speed up pooling (docs/performance.md)
+    # XLA on a CPU does not speed up pooling (docs/benchmarks/performance.md)
+    xla_friendly_on_cpu = False
     casts_integer_inputs = True  # computes on floats: integer features are cast
     rank = 2
     pooling_type = "MAX"

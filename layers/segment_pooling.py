@@ -71,7 +71,7 @@ class SegmentPooling(Layer):
                [4. ]], dtype=float32)
     """
 
-    # On a CPU, XLA adds compile time and no faster steps here (docs/performance.md).
+    # On a CPU, XLA adds compile time and no faster steps here (docs/benchmarks/performance.md).
     xla_friendly_on_cpu = False
 
     def __init__(self, reduce: str = "sum", kernel_initializer="glorot_uniform",

@@ -9,7 +9,8 @@ have no slots yet, as it creates theirs (outside any trace; tracked with
 and assigns in `__call__(variables, step)`. Under `gradient_accumulation_steps` a hook runs at
 every call unless it sets `update_steps_only` (then only on the calls that update).
 Variable constraints (`ApplyConstraints`, always first: Keras projects after the update) are
-one; an exponential moving average of the weights is another (docs/architecture.md sketches it).
+one; an exponential moving average of the weights is another (docs/guides/architecture.md
+sketches it).
 
 Example:
 

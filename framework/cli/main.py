@@ -331,11 +331,11 @@ def _validate(args) -> int:
     prepared = runner.prepare(recipe, distribute=distribute.get("strategy") != "multi_worker")
     splits, model = prepared.splits, prepared.model
     files = splits.record.get("image_folder", {}).get("files", {})  # a dataset per split
-    sizes = ", ".join(f"{stage} {files.get(stage) or _count(data)}" for stage, data in
-                      (("train", splits.train), ("val", splits.val), ("test", splits.test))
-                      if data is not None)
+    sizes = _sizes({stage: files.get(stage) or _count(data) for stage, data in
+                    (("train", splits.train), ("val", splits.val), ("test", splits.test))
+                    if data is not None})
     parameters = count_parameters(model.trainable_variables)
-    print(f"{args.recipe}: OK. data: {sizes} samples; model: {len(model.layers)} layers, "
+    print(f"{args.recipe}: OK. data: {sizes}; model: {len(model.layers)} layers, "
           f"{parameters:,} trainable parameters; nothing was trained.")
     if splits.table is not None:
         _print_table_schema(splits.table)
@@ -362,11 +362,21 @@ def _print_table_schema(record: dict) -> None:
           f"{', ...' if len(names) > 8 else ''})")
 
 
-def _count(data) -> str:
+def _count(data) -> str | None:
+    """The number of samples of arrays; None for a dataset (a stream is counted as it is read)."""
     if not isinstance(data, tuple):
-        return "a dataset of"
+        return None
     x = data[0]
     return str(len(next(iter(x.values())) if isinstance(x, dict) else x))
+
+
+def _sizes(counts: dict) -> str:
+    """"train 28, val 6, test 6 samples"; a split streamed from a dataset says so instead."""
+    if all(counts.values()):
+        return ", ".join(f"{stage} {count}" for stage, count in counts.items()) + " samples"
+    return ", ".join(f"{stage} {count} samples" if count else f"{stage} streamed"
+                     for stage, count in counts.items()) + \
+        " (a stream's size is known once it is read)"
 
 
 def _print_config(args) -> int:
@@ -420,7 +430,8 @@ def _predict(args) -> int:
         if table is not None:  # raw rows: typed columns by name
             x, ids = prediction.read_table_inputs(args.input, table, form)
         elif source_inputs.reads_own_inputs(preprocessing):  # images, time-series windows
-            x, ids, id_name = source_inputs.read_source_inputs(args.input, preprocessing)
+            x, ids, id_name = source_inputs.read_source_inputs(
+                args.input, preprocessing, prepared.recipe.config["data"].get("on_corrupt", "fail"))
             form = prediction.InputFormat(id_column=id_name)
         else:
             x = prediction.read_inputs(args.input, preprocessing, form)

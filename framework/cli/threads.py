@@ -3,7 +3,7 @@
 TensorFlow runs each op on an intra-op pool and schedules ops on an inter-op pool, one thread
 per core by default. On a few cores a small model's step is many ops of a few thousand numbers
 each, and splitting them over the cores costs more in handoffs than it saves (the
-Levenberg–Marquardt sinc step runs faster on one thread: docs/levenberg_marquardt.md, "Where
+Levenberg–Marquardt sinc step runs faster on one thread: docs/guides/levenberg_marquardt.md, "Where
 a small step's time goes"). The pools are process-wide and fixed once TensorFlow runs its
 first op, so only the command line, which owns its process, sets them.
 """

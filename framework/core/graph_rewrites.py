@@ -5,7 +5,7 @@ new set of call options). The defaults suit large ops: two rounds of every optim
 memory optimizer's swapping heuristics, the remapper's fused kernels. For a step made of a
 thousand small ops (Levenberg–Marquardt's on a small network) the second round and the memory
 optimizer lengthen the first call and leave the graph nearly as it was, so an optimizer may
-ask for fewer (`BaseOptimizer.graph_rewrites`; docs/levenberg_marquardt.md has the
+ask for fewer (`BaseOptimizer.graph_rewrites`; docs/guides/levenberg_marquardt.md has the
 measurements).
 
 `tf.config.optimizer.set_experimental_options` changes every function of the process. These

@@ -44,7 +44,7 @@ def metric_log_value(value):
 
     The array is a copy: a tensor read from a variable on the CPU may share its memory, so
     that the next reset of the metric would change the logged numbers (which happens to Keras's
-    training numbers of such metrics when validation runs: see docs/keras_parity.md).
+    training numbers of such metrics when validation runs: see docs/guides/keras_parity.md).
     """
     value = np.array(tf.convert_to_tensor(value), copy=True)
     return float(value) if value.ndim == 0 else value

@@ -13,7 +13,7 @@ def set_seed(seed: int) -> None:
 
     Call it once, before building models: TensorFlow's `tf.random.set_seed` also clears its
     kernel caches, so the next call of every compiled step and loop pays part of its start-up
-    again (docs/performance.md). To vary only the shuffling between two `fit` calls,
+    again (docs/benchmarks/performance.md). To vary only the shuffling between two `fit` calls,
     `np.random.seed` is enough: `fit` draws its shuffle seed from NumPy.
     """
     if not isinstance(seed, int) or seed < 0:

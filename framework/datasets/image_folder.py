@@ -291,6 +291,12 @@ def load_images(paths: list[str], image_size, color_mode: str = "rgb",
                                                            np.float32)
 
 
+def corrupt_images(paths: list[str], color_mode: str = "rgb") -> list[str]:
+    """The files of `paths` that do not decode as images of `color_mode` (one parallel pass);
+    what `on_corrupt: skip` leaves out."""
+    return _corrupt_files(list(paths), COLOR_MODES[color_mode])
+
+
 def image_files(path: str) -> list[str]:
     """The image files of `path`: itself if it is one, else those under it (sorted,
     recursively); a ValueError when there are none."""
@@ -306,4 +312,4 @@ def image_files(path: str) -> list[str]:
     return found
 
 
-__all__ += ["image_files", "decode_resized"]
+__all__ += ["image_files", "decode_resized", "corrupt_images"]

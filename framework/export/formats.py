@@ -5,7 +5,8 @@ it (standardization, column order) goes along where the format can hold its ops:
 
 - `tflite`: TensorFlow's `TFLiteConverter` on the `serving_default` signature, TFLite builtin
   ops only (a model that needs TensorFlow ops, string ops or lookup tables among them, is
-  refused with the ops named: a Flex build of the runtime would be needed). Optional
+  refused with the ops named, and their layers' name scopes: a Flex build of the runtime would
+  be needed; the converter's full report goes to `FILE.tflite.log`). Optional
   post-training quantization: `float16` (weights stored as float16) or `dynamic_range`
   (weights as int8, activations quantized on the fly). Run by LiteRT's interpreter
   (`ai_edge_litert`, or `tf.lite.Interpreter` where it is not installed).
@@ -24,10 +25,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import shutil
+import sys
 import tempfile
 import warnings
 
@@ -89,29 +92,67 @@ def _check_format(format: str, quantize: str | None) -> str:
     return f"{format}/{quantize}" if quantize else format
 
 
-def _tflite_bytes(saved_model: str, quantize: str | None) -> bytes:
+def _tflite_bytes(saved_model: str, quantize: str | None, path: str) -> bytes:
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model, signature_keys=[SIGNATURE])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if quantize is not None:
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if quantize == "float16":
         converter.target_spec.supported_types = [tf.float16]
-    try:
-        return converter.convert()
-    except Exception as error:  # the converter's ConverterError lists the ops it could not take
-        ops = sorted(set(re.findall(r"'tf\.(\w+)' op is neither a custom op nor a flex op",
-                                    str(error))))
-        found = (f"TFLite's builtin ops cannot hold the TensorFlow op(s) {', '.join(ops)}"
-                 if ops else _first_lines(error))
-        raise ValueError(
-            f"cannot convert to TFLite: {found}. (String ops other than lookup tables need "
-            f"TensorFlow's Flex ops, which LiteRT's standard runtime lacks.) Serve the "
-            f"SavedModel instead, or move that preprocessing out of the model") from None
+    with _stderr_kept() as printed:  # the converter prints its MLIR diagnostics there
+        try:
+            return converter.convert()
+        except Exception as error:  # its ConverterError lists the ops it could not take
+            failure = error
+    detail = f"{type(failure).__name__}: {failure}\n\n{''.join(printed)}"
+    log = f"{path}.log"
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    with open(log, "w") as file:
+        file.write(detail)
+    raise ValueError(f"cannot convert to TFLite: {_refused_ops(detail)}. (String ops other "
+                     f"than lookup tables need TensorFlow's Flex ops, which LiteRT's standard "
+                     f"runtime lacks.) Serve the SavedModel instead, or move that part out of "
+                     f"the model. The converter's full report: {log}") from None
 
 
-def _first_lines(error: Exception, count: int = 6) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return " | ".join(lines[:count]) or type(error).__name__
+def _refused_ops(detail: str) -> str:
+    """Which TensorFlow ops TFLite's builtins cannot hold, and where (the node's name scope,
+    a layer's name), from the converter's report; else its first lines."""
+    ops = sorted(set(re.findall(r"'tf\.(\w+)' op is neither a custom op nor a flex op",
+                                detail)))
+    if not ops:
+        return _first_lines(detail)
+    places = sorted({node.rpartition("/")[0] for op, node in
+                     re.findall(r'fused\["(\w+):", "([^"@]+)@', detail)
+                     if op in ops and "/" in node})
+    where = f" (in {', '.join(places[:5])})" if places else ""
+    return f"TFLite's builtin ops cannot hold the TensorFlow op(s) {', '.join(ops)}{where}"
+
+
+@contextlib.contextmanager
+def _stderr_kept():
+    """Holds what is written to the process's stderr (file descriptor 2, where TensorFlow's
+    C++ code writes) in a temporary file: the list it gives holds that text once it ends."""
+    import tempfile
+
+    printed: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield printed
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            printed.append(held.read().decode(errors="replace"))
+
+
+def _first_lines(text: str, count: int = 6) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return " | ".join(lines[:count]) or "the converter failed"
 
 
 def _onnx_bytes(saved_model: str) -> bytes:
@@ -175,7 +216,7 @@ def convert_saved_model(saved_model: str, path: str, format: str, *,
     if os.path.exists(path):
         raise ValueError(f"{path} already exists; export to a new file: an export never "
                          f"overwrites")
-    content = _tflite_bytes(saved_model, quantize) if format == "tflite" \
+    content = _tflite_bytes(saved_model, quantize, path) if format == "tflite" \
         else _onnx_bytes(saved_model)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     staging = f"{path}.partial"

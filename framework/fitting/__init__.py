@@ -12,8 +12,8 @@
     from graphfit import fitting
     fits = fitting.fit_many("b1*(1-exp(-b2*x))", x, y, p0={"b1": 500.0, "b2": 1e-4})
 
-docs/levenberg_marquardt.md ("Many fits at once", "Fit reports") has the algorithms and the
-choices; docs/performance.md ("Small fits and many fits") the timings.
+docs/guides/levenberg_marquardt.md ("Many fits at once", "Fit reports") has the algorithms and the
+choices; docs/benchmarks/performance.md ("Small fits and many fits") the timings.
 """
 
 from graphfit.fitting.fits import fit_curve, fit_many

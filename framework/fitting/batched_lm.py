@@ -3,7 +3,7 @@
 Every tensor carries the curves on its first axis: the parameters `[N, p]`, the residuals
 `[N, m]`, the Jacobians `[N, m, p]`, `JᵀJ` `[N, p, p]`. One iteration of the loop is one
 trial of `optimizers.LevenbergMarquardt` for every curve still fitting, by the same rules and
-constants (docs/levenberg_marquardt.md), each curve with its own λ, ν, running scale, trial
+constants (docs/guides/levenberg_marquardt.md), each curve with its own λ, ν, running scale, trial
 count and convergence test:
 
 1. at the start of a step (the first, after an accepted trial, or after `attempts_per_step`
@@ -350,7 +350,7 @@ def fit_function(expression: str, names: tuple[str, ...], geodesic: bool,
 def use_xla(jit_compile, count: int, points: int) -> bool:
     """Whether a fit of `count` data sets of `points` points runs under XLA: `jit_compile`
     True or False, or "auto": XLA from `XLA_VALUES` data values on (where its compile time,
-    2-3 s per shape on 2 CPU cores, buys more than it costs: docs/performance.md, "Small
+    2-3 s per shape on 2 CPU cores, buys more than it costs: docs/benchmarks/performance.md, "Small
     fits and many fits")."""
     if jit_compile == "auto":
         return count * points >= XLA_VALUES

@@ -125,7 +125,7 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     Levenberg–Marquardt state (damping, acceptance, convergence), in float64.
 
     The same rules and defaults as `optimizers.LevenbergMarquardt` on a float64 model,
-    vectorised over the data sets (docs/levenberg_marquardt.md, "Many fits at once"): a fit
+    vectorised over the data sets (docs/guides/levenberg_marquardt.md, "Many fits at once"): a fit
     that has converged stops moving while the others go on, and a data set with NaN or inf
     ends with reason "not finite" without touching the others. The traced loop is cached
     per formula: a second call with new data (any N, any number of points) does not trace.
@@ -148,7 +148,7 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
         jit_compile: run the whole fit as one XLA program: True, False, or "auto" (the
             default): XLA from `batched_lm.XLA_VALUES` (50 000) data values on. XLA compiles
             once per shape of the data (2-3 s on 2 CPU cores) and then runs 3-5 times faster
-            than the traced loop (docs/performance.md, "Small fits and many fits").
+            than the traced loop (docs/benchmarks/performance.md, "Small fits and many fits").
 
     Returns:
         `ManyFits`: parameters, standard errors, covariances, `JᵀJ`, RSS, reasons, steps.
@@ -170,7 +170,7 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     """Fits a formula to one data set: `fit_many` with N = 1, its one `CurveFit`.
 
     Fast for small problems: the traced loop is cached per formula, so a further fit of
-    the same formula on new data costs the arithmetic and one call (docs/performance.md).
+    the same formula on new data costs the arithmetic and one call (docs/benchmarks/performance.md).
 
     Args:
         formula, p0, sigma, absolute_sigma, settings: as for `fit_many` (`jit_compile`

@@ -435,7 +435,7 @@ class Model(CompiledView, Layer):
         """Trains the model; returns a `History` (`history.history["loss"]`, ...).
 
         Keras's arguments in Keras's order, then graphfit's own (`test_data`, `test_steps`,
-        `test_freq`, `check_finite`, `cache_frozen`); `docs/keras_parity.md` lists where
+        `test_freq`, `check_finite`, `cache_frozen`); `docs/guides/keras_parity.md` lists where
         they differ.
 
         Args:

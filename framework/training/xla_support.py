@@ -130,7 +130,7 @@ def resolve_jit_compile(setting, model, optimizer=None, varying_shapes: bool = F
     "auto" compiles with XLA when the model can be compiled and, on a machine without a GPU,
     when every layer and the optimizer say XLA makes them no slower there
     (`xla_friendly_on_cpu`: convolutions, pooling and Levenberg–Marquardt's step do not;
-    docs/performance.md has the measurements).
+    docs/benchmarks/performance.md has the measurements).
 
     Raises:
         ValueError: jit_compile=True on a model that cannot be compiled, naming the layer.

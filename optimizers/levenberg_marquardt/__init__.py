@@ -1,6 +1,6 @@
 """Levenberg–Marquardt: the optimizer, its damping, Jacobians and residuals.
 
-The theory and the choices behind each piece are in docs/levenberg_marquardt.md.
+The theory and the choices behind each piece are in docs/guides/levenberg_marquardt.md.
 """
 
 from graphfit.optimizers.levenberg_marquardt.optimizer import LevenbergMarquardt

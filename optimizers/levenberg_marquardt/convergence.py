@@ -4,7 +4,7 @@
 gradient orthogonal to the residuals (gtol); the optimizer adds STALLED, when no step reduces
 the loss with the damping at its maximum, and NOT_FINITE, when it stops from a loss that is NaN
 or inf (labels with NaN under `fit(check_finite=False)`, an overflowing model). The codes are
-those of the optimizer's `convergence_reason` variable. docs/levenberg_marquardt.md explains
+those of the optimizer's `convergence_reason` variable. docs/guides/levenberg_marquardt.md explains
 the tests and the defaults.
 """
 

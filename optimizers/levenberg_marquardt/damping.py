@@ -46,7 +46,7 @@ MAX_DAMPING = 1e16
 # columns of b2 and b3 shrink a thousandfold as the fit comes down from 1e3 times the data,
 # and the kept maximum froze them for thousands of steps. 0.3 to 0.7 fit the same 27 NIST
 # problems. Without the acceleration the memory alone does not get MGH10 there and slows a
-# float32 minibatch fit (docs/levenberg_marquardt.md, "Scaling and the solve").
+# float32 minibatch fit (docs/guides/levenberg_marquardt.md, "Scaling and the solve").
 SCALE_MEMORY = 0.5
 
 
@@ -55,7 +55,7 @@ def scale_memory(steps_per_pass) -> tf.Tensor:
 
     A minibatch's `diag(JᵀJ)` varies from batch to batch; halved at every step the maximum
     followed each batch rather than the data, and minibatch fits took more epochs
-    (docs/levenberg_marquardt.md, "Geodesic acceleration"). `fit` says how many steps a pass
+    (docs/guides/levenberg_marquardt.md, "Geodesic acceleration"). `fit` says how many steps a pass
     has (`StepBatch.steps_per_pass`: the training data's batches, whatever `steps_per_epoch`
     says, or an endless dataset's epoch). Outside `fit` (None), and for a dataset of unknown
     length (0), each step is a pass, so a resumed fit steps as an unbroken one. A full batch

@@ -11,7 +11,7 @@ layer carries none of them:
   (`jacobian.per_example_jacobian`), a broadcast product where the kernel is small: pfor
   turns a matmul's gradient into a batched matmul of one tiny matrix per example, whose
   per-matrix overhead dominates; the broadcast product vectorizes into elementwise ops
-  (docs/levenberg_marquardt.md has the measurements).
+  (docs/guides/levenberg_marquardt.md has the measurements).
 
 Only a `Dense` that multiplies by its variables themselves takes part (`dense_layers`): a
 subclass that overrides `pre_activation` or `compute_value` (a transform of its kernel) keeps
@@ -44,7 +44,8 @@ __all__ = ["AffineRecord", "dense_layers", "recording", "single_example_forms",
            "BROADCAST_KERNEL_LIMIT"]
 
 # The largest kernel (entries) multiplied by broadcasting for a batch of one example; above it
-# the batched matmul is the cheaper (docs/levenberg_marquardt.md, "Jacobians, chunk by chunk").
+# the batched matmul is the cheaper (docs/guides/levenberg_marquardt.md, "Jacobians, chunk by
+# chunk").
 BROADCAST_KERNEL_LIMIT = 64
 
 

@@ -258,7 +258,7 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
             examples (`fit` says how large its batches get): the batch is then linearized
             as a whole, without the loop over chunks. The result is the same (bit for bit),
             without the loop's gathers and dynamic shapes, which a small step pays for in
-            tracing and in every step (docs/levenberg_marquardt.md, "Jacobians, chunk by
+            tracing and in every step (docs/guides/levenberg_marquardt.md, "Jacobians, chunk by
             chunk"). A larger batch is still linearized exactly, in one piece (its memory is
             then that of its whole Jacobian).
 

@@ -9,7 +9,7 @@ and one backward pass of `Σ_i r_i` gives every `∂r_i/∂z_i` (the rows of oth
 depend on `z_i`). With k rows per example it takes k backward passes, one per row position.
 This is the same Jacobian as `jacobian.per_example_jacobian` (each example differentiated on
 a batch of its own, vectorized by pfor) at a fraction of the ops, so it traces faster
-(docs/levenberg_marquardt.md, "Jacobians, chunk by chunk", has the counts).
+(docs/guides/levenberg_marquardt.md, "Jacobians, chunk by chunk", has the counts).
 
 It applies only where it is exact. The model's layers must all keep the examples on the first
 axis (`applies_to`: the built-in layers and models say so with the class attribute

@@ -57,7 +57,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
     With geodesic acceleration (`geodesic_acceleration`) the accepted point is x + δ + a/2.
 
     It stops (`converged`, `convergence_reason`) on MINPACK's ftol, xtol and gtol tests.
-    docs/levenberg_marquardt.md explains the scaling, the m < n case, the Jacobian modes, the
+    docs/guides/levenberg_marquardt.md explains the scaling, the m < n case, the Jacobian modes, the
     generalized Gauss–Newton matrix and the convergence tests, and names the functions
     (`update`, `trial`, `convergence`) that carry out each part. Leave dropout out of models
     trained with LM: a random loss cannot be judged by the gain ratio.
@@ -85,7 +85,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
             the default). The direct solver holds about five n × n float64 arrays per step
             and factorizes in n³/3; cg costs per trial at most cg_iterations + 1
             JVP-and-VJP products, one more JVP and the trial's forward pass
-            (docs/levenberg_marquardt.md, "Past the n² wall", has the limits and the
+            (docs/guides/levenberg_marquardt.md, "Past the n² wall", has the limits and the
             measured seconds per step).
         cg_iterations: the most CG iterations per trial (solver "cg"). Defaults to 20.
         cg_tolerance: CG's relative residual tolerance, in [0, 1). Defaults to 1e-4.
@@ -100,7 +100,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
             (the default) adds it on the direct solver on one device for mean squared error
             and residual losses of float64 models; True forces it (refused where it cannot
             apply), False turns it off. With it the running scale D halves its memory each
-            pass over the data (each step outside `fit`; docs/levenberg_marquardt.md,
+            pass over the data (each step outside `fit`; docs/guides/levenberg_marquardt.md,
             "Geodesic acceleration").
         name: the optimizer's name.
 
@@ -203,7 +203,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         """Grappler's settings for the model's compiled steps (`graphfit.core.graph_rewrites`):
         with the direct solver one round and no memory optimizer, whose work on a step of a
         thousand small ops lengthens its first call and changes nearly nothing
-        (docs/levenberg_marquardt.md, "Where a small step's time goes"); TensorFlow's own
+        (docs/guides/levenberg_marquardt.md, "Where a small step's time goes"); TensorFlow's own
         for the cg solver, whose large step makes that first-call cost negligible."""
         return dict(SMALL_STEP_REWRITES) if self._resolved_solver() == "direct" else None
 

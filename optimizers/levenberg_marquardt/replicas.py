@@ -3,7 +3,7 @@
 Every replica runs the step's first forward pass, its gradient and the linearization of its
 slice of the batch; the share-weighted sums (the loss, Jᵀr, JᵀJ and its diagonal) are the
 global batch's, the same on every replica, and the trial loop then runs once for all of them
-(`LevenbergMarquardt.steps_across_replicas`; docs/levenberg_marquardt.md, "Under a
+(`LevenbergMarquardt.steps_across_replicas`; docs/guides/levenberg_marquardt.md, "Under a
 tf.distribute strategy").
 """
 

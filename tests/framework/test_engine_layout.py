@@ -1,6 +1,6 @@
-"""The engine's layout holds (docs/architecture.md): the training package and the core name no
-concrete layer or optimizer, callbacks read only the model's public attributes, and the files
-and functions of core/ and training/ stay small.
+"""The engine's layout holds (docs/guides/architecture.md): the training package and the core
+name no concrete layer or optimizer, callbacks read only the model's public attributes, and the
+files and functions of core/ and training/ stay small.
 
 Static checks: every source file is parsed, imports anywhere in a file included.
 """

@@ -26,13 +26,13 @@ Changes to the guide's code, on both sides:
 - the PyTorch `DataLoader` section is left out (torch is not installed), and so are
   `plot_model` and the TensorBoard paragraph (graphfit's TensorBoard has its own tests).
 
-Where graphfit differs by design (docs/keras_parity.md), the test asserts the difference and
+Where graphfit differs by design (docs/guides/keras_parity.md), the test asserts the difference and
 names the row: `model.metrics_names`, the added loss logged apart, a layer called with several
 tensors (`LogisticEndpoint(targets, logits)`), `keras.utils.PyDataset`, a metric whose
 `result()` is its variable with `validation_data`, and `ModelCheckpoint`'s `{epoch}.keras`
 file names.
 
-Found while porting, asserted as they are and not (yet) in docs/keras_parity.md:
+Found while porting, asserted as they are and not (yet) in docs/guides/keras_parity.md:
 - `compile()` without a loss for a model whose layers `add_loss` (the guide's
   LogisticEndpoint): Keras trains on the added losses; graphfit refuses ("fit() needs a loss");
 - Keras draws one reshuffle more between the epochs of a finite dataset;
@@ -221,7 +221,7 @@ def test_custom_metric_subclass(initial_weights):
                                validation_data=(x_val, y_val), **QUIET)
     _close(ours["val_categorical_true_positives"], expected["val_categorical_true_positives"])
     _close(ours["loss"], expected["loss"])
-    # Differs by design (docs/keras_parity.md, "training numbers of an array metric, with
+    # Differs by design (docs/guides/keras_parity.md, "training numbers of an array metric, with
     # validation_data"): `result()` returns the variable itself, and Keras logs a view of it,
     # which its validation pass resets and refills: Keras's training number is the
     # validation's. graphfit logs the training data's count.
@@ -270,7 +270,7 @@ def test_add_loss_in_a_layer_adds_to_the_loss(initial_weights):
     # due to the regularization component.
     ours, expected = _fit_both(reference, model, x_train, y_train, batch_size=64, epochs=1,
                                validation_data=(x_val, y_val), **QUIET)
-    # Differs by design (docs/keras_parity.md, "separate terms in the logs"): graphfit also
+    # Differs by design (docs/guides/keras_parity.md, "separate terms in the logs"): graphfit also
     # logs the added term apart; the loss, the total, is Keras's.
     assert set(ours) - set(expected) == {"added_loss"}
     _close({k: ours[k] for k in expected}, expected)
@@ -310,7 +310,7 @@ def test_a_layer_with_add_loss_and_compile_without_a_loss():
         targets = keras_.Input(shape=(10,), name="targets")
         logits = layers_.Dense(10)(inputs)
         if lib == "gf":
-            # Differs by design (docs/keras_parity.md, "other call arguments on symbolic
+            # Differs by design (docs/guides/keras_parity.md, "other call arguments on symbolic
             # tensors"): graphfit's functional API passes a layer one input; a list here.
             with pytest.raises((TypeError, ValueError), match="one input"):
                 LogisticEndpoint(name="predictions")(targets, logits)
@@ -347,7 +347,7 @@ def train_dataset(*arrays, batch=64, reshuffle=True):
 
 
 def test_a_reshuffling_dataset_between_epochs():
-    """Not in docs/keras_parity.md: Keras 3.15 draws one reshuffle more between epochs of a
+    """Not in docs/guides/keras_parity.md: Keras 3.15 draws one reshuffle more between epochs of a
     finite dataset (its second epoch reads the order of the dataset's third pass); graphfit's
     epochs read the passes a `for batch in dataset` loop reads. The first epochs agree, so
     the guide's one-epoch fits give Keras's numbers; the two-epoch fit above reads one order."""
@@ -393,7 +393,7 @@ def test_fit_evaluate_and_predict_on_datasets(initial_weights):
     result, expected_result = model.evaluate(test_dataset, verbose=0), reference.evaluate(
         test_dataset, verbose=0)
     _close(result, expected_result)
-    # Differs by design (docs/keras_parity.md, "self.metrics_names"): the log keys, where
+    # Differs by design (docs/guides/keras_parity.md, "self.metrics_names"): the log keys, where
     # Keras 3 names the container of the compiled metrics.
     assert dict(zip(model.metrics_names, result)).keys() == {
         "loss", "sparse_categorical_accuracy"}
@@ -442,7 +442,7 @@ def test_py_dataset_is_refused_with_advice(initial_weights):
     # shuffle=False: Keras reorders a PyDataset's batches at random by default.
     expected = reference.fit(train_py_dataset, batch_size=64, validation_data=val_py_dataset,
                              epochs=1, verbose=0, shuffle=False).history
-    # Differs by design (docs/keras_parity.md, fit(x)): a PyDataset is refused with the
+    # Differs by design (docs/guides/keras_parity.md, fit(x)): a PyDataset is refused with the
     # advice to wrap it in tf.data.Dataset.from_generator, which gives Keras's numbers.
     with pytest.raises((TypeError, ValueError), match="from_generator"):
         model.fit(train_py_dataset, batch_size=64, validation_data=val_py_dataset, epochs=1,
@@ -606,7 +606,7 @@ def test_multi_input_multi_output_losses_metrics_and_loss_weights(multi_io_pair,
                                [score_targets, class_targets], batch_size=32, epochs=1,
                                **QUIET)
     if _per_output_losses(expected):
-        # Not in docs/keras_parity.md: Keras 3.15 averages the per-output losses over the
+        # Not in docs/guides/keras_parity.md: Keras 3.15 averages the per-output losses over the
         # batches unweighted (its last, shorter batch counts as a full one), its total loss
         # weighted by the batch sizes; graphfit weights both (so they add up to the total).
         # One batch of all the rows gives Keras's per-output numbers graphfit's.
@@ -617,7 +617,7 @@ def test_multi_input_multi_output_losses_metrics_and_loss_weights(multi_io_pair,
         _close({k: ours_eval[k] for k in _per_output_losses(one_batch)},
                {k: one_batch[k] for k in _per_output_losses(one_batch)})
     else:
-        # Not in docs/keras_parity.md: with one output's loss, Keras logs no per-output
+        # Not in docs/guides/keras_parity.md: with one output's loss, Keras logs no per-output
         # loss; graphfit logs it too (the same number as the loss).
         assert _per_output_losses(ours) == {"class_output_loss"}
         _close(ours["class_output_loss"], ours["loss"])
@@ -707,7 +707,7 @@ def test_model_checkpoint_best_only_and_restoring(initial_weights, tmp_path):
     from graphfit.saving.checkpoints import Checkpointer, restore_latest
 
     reference, model = _pair(get_compiled_model, initial_weights)
-    # Differs by design (docs/keras_parity.md, ModelCheckpoint): a folder of TensorFlow
+    # Differs by design (docs/guides/keras_parity.md, ModelCheckpoint): a folder of TensorFlow
     # checkpoints (latest/, best/), not a `.keras` file per epoch.
     with pytest.raises(ValueError, match="folder"):
         callbacks.ModelCheckpoint(filepath=str(tmp_path / "mymodel_{epoch}.keras"),

@@ -7,7 +7,7 @@ weights, the numbers). Then the goldens of Keras's own tests, each run through b
 `callbacks/callback_test.py`, `lambda_callback_test.py`, `early_stopping_test.py` and
 `backup_and_restore_test.py`.
 
-Where graphfit differs by design the test says so (and `docs/keras_parity.md` lists it):
+Where graphfit differs by design the test says so (and `docs/guides/keras_parity.md` lists it):
 - under `steps_per_execution`, the epoch's last, shorter execution ends with the index of the
   last batch that ran; Keras reports `first + steps_per_execution - 1`, batches that never ran;
 - `LambdaCallback` refuses a keyword that names no hook (Keras keeps it as an attribute);
@@ -599,7 +599,7 @@ def test_backup_and_restore_arguments_as_keras(tmp_path):
     assert gf.callbacks.BackupAndRestore(str(tmp_path), 5).implements_train_batch_hooks()
 
 
-# ------------------------------------------------------------------- docs/keras_parity.md
+# ------------------------------------------------------------------- docs/guides/keras_parity.md
 
 def _callbacks_rows() -> dict[str, str]:
     """{first name in backticks: the row's verdict} of the Callbacks section's table."""

@@ -8,7 +8,7 @@ from the same weights, train on the same tiny data in the same order, and must r
 logs. The GAN example is the guide's `train_step`, on Dense networks and vectors instead of
 convolutions and MNIST (the guide's data is downloaded; the suite downloads nothing).
 
-Where graphfit differs by design, the test says so (docs/keras_parity.md lists it):
+Where graphfit differs by design, the test says so (docs/guides/keras_parity.md lists it):
 - `model.metrics` lists each compiled metric object (Keras 3 lists one `compile_metrics`
   container), so the guide's loop that passes `sample_weight` to every metric also weights a
   metric compiled unweighted; Keras routes it to `weighted_metrics` only. `compute_metrics`

@@ -1,7 +1,7 @@
 """Keras 3's functional-model tests (keras/src/models/functional_test.py), ported: each case
 is built through `keras` and through graphfit, the weights copied layer by layer, and the
 outputs compared. Where graphfit differs by design the test says so (and
-docs/keras_parity.md, "Functional API and build", lists it with the reason):
+docs/guides/keras_parity.md, "Functional API and build", lists it with the reason):
 
 - Python's operators and indexing on symbolic tensors record a `TensorOperation` layer each
   (Keras records an operation); TensorFlow and `keras.ops` functions on them are refused. Some

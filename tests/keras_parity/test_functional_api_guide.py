@@ -3,7 +3,7 @@ imports changed to graphfit's, run on tiny data and compared with Keras on the s
 weights (both built, graphfit's weights copied into Keras layer by layer, predictions and one
 epoch's losses compared).
 
-Changes to the guide's code, each because graphfit lacks the piece (docs/keras_parity.md):
+Changes to the guide's code, each because graphfit lacks the piece (docs/guides/keras_parity.md):
 - layers graphfit does not have (LSTM, UpSampling2D,
   GlobalMaxPooling2D, GlobalAveragePooling1D, Average) are Keras's, wrapped in
   `layers.KerasLayer`; `layers.add` / `layers.concatenate` are the `Add` / `Concatenate` layers;

@@ -244,7 +244,7 @@ def test_the_docs_table_is_the_generated_one():
 
     docs = pathlib.Path(__file__).resolve().parents[2] / "docs" / "guides" / "keras_parity.md"
     assert parity.section_of(docs) == parity.markdown(), (
-        "docs/keras_parity.md's 'Losses and metrics' section is stale: run "
+        "docs/guides/keras_parity.md's 'Losses and metrics' section is stale: run "
         "python -m graphfit.training.loss_metric_parity --write")
 
 

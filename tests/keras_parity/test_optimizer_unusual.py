@@ -5,7 +5,7 @@ initial variables and compares every variable after every step (`assert_matches_
 in float32 and float64, with default and non-default arguments; then the goldens of
 `keras/src/optimizers/{adafactor,muon,schedule_free_adamw}_test.py`; then one small
 `model.fit` per optimizer against Keras's `model.fit` on the same weights and data.
-`docs/keras_parity.md` ("Optimizers: Adafactor, Muon, ScheduleFreeAdamW") lists what differs.
+`docs/guides/keras_parity.md` ("Optimizers: Adafactor, Muon, ScheduleFreeAdamW") lists what differs.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Ports the goldens of keras/src/regularizers/regularizers_test.py and
 keras/src/constraints/constraints_test.py onto graphfit's layers and optimizers (the
 regularizer and constraint objects are Keras's own; what is tested is that graphfit applies
 them where Keras does), and compares regularized training with Keras's on the same initial
-weights. Differences by design (docs/keras_parity.md, "Regularizers, added losses and
+weights. Differences by design (docs/guides/keras_parity.md, "Regularizers, added losses and
 constraints"): graphfit's logs show the separate terms (`regularization_loss`,
 `activity_regularization_loss`, `added_loss`) next to Keras's total `loss`; "l1_l2" is accepted
 as well as Keras 3's "l1l2".
@@ -424,4 +424,4 @@ def test_the_parity_table_names_every_keras_regularizer_and_constraint():
         missing = [name for name in names if not any(
             form in section for form in (f"`{name}`", f"`\"{name}\"`", f"`keras.{name}`",
                                          f".{name}`"))]
-        assert not missing, f"docs/keras_parity.md does not say how graphfit takes {missing}"
+        assert not missing, f"docs/guides/keras_parity.md does not say how graphfit takes {missing}"

@@ -3,7 +3,7 @@
 Each case runs through `keras` and through graphfit from the same initial weights and compares
 the numbers; where Keras's own unit tests (`keras/src/trainers/trainer_test.py`) hold goldens,
 they are checked too. Where graphfit differs by design, the test says so, and
-`docs/keras_parity.md` ("compile, fit, evaluate and predict arguments") lists it.
+`docs/guides/keras_parity.md` ("compile, fit, evaluate and predict arguments") lists it.
 """
 
 from __future__ import annotations
@@ -463,7 +463,7 @@ def test_the_parity_table_lists_every_keras_argument_and_says_the_truth():
     rows = _table_rows()
     keras_arguments = {(m, a) for m in _METHODS for a in _keras_arguments(m)}
     assert set(rows) == keras_arguments, (
-        f"docs/keras_parity.md is stale: rows for {sorted(keras_arguments - set(rows))} are "
+        f"docs/guides/keras_parity.md is stale: rows for {sorted(keras_arguments - set(rows))} are "
         f"missing, rows for {sorted(set(rows) - keras_arguments)} name no Keras argument")
     for (method, argument), status in rows.items():
         ours = inspect.signature(getattr(gf.Model, method)).parameters

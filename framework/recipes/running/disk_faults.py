@@ -21,6 +21,8 @@ from __future__ import annotations
 import errno
 import re
 
+from graphfit.recipes.running.error_chain import error_chain
+
 __all__ = ["describe", "is_disk_fault", "DiskFault"]
 
 _FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
@@ -50,22 +52,14 @@ def _kind(error: BaseException) -> tuple[str, str | None] | None:
     return None
 
 
-def _chain(error: BaseException):
-    seen = []
-    while error is not None and error not in seen and len(seen) < 16:
-        seen.append(error)
-        error = error.__cause__ or error.__context__
-    return seen
-
-
 def is_disk_fault(error: BaseException) -> bool:
     """Whether `error` (or one it was raised from) is a full disk or a read-only folder."""
-    return any(_kind(link) for link in _chain(error))
+    return any(_kind(link) for link in error_chain(error))
 
 
 def describe(error: BaseException, run: str | None = None) -> str | None:
     """One sentence for a disk fault (which file, what happened, what to do), or None."""
-    found = next((kind for kind in map(_kind, _chain(error)) if kind), None)
+    found = next((kind for kind in map(_kind, error_chain(error)) if kind), None)
     if found is None:
         return None
     kind, path = found

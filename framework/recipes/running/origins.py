@@ -36,6 +36,7 @@ import re
 import weakref
 
 from graphfit.recipes.reading.problems import Problem, RecipeError
+from graphfit.recipes.running.error_chain import error_chain
 
 __all__ = ["record", "entry_of", "EntryFailed", "user_location", "failure", "reported"]
 
@@ -70,19 +71,10 @@ def _recorded(obj) -> tuple | None:
     return found[1] if found and found[0]() is obj else None
 
 
-def _chain(error: BaseException):
-    """The error and those it was raised from or while handling (innermost last)."""
-    seen = []
-    while error is not None and error not in seen and len(seen) < 16:
-        seen.append(error)
-        error = error.__cause__ or error.__context__
-    return seen
-
-
 def entry_of(error: BaseException) -> tuple | None:
     """The key of the recipe entry whose object's method raised `error` (the innermost such
     method, of the error and those it was raised from), or None."""
-    for link in reversed(_chain(error)):
+    for link in reversed(error_chain(error)):
         tb, frames = link.__traceback__, []
         while tb is not None:
             frames.append(tb.tb_frame)
@@ -104,11 +96,11 @@ def user_location(error: BaseException) -> str | None:
     """`file:line` of the user's own code where `error` (or one it came from) was raised."""
     from graphfit.recipes.reading import user_code
 
-    for link in reversed(_chain(error)):
+    for link in reversed(error_chain(error)):
         where = user_code.user_frame(link)
         if where:
             return where
-    for link in _chain(error):
+    for link in error_chain(error):
         for file, line in reversed(_CONVERTED_FRAME.findall(str(link))):
             if not user_code.is_library_file(file):
                 return f"{file}:{line}"
@@ -120,7 +112,7 @@ def _innermost_message(error: BaseException) -> BaseException:
     from the original (which carries the plain message)."""
     if "in user code:" not in str(error):
         return error
-    for link in reversed(_chain(error)):  # the original first (a StagingError wraps it)
+    for link in reversed(error_chain(error)):  # the original first (a StagingError wraps it)
         if "in user code:" not in str(link):
             return link
     return error

@@ -12,10 +12,11 @@ output's first column `last_row` is the data row (from 1) where each window ends
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 
-from graphfit.datasets.image_folder import image_files, load_images
+from graphfit.datasets.image_folder import corrupt_images, image_files, load_images
 from graphfit.datasets.loaders import load_csv
 from graphfit.datasets.timeseries import make_windows
 from graphfit.recipes.running.data_loading import Standardizer
@@ -28,20 +29,32 @@ def reads_own_inputs(preprocessing: dict) -> bool:
     return "image_folder" in preprocessing or "timeseries" in preprocessing
 
 
-def read_source_inputs(path: str, preprocessing: dict) -> tuple[np.ndarray, list[str], str]:
-    """(x, ids, id column name) of the inputs in `path` for the run's model.
+def read_source_inputs(path: str, preprocessing: dict, on_corrupt: str = "fail"
+                       ) -> tuple[np.ndarray, list[str], str]:
+    """(x, ids, id column name) of the inputs in `path` for the run's model. An image that
+    does not decode fails, or with `on_corrupt="skip"` (the run's recipe's `data.on_corrupt`,
+    as in training) is left out and counted on stderr.
 
     Raises:
-        ValueError: nothing to read, an image that does not decode, missing columns, or
-            fewer rows than one window.
+        ValueError: nothing to read, an image that does not decode (or none that does),
+            missing columns, or fewer rows than one window.
     """
     if "image_folder" in preprocessing:
-        return _images(path, preprocessing["image_folder"])
+        return _images(path, preprocessing["image_folder"], on_corrupt)
     return _windows(path, preprocessing)
 
 
-def _images(path: str, record: dict):
+def _images(path: str, record: dict, on_corrupt: str = "fail"):
     files = image_files(path)
+    if on_corrupt == "skip":
+        skipped = set(corrupt_images(files, record["color_mode"]))
+        if skipped:
+            print(f"graphfit: note: skipped {len(skipped)} corrupt image(s) of {len(files)} "
+                  f"(data.on_corrupt: skip): {', '.join(sorted(skipped)[:5])}"
+                  f"{' ...' if len(skipped) > 5 else ''}", file=sys.stderr)
+            files = [file for file in files if file not in skipped]
+        if not files:
+            raise ValueError(f"none of the images in {os.path.abspath(path)} can be decoded")
     x = load_images(files, record["image_size"], record["color_mode"],
                     record.get("interpolation", "bilinear"))
     base = os.path.abspath(path) if os.path.isdir(path) else None

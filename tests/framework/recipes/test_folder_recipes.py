@@ -201,6 +201,12 @@ def test_a_corrupt_image_fails_the_run_or_is_skipped_and_counted(tmp_path, capsy
     assert record["image_folder"]["skipped"] == [str(tmp_path / "f" / "square" /
                                                      "zz_broken.png")]
     assert record["image_folder"]["files"]["train"] == 12
+    # predict skips (and counts) the corrupt file as training did (the run's on_corrupt)
+    assert cli.main(["predict", run.run_dir, "--input", str(tmp_path / "f"),
+                     "--output", str(tmp_path / "p.csv")]) == 0
+    assert "skipped 1 corrupt image(s) of 13 (data.on_corrupt: skip)" in capsys.readouterr().err
+    rows = _read(tmp_path / "p.csv")
+    assert len(rows) == 12 and "square/zz_broken.png" not in {row["file"] for row in rows}
     # a separate validation folder must have the same classes and image shape
     (tmp_path / "val.yaml").write_text(IMAGES.format(path="f", mode="skip").replace(
         "test_split: 0}", "test_split: 0, validation_data: {source: image_folder, path: f, "

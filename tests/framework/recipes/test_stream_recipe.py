@@ -64,6 +64,18 @@ def test_statistics_come_from_the_training_files_and_are_saved_in_the_run(folder
     assert set(full.metrics) == {"train", "val", "test"}
 
 
+def test_validate_says_the_splits_are_streamed(folder, capsys, monkeypatch):
+    """Not "train a dataset of ... samples" (a reviewer's defect): a stream has no size until
+    it is read."""
+    base = folder[0]
+    monkeypatch.chdir(base)
+    assert cli.main(["validate", "digits.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert ("OK. data: train streamed, val streamed, test streamed (a stream's size is known "
+            "once it is read); model: 2 layers") in out
+    assert "a dataset of" not in out
+
+
 class _Garble(gf.callbacks.Callback):
     """Damages the last record of `path` during the first epoch (read again in the next)."""
 

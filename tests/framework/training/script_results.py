@@ -5,12 +5,17 @@ fresh process; each script prints one line `RESULT {json}`. The scripts that nee
 logical CPUs share one process (`tests/conftest.py`, fixture `two_cpu_results`): each pays
 TensorFlow's start-up otherwise. They run one after another, each as `python script` would run
 it (`runpy`, as `__main__`); a script that fails reports its traceback and the next one runs.
+
+`python script_results.py OUT.json SCRIPT...` writes their results to OUT.json (whole, or not at
+all: the fixture starts it in the background as soon as the tests are collected and waits for the
+file only when a test needs it).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -53,3 +58,14 @@ def script_results(script, results: dict | None = None) -> dict:
               else scripts_results([script]))[str(script)]
     assert isinstance(result, dict), result
     return result
+
+
+if __name__ == "__main__":
+    out = pathlib.Path(sys.argv[1])
+    try:
+        found = scripts_results(sys.argv[2:])
+    except BaseException as error:  # noqa: BLE001 - told to every test that reads the file
+        found = {script: f"the scripts did not finish: {error!r}" for script in sys.argv[2:]}
+    partial = out.with_suffix(".partial")
+    partial.write_text(json.dumps(found))
+    os.replace(partial, out)  # whole or not at all: the readers poll for the file

@@ -1,5 +1,5 @@
 """A user layer with a batch check and a user gradient transform, written only against
-graphfit's public API (docs/architecture.md), for the tests that run them under XLA,
+graphfit's public API (docs/guides/architecture.md), for the tests that run them under XLA,
 `steps_per_execution` and MirroredStrategy."""
 
 from __future__ import annotations
