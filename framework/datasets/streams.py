@@ -362,15 +362,18 @@ class Stream:
         def one_pass(number):
             pass_seed = tf.stack([tf.constant(seed, tf.int64), number])
             records = self.records(part, cycle_length, pass_seed if shuffled else None)
+            parse = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
             if shuffled:
-                records = records.batch(shuffle_buffer).enumerate().map(
+                windows = records.batch(shuffle_buffer).enumerate().map(
                     lambda window, block: tf.random.experimental.stateless_shuffle(
-                        block, seed=pass_seed * 1_000_003 + tf.stack([window, window]))
-                ).unbatch()
+                        block, seed=pass_seed * 1_000_003 + tf.stack([window, window])))
+                if start is None:  # rebatch(n): the batches of unbatch().batch(n), across
+                    # windows, without a tf.data element per record (a per-record cost)
+                    return windows.rebatch(batch_size).map(convert, **parse)
+                records = windows.unbatch()
             if start is not None:
                 records = records.skip(tf.where(number == start[0], start[1], 0))
-            return records.batch(batch_size).map(convert, num_parallel_calls=tf.data.AUTOTUNE,
-                                                  deterministic=True)
+            return records.batch(batch_size).map(convert, **parse)
 
         if start is None:
             passes = tf.data.Dataset.counter() if repeat else tf.data.Dataset.range(1)
