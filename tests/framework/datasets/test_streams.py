@@ -227,3 +227,23 @@ def test_shuffled_batches_are_full_across_windows_and_each_window_is_permuted(sh
         window, expected = shuffled[start:start + 24], in_order[start:start + 24]
         assert sorted(map(bytes, window)) == sorted(map(bytes, expected))
     assert not np.array_equal(shuffled, in_order)
+
+
+@pytest.mark.parametrize("first_pass,skipped", [(0, 10), (0, 24), (0, 75), (1, 30)])
+def test_a_shuffled_stream_started_mid_pass_yields_the_rest_of_the_unbroken_stream(
+        shards, first_pass, skipped):
+    # Windows of 24 over one file of 80 records: skips inside a window, at a window's end,
+    # into the last short window, and in a later pass.
+    stream = _stream(shards)
+    one_file = [shards[2][0]]
+
+    def rows(dataset, count):
+        return np.concatenate([x for x, _ in dataset.take(count)])
+
+    unbroken = rows(stream.dataset(one_file, 16, shuffle_buffer=24, seed=5, repeat=True), 15)
+    start = tf.Variable([first_pass, skipped], dtype=tf.int64)
+    resumed = rows(stream.dataset(one_file, 16, shuffle_buffer=24, seed=5, repeat=True,
+                                  start=start), 6)
+    offset = first_pass * 80 + skipped
+    np.testing.assert_array_equal(resumed, unbroken[offset:offset + len(resumed)])
+    assert len(resumed) > 80 - skipped  # the pass's rest, then the next pass's first
