@@ -23,8 +23,8 @@ The digits (1797) are replicated to `--samples` rows (default 28 752, 16 copies)
     `png_dataset` below to it once it lands.)
 
 References on the same data: `memory-keras` and `tfrecord-keras` are the same network in
-Keras 3 (`keras.Sequential`, its own `fit`, 32 steps per execution, XLA as graphfit's "auto"
-decides on a CPU) over the same arrays and the same TFRecord dataset object;
+Keras 3 (`keras.Sequential`, its own `fit`, up to 32 steps per execution, XLA as
+graphfit's "auto" decides on a CPU) over the same arrays and the same TFRecord dataset object;
 `tfrecord-cached` is the Stream's pass parsed once and kept in memory (`cache()`), what
 decoded shards in memory would cost.
 
@@ -178,9 +178,11 @@ def _shape(workload: str):
     return (-1, 8, 8, 1) if workload == "conv" else (-1, 64)
 
 
-def _keras_model(workload: str):
+def _keras_model(workload: str, steps: int):
     """The same network in Keras 3 (the reference loop): XLA as graphfit's "auto" decides
-    on a CPU (on for the MLP, off for the conv net), 32 steps per execution."""
+    on a CPU (on for the MLP, off for the conv net); steps per execution the largest
+    divisor of an epoch's `steps` up to 32 (Keras runs whole executions: 32 of an epoch
+    of 225 steps over a repeating dataset would train 256)."""
     import keras
 
     keras.utils.set_random_seed(0)
@@ -195,7 +197,8 @@ def _keras_model(workload: str):
     model = keras.Sequential([keras.Input(_shape(workload)[1:]), *stack])
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  jit_compile=workload == "mlp", steps_per_execution=32)
+                  jit_compile=workload == "mlp",
+                  steps_per_execution=max(d for d in range(1, 33) if steps % d == 0))
     return model
 
 
@@ -263,8 +266,9 @@ def _measure(workload, folder, x, y, args) -> dict:
     """{source: (median samples/s, median samples per CPU-second, pipeline alone or None,
     input-wait share or None)}."""
     sources = _sources(workload, folder, x, y, args.png_samples)
-    models = {name: _keras_model(workload) if name.endswith("keras") else _model(workload)
-              for name in sources}
+    steps = -(-len(x) // BATCH)
+    models = {name: _keras_model(workload, steps) if name.endswith("keras")
+              else _model(workload) for name in sources}
     for name, (arguments, _) in sources.items():  # warm-up: tracing and compilation
         models[name].fit(**arguments, epochs=1, verbose=0)
     rates = {name: [] for name in sources}
