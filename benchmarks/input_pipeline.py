@@ -22,13 +22,24 @@ The digits (1797) are replicated to `--samples` rows (default 28 752, 16 copies)
     prefetched. (`source: image_folder` of issue 43 reads such folders in recipes: switch
     `png_dataset` below to it once it lands.)
 
+References on the same data: `memory-keras` and `tfrecord-keras` are the same network in
+Keras 3 (`keras.Sequential`, its own `fit`, up to 32 steps per execution, XLA as
+graphfit's "auto" decides on a CPU) over the same arrays and the same TFRecord dataset object;
+`tfrecord-cached` is the Stream's pass parsed once and kept in memory (`cache()`), what
+decoded shards in memory would cost.
+
 Each (workload, source) trains one warm-up epoch (tracing, XLA), then `--repeats` timed fits
-of `--epochs` epochs, interleaved across sources; the median samples/s is printed with the
-ratio to memory. "pipeline alone" is the samples/s of iterating the same dataset without
-training (an upper bound on what the source can feed): when it is far above the training
-rate the step does not wait on input. `--profile DIR` also writes a TensorBoard profile of
-one TFRecord epoch of each workload (`tf.profiler.experimental`), whose input-pipeline
-analysis page gives the share of step time spent waiting for input.
+of `--epochs` epochs, interleaved across sources; the medians are printed: samples/s of wall
+time and samples per CPU-second of the process (`time.process_time`, all threads: the rate
+the work itself allows, less exposed to other processes on a shared machine), each with the
+ratio to memory. "alone" is the same for iterating the dataset without training (what the
+source can feed). "wait" is the share of one profiled epoch's wall time
+(`tf.profiler.experimental`) that the step spent blocked in the iterator's GetNext op
+(`input_wait_share`, read from the trace's xplane: the input-pipeline analyzer's "waiting
+for input"), for memory and the TFRecord sources in the same run; `--profile DIR` keeps the
+profiles for TensorBoard. Last, per workload, the CPU arithmetic: the step alone (memory)
+and the TFRecord pipeline alone, per CPU-second; both on the same cores give at most
+1 / (1/step + 1/pipeline) samples per CPU-second.
 
 Peak memory: a child process streams one epoch of the MLP over a generated CSV of
 `--big-csv-gb` GB (default 0.05; the issue's target is 2 GB under 1 GB of peak RSS) in 8
@@ -48,6 +59,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import statistics
@@ -99,12 +111,16 @@ def _shaped(workload: str):
     return lambda x, y: (tf.reshape(x, shape), y)
 
 
-def _stream_dataset(files, columns, workload: str):
+def _stream_dataset(files, columns, workload: str, cached: bool = False):
+    """The Stream's batches; `cached`: one pass parsed, then kept in memory and repeated
+    (the same order every epoch): what decoded shards held in memory would cost."""
     from graphfit import datasets
 
     stream = datasets.Stream(files, columns, target="label")
-    data = stream.dataset(stream.files, BATCH, shuffle_buffer=10_000, seed=0, repeat=True)
-    return data.map(_shaped(workload))
+    data = stream.dataset(stream.files, BATCH, shuffle_buffer=10_000, seed=0,
+                          repeat=not cached)
+    data = data.map(_shaped(workload))
+    return data.cache().repeat() if cached else data
 
 
 def _write_pngs(x, y, folder: str) -> None:
@@ -142,10 +158,16 @@ def _sources(workload: str, folder: str, x, y, png_count: int) -> dict:
     columns = {f"p{i}": "float32" for i in range(64)} | {"label": "int64"}
     steps = -(-len(x) // BATCH)
     png, count = png_dataset(os.path.join(folder, "png"), workload)
+    memory = {"x": x.reshape(_shape(workload)), "y": y, "batch_size": BATCH}
+    records = os.path.join(folder, "tfrecord", "*")
+    tfrecord = {"x": _stream_dataset(records, pixels, workload), "steps_per_epoch": steps}
     return {
-        "memory": ({"x": x.reshape(_shape(workload)), "y": y, "batch_size": BATCH}, len(x)),
-        "tfrecord": ({"x": _stream_dataset(os.path.join(folder, "tfrecord", "*"), pixels,
-                                           workload), "steps_per_epoch": steps}, len(x)),
+        "memory": (memory, len(x)),
+        "tfrecord": (tfrecord, len(x)),
+        "memory-keras": (memory, len(x)),
+        "tfrecord-keras": (tfrecord, len(x)),
+        "tfrecord-cached": ({"x": _stream_dataset(records, pixels, workload, cached=True),
+                             "steps_per_epoch": steps}, len(x)),
         "csv": ({"x": _stream_dataset(os.path.join(folder, "csv", "*"), columns, workload),
                  "steps_per_epoch": steps}, len(x)),
         "png": ({"x": png, "steps_per_epoch": -(-count // BATCH)}, count),
@@ -156,36 +178,110 @@ def _shape(workload: str):
     return (-1, 8, 8, 1) if workload == "conv" else (-1, 64)
 
 
-def _pipeline_rate(arguments: dict, samples: int) -> float | None:
-    """Samples/s of iterating the dataset alone for one epoch (None for memory)."""
+def _keras_model(workload: str, steps: int):
+    """The same network in Keras 3 (the reference loop): XLA as graphfit's "auto" decides
+    on a CPU (on for the MLP, off for the conv net); steps per execution the largest
+    divisor of an epoch's `steps` up to 32 (Keras runs whole executions: 32 of an epoch
+    of 225 steps over a repeating dataset would train 256)."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    if workload == "conv":
+        stack = [keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
+                 keras.layers.MaxPooling2D(2),
+                 keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+                 keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)]
+    else:
+        stack = [keras.layers.Dense(256, activation="relu"),
+                 keras.layers.Dense(256, activation="relu"), keras.layers.Dense(10)]
+    model = keras.Sequential([keras.Input(_shape(workload)[1:]), *stack])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=workload == "mlp",
+                  steps_per_execution=max(d for d in range(1, 33) if steps % d == 0))
+    return model
+
+
+def _timed(run) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process, all its threads) of `run()`."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _pipeline_rate(arguments: dict, samples: int) -> tuple[float, float] | None:
+    """(samples/s, samples per CPU-second) of iterating the dataset alone for one epoch
+    (None for memory)."""
     if "steps_per_epoch" not in arguments:
         return None
     iterator = iter(arguments["x"])
     next(iterator)
-    started = time.perf_counter()
-    for _ in range(arguments["steps_per_epoch"]):
-        next(iterator)
-    return samples / (time.perf_counter() - started)
+    wall, cpu = _timed(lambda: [next(iterator) for _ in range(arguments["steps_per_epoch"])])
+    return samples / wall, samples / cpu
+
+
+# The ops in which a loop's step blocks until the input pipeline hands it a batch (graphfit's
+# and Keras's loops read `get_next_as_optional`; a one-step Keras loop `get_next`).
+WAIT_EVENTS = ("IteratorGetNextAsOptionalOp::DoCompute", "IteratorGetNextOp::DoCompute")
+
+
+def input_wait_share(fit, logdir: str) -> float:
+    """Runs `fit()` under TensorFlow's profiler; returns the share of its wall time spent in
+    the iterator's GetNext ops (`WAIT_EVENTS` in the trace's host plane): the step waiting on
+    input, as TensorBoard's input-pipeline analysis counts it. 0 for in-memory arrays, which
+    the step gathers itself (no iterator)."""
+    import glob
+
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    tf.profiler.experimental.start(logdir)
+    wall, _ = _timed(fit)
+    tf.profiler.experimental.stop()
+    space = xplane_pb2.XSpace()
+    with open(max(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True),
+                  key=os.path.getmtime), "rb") as handle:
+        space.ParseFromString(handle.read())
+    waited = 0
+    for plane in space.planes:
+        wait_ids = {key for key, meta in plane.event_metadata.items()
+                    if meta.name in WAIT_EVENTS}
+        waited += sum(event.duration_ps for line in plane.lines for event in line.events
+                      if event.metadata_id in wait_ids)
+    return waited / 1e12 / wall
+
+
+def _profile(workload: str, models: dict, sources: dict, logdir: str) -> dict:
+    """{source: input-wait share} of one profiled epoch each of memory, tfrecord and cached
+    tfrecord (graphfit), and of tfrecord under Keras's fit, in the same run."""
+    shares = {}
+    for name in ("memory", "tfrecord", "tfrecord-keras", "tfrecord-cached"):
+        shares[name] = input_wait_share(
+            functools.partial(models[name].fit, **sources[name][0], epochs=1, verbose=0),
+            os.path.join(logdir, workload, name))
+    return shares
 
 
 def _measure(workload, folder, x, y, args) -> dict:
+    """{source: (median samples/s, median samples per CPU-second, pipeline alone or None,
+    input-wait share or None)}."""
     sources = _sources(workload, folder, x, y, args.png_samples)
-    models = {name: _model(workload) for name in sources}
+    steps = -(-len(x) // BATCH)
+    models = {name: _keras_model(workload, steps) if name.endswith("keras")
+              else _model(workload) for name in sources}
     for name, (arguments, _) in sources.items():  # warm-up: tracing and compilation
         models[name].fit(**arguments, epochs=1, verbose=0)
     rates = {name: [] for name in sources}
-    for _ in range(args.repeats):
+    for _ in range(args.repeats):  # interleaved: the machine's load hits every source alike
         for name, (arguments, samples) in sources.items():
-            started = time.perf_counter()
-            models[name].fit(**arguments, epochs=args.epochs, verbose=0)
-            rates[name].append(samples * args.epochs / (time.perf_counter() - started))
-    if args.profile:
-        import tensorflow as tf
-
-        tf.profiler.experimental.start(os.path.join(args.profile, workload))
-        models["tfrecord"].fit(**sources["tfrecord"][0], epochs=1, verbose=0)
-        tf.profiler.experimental.stop()
-    return {name: (statistics.median(values), _pipeline_rate(*sources[name]))
+            wall, cpu = _timed(functools.partial(models[name].fit, **arguments,
+                                                 epochs=args.epochs, verbose=0))
+            rates[name].append((samples * args.epochs / wall, samples * args.epochs / cpu))
+    with tempfile.TemporaryDirectory() as scratch:
+        shares = _profile(workload, models, sources, args.profile or scratch)
+    return {name: (statistics.median(r[0] for r in values),
+                   statistics.median(r[1] for r in values),
+                   _pipeline_rate(*sources[name]), shares.get(name))
             for name, values in rates.items()}
 
 
@@ -248,6 +344,23 @@ def _peak_memory(folder: str, gigabytes: float) -> tuple[int, float, float]:
     return size, float(peak), float(elapsed)
 
 
+def _print_workload(workload: str, results: dict) -> None:
+    """The table's rows, then the CPU arithmetic: the step alone (memory) and the pipeline
+    alone, each per CPU-second, and what both on the same cores give at most."""
+    memory_wall, memory_cpu = results["memory"][:2]
+    for name, (wall, cpu, alone, wait) in results.items():
+        alone_wall, alone_cpu = ("-", "-") if alone is None else \
+            (f"{alone[0]:,.0f}", f"{alone[1]:,.0f}")
+        shown = "-" if wait is None else f"{wait:.0%}"
+        print(f"{workload:8} {name:15} {wall:8,.0f} {cpu:8,.0f} {wall / memory_wall:7.2f}x "
+              f"{cpu / memory_cpu:7.2f}x {alone_wall:>10} {alone_cpu:>10} {shown:>6}")
+    pipeline = results["tfrecord"][2][1]
+    both = 1 / (1 / memory_cpu + 1 / pipeline)
+    print(f"{workload:8} CPU arithmetic: step {memory_cpu:,.0f} + tfrecord pipeline "
+          f"{pipeline:,.0f} samples/CPU-s -> at most {both:,.0f} on shared cores "
+          f"({both / memory_cpu:.2f}x memory's CPU rate)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", nargs="+", default=["conv", "mlp"])
@@ -265,17 +378,17 @@ def main() -> None:
     x, y = _data(args.samples)
     with tempfile.TemporaryDirectory() as folder:
         _write_sources(folder, x, y, args.png_samples)
-        print(f"samples/s, batch {BATCH}, median of {args.repeats} x {args.epochs} epoch(s); "
-              f"{len(x)} rows ({args.png_samples} for png)")
-        print(f"{'workload':8} {'source':9} {'train':>10} {'vs memory':>10} "
-              f"{'pipeline alone':>15}")
+        print(f"batch {BATCH}, medians of {args.repeats} x {args.epochs} epoch(s), "
+              f"interleaved; {len(x)} rows ({args.png_samples} for png); load average "
+              f"{os.getloadavg()[0]:.1f} at the start")
+        print("wall: samples/s; cpu: samples per CPU-second of the process (all threads); "
+              "wait: share of a profiled epoch's wall time in the iterator's GetNext")
+        print(f"{'workload':8} {'source':15} {'wall':>8} {'cpu':>8} {'wall/mem':>8} "
+              f"{'cpu/mem':>8} {'alone wall':>10} {'alone cpu':>10} {'wait':>6}")
         for workload in args.workloads:
             results = _measure(workload, folder, x, y, args)
-            memory = results["memory"][0]
-            for name, (rate, alone) in results.items():
-                shown = "-" if alone is None else f"{alone:,.0f}"
-                print(f"{workload:8} {name:9} {rate:10,.0f} {rate / memory:9.2f}x "
-                      f"{shown:>15}")
+            _print_workload(workload, results)
+        print(f"load average {os.getloadavg()[0]:.1f} at the end")
         # The same child over a few MB of CSV: TensorFlow, the model and XLA alone.
         for name, gigabytes in (("tiny", 2**-10), ("big", args.big_csv_gb)):
             size, peak, elapsed = _peak_memory(os.path.join(folder, name), gigabytes)

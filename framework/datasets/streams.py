@@ -370,15 +370,20 @@ class Stream:
         def one_pass(number):
             pass_seed = tf.stack([tf.constant(seed, tf.int64), number])
             records = self.records(part, cycle_length, pass_seed if shuffled else None)
+            parse = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
+            skip = None if start is None else tf.where(number == start[0], start[1], 0)
             if shuffled:
-                records = records.batch(shuffle_buffer).enumerate().map(
+                windows = records.batch(shuffle_buffer).enumerate().map(
                     lambda window, block: tf.random.experimental.stateless_shuffle(
-                        block, seed=pass_seed * 1_000_003 + tf.stack([window, window]))
-                ).unbatch()
-            if start is not None:
-                records = records.skip(tf.where(number == start[0], start[1], 0))
-            return records.batch(batch_size).map(convert, num_parallel_calls=tf.data.AUTOTUNE,
-                                                  deterministic=True)
+                        block, seed=pass_seed * 1_000_003 + tf.stack([window, window])))
+                if skip is not None:
+                    windows = _skip_records(windows, skip, shuffle_buffer)
+                # rebatch(n): the batches of unbatch().batch(n), across windows, without a
+                # tf.data element per record (a per-record cost)
+                return windows.rebatch(batch_size).map(convert, **parse)
+            if skip is not None:
+                records = records.skip(skip)
+            return records.batch(batch_size).map(convert, **parse)
 
         if start is None:
             passes = tf.data.Dataset.counter() if repeat else tf.data.Dataset.range(1)
@@ -511,3 +516,12 @@ def _width(part: tf.Tensor) -> int:
                              "declare its shape")
         width *= size
     return width
+
+
+def _skip_records(windows, count, window_size: int):
+    """`windows` (record blocks of `window_size`, the last one shorter) less their first
+    `count` records: the whole windows they cover, then the head of the next window."""
+    head = count % window_size
+    return windows.skip(count // window_size).enumerate().map(
+        lambda index, block: block[tf.where(index == 0, head, 0):]).filter(
+        lambda block: tf.size(block) > 0)

@@ -211,3 +211,39 @@ def test_scalar_csv_columns_make_a_feature_vector_of_static_width(tmp_path):
     single = datasets.Stream(str(tmp_path / "*.csv"), {"f": "float32", "label": "int64"},
                              target="label")
     assert single.dataset(single.files, 2).element_spec[0].shape.as_list() == [None, 1]
+
+
+def test_shuffled_batches_are_full_across_windows_and_each_window_is_permuted(shards):
+    # One file (80 records), windows of 24 (24, 24, 24, 8), batches of 16: every batch is
+    # full (a batch runs across windows, as unbatch().batch(16) gives), and the records of
+    # window w are those of the file's window w, in a new order.
+    stream = _stream(shards)
+    one_file = [shards[2][0]]
+    in_order = np.concatenate([x for x, _ in stream.dataset(one_file, 24)])
+    batches = [x.numpy() for x, _ in stream.dataset(one_file, 16, shuffle_buffer=24, seed=5)]
+    assert [len(b) for b in batches] == [16] * 5
+    shuffled = np.concatenate(batches)
+    for start in range(0, 80, 24):
+        window, expected = shuffled[start:start + 24], in_order[start:start + 24]
+        assert sorted(map(bytes, window)) == sorted(map(bytes, expected))
+    assert not np.array_equal(shuffled, in_order)
+
+
+@pytest.mark.parametrize("first_pass,skipped", [(0, 10), (0, 24), (0, 75), (1, 30)])
+def test_a_shuffled_stream_started_mid_pass_yields_the_rest_of_the_unbroken_stream(
+        shards, first_pass, skipped):
+    # Windows of 24 over one file of 80 records: skips inside a window, at a window's end,
+    # into the last short window, and in a later pass.
+    stream = _stream(shards)
+    one_file = [shards[2][0]]
+
+    def rows(dataset, count):
+        return np.concatenate([x for x, _ in dataset.take(count)])
+
+    unbroken = rows(stream.dataset(one_file, 16, shuffle_buffer=24, seed=5, repeat=True), 15)
+    start = tf.Variable([first_pass, skipped], dtype=tf.int64)
+    resumed = rows(stream.dataset(one_file, 16, shuffle_buffer=24, seed=5, repeat=True,
+                                  start=start), 6)
+    offset = first_pass * 80 + skipped
+    np.testing.assert_array_equal(resumed, unbroken[offset:offset + len(resumed)])
+    assert len(resumed) > 80 - skipped  # the pass's rest, then the next pass's first
