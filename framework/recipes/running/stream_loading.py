@@ -9,7 +9,10 @@ one iterator serves every epoch, so the run's checkpoints hold its position
 (`graphfit.saving.input_position`: the epochs and batches done) and `--resume` starts the
 stream there, in the middle of an epoch too when a `ModelCheckpoint` saves every `save_freq`
 batches: pass p of the stream is a stateless function of the seed and p, so the resumed run
-rebuilds it and skips the records already trained on (read, not parsed).
+rebuilds it and skips the records already trained on (read, not parsed). Under several workers
+(`distribute: {strategy: multi_worker}`) each worker reads its own part of each split
+(`graphfit.datasets.stream_shards`), an epoch is one pass of the largest part, and the
+position restored is each worker's batches done of its own part of that pass.
 
 Example:
 
@@ -53,7 +56,7 @@ def whole_stream(source: dict, batch_size: int):
 
 
 def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
-                  load_separate, table: dict | None = None):
+                  load_separate, table: dict | None = None, strategy=None):
     """The `Splits` of a recipe whose `data:` is a stream.
 
     Args:
@@ -64,6 +67,8 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
         load_separate: `(source, key) -> data` for those.
         table: a finished run's `table` record (typed columns), whose statistics are
             reused instead of adapted again.
+        strategy: the run's strategy; under several workers each worker reads its own part
+            of each split (`datasets.stream_shards`).
 
     Raises:
         ValueError: for files, columns or fractions that do not fit.
@@ -89,6 +94,7 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
     if count == 0:
         raise ValueError(f"the training split of {len(stream.files)} file(s) holds no record")
     shuffle = data["shuffle"]
+    shards = _worker_shards(stream, parts, batch, seed, strategy)
     import tensorflow as tf
 
     with tf.init_scope():
@@ -96,14 +102,16 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
     train = stream.dataset(parts["train"], batch, shuffle_buffer=data["shuffle_buffer"]
                            if shuffle else 0, seed=seed, repeat=True,
                            standardizer=standardizer, cycle_length=data["cycle_length"],
-                           start=start)
+                           start=start, shards=shards.get("train"))
+    train = _own(train, shards.get("train"))
     stages = {}
     for stage in ("val", "test"):
         if separate[stage] is not None:
             stages[stage] = load_separate(separate[stage], stage)
         elif parts[stage] is not None:
-            stages[stage] = stream.dataset(parts[stage], batch, standardizer=standardizer,
-                                           cycle_length=data["cycle_length"])
+            stages[stage] = _own(stream.dataset(
+                parts[stage], batch, standardizer=standardizer,
+                cycle_length=data["cycle_length"], shards=shards.get(stage)), shards.get(stage))
         else:
             stages[stage] = None
     from graphfit.datasets.streams import steps_per_pass
@@ -111,7 +119,9 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
     splits = splits_type(train, stages["val"], stages["test"], standardizer,
                          [c.name for c in stream.features], table=table,
                          class_names=None if names is None else names.names)
-    per_pass = splits.steps_per_epoch = steps_per_pass(count, batch)
+    own = shards.get("train")
+    per_pass = splits.steps_per_epoch = own.steps if own else steps_per_pass(count, batch)
+    batch = own.batch_size if own else batch  # records of its own part per batch
     splits.diagnose = lambda error: _diagnosis(stream, parts, error)
 
     def start_at(epoch: int, batch_in_epoch: int, steps_per_epoch: int) -> None:
@@ -121,6 +131,28 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
 
     splits.start_at = start_at
     return splits
+
+
+def _worker_shards(stream, parts: dict, batch: int, seed: int, strategy) -> dict:
+    """{stage: this worker's `WorkerShards` of the split} under several workers, else {}."""
+    from graphfit.recipes.running.workers import input_context
+
+    context = input_context(strategy)
+    if context is None:
+        return {}
+    from graphfit.datasets.stream_shards import worker_shards
+
+    return {stage: worker_shards(stream, part, batch, context, seed)
+            for stage, part in parts.items() if part is not None}
+
+
+def _own(dataset, shards):
+    """`dataset`, marked as this worker's own batches when it reads `shards`."""
+    if shards is None:
+        return dataset
+    from graphfit.training.distribution import per_worker
+
+    return per_worker(dataset)
 
 
 def _diagnosis(stream, parts: dict, error: Exception):
