@@ -140,10 +140,21 @@ def _worker_shards(stream, parts: dict, batch: int, seed: int, strategy) -> dict
     context = input_context(strategy)
     if context is None:
         return {}
-    from graphfit.datasets.stream_shards import worker_shards
+    import sys
 
-    return {stage: worker_shards(stream, part, batch, context, seed)
-            for stage, part in parts.items() if part is not None}
+    from graphfit.datasets.stream_shards import worker_shards
+    from graphfit.recipes.running.distribution import describe_worker
+
+    shards = {stage: worker_shards(stream, part, batch, context, seed)
+              for stage, part in parts.items() if part is not None}
+    own = shards["train"]
+    part = (f"{len(own.files)} of the {len(parts['train'].files)} training files"
+            if own.files is not None else
+            f"the training records i with i mod {own.workers} = {own.index}")
+    print(f"graphfit: {describe_worker(strategy)} reads its own part of the stream: {part} "
+          f"({own.records[own.index]} records, {own.steps} batches of {own.batch_size} a "
+          f"pass)", file=sys.stderr, flush=True)
+    return shards
 
 
 def _own(dataset, shards):

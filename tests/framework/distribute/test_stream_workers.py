@@ -35,7 +35,7 @@ loss: {type: SparseCategoricalCrossentropy, from_logits: true}
 metrics: [accuracy]
 callbacks: [{type: ModelCheckpoint, filepath: checkpoints, save_freq: 2}, {type: DieAt}]
 imports: [die_hook]
-training: {epochs: 3, batch_size: 8, validation_split: 0.34, test_split: 0, dtype: float64,
+training: {epochs: 3, batch_size: 8, validation_split: 0.25, test_split: 0.25, dtype: float64,
            steps_per_execution: 1, jit_compile: false}
 """
 DIE_HOOK = '''
@@ -66,7 +66,7 @@ class DieAt(gf.callbacks.Callback):
 TOLERANCE = 1e-9  # float64; sums over the rows in another order
 
 
-def _shards(folder, files: int, records: int = 48):
+def _shards(folder, files: int = 8, records: int = 64):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(records, 4)).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0.5)
@@ -118,7 +118,7 @@ def reference(tmp_path_factory):
     from graphfit.recipes.running import training_run
 
     folder = tmp_path_factory.mktemp("one")
-    _shards(folder / "shards", 6)  # 4 training files, 2 validation files, 8 records each
+    _shards(folder / "shards")  # 4 training, 2 validation, 2 test files, 8 records each
     (folder / "die_hook.py").write_text(DIE_HOOK)
     (folder / "stream.yaml").write_text(RECIPE)
     import sys
@@ -134,7 +134,7 @@ def reference(tmp_path_factory):
 
 def test_two_workers_stopped_mid_epoch_resume_to_the_one_process_run(reference, tmp_path):
     folder, single = reference
-    _shards(tmp_path / "shards", 6)
+    _shards(tmp_path / "shards")
     (tmp_path / "die_hook.py").write_text(DIE_HOOK)
     (tmp_path / "stream.yaml").write_text(RECIPE)
     sets = ["--set", "distribute={strategy: multi_worker, timeout: 60}"]
@@ -143,9 +143,13 @@ def test_two_workers_stopped_mid_epoch_resume_to_the_one_process_run(reference, 
                                                  "run", "--verbose", "0"],
                             {"GRAPHFIT_TEST_DIE": "1:1:2"})
     assert other.returncode == 17, other.stderr[-3000:]
+    for index, done in enumerate((chief, other)):  # each its own 2 files: 16 of 32 records
+        assert (f"graphfit: worker {index} of 2 reads its own part of the stream: 2 of the 4 "
+                f"training files (16 records, 4 batches of 4 a pass)") in done.stderr
     assert chief.returncode == 1 and "WorkerLost" in chief.stderr, chief.stderr[-3000:]
+    # With the plots on: the test split is divided among the workers.
     chief, other = _workers(tmp_path, lambda i: ["train", "--resume", str(tmp_path / "run"),
-                                                 "--verbose", "0"])
+                                                 "--verbose", "0"], {"GRAPHFIT_PLOTS": "1"})
     assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-3000:] + other.stderr
     history = json.loads((tmp_path / "run" / "history.json").read_text())
     expected = json.loads((folder / "run" / "history.json").read_text())
@@ -153,9 +157,14 @@ def test_two_workers_stopped_mid_epoch_resume_to_the_one_process_run(reference, 
     for key, values in expected.items():
         # The resumed epoch's training loss and accuracy are means over its batches after
         # the restart only (as on one device); its validation and the other epochs match.
-        epochs = [0, 1, 2] if key.startswith("val_") else [0, 2]
+        epochs = list(range(len(values))) if key.startswith(("val_", "test_")) else [0, 2]
         assert np.allclose(np.take(history[key], epochs), np.take(values, epochs), rtol=0,
                            atol=TOLERANCE), key
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    for stage in ("val", "test"):
+        for key, value in single.metrics[stage].items():
+            assert abs(metrics[stage][key] - value) < TOLERANCE, (stage, key)
+    assert (tmp_path / "run" / "learning_curves.png").exists()
     from graphfit.recipes.running import runner
 
     resumed = runner.load_run(str(tmp_path / "run"))[0].model
