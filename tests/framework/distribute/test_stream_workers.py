@@ -103,6 +103,23 @@ def test_two_pipelines_read_disjoint_parts_that_cover_every_record_each_pass(tmp
     assert passes[0][0] != passes[0][1]  # each pass reshuffled
 
 
+@pytest.mark.parametrize("files", [4, 1], ids=["by_file", "by_record"])
+def test_a_split_by_key_is_shared_within_its_buckets(tmp_path, files):
+    paths = datasets.write_tfrecord_shards(np.arange(40.0)[:, None], np.arange(40), tmp_path,
+                                           files)
+    stream = datasets.Stream(paths, {"x": {"dtype": "float32", "shape": [1]}, "y": "int64"},
+                             key="y")  # x is the record's index
+    part = stream.split(0.3, 0.0, seed=0, by_key=True)["train"]
+    expected = sorted(v for x in stream.dataset(part, 64) for v in x.numpy().ravel())
+    seen = []
+    for worker in range(2):
+        shards = worker_shards(stream, part, 4, tf.distribute.InputContext(2, worker, 2), 0)
+        seen.append([v for x in stream.dataset(part, 4, shards=shards)
+                     for v in x.numpy().ravel()])
+    assert 20 < len(expected) < 40 and not set(seen[0]) & set(seen[1])
+    assert sorted(seen[0] + seen[1]) == expected
+
+
 def test_a_split_that_cannot_be_shared_is_refused(tmp_path):
     stream = _ids(tmp_path, 1, 1)
     with pytest.raises(NotShardable, match="holds 1 record.s. for 2 workers"):
