@@ -88,10 +88,12 @@ def _worker_batch(batch_size: int, context) -> int:
     return per_replica * (context.num_replicas_in_sync // context.num_input_pipelines)
 
 
-def worker_shards(stream, part, batch_size: int, context, seed: int) -> WorkerShards:
+def worker_shards(stream, part, batch_size: int, context, seed: int,
+                  name: str = "split") -> WorkerShards:
     """This worker's part of `part` (a `StreamPart` or files) under `context`, a
     `tf.distribute.InputContext`. Counts every worker's records (one pass over the split's
-    records, read, not parsed), so that every worker knows every part's batches.
+    records, read, not parsed), so that every worker knows every part's batches. `name`:
+    the split, for messages ("training split").
 
     Raises:
         NotShardable: for a split with fewer records than workers, or a `batch_size` the
@@ -114,7 +116,7 @@ def worker_shards(stream, part, batch_size: int, context, seed: int) -> WorkerSh
         files = None
     if sum(records) < workers:
         raise NotShardable(
-            f"the split of {len(part.files)} file(s) holds {sum(records)} record(s) for "
+            f"the {name} of {len(part.files)} file(s) holds {sum(records)} record(s) for "
             f"{workers} workers: every worker needs records of its own; train on fewer "
             f"workers or on more data")
     steps = max(math.ceil(n / batch) for n in records)

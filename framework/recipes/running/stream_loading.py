@@ -145,7 +145,8 @@ def _worker_shards(stream, parts: dict, batch: int, seed: int, strategy) -> dict
     from graphfit.datasets.stream_shards import worker_shards
     from graphfit.recipes.running.distribution import describe_worker
 
-    shards = {stage: worker_shards(stream, part, batch, context, seed)
+    names = {"train": "training split", "val": "validation split", "test": "test split"}
+    shards = {stage: worker_shards(stream, part, batch, context, seed, names[stage])
               for stage, part in parts.items() if part is not None}
     own = shards["train"]
     part = (f"{len(own.files)} of the {len(parts['train'].files)} training files"

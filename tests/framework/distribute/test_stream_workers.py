@@ -122,7 +122,7 @@ def test_a_split_by_key_is_shared_within_its_buckets(tmp_path, files):
 
 def test_a_split_that_cannot_be_shared_is_refused(tmp_path):
     stream = _ids(tmp_path, 1, 1)
-    with pytest.raises(NotShardable, match="holds 1 record.s. for 2 workers"):
+    with pytest.raises(NotShardable, match="split of 1 file.s. holds 1 record.s. for 2 work"):
         worker_shards(stream, stream.files, 4, tf.distribute.InputContext(2, 0, 2), seed=0)
     with pytest.raises(NotShardable, match="batch_size=5 cannot be divided among the 2"):
         worker_shards(stream, stream.files, 5, tf.distribute.InputContext(2, 0, 2), seed=0)
