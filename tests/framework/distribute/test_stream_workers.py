@@ -103,6 +103,23 @@ def test_two_pipelines_read_disjoint_parts_that_cover_every_record_each_pass(tmp
     assert passes[0][0] != passes[0][1]  # each pass reshuffled
 
 
+@pytest.mark.parametrize("files", [5, 1], ids=["by_file", "by_record"])
+def test_each_worker_resumes_its_own_part_mid_pass(tmp_path, files):
+    """A worker's stream started at (pass 1, 2 batches done) yields what its unbroken stream
+    yields from there, shuffled (the per-worker position a checkpoint restores)."""
+    stream = _ids(tmp_path, files, 23)
+    for worker in range(2):
+        shards = worker_shards(stream, stream.files, 4, tf.distribute.InputContext(2, worker, 2),
+                               seed=3)
+        options = {"shuffle_buffer": 5, "seed": 3, "repeat": True, "shards": shards}
+        unbroken = [y.numpy().tolist() for _, y in stream.dataset(stream.files, 4, **options)
+                    .take(2 * shards.steps)]
+        start = tf.Variable([1, 2 * shards.batch_size], dtype=tf.int64)
+        resumed = [y.numpy().tolist() for _, y in stream.dataset(
+            stream.files, 4, start=start, **options).take(shards.steps - 2)]
+        assert resumed == unbroken[shards.steps + 2:]
+
+
 @pytest.mark.parametrize("files", [4, 1], ids=["by_file", "by_record"])
 def test_a_split_by_key_is_shared_within_its_buckets(tmp_path, files):
     paths = datasets.write_tfrecord_shards(np.arange(40.0)[:, None], np.arange(40), tmp_path,
