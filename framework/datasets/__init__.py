@@ -17,6 +17,7 @@ from graphfit.datasets.image_folder import read_image_folder as read_image_folde
 from graphfit.datasets.loaders import *  # noqa: F401,F403  (the loaders' __all__)
 from graphfit.datasets.loaders import __all__ as _loaders_all
 from graphfit.datasets.parquet_shards import write_parquet_shards as write_parquet_shards
+from graphfit.datasets.stream_shards import worker_shards as worker_shards
 from graphfit.datasets.streams import BadRecordError as BadRecordError
 from graphfit.datasets.streams import Stream as Stream
 from graphfit.datasets.streams import write_csv_shards as write_csv_shards
@@ -33,4 +34,4 @@ __all__ = sorted({*_loaders_all, "make_blobs", "make_moons", "make_sinc", "make_
                   "make_spirals", "make_graph_classes", "GRAPH_CLASSES", "GraphSet",
                   "ImageFolder", "read_image_folder", "TimeSeries", "read_timeseries",
                   "Stream", "BadRecordError", "write_tfrecord_shards", "write_csv_shards",
-                  "write_parquet_shards"})
+                  "write_parquet_shards", "worker_shards"})

@@ -17,7 +17,8 @@ hash of the key column (`tf.strings.to_hash_bucket_fast` into 1000 buckets), so 
 the same split on every pass and on every worker. The training dataset repeats its pass
 forever, each pass reshuffled from the seed (files and records), so one iterator serves every
 epoch; `tf.train.Checkpoint` can hold that iterator (`graphfit.saving.checkpoints.input_state`),
-which is how a run resumes in the middle of an epoch.
+which is how a run resumes in the middle of an epoch. Under several workers each worker reads
+its own part of a split (`shards=`, `graphfit.datasets.stream_shards`).
 
 Example:
 
@@ -348,7 +349,8 @@ class Stream:
                            deterministic=True).prefetch(tf.data.AUTOTUNE)
 
     def dataset(self, part, batch_size: int, *, shuffle_buffer: int = 0, seed: int = 0,
-                repeat: bool = False, standardizer=None, cycle_length: int = 4, start=None):
+                repeat: bool = False, standardizer=None, cycle_length: int = 4, start=None,
+                shards=None):
         """Batches of (x, y): one pass over `part` (a `StreamPart` or files), or passes
         forever with `repeat`. A pass ends with a smaller batch when `batch_size` does not
         divide it, as `fit` over arrays does.
@@ -363,27 +365,40 @@ class Stream:
         `start`: an int64 variable [first pass, records to skip in it], read when an
         iterator starts: the iterator then yields what an iterator from the beginning would
         yield after those records (read, not parsed), which is how a run resumes mid-epoch.
+
+        `shards`: this worker's part under several workers (`stream_shards.worker_shards`):
+        batches of its own records only, by its per-worker batch (`batch_size` is then the
+        global batch), `shards.steps` of them every pass; `start[1]` counts this worker's
+        records done (whole batches of its own).
         """
         shuffled = shuffle_buffer > 0
         convert = self.converter(standardizer)
+        read = part if shards is None or shards.files is None else StreamPart(
+            shards.files, (part if isinstance(part, StreamPart) else StreamPart(
+                tuple(part))).buckets)
 
         def one_pass(number):
             pass_seed = tf.stack([tf.constant(seed, tf.int64), number])
-            records = self.records(part, cycle_length, pass_seed if shuffled else None)
+            records = self.records(read, cycle_length, pass_seed if shuffled else None)
             parse = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
             skip = None if start is None else tf.where(number == start[0], start[1], 0)
             if shuffled:
                 windows = records.batch(shuffle_buffer).enumerate().map(
                     lambda window, block: tf.random.experimental.stateless_shuffle(
                         block, seed=pass_seed * 1_000_003 + tf.stack([window, window])))
-                if skip is not None:
-                    windows = _skip_records(windows, skip, shuffle_buffer)
-                # rebatch(n): the batches of unbatch().batch(n), across windows, without a
-                # tf.data element per record (a per-record cost)
-                return windows.rebatch(batch_size).map(convert, **parse)
-            if skip is not None:
-                records = records.skip(skip)
-            return records.batch(batch_size).map(convert, **parse)
+                if shards is None:
+                    if skip is not None:
+                        windows = _skip_records(windows, skip, shuffle_buffer)
+                    # rebatch(n): the batches of unbatch().batch(n), across windows, without
+                    # a tf.data element per record (a per-record cost)
+                    return windows.rebatch(batch_size).map(convert, **parse)
+                records = windows.unbatch()  # a worker keeps its own records of each window
+            if shards is not None:  # its own records, in as many batches as every worker's
+                batches = shards.batches(shards.own(records), None if skip is None
+                                         else skip // shards.batch_size)
+            else:
+                batches = (records if skip is None else records.skip(skip)).batch(batch_size)
+            return batches.map(convert, **parse)
 
         if start is None:
             passes = tf.data.Dataset.counter() if repeat else tf.data.Dataset.range(1)

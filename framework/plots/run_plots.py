@@ -103,6 +103,10 @@ def labels_of_split(model, test_data):
         return None
     import tensorflow as tf
 
+    from graphfit.training.distribution import reads_per_worker
+
+    if reads_per_worker(test_data):  # each worker holds its own part of the split (a stream)
+        return None  # under several workers: no confusion matrix (on every worker alike)
     if isinstance(test_data, tf.data.Dataset) and len(test_data.element_spec) == 2:
         labels = [np.asarray(y) for y in test_data.map(lambda x, y: y).as_numpy_iterator()]
         if not labels:

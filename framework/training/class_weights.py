@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import validation
+from graphfit.training import distribution
 
 __all__ = ["check_class_weight", "sample_weights", "weigh_arrays", "weigh_dataset"]
 
@@ -121,4 +122,5 @@ def weigh_dataset(dataset: tf.data.Dataset, class_weight, name: str = "x"):
             weights = tf.reshape(tf.cast(sample_weight, weights.dtype), [-1]) * weights
         return x, y, weights
 
-    return dataset.map(weigh)
+    weighed = dataset.map(weigh)  # each worker's own batches still (`per_worker`)
+    return distribution.per_worker(weighed) if distribution.reads_per_worker(dataset) else weighed

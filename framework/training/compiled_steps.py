@@ -190,8 +190,10 @@ class CompiledSteps:
             return autograph_scope.convert_user_code(self.model.predict_step)(data)
 
     # ------------------------------------------------------------------ one step in a loop
-    def _run_and_record(self, stage: str, batch) -> None:
+    def _run_and_record(self, stage: str, batch, per_worker: bool = False) -> None:
         data = step_data(batch)
+        if per_worker:  # this worker's own batch: the global batch gathered from all
+            data = distribution.gather_worker_batches(self.strategy, data)
         x, y, sample_weight = unpack_data(data)
         step = self.train_step if stage == "train" else self._eval_step(stage)
         if self.strategy is None:
@@ -239,16 +241,18 @@ class CompiledSteps:
                         f"overridden step's), compile with jit_compile=False.")
                 raise
 
-    def _loop(self, kind: str, stage: str, data, fused: bool = False):
-        """The traced loop of `stage` over "arrays" (for data of these specs) or a "dataset"."""
-        key = (kind, stage, fused, str(relaxed_specs(data)) if kind != "dataset" else "")
+    def _loop(self, kind: str, stage: str, data, fused: bool = False, per_worker=False):
+        """The traced loop of `stage` over "arrays" (for data of these specs) or a "dataset"
+        (`per_worker`: of each worker's own batches, `distribution.per_worker`)."""
+        key = (kind, stage, fused, str(relaxed_specs(data)) if kind != "dataset" else
+               "per_worker" if per_worker else "")
         if key not in self._loops:
             index_spec = tf.TensorSpec([None, None], tf.int32)
             if kind == "dataset":
                 signature = None
                 fn = (predict_loops.dataset_loop(self.model, self._predict_batch,
                                                  self._checked)
-                      if stage == "predict" else self._dataset_loop(stage))
+                      if stage == "predict" else self._dataset_loop(stage, per_worker))
             elif stage == "predict":
                 fn = predict_loops.array_loop(self.model, self._predict_batch)
                 signature = [relaxed_specs(data), index_spec]
@@ -270,12 +274,12 @@ class CompiledSteps:
 
         return loop
 
-    def _batch_program(self, stage: str):
+    def _batch_program(self, stage: str, per_worker: bool = False):
         """A dataset batch's step and metric updates: under XLA one program, as in a fused
         chunk (not the step's program, then the metrics' ops one by one), unless XLA has no
         kernel for one of their ops (a metric's): those then run beside the compiled step."""
         def record(batch):
-            self._run_and_record(stage, batch)
+            self._run_and_record(stage, batch, per_worker)
 
         if not self.jit_compile:
             return record
@@ -291,8 +295,9 @@ class CompiledSteps:
 
         return run
 
-    def _dataset_loop(self, stage: str):
-        return dataset_loops.stage_loop(stage, self._batch_program(stage), self._checked)
+    def _dataset_loop(self, stage: str, per_worker: bool = False):
+        return dataset_loops.stage_loop(stage, self._batch_program(stage, per_worker),
+                                        self._checked)
 
     def check_arrays(self, stage: str, data: tuple, batches, name: str) -> None:
         """`BatchChecks.check_arrays` of `stage`'s in-memory data, before its first step."""
@@ -323,14 +328,16 @@ class CompiledSteps:
             return int(loop(data, tf.constant(indices, tf.int32),
                             tf.constant(len(index_batches), tf.int32)))
 
-    def run_dataset(self, stage: str, iterator, num_steps: int, first_batch: int = 0) -> int:
-        """Runs up to `num_steps` steps from `iterator`; returns how many ran.
+    def run_dataset(self, stage: str, iterator, num_steps: int, first_batch: int = 0,
+                    per_worker: bool = False) -> int:
+        """Runs up to `num_steps` steps from `iterator` (`per_worker`: of this worker's own
+        batches); returns how many ran.
 
         Raises:
             DataCheckError: for a batch that fails its checks (its step does not run);
                 `first_batch` numbers the chunk's first batch for the message.
         """
-        loop = self._loop("dataset", stage, None)
+        loop = self._loop("dataset", stage, None, per_worker=per_worker)
         with self._calling():
             done, failed = loop(iterator, tf.constant(num_steps, tf.int32))
         if int(failed) >= 0:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import weakref
 
 import tensorflow as tf
 
@@ -44,7 +45,8 @@ __all__ = ["on_replicas", "check_not_distributed", "current_strategy", "strategy
            "check_created_in_scope", "split_batch", "run_step", "replica_share",
            "sum_gradients", "combine", "gather_outputs", "check_losses", "undo_keras_scaling",
            "replica_rows", "weighted", "run_on_slices", "is_multi_worker", "chunk_sizes",
-           "agreed_seed", "MULTI_WORKER_CHUNK"]
+           "agreed_seed", "MULTI_WORKER_CHUNK", "per_worker", "reads_per_worker",
+           "gather_worker_batches"]
 
 # One process, several replicas with synchronous all-reduce: what this engine implements.
 SUPPORTED_STRATEGIES = (tf.distribute.MirroredStrategy,
@@ -305,3 +307,45 @@ def agreed_seed(strategy, seed: int) -> int:
 
     values = strategy.experimental_distribute_values_from_function(chief_only)
     return int(strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None))
+
+
+# Datasets whose batches are each worker's own (`per_worker`), not one global batch.
+_PER_WORKER: weakref.WeakSet = weakref.WeakSet()
+
+
+def per_worker(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """Marks `dataset` as this worker's own part of every global batch (a dataset made for
+    a `tf.distribute.InputContext`, as `strategy.distribute_datasets_from_function` calls
+    it): under several workers each step then gathers the workers' batches, in worker
+    order, into the global batch (`gather_worker_batches`). Every worker's dataset must
+    yield the same number of batches (an empty batch is fine). Returns `dataset`."""
+    _PER_WORKER.add(dataset)
+    return dataset
+
+
+def reads_per_worker(dataset) -> bool:
+    """Whether `dataset` was marked by `per_worker`."""
+    try:
+        return dataset in _PER_WORKER
+    except TypeError:  # not weakly referable: not a dataset
+        return False
+
+
+def gather_worker_batches(strategy, data):
+    """The global batch of a step whose data is each worker's own batch: the workers'
+    batches concatenated in worker order (replica order), the same on every worker, by one
+    all-gather per tensor (batches of different sizes, or empty, too). Unchanged without
+    several workers. Runs in cross-replica context, in the compiled loop."""
+    if not is_multi_worker(strategy):
+        return data
+    local = len(strategy.extended.worker_devices)
+
+    def own_rows(context):
+        index = context.replica_id_in_sync_group % local
+        rows = tf.shape(tf.nest.flatten(data)[0])[0]
+        start, end = rows * index // local, rows * (index + 1) // local
+        return tf.nest.map_structure(lambda t: None if t is None else t[start:end], data)
+
+    parts = strategy.experimental_distribute_values_from_function(own_rows)
+    return tf.nest.map_structure(
+        lambda v: None if v is None else strategy.gather(v, axis=0), parts)

@@ -17,7 +17,7 @@ from typing import Iterator
 import numpy as np
 import tensorflow as tf
 
-from graphfit.training import graph_feeds, input_checks
+from graphfit.training import distribution, graph_feeds, input_checks
 from graphfit.training.array_data import (
     arrange_targets,
     is_structure_of_arrays,
@@ -202,6 +202,8 @@ class DatasetFeed:
         self.dataset = dataset
         self.names = names
         self.steps_argument = steps_argument
+        # each worker's own batches (`distribution.per_worker`), gathered in every step
+        self.per_worker = distribution.reads_per_worker(dataset)
         cardinality = int(dataset.cardinality())
         if steps is None and cardinality == tf.data.INFINITE_CARDINALITY:
             raise ValueError(

@@ -106,7 +106,8 @@ def _hook_schedule(callbacks, stage: str, setting) -> HookSchedule:
 def _run_dataset_chunk(steps, stage, feed, chunk, iterator):
     """Runs one chunk of a dataset; returns (steps run, the iterator to go on with). A
     dataset that runs out ends the epoch (the next one starts a new pass, as in Keras)."""
-    ran = steps.run_dataset(stage, iterator, chunk.num_batches, chunk.first_batch)
+    ran = steps.run_dataset(stage, iterator, chunk.num_batches, chunk.first_batch,
+                            feed.per_worker)
     feed.record(ran, chunk.num_batches)
     return ran, iterator
 

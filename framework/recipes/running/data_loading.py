@@ -210,13 +210,15 @@ def _split_indices(count: int, validation: float, test: float, seed: int, shuffl
     return order[:n_train], order[n_train:n_train + n_val], order[n_train + n_val:]
 
 
-def load_splits(config: dict, record: dict | None = None) -> Splits:
+def load_splits(config: dict, record: dict | None = None, strategy=None) -> Splits:
     """Loads and splits the data of a resolved recipe.
 
     Args:
         config: the resolved recipe.
         record: a finished run's `preprocessing.json`: a table's statistics are reused from
             it instead of adapted again.
+        strategy: the run's strategy: under several workers each worker reads its own part
+            of a stream (`stream_loading`).
 
     Raises:
         DataError: naming the recipe key when the data cannot be used as asked (too few
@@ -227,7 +229,7 @@ def load_splits(config: dict, record: dict | None = None) -> Splits:
     data, training = config["data"], config["training"]
     if data["source"] in table_loading.TABLE_SOURCES:
         return table_loading.load_table_splits(config, (record or {}).get("table"))
-    splits = _load_array_splits(config, (record or {}).get("table"))
+    splits = _load_array_splits(config, (record or {}).get("table"), strategy)
     if data["source"] != "stream":  # a stream resolves its own (stream_weights)
         splits.class_weight = _class_weight(training.get("class_weight"), splits.train)
     return splits
@@ -251,7 +253,7 @@ def _class_weight(value, train):
     return dict(value)
 
 
-def _load_array_splits(config: dict, table: dict | None = None) -> Splits:
+def _load_array_splits(config: dict, table: dict | None = None, strategy=None) -> Splits:
     seed, data, training = config["seed"], config["data"], config["training"]
     separate = {stage: training[f"{name}_data"] for stage, name in (("val", "validation"),
                                                                     ("test", "test"))}
@@ -260,7 +262,7 @@ def _load_array_splits(config: dict, table: dict | None = None) -> Splits:
             config, Splits, Standardizer, separate,
             lambda source, stage: load_source(
                 source, seed, ("training", f"{_long(stage)}_data"), training["batch_size"]),
-            table)
+            table, strategy)
     loaded = load_source(data, seed, ("data",))
     from graphfit.recipes.running import source_splits
 

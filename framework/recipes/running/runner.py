@@ -80,7 +80,7 @@ def _prepare(recipe: Recipe, distribute: bool, record: dict | None) -> Prepared:
     _check_base_split(recipe)
     gf.set_seed(config["seed"])
     try:
-        splits = load_splits(config, record)
+        splits = load_splits(config, record, strategy)
     except DataError as error:
         raise _error(recipe, error.path, error) from None
     except (ValueError, OSError) as error:

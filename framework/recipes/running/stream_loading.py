@@ -10,7 +10,10 @@ one iterator serves every epoch, so the run's checkpoints hold its position
 (`graphfit.saving.input_position`: the epochs and batches done) and `--resume` starts the
 stream there, in the middle of an epoch too when a `ModelCheckpoint` saves every `save_freq`
 batches: pass p of the stream is a stateless function of the seed and p, so the resumed run
-rebuilds it and skips the records already trained on (read, not parsed).
+rebuilds it and skips the records already trained on (read, not parsed). Under several workers
+(`distribute: {strategy: multi_worker}`) each worker reads its own part of each split
+(`graphfit.datasets.stream_shards`), an epoch is one pass of the largest part, and the
+position restored is each worker's batches done of its own part of that pass.
 
 Without `columns:`, the columns and their types are inferred from a sample of the training
 files (`stream_inference`); `class_weight: balanced` counts the training split's classes in
@@ -75,7 +78,7 @@ def whole_stream(source: dict, batch_size: int):
 
 
 def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
-                  load_separate, table: dict | None = None):
+                  load_separate, table: dict | None = None, strategy=None):
     """The `Splits` of a recipe whose `data:` is a stream.
 
     Args:
@@ -86,6 +89,8 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
         load_separate: `(source, key) -> data` for those.
         table: a finished run's `table` record (typed columns), whose statistics are
             reused instead of adapted again.
+        strategy: the run's strategy; under several workers each worker reads its own part
+            of each split (`datasets.stream_shards`).
 
     Raises:
         ValueError: for files, columns or fractions that do not fit.
@@ -112,6 +117,7 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
     if count == 0:
         raise ValueError(f"the training split of {len(stream.files)} file(s) holds no record")
     shuffle = data["shuffle"]
+    shards = _worker_shards(stream, parts, batch, seed, strategy)
     import tensorflow as tf
 
     with tf.init_scope():
@@ -119,14 +125,16 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
     train = stream.dataset(parts["train"], batch, shuffle_buffer=data["shuffle_buffer"]
                            if shuffle else 0, seed=seed, repeat=True,
                            standardizer=standardizer, cycle_length=data["cycle_length"],
-                           start=start)
+                           start=start, shards=shards.get("train"))
+    train = _own(train, shards.get("train"))
     stages = {}
     for stage in ("val", "test"):
         if separate[stage] is not None:
             stages[stage] = load_separate(separate[stage], stage)
         elif parts[stage] is not None:
-            stages[stage] = stream.dataset(parts[stage], batch, standardizer=standardizer,
-                                           cycle_length=data["cycle_length"])
+            stages[stage] = _own(stream.dataset(
+                parts[stage], batch, standardizer=standardizer,
+                cycle_length=data["cycle_length"], shards=shards.get(stage)), shards.get(stage))
         else:
             stages[stage] = None
     from graphfit.datasets.streams import steps_per_pass
@@ -134,7 +142,9 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
     splits = splits_type(train, stages["val"], stages["test"], standardizer,
                          [c.name for c in stream.features], table=table,
                          class_names=None if names is None else names.names)
-    per_pass = splits.steps_per_epoch = steps_per_pass(count, batch)
+    own = shards.get("train")
+    per_pass = splits.steps_per_epoch = own.steps if own else steps_per_pass(count, batch)
+    batch = own.batch_size if own else batch  # records of its own part per batch
     from graphfit.recipes.running.stream_weights import stream_class_weight
 
     splits.class_weight = stream_class_weight(training.get("class_weight"), stream,
@@ -148,6 +158,40 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
 
     splits.start_at = start_at
     return splits
+
+
+def _worker_shards(stream, parts: dict, batch: int, seed: int, strategy) -> dict:
+    """{stage: this worker's `WorkerShards` of the split} under several workers, else {}."""
+    from graphfit.recipes.running.workers import input_context
+
+    context = input_context(strategy)
+    if context is None:
+        return {}
+    import sys
+
+    from graphfit.datasets.stream_shards import worker_shards
+    from graphfit.recipes.running.distribution import describe_worker
+
+    names = {"train": "training split", "val": "validation split", "test": "test split"}
+    shards = {stage: worker_shards(stream, part, batch, context, seed, names[stage])
+              for stage, part in parts.items() if part is not None}
+    own = shards["train"]
+    part = (f"{len(own.files)} of the {len(parts['train'].files)} training files"
+            if own.files is not None else
+            f"the training records i with i mod {own.workers} = {own.index}")
+    print(f"graphfit: {describe_worker(strategy)} reads its own part of the stream: {part} "
+          f"({own.records[own.index]} records, {own.steps} batches of {own.batch_size} a "
+          f"pass)", file=sys.stderr, flush=True)
+    return shards
+
+
+def _own(dataset, shards):
+    """`dataset`, marked as this worker's own batches when it reads `shards`."""
+    if shards is None:
+        return dataset
+    from graphfit.training.distribution import per_worker
+
+    return per_worker(dataset)
 
 
 def _diagnosis(stream, parts: dict, error: Exception):

@@ -118,7 +118,24 @@ def shown_run(run: str | None) -> str:
     return os.path.abspath(run) if run else "RUN_DIR (the chief's run directory)"
 
 
-__all__ += ["shown_run"]
+__all__ += ["shown_run", "input_context"]
+
+
+def input_context(strategy):
+    """This worker's `tf.distribute.InputContext` under several workers, as
+    `strategy.distribute_datasets_from_function` makes it (one input pipeline per worker,
+    the chief first, then the workers by index), or None with one worker or none."""
+    if not is_multi_worker(strategy) or not getattr(strategy.cluster_resolver, "task_type",
+                                                    None):
+        return None
+    resolver = strategy.cluster_resolver
+    jobs = resolver.cluster_spec().as_dict()
+    chiefs = len(jobs.get("chief", []))
+    pipelines = chiefs + len(jobs.get("worker", []))
+    if pipelines < 2:
+        return None
+    index = int(resolver.task_id) + (chiefs if resolver.task_type == "worker" else 0)
+    return tf.distribute.InputContext(pipelines, index, strategy.num_replicas_in_sync)
 
 
 def training_fingerprint(config: dict, splits, initial_epoch: int) -> int:
