@@ -175,6 +175,12 @@ class Formula(Layer):
                 )
 
     def call(self, inputs, training: bool = False):
+        return tf.expand_dims(self._evaluate(inputs, {}), -1)
+
+    def _evaluate(self, inputs, copies):
+        """The formula on `inputs`, shape (batch,); a parameter named in `copies` takes its
+        internal value from there, one copy per example (batch, *shape), instead of its
+        variable."""
         sets = None
         if self.data_sets:  # one-hot rows pick each example's values (dense gradients)
             sets = tf.one_hot(tf.cast(inputs[:, -1], tf.int32), self.data_sets,
@@ -182,8 +188,12 @@ class Formula(Layer):
         values = {}
         for name, variable in self._parameters.items():
             spec = self.specs[name]
-            value = spec.external(self.compute_value(variable))
-            values[name] = tf.linalg.matvec(sets, value) if spec.per_data_set else value
+            copied = name in copies
+            value = spec.external(copies[name] if copied else self.compute_value(variable))
+            if spec.per_data_set:
+                value = (tf.reduce_sum(sets * value, -1) if copied
+                         else tf.linalg.matvec(sets, value))
+            values[name] = value
         for name in self._formula.inputs:
             if inputs.shape.rank == 1:
                 values[name] = inputs
@@ -192,7 +202,37 @@ class Formula(Layer):
         outputs = self._formula.evaluate(values, self.compute_dtype)
         if outputs.shape.rank == 0:  # no input in the formula: one value for every example
             outputs = tf.broadcast_to(outputs, tf.shape(inputs)[:1])
-        return tf.expand_dims(outputs, -1)
+        return outputs
+
+    def example_jacobian(self, inputs, variables):
+        """Each example's derivatives of its output with respect to `variables` (trainable
+        variables of this layer), in closed form: every example gets its own copy of the
+        parameters, and one backward pass of the summed outputs gives each copy's
+        derivative, which is its example's alone. Levenberg–Marquardt's per-example Jacobian
+        uses this layer hook instead of vectorizing one backward pass per example
+        (docs/architecture.md, "Per-example Jacobians").
+
+        Args:
+            inputs: the inputs of a call of this layer, (batch, ...).
+            variables: some of this layer's trainable variables.
+
+        Returns:
+            One tensor per variable, of shape (batch, 1, variable size): d output / d variable
+            for each example, in the compute dtype.
+        """
+        names = {variable.ref(): name for name, variable in self._parameters.items()}
+        wanted = [names[v.ref()] for v in variables]
+        batch = tf.shape(inputs)[:1]
+        copies = {}
+        for name in wanted:
+            value = self.compute_value(self._parameters[name])
+            copies[name] = tf.broadcast_to(value, tf.concat([batch, tf.shape(value)], 0))
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(list(copies.values()))
+            total = tf.reduce_sum(self._evaluate(inputs, copies))
+        parts = tape.gradient(total, [copies[name] for name in wanted],
+                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return [tf.reshape(part, tf.concat([batch, [1, -1]], 0)) for part in parts]
 
     def _require_built(self, what: str) -> None:
         if not self.built:

@@ -72,4 +72,5 @@ def linearize_batch(batch, variables, n: int, gradients, y_pred0, jacobian_mode:
                                layerwise_rows=(per_example if lm_layerwise.applies_to(batch.model)
                                                else None),
                                single_chunk=single_chunk,
-                               dense_layers=dense_forms.dense_layers(batch.model))
+                               dense_layers=dense_forms.dense_layers(batch.model),
+                               hooked_layers=lm_layerwise.hook_layers(batch.model))

@@ -233,7 +233,8 @@ def _products(c, rho):
 def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
                      variables: Sequence[tf.Variable], mode: str, solve_dtype: tf.DType,
                      allow_under: bool = True, layerwise_rows: int | None = None,
-                     single_chunk: bool = False, dense_layers: Sequence = ()):
+                     single_chunk: bool = False, dense_layers: Sequence = (),
+                     hooked_layers: Sequence = ()):
     """The linearized least-squares problem of a batch, accumulated over chunks of examples.
 
     Args:
@@ -254,6 +255,8 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
             the Jacobian in closed form where that is exact. None: pfor.
         dense_layers: the model's `Dense` layers (`dense_forms.dense_layers`): the closed
             form records them, and pfor computes them in its own form.
+        hooked_layers: the model's layers with an `example_jacobian` hook
+            (`layerwise_jacobian.hook_layers`), whose part the closed form takes from it.
         single_chunk: True when the caller knows that the batch holds at most `chunk`
             examples (`fit` says how large its batches get): the batch is then linearized
             as a whole, without the loop over chunks. The result is the same (bit for bit),
@@ -280,7 +283,8 @@ def normal_equations(rows_for: Callable, data, num_examples, chunk: int,
         C and ρ padded to n when it is the batch's only chunk and has fewer rows than n, and
         the chunk's rows."""
         if mode == "per_example":
-            closed = layerwise_jacobian(rows_fn, part, variables, layerwise_rows, dense_layers)
+            closed = layerwise_jacobian(rows_fn, part, variables, layerwise_rows, dense_layers,
+                                        hooked_layers)
             c, rho = closed or per_example_jacobian(rows_fn, part, variables, dense_layers)
         else:
             c, rho = jacobian(lambda: rows_fn(part), variables, mode)

@@ -11,6 +11,12 @@ This is the same Jacobian as `jacobian.per_example_jacobian` (each example diffe
 a batch of its own, vectorized by pfor) at a fraction of the ops, so it traces faster
 (docs/guides/levenberg_marquardt.md, "Jacobians, chunk by chunk", has the counts).
 
+A layer that is not affine may give its own part in closed form through a layer hook,
+`example_jacobian(inputs, variables)` (docs/architecture.md, "Per-example Jacobians";
+`layers.Formula` has one): its calls are recorded as `Dense`'s are, and its variables'
+columns are `∂r_i/∂out_i · ∂out_i/∂θ`, the first factor from the same backward passes, the
+second from the hook.
+
 It applies only where it is exact. The model's layers must all keep the examples on the first
 axis (`applies_to`: the built-in layers and models say so with the class attribute
 `keeps_example_axis = True`, which is not part of `Layer`; a custom one may set it), and a
@@ -26,15 +32,19 @@ its own variables' handles, and the same check applies.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections import Counter
-from typing import Callable, Sequence
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from graphfit.core.interception import replaced_method
 from graphfit.optimizers.levenberg_marquardt import dense_forms
 
-__all__ = ["MAX_ROWS_PER_EXAMPLE", "applies_to", "layerwise_jacobian"]
+__all__ = ["MAX_ROWS_PER_EXAMPLE", "CallRecord", "applies_to", "hook_layers",
+           "layerwise_jacobian", "recording_calls"]
 
 # Each row position costs a backward pass of the whole chunk: beyond this many rows per
 # example (a softmax over many classes) pfor's single vectorized pass traces fewer ops.
@@ -49,8 +59,53 @@ def applies_to(model) -> bool:
     return all(getattr(layer, "keeps_example_axis", False) for layer in model.flatten_layers())
 
 
+def hook_layers(model) -> list:
+    """The layers of `model` (itself included) that give their own per-example Jacobian:
+    they define `example_jacobian(inputs, variables)` (docs/architecture.md, "Per-example
+    Jacobians")."""
+    return [layer for layer in model.flatten_layers()
+            if callable(getattr(layer, "example_jacobian", None))]
+
+
+class CallRecord(NamedTuple):
+    """One call of a layer with an `example_jacobian` hook.
+
+    Attributes:
+        layer: the layer.
+        variables: its trainable variables.
+        inputs: what its `call` received.
+        outputs: what it returned, (batch, ...).
+    """
+
+    layer: object
+    variables: tuple
+    inputs: tf.Tensor
+    outputs: tf.Tensor
+
+
+@contextlib.contextmanager
+def recording_calls(layers) -> Iterator[list[CallRecord]]:
+    """Collects a `CallRecord` of every call of `layers` inside the block."""
+    records: list[CallRecord] = []
+
+    def record(layer, call):
+        def recorded(inputs, *args, **kwargs):
+            outputs = call(inputs, *args, **kwargs)
+            records.append(CallRecord(layer, tuple(layer.trainable_variables), inputs,
+                                      outputs))
+            return outputs
+
+        return recorded
+
+    with contextlib.ExitStack() as stack:
+        for layer in layers:
+            stack.enter_context(replaced_method(layer, "call", functools.partial(record, layer)))
+        yield records
+
+
 def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable],
-                       rows_per_example: int | None, dense_layers: Sequence = ()):
+                       rows_per_example: int | None, dense_layers: Sequence = (),
+                       hooked_layers: Sequence = ()):
     """`(C, rho)` of `rows_for(data)` in closed form, or None where that is not exact.
 
     Args:
@@ -61,6 +116,8 @@ def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable
         rows_per_example: the rows of one example (a Python int), or None when not static.
         dense_layers: the model's `Dense` layers (`dense_forms.dense_layers`), whose calls
             are recorded.
+        hooked_layers: the model's layers with an `example_jacobian` hook (`hook_layers`),
+            whose calls are recorded and whose hook gives their part of the Jacobian.
 
     Returns:
         `(C, rho)` as `jacobian.per_example_jacobian` returns them, or None (nothing is
@@ -74,7 +131,8 @@ def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable
     ops_before = len(graph.get_operations())
     with tf.GradientTape(watch_accessed_variables=False, persistent=k > 1) as tape:
         tape.watch(variables)
-        with dense_forms.recording(dense_layers) as records:
+        with dense_forms.recording(dense_layers) as records, \
+                recording_calls(hooked_layers) as calls:
             rows, rho = rows_for(data)
         if k == 1:
             sums = [tf.reduce_sum(rows)]
@@ -83,14 +141,16 @@ def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable
             sums = [tf.reduce_sum(by_example[:, j]) for j in range(k)]
     trained = {v.ref() for v in variables}
     records = [r for r in records if any(v.ref() in trained for v in r.variables)]
+    calls = [r for r in calls if any(v.ref() in trained for v in r.variables)]
     # A layer called inside a tf.cond or loop of its own records tensors of that inner graph,
     # which this tape cannot differentiate with respect to.
     if any(tf.is_symbolic_tensor(t) and t.graph is not graph
-           for r in records for t in (r.inputs, r.outputs)):
+           for r in (*records, *calls) for t in (r.inputs, r.outputs)):
         return None
-    if not _reads_are_recorded(graph.get_operations()[ops_before:], variables, records):
+    if not _reads_are_recorded(graph.get_operations()[ops_before:], variables,
+                               (*records, *calls)):
         return None
-    outputs = [r.outputs for r in records]
+    outputs = [r.outputs for r in (*records, *calls)]
     per_row = [tape.gradient(total, outputs, unconnected_gradients=tf.UnconnectedGradients.ZERO)
                for total in sums]
     del tape
@@ -106,6 +166,8 @@ def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable
         if bias and bias[0].ref() in columns:
             columns[bias[0].ref()].append(
                 dz if record.outputs.shape.rank == 2 else tf.reduce_sum(dz, axis=2))
+    for i, call in enumerate(calls, start=len(records)):
+        _add_hook_columns(call, [g[i] for g in per_row], trained, columns)
     dtype = rows.dtype
     parts = []
     for v in variables:
@@ -113,6 +175,21 @@ def layerwise_jacobian(rows_for: Callable, data, variables: Sequence[tf.Variable
         total = tf.add_n(columns[v.ref()]) if len(columns[v.ref()]) > 1 else columns[v.ref()][0]
         parts.append(tf.reshape(tf.cast(total, dtype), [-1, size]))
     return tf.concat(parts, axis=1), rho
+
+
+def _add_hook_columns(call: CallRecord, per_row, trained, columns) -> None:
+    """Appends to `columns` the part of each trained variable's Jacobian that flows through
+    `call`: `∂r_i/∂θ = ∂r_i/∂out_i · ∂out_i/∂θ`, the latter from the layer's hook."""
+    wanted = [v for v in call.variables if v.ref() in trained]
+    # (examples, k, outputs per example): example-major rows, as `rows` orders them.
+    dz = tf.stack([tf.reshape(g, [tf.shape(g)[0], -1]) for g in per_row], axis=1)
+    parts = call.layer.example_jacobian(call.inputs, wanted)
+    for variable, part in zip(wanted, parts):  # part: (examples, outputs, size)
+        part = tf.cast(part, dz.dtype)
+        if part.shape[1] == 1:  # one output per example: a broadcast product
+            columns[variable.ref()].append(dz * part)
+        else:
+            columns[variable.ref()].append(tf.reduce_sum(dz[..., None] * part[:, None], 2))
 
 
 def _per_example(t: tf.Tensor) -> tf.Tensor:

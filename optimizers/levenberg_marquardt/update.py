@@ -74,7 +74,7 @@ def linearize(rows_for: Callable, data, num_examples, chunk: int,
               variables: Sequence[tf.Variable], mode: str,
               gradients: Sequence[tf.Tensor], allow_under: bool = True,
               layerwise_rows: int | None = None, single_chunk: bool = False,
-              dense_layers: Sequence = ()) -> Linearization:
+              dense_layers: Sequence = (), hooked_layers: Sequence = ()) -> Linearization:
     """The `Linearization` of a batch at the variables' current values.
 
     Args:
@@ -93,6 +93,8 @@ def linearize(rows_for: Callable, data, num_examples, chunk: int,
         single_chunk: the batch is known to hold at most `chunk` examples: linearized
             without the loop over chunks (`jacobian.normal_equations`).
         dense_layers: the model's `Dense` layers (`dense_forms.dense_layers`).
+        hooked_layers: its layers with an `example_jacobian` hook
+            (`layerwise_jacobian.hook_layers`).
 
     Returns:
         The `Linearization`, in float64.
@@ -100,7 +102,7 @@ def linearize(rows_for: Callable, data, num_examples, chunk: int,
     f64 = tf.float64
     matrix, g_lin, diag, rho, under = lm_jacobian.normal_equations(
         rows_for, data, num_examples, chunk, variables, mode, f64, allow_under,
-        layerwise_rows, single_chunk, dense_layers)
+        layerwise_rows, single_chunk, dense_layers, hooked_layers)
     # b = ½∇f: the true gradient overdetermined; Cᵀρ in the m × m system, which solves
     # exactly that system.
     if gradients is None:  # Cᵀρ: ½∇f overdetermined, exactly (see residuals.py)

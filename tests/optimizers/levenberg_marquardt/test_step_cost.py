@@ -75,3 +75,24 @@ def test_the_traced_step_stays_within_its_op_budget(traced):
     names = [n.name for n in graph_def.node] + [
         n.name for f in graph_def.library.function for n in f.node_def]
     assert not any("loop_body" in name for name in names)
+
+
+# The traced step of a small Formula fit (Misra1a's model, float64, full batch, with geodesic
+# acceleration): 1199 nodes since the Formula gives its per-example Jacobian through its layer
+# hook (`example_jacobian`), 1663 with pfor.
+MAX_FORMULA_NODES = 1250
+
+
+def test_a_formula_step_takes_its_jacobian_from_the_layer_hook():
+    x = np.linspace(77.6, 790.0, 14)[:, None]
+    y = 240.0 * (1 - np.exp(-5.5e-4 * x))
+    model = gf.Sequential([layers.Formula("b1*(1-exp(-b2*x))", params={"b1": 500.0, "b2": 1e-4},
+                                          dtype="float64")], input_shape=(1,))
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    model.fit(x, y, batch_size=14, epochs=1, verbose=0)
+    graph_def = model.compile_state.steps.train_step_graph().as_graph_def()
+    ops = _ops(graph_def)
+    assert sum(ops.values()) <= MAX_FORMULA_NODES, sum(ops.values())
+    names = [n.name for n in graph_def.node] + [
+        n.name for f in graph_def.library.function for n in f.node_def]
+    assert not any("loop_body" in name for name in names)  # no pfor
