@@ -256,6 +256,7 @@ def _summary(curves: Curves, fits, seconds: float) -> dict:
     for j, name in enumerate(fits.names):
         values = fits.params[converged, j]
         errors = fits.standard_errors[converged, j]
+        errors = errors[np.isfinite(errors)]  # none where fixed or on a bound
         medians[name] = {"median": _finite(np.median(values)) if len(values) else None,
                          "p5": _finite(np.percentile(values, 5)) if len(values) else None,
                          "p95": _finite(np.percentile(values, 95)) if len(values) else None,
