@@ -21,7 +21,7 @@ Example:
     >>> run.fits.params.round(6).tolist(), run.curves.ids
     ([[2.0, 0.5], [3.0, 1.5]], ['0', '1'])
     >>> print(open(os.path.join(run.run_dir, "fits.csv")).read().splitlines()[0])
-    curve,a,a_stderr,k,k_stderr,rss,converged,reason,steps,evaluations,dof,chi_square,reduced_chi_square,residual_std,r_squared,aic,bic,strong_correlations
+    curve,a,a_stderr,k,k_stderr,rss,converged,reason,steps,evaluations,jacobian_evaluations,points,dof,chi_square,reduced_chi_square,residual_std,r_squared,aic,bic,strong_correlations,at_bound
 """
 
 from __future__ import annotations
@@ -193,7 +193,8 @@ def fit_recipe(recipe: Recipe, run_dir: str | None = None, runs_root: str = "run
                ) -> ManyFitsRun:
     """Fits a `fit_many:` recipe into a new run directory (as `training_run.train` does for a
     model): recipe.yaml, versions.json, `fits.csv` (one row per data set: its id, each
-    parameter and its standard error, RSS, converged, reason, steps, evaluations) and
+    parameter and its standard error, RSS, converged, reason, steps, function and Jacobian
+    evaluations, points, the fit statistics, parameters at a bound) and
     `summary.json`.
 
     Raises:
