@@ -184,14 +184,20 @@ def _col(v):
     return tf.expand_dims(v, -1)
 
 
-def _transposed_product(jac, r):
-    """`Jᵀr` per curve: `[N, p]` from `[N, m, p]` and `[N, m]`."""
-    return tf.reduce_sum(jac * _col(r), 1)
+def _transposed_product(jac, r, xla):
+    """`Jᵀr` per curve: `[N, p]` from `[N, m, p]` and `[N, m]`. Under XLA a product and a
+    sum (XLA on CPU runs a batched dot of tiny matrices as a call per curve); TensorFlow's
+    executor runs the batched matmul kernel faster."""
+    if xla:
+        return tf.reduce_sum(jac * _col(r), 1)
+    return tf.einsum("nmp,nm->np", jac, r)
 
 
-def _product(a, v):
-    """`A v` per curve: `[N, p]` from `[N, p, p]` and `[N, p]`."""
-    return tf.reduce_sum(a * tf.expand_dims(v, 1), -1)
+def _product(a, v, xla):
+    """`A v` per curve: `[N, p]` from `[N, p, p]` and `[N, p]` (as `_transposed_product`)."""
+    if xla:
+        return tf.reduce_sum(a * tf.expand_dims(v, 1), -1)
+    return tf.einsum("npq,nq->np", a, v)
 
 
 def _norm(v):
@@ -203,8 +209,8 @@ def _trial(curves, state: _State, s):
     n = state.params.shape[-1]
     r, jac = state.r, state.jac
     f0 = tf.reduce_sum(tf.square(r), -1)
-    a = _jtj(jac)
-    b = _transposed_product(jac, r)
+    a = _jtj(jac, s["xla"])
+    b = _transposed_product(jac, r, s["xla"])
     diag = tf.linalg.diag_part(a)
     start = state.new_step
     memory = tf.constant(lm_damping.SCALE_MEMORY if s["geodesic"] else 1.0, F64)
@@ -229,11 +235,12 @@ def _trial(curves, state: _State, s):
     delta = tf.where(_col(finite), delta, 0.0)
     within = (_norm(column_norms * delta) <= lm_update.MAX_RELATIVE_STEP * x_norm) | (
         x_norm <= 0)
-    predicted = tf.reduce_sum(delta * _product(a, delta), -1) + 2.0 * damping * tf.reduce_sum(
-        d * tf.square(delta), -1)
+    predicted = tf.reduce_sum(delta * _product(a, delta, s["xla"]), -1) + (
+        2.0 * damping * tf.reduce_sum(d * tf.square(delta), -1))
     step = delta
     if s["geodesic"]:
-        step = _accelerated(curves, state.params, r, jac, delta, solve, d, within)
+        step = _accelerated(curves, state.params, r, jac, delta, solve, d, within,
+                            s["xla"])
     trial_params = state.params + tf.where(_col(within), step, 0.0)
     # The trial point's residuals and Jacobian in one backward pass: kept if it is accepted.
     r_new, jac_new = curves.linearize(trial_params)
@@ -268,7 +275,7 @@ def _gradient_converged(b, diag, f0, gtol):
     return finite & (tf.reduce_all(cosines <= gtol, -1) | ~tf.reduce_any(b != 0, -1))
 
 
-def _accelerated(curves, params, r, jac, delta, solve, d, within):
+def _accelerated(curves, params, r, jac, delta, solve, d, within, xla):
     """δ + a/2 where the geodesic correction a is finite and acceptable, else δ
     (`geodesic.trial_acceleration`, `geodesic.acceptable`)."""
     h = lm_geodesic.STEP
@@ -276,7 +283,7 @@ def _accelerated(curves, params, r, jac, delta, solve, d, within):
     ahead, behind = tf.unstack(curves.residuals(tf.stack([params + h * delta,
                                                           params - h * delta])), 2)
     second = (ahead - 2.0 * r + behind) / (h * h)
-    accel = solve(_transposed_product(jac, second))
+    accel = solve(_transposed_product(jac, second, xla))
     sqrt_d = tf.sqrt(d)
     bent = tf.reduce_all(tf.math.is_finite(accel), -1) & within & (
         2.0 * _norm(sqrt_d * accel) <= lm_geodesic.ALPHA * _norm(sqrt_d * delta))
@@ -349,13 +356,14 @@ def _run(curves, params, s):
         tuple(state), maximum_iterations=limit)
     state = _State(*state)
     return (state.params, state.reason, state.steps, state.nfev, state.njev, state.r,
-            _jtj(state.jac))
+            _jtj(state.jac, s["xla"]))
 
 
-def _jtj(jac):
-    """`JᵀJ` per curve (products and sums, not einsum: batched dots of tiny matrices are a
-    call per curve under XLA on CPU)."""
-    return tf.reduce_sum(tf.expand_dims(jac, -1) * tf.expand_dims(jac, -2), 1)
+def _jtj(jac, xla):
+    """`JᵀJ` per curve (as `_transposed_product`)."""
+    if xla:
+        return tf.reduce_sum(tf.expand_dims(jac, -1) * tf.expand_dims(jac, -2), 1)
+    return tf.einsum("nmp,nmq->npq", jac, jac)
 
 
 @functools.lru_cache(maxsize=64)
@@ -374,7 +382,7 @@ def fit_function(expression: str, specs: tuple, geodesic: bool, jit_compile: boo
 
     def run(params, fixed, x, y, weights, max_steps, attempts, tau, ftol, xtol, gtol):
         s = {"max_steps": max_steps, "attempts": attempts, "tau": tau, "ftol": ftol,
-             "xtol": xtol, "gtol": gtol, "geodesic": geodesic}
+             "xtol": xtol, "gtol": gtol, "geodesic": geodesic, "xla": jit_compile}
         return _run(_Curves(parsed, specs, x, y, weights, fixed), params, s)
 
     scalar = tf.TensorSpec([], F64)
