@@ -22,9 +22,13 @@ A curve whose fit ended keeps its parameters bit for bit while the others go on;
 when every curve has ended or spent `max_steps` steps. The Jacobian takes one backward pass:
 every point reads its own copy of its curve's parameters (`_Curves.linearize`).
 
-The traced loop depends on the formula and the number of input columns only: data of any
-number of curves and points, starts and settings are its arguments, so a second fit of the
-same formula (new data, another N) reuses it (`fit_function`). The single-curve fit
+The traced loop depends on the formula, its parameters' bounds and `vary` (a bounded one is
+fitted through the Formula layer's own transform, `ParameterSpec.external`) and the number
+of input columns only: data of any number of curves and points (padded points weigh zero),
+starts, fixed values and settings are its arguments, so a second fit of the same formula
+(new data, another N or m) reuses it (`fit_function`). Each trial evaluates the residuals at
+its point with their Jacobian (one backward pass, kept if the trial is accepted) and, with
+geodesic acceleration, at two more points: `LoopResult.nfev` and `njev` count them. The single-curve fit
 (`fitting.fit_curve`) is this loop with N = 1.
 """
 
