@@ -28,8 +28,8 @@ of input columns only: data of any number of curves and points (padded points we
 starts, fixed values and settings are its arguments, so a second fit of the same formula
 (new data, another N or m) reuses it (`fit_function`). Each trial evaluates the residuals at
 its point with their Jacobian (one backward pass, kept if the trial is accepted) and, with
-geodesic acceleration, at two more points: `LoopResult.nfev` and `njev` count them. The single-curve fit
-(`fitting.fit_curve`) is this loop with N = 1.
+geodesic acceleration, at two more points: `LoopResult.nfev` and `njev` count them. The
+single-curve fit (`fitting.fit_curve`) is this loop with N = 1.
 """
 
 from __future__ import annotations
