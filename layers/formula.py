@@ -210,7 +210,7 @@ class Formula(Layer):
         parameters, and one backward pass of the summed outputs gives each copy's
         derivative, which is its example's alone. Levenberg–Marquardt's per-example Jacobian
         uses this layer hook instead of vectorizing one backward pass per example
-        (docs/architecture.md, "Per-example Jacobians").
+        (docs/guides/architecture.md, "Per-example Jacobians").
 
         Args:
             inputs: the inputs of a call of this layer, (batch, ...).

@@ -300,7 +300,7 @@ def _validate(args) -> int:
         curves = many_fits_run.load_curves(recipe)
         section = recipe.config["fit_many"]
         print(f"{args.recipe}: OK. fit_many: {len(curves.ids)} data sets of "
-              f"{curves.y.shape[1]} points, {section['formula']} with {len(section['params'])} "
+              f"{curves.points} points, {section['formula']} with {len(section['params'])} "
               f"parameters; nothing was fitted.")
         return EXIT_OK
     base = recipe.config["model"].get("base") if isinstance(recipe.config["model"], dict) \

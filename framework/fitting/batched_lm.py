@@ -22,10 +22,14 @@ A curve whose fit ended keeps its parameters bit for bit while the others go on;
 when every curve has ended or spent `max_steps` steps. The Jacobian takes one backward pass:
 every point reads its own copy of its curve's parameters (`_Curves.linearize`).
 
-The traced loop depends on the formula and the number of input columns only: data of any
-number of curves and points, starts and settings are its arguments, so a second fit of the
-same formula (new data, another N) reuses it (`fit_function`). The single-curve fit
-(`fitting.fit_curve`) is this loop with N = 1.
+The traced loop depends on the formula, its parameters' bounds and `vary` (a bounded one is
+fitted through the Formula layer's own transform, `ParameterSpec.external`) and the number
+of input columns only: data of any number of curves and points (padded points weigh zero),
+starts, fixed values and settings are its arguments, so a second fit of the same formula
+(new data, another N or m) reuses it (`fit_function`). Each trial evaluates the residuals at
+its point with their Jacobian (one backward pass, kept if the trial is accepted) and, with
+geodesic acceleration, at two more points: `LoopResult.nfev` and `njev` count them. The
+single-curve fit (`fitting.fit_curve`) is this loop with N = 1.
 """
 
 from __future__ import annotations
@@ -38,13 +42,14 @@ import tensorflow as tf
 
 from graphfit.core.graph_rewrites import graph_rewrites
 from graphfit.layers import formula_parser
+from graphfit.layers.formula_parameters import ParameterSpec
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
 from graphfit.optimizers.levenberg_marquardt import geodesic as lm_geodesic
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
 
-__all__ = ["Settings", "LoopResult", "fit_function", "run_fit", "use_xla", "GRAPH_REWRITES",
-           "XLA_VALUES"]
+__all__ = ["Settings", "LoopResult", "fit_function", "run_fit", "use_xla", "trace_key",
+           "GRAPH_REWRITES", "XLA_VALUES"]
 
 F64 = tf.float64
 EPS = float(np.finfo(np.float64).eps)
@@ -70,40 +75,50 @@ class LoopResult(NamedTuple):
     """What the loop returns, one row per curve (NumPy arrays).
 
     Attributes:
-        params: `[N, p]` the parameters the fits ended on.
+        params: `[N, p]` the varying parameters the fits ended on (internal values: bounded
+            ones before their transform).
         reason: `[N]` the convergence code (`levenberg_marquardt.convergence`; 0: `max_steps`
             spent).
         steps: `[N]` LM steps (a step: up to `attempts_per_step` trials).
-        evaluations: `[N]` trials (each one evaluation of the residuals at a new point).
-        rss: `[N]` the (weighted) residual sum of squares at `params` (χ²).
-        jtj: `[N, p, p]` `JᵀJ` of the weighted residuals at `params`.
-        plain_rss: `[N]` the unweighted residual sum of squares at `params`.
+        nfev: `[N]` evaluations of the residuals (SciPy's nfev): one at the start, one at
+            each trial point and, with geodesic acceleration, two more per trial.
+        njev: `[N]` evaluations of the Jacobian (SciPy's njev): one at the start and one at
+            each trial point (taken with that point's residuals in one backward pass).
+        residuals: `[N, m]` the weighted residuals at `params`.
+        jtj: `[N, p, p]` `JᵀJ` of their Jacobian with respect to the (internal) parameters.
     """
 
     params: np.ndarray
     reason: np.ndarray
     steps: np.ndarray
-    evaluations: np.ndarray
-    rss: np.ndarray
+    nfev: np.ndarray
+    njev: np.ndarray
+    residuals: np.ndarray
     jtj: np.ndarray
-    plain_rss: np.ndarray
 
 
 class _Curves:
-    """The weighted residuals `w·(f(x; b) − y)` of N curves and their Jacobian."""
+    """The weighted residuals `w·(f(x; b) − y)` of N curves and their Jacobian with respect
+    to the varying parameters' internal values (`specs`: `ParameterSpec`s of the Formula
+    layer; a bounded one maps its internal value into its bounds with the layer's own
+    transform), the fixed parameters' values given per curve (`fixed` `[N, q]`)."""
 
-    def __init__(self, parsed, names, x, y, weights):
-        self.parsed, self.names, self.y, self.weights = parsed, names, y, weights
+    def __init__(self, parsed, specs, x, y, weights, fixed):
+        self.parsed, self.y, self.weights = parsed, y, weights
+        self.varying = [spec for spec in specs if spec.vary]
+        fixed_names = [spec.name for spec in specs if not spec.vary]
+        self.fixed = dict(zip(fixed_names, tf.unstack(fixed[:, :, None], len(fixed_names), 1)))
         columns = tf.unstack(x, num=x.shape[-1], axis=-1)  # [N, m] each
         self.inputs = {name: columns[0 if name == "x" else int(name[1:]) - 1]
                        for name in parsed.inputs}
 
-    def residuals(self, params):
-        """`[..., N, m]` for parameters `[..., N, p]`, or `[N, m, p]` (one copy per point)."""
-        per_point = params.shape.rank == 3
+    def residuals(self, params, per_point=False):
+        """`[..., N, m]` for parameters `[..., N, p]`, or with `per_point` `[N, m, p]` (one
+        copy per point)."""
         # One Unpack op each (slices cost three constants apiece in the traced loop).
         columns = tf.unstack(params if per_point else params[..., None, :], axis=-1)
-        values = dict(zip(self.names, columns))
+        values = {spec.name: spec.external(u) for spec, u in zip(self.varying, columns)}
+        values.update(self.fixed)
         values.update(self.inputs)
         model = self.parsed.evaluate(values, F64)
         return (model - self.y) * self.weights
@@ -116,7 +131,7 @@ class _Curves:
             [tf.shape(self.y), tf.shape(params)[-1:]], 0))
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(copies)
-            rows = self.residuals(copies)
+            rows = self.residuals(copies, per_point=True)
         return rows, tape.gradient(rows, copies,
                                    unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
@@ -153,6 +168,8 @@ def _scaled_solve(a, d, damping, near):
 
 class _State(NamedTuple):
     params: tf.Tensor  # [N, p]
+    r: tf.Tensor  # [N, m] the residuals at params
+    jac: tf.Tensor  # [N, m, p] their Jacobian
     damping: tf.Tensor  # [N] λ (negative before the first step)
     first_damping: tf.Tensor  # [N] λ of the step's first trial
     growth: tf.Tensor  # [N] ν
@@ -160,7 +177,8 @@ class _State(NamedTuple):
     new_step: tf.Tensor  # [N] bool: the next trial starts a step
     trials: tf.Tensor  # [N] trials in the current step
     steps: tf.Tensor  # [N] steps started
-    evaluations: tf.Tensor  # [N]
+    nfev: tf.Tensor  # [N] residual evaluations
+    njev: tf.Tensor  # [N] Jacobian evaluations
     reason: tf.Tensor  # [N] int64, 0 while fitting
     active: tf.Tensor  # [N] bool
 
@@ -170,6 +188,22 @@ def _col(v):
     return tf.expand_dims(v, -1)
 
 
+def _transposed_product(jac, r, xla):
+    """`Jᵀr` per curve: `[N, p]` from `[N, m, p]` and `[N, m]`. Under XLA a product and a
+    sum (XLA on CPU runs a batched dot of tiny matrices as a call per curve); TensorFlow's
+    executor runs the batched matmul kernel faster."""
+    if xla:
+        return tf.reduce_sum(jac * _col(r), 1)
+    return tf.einsum("nmp,nm->np", jac, r)
+
+
+def _product(a, v, xla):
+    """`A v` per curve: `[N, p]` from `[N, p, p]` and `[N, p]` (as `_transposed_product`)."""
+    if xla:
+        return tf.reduce_sum(a * tf.expand_dims(v, 1), -1)
+    return tf.einsum("npq,nq->np", a, v)
+
+
 def _norm(v):
     return tf.norm(v, axis=-1)
 
@@ -177,10 +211,10 @@ def _norm(v):
 def _trial(curves, state: _State, s):
     """One trial for every curve (the inactive ones' results are discarded)."""
     n = state.params.shape[-1]
-    r, jac = curves.linearize(state.params)
+    r, jac = state.r, state.jac
     f0 = tf.reduce_sum(tf.square(r), -1)
-    a = tf.einsum("nmp,nmq->npq", jac, jac)
-    b = tf.einsum("nmp,nm->np", jac, r)
+    a = _jtj(jac, s["xla"])
+    b = _transposed_product(jac, r, s["xla"])
     diag = tf.linalg.diag_part(a)
     start = state.new_step
     memory = tf.constant(lm_damping.SCALE_MEMORY if s["geodesic"] else 1.0, F64)
@@ -205,13 +239,16 @@ def _trial(curves, state: _State, s):
     delta = tf.where(_col(finite), delta, 0.0)
     within = (_norm(column_norms * delta) <= lm_update.MAX_RELATIVE_STEP * x_norm) | (
         x_norm <= 0)
-    predicted = tf.einsum("np,npq,nq->n", delta, a, delta) + 2.0 * damping * tf.reduce_sum(
-        d * tf.square(delta), -1)
+    predicted = tf.reduce_sum(delta * _product(a, delta, s["xla"]), -1) + (
+        2.0 * damping * tf.reduce_sum(d * tf.square(delta), -1))
     step = delta
     if s["geodesic"]:
-        step = _accelerated(curves, state.params, r, jac, delta, solve, d, within)
+        step = _accelerated(curves, state.params, r, jac, delta, solve, d, within,
+                            s["xla"])
     trial_params = state.params + tf.where(_col(within), step, 0.0)
-    f_new = tf.reduce_sum(tf.square(curves.residuals(trial_params)), -1)
+    # The trial point's residuals and Jacobian in one backward pass: kept if it is accepted.
+    r_new, jac_new = curves.linearize(trial_params)
+    f_new = tf.reduce_sum(tf.square(r_new), -1)
     actual = f0 - f_new
     gain = lm_update.gain_ratio(actual, predicted)
     accepted = lm_update.step_accepted(finite, f_new, actual, gain, within)
@@ -223,7 +260,8 @@ def _trial(curves, state: _State, s):
                              stalled)
     code = tf.where(gtol_met, tf.constant(lm_convergence.GTOL, tf.int64), code)
     accepted &= ~gtol_met
-    return scale, trial_params, accepted, new_damping, first_damping, new_growth, code
+    return (scale, trial_params, r_new, jac_new, accepted, new_damping, first_damping,
+            new_growth, code)
 
 
 def _floored(diag):
@@ -241,14 +279,15 @@ def _gradient_converged(b, diag, f0, gtol):
     return finite & (tf.reduce_all(cosines <= gtol, -1) | ~tf.reduce_any(b != 0, -1))
 
 
-def _accelerated(curves, params, r, jac, delta, solve, d, within):
+def _accelerated(curves, params, r, jac, delta, solve, d, within, xla):
     """δ + a/2 where the geodesic correction a is finite and acceptable, else δ
     (`geodesic.trial_acceleration`, `geodesic.acceptable`)."""
     h = lm_geodesic.STEP
-    ahead = curves.residuals(params + h * delta)
-    behind = curves.residuals(params - h * delta)
+    # Both points in one evaluation of the formula (`[2, N, m]`).
+    ahead, behind = tf.unstack(curves.residuals(tf.stack([params + h * delta,
+                                                          params - h * delta])), 2)
     second = (ahead - 2.0 * r + behind) / (h * h)
-    accel = solve(tf.einsum("nmp,nm->np", jac, second))
+    accel = solve(_transposed_product(jac, second, xla))
     sqrt_d = tf.sqrt(d)
     bent = tf.reduce_all(tf.math.is_finite(accel), -1) & within & (
         2.0 * _norm(sqrt_d * accel) <= lm_geodesic.ALPHA * _norm(sqrt_d * delta))
@@ -271,7 +310,8 @@ def _convergence_code(tests, f0, f_new, predicted, gain, delta, finite, stalled)
 
 def _advance(curves, state: _State, s) -> _State:
     """The state after one trial of every active curve."""
-    scale, trial_params, accepted, damping, first, growth, code = _trial(curves, state, s)
+    (scale, trial_params, r_new, jac_new, accepted, damping, first, growth,
+     code) = _trial(curves, state, s)
     active = state.active
     trials = tf.where(state.new_step, tf.ones_like(state.trials), state.trials + 1)
     steps = state.steps + tf.cast(state.new_step, tf.int64)
@@ -280,71 +320,88 @@ def _advance(curves, state: _State, s) -> _State:
     out_of_steps = new_step & (steps >= s["max_steps"]) & ~ended
 
     rows = _col(active)
+    taken = active & accepted
 
-    def keep(new, old):
-        return tf.where(active if old.shape.rank == 1 else rows, new, old)
+    def keep(new, old, where=active):
+        rank = old.shape.rank
+        return tf.where(where if rank == 1 else tf.reshape(where, [-1] + [1] * (rank - 1)),
+                        new, old)
 
+    evaluations = tf.cast(active, tf.int64)
     return _State(
-        params=keep(tf.where(_col(accepted), trial_params, state.params), state.params),
+        params=keep(trial_params, state.params, taken), r=keep(r_new, state.r, taken),
+        jac=keep(jac_new, state.jac, taken),
         damping=keep(damping, state.damping), first_damping=keep(first, state.first_damping),
         growth=keep(growth, state.growth),
-        scale=keep(scale, state.scale), new_step=keep(new_step, state.new_step),
+        scale=tf.where(rows, scale, state.scale), new_step=keep(new_step, state.new_step),
         trials=keep(trials, state.trials), steps=keep(steps, state.steps),
-        evaluations=state.evaluations + tf.cast(active, tf.int64),
+        nfev=state.nfev + evaluations * (3 if s["geodesic"] else 1),
+        njev=state.njev + evaluations,
         reason=tf.where(ended, code, state.reason),
         active=active & ~ended & ~out_of_steps)
 
 
-def _run(parsed, names, params, x, y, weights, s):
-    curves = _Curves(parsed, names, x, y, weights)
+def _run(curves, params, s):
     count = tf.shape(params)[0]
     p = params.shape[-1]
 
     def zeros(dtype):
         return tf.zeros([count], dtype)
 
-    state = _State(params, zeros(F64) - 1.0, zeros(F64), zeros(F64) + 2.0,
+    r, jac = curves.linearize(params)
+    one = tf.ones([count], tf.int64)
+    state = _State(params, r, jac, zeros(F64) - 1.0, zeros(F64), zeros(F64) + 2.0,
                    tf.zeros([count, p], F64), tf.ones([count], tf.bool), zeros(tf.int64),
-                   zeros(tf.int64), zeros(tf.int64), zeros(tf.int64),
-                   tf.ones([count], tf.bool))
+                   zeros(tf.int64), one, one, zeros(tf.int64), tf.ones([count], tf.bool))
     limit = tf.cast(s["max_steps"] * s["attempts"], tf.int32)
     state = tf.while_loop(
         lambda *st: tf.reduce_any(_State(*st).active),
         lambda *st: tuple(_advance(curves, _State(*st), s)),
         tuple(state), maximum_iterations=limit)
     state = _State(*state)
-    r, jac = curves.linearize(state.params)
-    rss = tf.reduce_sum(tf.square(r), -1)
-    jtj = tf.einsum("nmp,nmq->npq", jac, jac)
-    plain_rss = tf.reduce_sum(tf.square(r / weights), -1)
-    return state.params, state.reason, state.steps, state.evaluations, rss, jtj, plain_rss
+    return (state.params, state.reason, state.steps, state.nfev, state.njev, state.r,
+            _jtj(state.jac, s["xla"]))
+
+
+def _jtj(jac, xla):
+    """`JᵀJ` per curve (as `_transposed_product`)."""
+    if xla:
+        return tf.reduce_sum(tf.expand_dims(jac, -1) * tf.expand_dims(jac, -2), 1)
+    return tf.einsum("nmp,nmq->npq", jac, jac)
 
 
 @functools.lru_cache(maxsize=64)
-def fit_function(expression: str, names: tuple[str, ...], geodesic: bool,
-                 jit_compile: bool = False):
-    """The traced batched fit of one formula: `run(params [N, p], x [N, m, k], y [N, m],
-    weights [N, m], settings [6]) -> LoopResult tensors`, cached per formula (expression,
-    parameter names), `geodesic` setting and `jit_compile`. Every argument is a tensor of
-    relaxed shape, so new data, another N or m and other settings reuse the trace; with
-    `jit_compile` XLA still compiles once per shape of the data (seconds each), and then
-    runs the whole fit as one program (`use_xla`)."""
+def fit_function(expression: str, specs: tuple, geodesic: bool, jit_compile: bool = False):
+    """The traced batched fit of one formula: `run(params [N, p], fixed [N, q], x [N, m, k],
+    y [N, m], weights [N, m], settings...) -> LoopResult tensors`, cached per formula
+    (expression; `specs`: one `ParameterSpec` per parameter, its value ignored, its bounds
+    and `vary` part of the trace), `geodesic` setting and `jit_compile`. Every argument is
+    a tensor of relaxed shape, so new data, starts, fixed values, another N or m and other
+    settings reuse the trace; with `jit_compile` XLA still compiles once per shape of the
+    data (seconds each), and then runs the whole fit as one program (`use_xla`)."""
+    names = tuple(spec.name for spec in specs)
     parsed = formula_parser.parse(expression, names)
-    p = len(names)
+    p = sum(1 for spec in specs if spec.vary)
     k = max([1] + [int(name[1:]) for name in parsed.inputs if name != "x"])
 
-    def run(params, x, y, weights, max_steps, attempts, tau, ftol, xtol, gtol):
+    def run(params, fixed, x, y, weights, max_steps, attempts, tau, ftol, xtol, gtol):
         s = {"max_steps": max_steps, "attempts": attempts, "tau": tau, "ftol": ftol,
-             "xtol": xtol, "gtol": gtol, "geodesic": geodesic}
-        return _run(parsed, names, params, x, y, weights, s)
+             "xtol": xtol, "gtol": gtol, "geodesic": geodesic, "xla": jit_compile}
+        return _run(_Curves(parsed, specs, x, y, weights, fixed), params, s)
 
     scalar = tf.TensorSpec([], F64)
-    signature = [tf.TensorSpec([None, p], F64), tf.TensorSpec([None, None, k], F64),
-                 tf.TensorSpec([None, None], F64), tf.TensorSpec([None, None], F64),
-                 tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64), scalar, scalar,
-                 scalar, scalar]
+    signature = [tf.TensorSpec([None, p], F64), tf.TensorSpec([None, len(specs) - p], F64),
+                 tf.TensorSpec([None, None, k], F64), tf.TensorSpec([None, None], F64),
+                 tf.TensorSpec([None, None], F64), tf.TensorSpec([], tf.int64),
+                 tf.TensorSpec([], tf.int64), scalar, scalar, scalar, scalar]
     return tf.function(run, input_signature=signature, autograph=False, reduce_retracing=True,
                        jit_compile=jit_compile)
+
+
+def trace_key(specs) -> tuple:
+    """`specs` with their starting values dropped: what `fit_function` traces for."""
+    return tuple(ParameterSpec(spec.name, 0.0, spec.min, spec.max, spec.vary)
+                 for spec in specs)
 
 
 def use_xla(jit_compile, count: int, points: int) -> bool:
@@ -357,16 +414,19 @@ def use_xla(jit_compile, count: int, points: int) -> bool:
     return bool(jit_compile)
 
 
-def run_fit(expression: str, names: tuple[str, ...], params, x, y, weights,
+def run_fit(expression: str, specs: tuple, params, fixed, x, y, weights,
             settings: Settings, jit_compile=False) -> LoopResult:
-    """Runs the cached traced fit on NumPy arrays (float64, shapes as `fit_function`);
+    """Runs the cached traced fit on NumPy arrays (float64, shapes as `fit_function`:
+    `params` the varying parameters' internal values, `fixed` the fixed ones' values);
     `jit_compile` True, False or "auto" (`use_xla`)."""
     xla = use_xla(jit_compile, *np.shape(y))
-    function = fit_function(expression, names, bool(settings.geodesic_acceleration), xla)
+    function = fit_function(expression, trace_key(specs),
+                            bool(settings.geodesic_acceleration), xla)
     with graph_rewrites(GRAPH_REWRITES):
         out = function(
-            tf.constant(params, F64), tf.constant(x, F64), tf.constant(y, F64),
-            tf.constant(weights, F64), tf.constant(settings.max_steps, tf.int64),
+            tf.constant(params, F64), tf.constant(fixed, F64), tf.constant(x, F64),
+            tf.constant(y, F64), tf.constant(weights, F64),
+            tf.constant(settings.max_steps, tf.int64),
             tf.constant(settings.attempts_per_step, tf.int64),
             tf.constant(settings.initial_damping, F64),
             tf.constant(max(settings.ftol, EPS), F64), tf.constant(max(settings.xtol, EPS), F64),

@@ -15,22 +15,23 @@ __all__ = ["fit_many", "fit_curve"]
 
 
 def _formula(formula, p0):
-    """(expression, names, starts as given) from a `layers.Formula` or an expression."""
+    """(expression, parsed, specs, p0): the parameters' `ParameterSpec`s (the Formula
+    layer's: bounds, `vary`) from a `layers.Formula` or an expression with `p0`."""
     from graphfit.layers import Formula, formula_parser
+    from graphfit.layers.formula_parameters import ParameterSpec
 
     if isinstance(formula, Formula):
-        expression, names = formula.expression, tuple(formula.params)
-        special = [name for name, spec in formula.specs.items()
-                   if spec.bounded or not spec.vary or spec.per_data_set]
-        if special:
+        expression, specs = formula.expression, tuple(formula.specs.values())
+        shared = [spec.name for spec in specs if spec.per_data_set]
+        if shared:
             raise ValueError(
-                f"fit_curve and fit_many fit free scalar parameters only; the Formula's "
-                f"{', '.join(map(repr, special))} {'is' if len(special) == 1 else 'are'} "
-                f"bounded, fixed or given per data set. Fit it as a model "
-                f"(gf.Sequential([formula]), LevenbergMarquardt, fit), which honours them. "
-                f"Received: params={dict(formula.params)!r}")
+                f"fit_curve and fit_many fit one value of each parameter per data set; the "
+                f"Formula's {', '.join(map(repr, shared))} {'is' if len(shared) == 1 else 'are'}"
+                f" given per data set (a global fit). Fit it as a model "
+                f"(gf.Sequential([formula]), LevenbergMarquardt, fit), or pass each data set "
+                f"as a row of y. Received: params={dict(formula.params)!r}")
         if p0 is None:
-            p0 = dict(formula.params)
+            p0 = {spec.name: spec.value for spec in specs}
     elif isinstance(formula, str):
         expression = " ".join(formula.splitlines()).strip()
         if p0 is None:
@@ -42,17 +43,35 @@ def _formula(formula, p0):
             raise ValueError(
                 f"p0 must be a dict {{name: start}} with a formula given as a string (it "
                 f"names the parameters). Received: p0={p0!r}")
-        names = tuple(p0)
+        specs, starts = [], {}
+        for name, given in p0.items():
+            if isinstance(given, Mapping):  # {value, min, max, vary}, as a Formula's params
+                spec = ParameterSpec.of(name, {**given, "value": _first(given.get("value"))})
+                starts[name] = given["value"]
+            else:
+                spec, starts[name] = ParameterSpec(name, 0.0), given
+            specs.append(spec)
+        specs, p0 = tuple(specs), starts
     else:
         raise ValueError(
             f"formula must be an expression string such as 'b1*exp(-b2*x)' or a "
             f"layers.Formula. Received: formula={formula!r}")
+    names = tuple(spec.name for spec in specs)
     parsed = formula_parser.parse(expression, names)
     unused = [n for n in names if n not in parsed.names]
     if unused:
         raise ValueError(f"p0: parameter(s) {unused} not used in {expression!r}: remove them. "
                          f"Received: p0={p0!r}")
-    return expression, names, parsed, p0
+    if all(not spec.vary for spec in specs):
+        raise ValueError(f"every parameter of {expression!r} is fixed (vary: false): nothing "
+                         f"to fit. Let at least one vary.")
+    return expression, parsed, specs, p0
+
+
+def _first(value):
+    """The first start of a mapping's `value` (a number, or an array of one per data set)."""
+    array = np.asarray(value, np.float64) if value is not None else None
+    return None if array is None else float(array.ravel()[0]) if array.size else value
 
 
 def _starts(p0, names, count: int) -> np.ndarray:
@@ -77,8 +96,58 @@ def _starts(p0, names, count: int) -> np.ndarray:
     return np.array(starts)
 
 
-def _data(x, y, sigma, columns: int, single: bool):
-    """x `[N, m, k]`, y `[N, m]` and the weights 1/σ `[N, m]`, checked."""
+def _ragged(x, y, sigma):
+    """Curves of different lengths (`y` a list of 1-D arrays, `x` and `sigma` lists of
+    matching arrays, or one array `x` shared up to each curve's length) padded to the
+    longest: `(x, y, sigma, mask)`, the mask False on the padding."""
+    rows = [np.asarray(row, np.float64) for row in y]
+    if any(row.ndim != 1 or row.size == 0 for row in rows):
+        raise ValueError(f"y as a list holds one 1-D array per data set. Received: arrays of "
+                         f"shapes {[row.shape for row in rows]}")
+    lengths = [row.size for row in rows]
+    m = max(lengths)
+
+    def padded(values, what, fill):
+        if values is None or not isinstance(values, (list, tuple)):
+            return values
+        if len(values) != len(rows):
+            raise ValueError(f"{what} as a list needs one array per data set of y ("
+                             f"{len(rows)}). Received: {len(values)}")
+        out = []
+        for value, n in zip(values, lengths):
+            value = np.asarray(value, np.float64)
+            if value.shape[:1] != (n,):
+                raise ValueError(f"{what}: each data set's array must have as many points "
+                                 f"as its y ({n}). Received: shape {value.shape}")
+            pad = np.repeat(value[:1] * 0 + fill if fill is not None else value[-1:],
+                            m - n, axis=0)
+            out.append(np.concatenate([value, pad]))
+        return np.stack(out)
+
+    mask = np.arange(m)[None] < np.array(lengths)[:, None]
+    return padded(x, "x", None), padded(rows, "y", 0.0), padded(sigma, "sigma", 1.0), mask
+
+
+def _masked(x, y, weights, mask):
+    """Points where `mask` is False weigh zero, and read y = 0 and x of the curve's first
+    point (so that NaN padding never reaches the formula)."""
+    first = np.argmax(mask, axis=1)
+    stand_in = np.take_along_axis(x, first[:, None, None], axis=1)
+    x = np.where(mask[:, :, None], x, stand_in)
+    return x, np.where(mask, y, 0.0), np.where(mask, weights, 0.0)
+
+
+def _data(x, y, sigma, columns: int, single: bool, mask=None):
+    """x `[N, m, k]`, y `[N, m]`, the weights 1/σ `[N, m]` and the points per data set
+    `[N]`, checked (padded points, `mask` False, weigh zero)."""
+    if not single and isinstance(y, (list, tuple)) and len(
+            {np.shape(row) for row in y}) > 1:
+        if mask is not None:
+            raise ValueError("mask is for y given as one padded array; y as a list of data "
+                             "sets of different lengths needs no mask.")
+        x, y, sigma, mask = _ragged(x, y, sigma)
+        if np.ndim(x) == 1 or (columns > 1 and np.ndim(x) == 2):  # one x, cut per curve
+            x = np.broadcast_to(np.asarray(x, np.float64)[None], (len(y),) + np.shape(x))
     y = np.asarray(y, np.float64)
     if single:
         y = y[None] if y.ndim == 1 else y
@@ -109,18 +178,33 @@ def _data(x, y, sigma, columns: int, single: bool):
         except ValueError:
             raise ValueError(f"sigma must broadcast to y's shape {y.shape}. Received: sigma "
                              f"of shape {sigma.shape}") from None
+        if mask is not None:
+            sigma = np.where(_mask(mask, y), sigma, 1.0)
         if np.any(~(sigma > 0)):
             raise ValueError("sigma must be positive (standard deviations of y); received "
                              "zeros, negatives or NaN.")
         weights = 1.0 / sigma
-    return x, y, weights
+    if mask is None:
+        return x, y, weights, np.full(count, m)
+    mask = _mask(mask, y)
+    x, y, weights = _masked(x, y, weights, mask)
+    return x, y, weights, np.count_nonzero(mask, axis=1)
+
+
+def _mask(mask, y):
+    mask = np.asarray(mask)
+    if mask.dtype != bool or mask.shape != y.shape:
+        raise ValueError(f"mask must be a bool array of y's shape {y.shape} (False: a padded "
+                         f"point, weighing zero). Received: {mask.dtype} array of shape "
+                         f"{mask.shape}")
+    return mask
 
 
 def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
              max_steps: int = 1000, attempts_per_step: int = 10,
              initial_damping: float = 1e-3, ftol: float = 1e-15, xtol: float = 1e-10,
              gtol: float = 0.0, geodesic_acceleration: bool = True,
-             jit_compile: bool | str = "auto") -> ManyFits:
+             jit_compile: bool | str = "auto", mask=None) -> ManyFits:
     """Fits one formula to N independent data sets at once, each with its own
     Levenberg–Marquardt state (damping, acceptance, convergence), in float64.
 
@@ -130,14 +214,24 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     ends with reason "not finite" without touching the others. The traced loop is cached
     per formula: a second call with new data (any N, any number of points) does not trace.
 
+    Bounded and fixed parameters (a Formula's `min`, `max`, `vary: false`, or the same keys
+    in `p0`: `{"b1": {"value": 500, "min": 0}}`) behave as in a fitted Formula model: the
+    fit runs on the layer's internal (sigmoid/softplus) values, the standard errors are
+    those of the bounded values, and a parameter that ends on its bound is reported as such
+    per data set (`ManyFits.status`), without a standard error, as `fit_report` does.
+
     Args:
         formula: an expression string (parameters named by `p0`) or a `layers.Formula`
             (its `params` are the default starts).
         x: the inputs: `(m,)` or `(m, k)` shared by every data set, or `(N, m)` /
-            `(N, m, k)`, one row per data set (`x1 ... xk` name the k columns).
-        y: `(N, m)`: one data set per row.
-        p0: the starts: `{name: value or (N,) array}`, or an array `(p,)` / `(N, p)` in the
-            order of the Formula's params.
+            `(N, m, k)`, one row per data set (`x1 ... xk` name the k columns); with `y` a
+            list, a list of arrays of the same lengths (or one x as long as the longest).
+        y: `(N, m)`: one data set per row; or a list of 1-D arrays, data sets of different
+            lengths (padded to the longest; the padding weighs zero and each data set's
+            dof counts its own points).
+        p0: the starts: `{name: value or (N,) array}` (or `{name: {"value": ..., "min":
+            ..., "max": ..., "vary": False}}`), or an array `(p,)` / `(N, p)` in the order
+            of the Formula's params. A fixed parameter's value may differ per data set.
         sigma: the standard deviations of y (broadcast to `(N, m)`), or None; the residuals
             are weighted by 1/σ, as in SciPy's `curve_fit`.
         absolute_sigma: as in `curve_fit`: True reads σ as known errors (covariance
@@ -149,18 +243,20 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
             default): XLA from `batched_lm.XLA_VALUES` (50 000) data values on. XLA compiles
             once per shape of the data (2-3 s on 2 CPU cores) and then runs 3-5 times faster
             than the traced loop (docs/benchmarks/performance.md, "Small fits and many fits").
+        mask: `(N, m)` bool, False for a padded point (it weighs zero and may hold NaN: pass
+            `mask=np.isfinite(y)` for NaN-padded curves), or None (every point counts).
 
     Returns:
-        `ManyFits`: parameters, standard errors, covariances, `JᵀJ`, RSS, reasons, steps.
+        `ManyFits`: parameters, standard errors, covariances, `JᵀJ`, RSS, reasons, steps,
+        function and Jacobian evaluations (`evaluations`, `jacobian_evaluations`).
 
     Raises:
         ValueError: for a bad argument, naming it and what was received.
     """
-    expression, names, parsed, p0 = _formula(formula, p0)
-    columns = _columns(parsed)
-    x, y, weights = _data(x, y, sigma, columns, single=False)
+    expression, parsed, specs, p0 = _formula(formula, p0)
+    data = _data(x, y, sigma, _columns(parsed), single=False, mask=mask)
     validation.one_of("jit_compile", jit_compile, (True, False, "auto"))
-    return _fit(expression, names, p0, x, y, weights, absolute_sigma, _settings(
+    return _fit(expression, specs, p0, data, absolute_sigma, _settings(
         max_steps, attempts_per_step, initial_damping, ftol, xtol, gtol,
         geodesic_acceleration), jit_compile)
 
@@ -187,13 +283,13 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
         >>> {k: round(v, 9) for k, v in fit.values.items()}, fit.converged
         ({'a': 1.0, 'b': 2.0}, True)
     """
-    expression, names, parsed, p0 = _formula(formula, p0)
+    expression, parsed, specs, p0 = _formula(formula, p0)
     columns = _columns(parsed)
     if np.ndim(y) != 1:
         raise ValueError(f"y must have shape (points,) for fit_curve (fit_many fits several "
                          f"data sets). Received: y of shape {np.shape(y)}")
     x = np.asarray(x, np.float64)[None]
-    x, y, weights = _data(x, y, sigma, columns, single=True)
+    data = _data(x, y, sigma, columns, single=True)
     if not isinstance(p0, Mapping):
         p0 = np.asarray(p0, np.float64).reshape(1, -1)
     known = ("max_steps", "attempts_per_step", "initial_damping", "ftol", "xtol", "gtol",
@@ -204,7 +300,7 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
                          f"{', '.join(known)}.")
     jit_compile = settings.pop("jit_compile", False)
     validation.one_of("jit_compile", jit_compile, (True, False, "auto"))
-    return _fit(expression, names, p0, x, y, weights, absolute_sigma,
+    return _fit(expression, specs, p0, data, absolute_sigma,
                 _settings(**settings), jit_compile).curve(0)
 
 
@@ -224,24 +320,59 @@ def _settings(max_steps=1000, attempts_per_step=10, initial_damping=1e-3, ftol=1
         float(ftol), float(xtol), float(gtol), geodesic_acceleration)
 
 
-def _fit(expression, names, p0, x, y, weights, absolute_sigma, settings,
-         jit_compile) -> ManyFits:
-    count, m = y.shape
-    if m < len(names):
-        raise ValueError(f"each data set needs at least as many points as parameters "
-                         f"({len(names)}: {list(names)}). Received: {m} points")
+def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile) -> ManyFits:
+    x, y, weights, points = data
+    names = tuple(spec.name for spec in specs)
+    vary = np.array([spec.vary for spec in specs])
+    short = np.flatnonzero(points < np.count_nonzero(vary))
+    if short.size:
+        raise ValueError(f"each data set needs at least as many points as varying parameters "
+                         f"({np.count_nonzero(vary)}: {list(np.array(names)[vary])}). "
+                         f"Received: {points[short[0]]} points in data set {short[0]}"
+                         f"{f' (and {short.size - 1} more)' if short.size > 1 else ''}")
     if not isinstance(absolute_sigma, (bool, np.bool_)):
         raise ValueError(f"absolute_sigma must be True or False. Received: {absolute_sigma!r}")
-    starts = _starts(p0, names, count)
-    result = batched_lm.run_fit(expression, names, starts, x, y, weights, settings,
-                                jit_compile)
-    dof = m - len(names)
-    cov = covariances(result.jtj, result.rss, dof, bool(absolute_sigma))
+    starts = _starts(p0, names, len(y))
+    varying = [spec for spec in specs if spec.vary]
+    internal = np.stack([_internal(spec, starts[:, i]) for i, spec in enumerate(specs)
+                         if spec.vary], -1)
+    result = batched_lm.run_fit(expression, specs, internal, starts[:, ~vary], x, y, weights,
+                                settings, jit_compile)
+    params = starts.copy()
+    params[:, vary] = np.stack([spec.external(u) for spec, u in
+                                zip(varying, result.params.T)], -1)
+    # JᵀJ of the bounded values: the internal one over d value / d internal value (zero on a
+    # bound, where the parameter is not free and the entry unused).
+    slopes = np.stack([spec.derivative(u) for spec, u in zip(varying, result.params.T)], -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(slopes != 0, 1.0 / slopes, 0.0)
+    jtj = np.zeros((len(y), len(specs), len(specs)))
+    jtj[:, vary[:, None] & vary[None, :]] = (
+        result.jtj * scale[:, :, None] * scale[:, None, :]).reshape(len(y), -1)
+    status = report.parameter_status(params, [s.min for s in specs], [s.max for s in specs],
+                                     vary)
+    free = status == "varied"
+    rss = np.sum(np.square(result.residuals), -1)
+    dof = points - np.count_nonzero(free, axis=1)
+    cov = covariances(jtj, rss, dof, bool(absolute_sigma), free)
     errors = np.sqrt(np.abs(np.diagonal(cov, axis1=1, axis2=2)))
-    return ManyFits(names=names, params=result.params, standard_errors=errors,
-                    covariance=cov, jtj=result.jtj, rss=result.rss, dof=dof,
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plain = np.where(weights > 0, result.residuals / weights, 0.0)
+    return ManyFits(names=names, params=params, standard_errors=errors,
+                    covariance=cov, jtj=jtj, rss=rss, dof=dof,
                     reason_codes=result.reason, steps=result.steps,
-                    evaluations=result.evaluations, plain_rss=result.plain_rss,
+                    evaluations=result.nfev, plain_rss=np.sum(np.square(plain), -1),
                     total=report.total_sum_of_squares(y, weights ** 2),
-                    absolute_sigma=bool(absolute_sigma))
+                    absolute_sigma=bool(absolute_sigma), points=points, status=status,
+                    jacobian_evaluations=result.njev,
+                    bounds=(tuple(s.min for s in specs), tuple(s.max for s in specs)))
 
+
+def _internal(spec, starts: np.ndarray) -> np.ndarray:
+    """A bounded parameter's starts (strictly inside its bounds) as internal values."""
+    outside = ~((starts > spec.min) & (starts < spec.max))
+    if spec.bounded and np.any(outside):
+        raise ValueError(f"p0: the starts of {spec.name!r} must lie strictly inside its bounds "
+                         f"[{spec.min:g}, {spec.max:g}] (the transformed parameter reaches a "
+                         f"bound only in the limit). Received: {starts[outside][:3].tolist()}")
+    return spec.internal(starts)

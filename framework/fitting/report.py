@@ -45,8 +45,8 @@ from graphfit.fitting.jacobian import model_outputs, parameter_jacobian
 from graphfit.fitting.parameters import FitParameter, model_parameters
 
 __all__ = ["FitReport", "ParameterResult", "fit_report", "fit_statistics", "total_sum_of_squares",
-           "correlation_matrix", "strong_pairs", "RANK_TOLERANCE", "STRONG_CORRELATION",
-           "BOUND_TOLERANCE"]
+           "correlation_matrix", "strong_pairs", "parameter_status", "RANK_TOLERANCE",
+           "STRONG_CORRELATION", "BOUND_TOLERANCE"]
 
 # Singular values of the column-scaled, weighted Jacobian below this fraction of the largest
 # mark undetermined parameters.
@@ -167,15 +167,24 @@ def _plain(value):
 
 
 def _bound_status(p: FitParameter) -> str | None:
-    finite = [b for b in (p.min, p.max) if math.isfinite(b)]
-    if not finite or not p.vary:
-        return None
-    scale = (p.max - p.min) if len(finite) == 2 else max(1.0, abs(finite[0]))
-    if math.isfinite(p.min) and p.value - p.min <= BOUND_TOLERANCE * scale:
-        return "at lower bound"
-    if math.isfinite(p.max) and p.max - p.value <= BOUND_TOLERANCE * scale:
-        return "at upper bound"
-    return None
+    status = str(parameter_status(np.array([[p.value]]), [p.min], [p.max], [p.vary])[0, 0])
+    return None if status in ("varied", "fixed") else status
+
+
+def parameter_status(values, lows, highs, vary) -> np.ndarray:
+    """Each parameter's status, `[N, p]` text for values `[N, p]` and per-parameter bounds
+    and `vary`: "fixed", "at lower bound", "at upper bound" (within `BOUND_TOLERANCE` of its
+    range, or of max(1, |bound|) with one bound) or "varied"."""
+    values = np.asarray(values, np.float64)
+    lows, highs = np.asarray(lows, np.float64), np.asarray(highs, np.float64)
+    both = np.isfinite(lows) & np.isfinite(highs)
+    one = np.where(np.isfinite(lows), lows, highs)
+    with np.errstate(invalid="ignore"):
+        scale = np.where(both, highs - lows, np.maximum(1.0, np.abs(one))) * BOUND_TOLERANCE
+        low = np.isfinite(lows) & (values - lows <= scale)
+        high = np.isfinite(highs) & (highs - values <= scale)
+    status = np.where(low, "at lower bound", np.where(high, "at upper bound", "varied"))
+    return np.where(np.asarray(vary, bool), status, "fixed").astype(object)
 
 
 def _weights(sample_weight, shape) -> np.ndarray:

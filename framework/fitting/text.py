@@ -57,8 +57,13 @@ def format_report(report) -> str:
     lines = ["[[Fit Statistics]]"]
     if fit.get("optimizer"):
         lines.append(f"    # fitting method   = {fit['optimizer']}")
+    if fit.get("function_evaluations") is not None:
+        lines.append(f"    # function evals   = {fit['function_evaluations']}")
+    if fit.get("jacobian_evaluations") is not None:
+        lines.append(f"    # Jacobian evals   = {fit['jacobian_evaluations']}")
     if fit.get("steps") is not None:
-        lines.append(f"    # steps            = {fit['steps']} (Jacobian evaluations)")
+        lines.append(f"    # steps            = {fit['steps']}" + (
+            "" if "jacobian_evaluations" in fit else " (Jacobian evaluations)"))
     lines += [f"    # data points      = {s['points']}",
               f"    # variables        = {s['varying_parameters']}",
               f"    chi-square         = {_number(s['chi_square'])}",

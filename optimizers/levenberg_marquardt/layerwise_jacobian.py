@@ -12,7 +12,7 @@ a batch of its own, vectorized by pfor) at a fraction of the ops, so it traces f
 (docs/guides/levenberg_marquardt.md, "Jacobians, chunk by chunk", has the counts).
 
 A layer that is not affine may give its own part in closed form through a layer hook,
-`example_jacobian(inputs, variables)` (docs/architecture.md, "Per-example Jacobians";
+`example_jacobian(inputs, variables)` (docs/guides/architecture.md, "Per-example Jacobians";
 `layers.Formula` has one): its calls are recorded as `Dense`'s are, and its variables'
 columns are `∂r_i/∂out_i · ∂out_i/∂θ`, the first factor from the same backward passes, the
 second from the hook.
@@ -61,7 +61,7 @@ def applies_to(model) -> bool:
 
 def hook_layers(model) -> list:
     """The layers of `model` (itself included) that give their own per-example Jacobian:
-    they define `example_jacobian(inputs, variables)` (docs/architecture.md, "Per-example
+    they define `example_jacobian(inputs, variables)` (docs/guides/architecture.md, "Per-example
     Jacobians")."""
     return [layer for layer in model.flatten_layers()
             if callable(getattr(layer, "example_jacobian", None))]

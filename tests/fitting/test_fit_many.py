@@ -11,6 +11,7 @@ from scipy.optimize import curve_fit
 
 from graphfit import fitting, layers
 from graphfit.fitting import batched_lm
+from graphfit.layers.formula_parameters import ParameterSpec
 from tests.optimizers.levenberg_marquardt import nist
 
 MISRA = "b1*(1-exp(-b2*x))"
@@ -45,7 +46,7 @@ def test_batched_fits_equal_scipy_curve_fit_per_curve(noisy_curves):
                                    rtol=1e-5)
         residuals = y[i] - _misra(x, *params)
         np.testing.assert_allclose(fits.rss[i], residuals @ residuals, rtol=1e-9)
-    assert fits.dof == 12 and fits.covariance.shape == (300, 2, 2)
+    assert np.all(fits.dof == 12) and fits.covariance.shape == (300, 2, 2)
     assert fits.curve(7).values == {"b1": fits.params[7, 0], "b2": fits.params[7, 1]}
 
 
@@ -109,8 +110,10 @@ def test_a_nan_curve_is_reported_without_spoiling_the_others(noisy_curves):
 
 def test_further_fits_of_a_formula_reuse_one_trace(noisy_curves):
     x, y, _ = noisy_curves
-    function = batched_lm.fit_function(MISRA, ("b1", "b2"), True)
+    specs = (ParameterSpec("b1", 0.0), ParameterSpec("b2", 0.0))
+    function = batched_lm.fit_function(MISRA, batched_lm.trace_key(specs), True, False)
     before = function.experimental_get_tracing_count()
+    assert before == 1  # the fixture's fits
     fitting.fit_many(MISRA, x[:10], y[:3, :10] * 1.01, p0={"b1": 300.0, "b2": 5e-4})
     curve = fitting.fit_curve(layers.Formula(MISRA, params={"b1": 300.0, "b2": 5e-4}),
                               x, y[0], max_steps=50)

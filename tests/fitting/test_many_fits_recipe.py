@@ -33,9 +33,10 @@ def test_the_shipped_recipe_fits_every_data_set_as_curve_fit_does(tmp_path, caps
         rows = list(csv.DictReader(handle))
     assert len(rows) == 100 and rows[0]["curve"] == "sample000"
     assert list(rows[0]) == ["curve", "b1", "b1_stderr", "b2", "b2_stderr", "rss", "converged",
-                             "reason", "steps", "evaluations", "dof", "chi_square",
-                             "reduced_chi_square", "residual_std", "r_squared", "aic", "bic",
-                             "strong_correlations"]
+                             "reason", "steps", "evaluations", "jacobian_evaluations",
+                             "points", "dof", "chi_square", "reduced_chi_square",
+                             "residual_std", "r_squared", "aic", "bic", "strong_correlations",
+                             "at_bound"]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["curves"] == 100 and summary["converged"] == 100
     assert summary["dof"] == 12 and summary["strong_correlations"] == {"b1~b2": 100}
@@ -134,9 +135,44 @@ def test_bad_recipes_are_reported_at_their_keys(tmp_path, capsys):
     assert "bad.yaml:3:20: fit_many.params.k: must be a number, got '1' (a string)" in err
     assert "unknown name" not in err  # the formula is not checked against broken params
     assert "bad.yaml:4:10: fit_many.data.path: must be a .csv (long form" in err
-    # Data sets of different lengths: found when the data are read, before any run folder.
-    err = _problems(tmp_path, capsys, (
-        "fit_many:\n  formula: a*exp(-k*x)\n  params: {a: 1.0, k: 1.0}\n"
-        "  data: {path: c.csv, curve: id, x: t, y: v}\n"), command="train")
-    assert ("bad.yaml:4:23: fit_many.data.curve: every data set must have the same number of "
-            "points (fit_many fits them side by side); most have 3, but 'b' (2) do not") in err
+
+
+def test_a_csv_of_different_lengths_with_bounded_and_fixed_parameters(tmp_path, capsys):
+    # Each data set as fit_curve fits it alone, with the same bounds and fixed value; its
+    # own points and dof in fits.csv, and the parameter on its bound named there.
+    from graphfit import fitting
+
+    rng = np.random.default_rng(4)
+    lines, data = ["id,t,v"], {}
+    for name, n, k in (("short", 8, 0.3), ("long", 15, 0.9), ("mid", 11, 0.2)):
+        t = np.linspace(0.0, 4.0, n)
+        v = 2.0 * np.exp(-k * t) + 0.1 + 0.01 * rng.standard_normal(n)
+        data[name] = (t, v)
+        lines += [f"{name},{float(a)!r},{float(b)!r}" for a, b in zip(t, v)]
+    (tmp_path / "c.csv").write_text("\n".join(lines) + "\n")
+    params = "{a: {value: 1.0, min: 0}, k: {value: 0.1, max: 0.5}, c: {value: 0.1, vary: false}}"
+    (tmp_path / "r.yaml").write_text(
+        f"fit_many:\n  formula: a*exp(-k*x) + c\n  params: {params}\n"
+        f"  data: {{path: c.csv, curve: id, x: t, y: v}}\n")
+    assert cli.main(["validate", str(tmp_path / "r.yaml")]) == 0
+    assert "3 data sets of 8 to 15 points" in capsys.readouterr().out
+    assert cli.main(["train", str(tmp_path / "r.yaml"), "--run-dir", str(tmp_path / "run")]) == 0
+    with open(tmp_path / "run" / "fits.csv", newline="") as handle:
+        rows = {row["curve"]: row for row in csv.DictReader(handle)}
+    p0 = {"a": {"value": 1.0, "min": 0.0}, "k": {"value": 0.1, "max": 0.5},
+          "c": {"value": 0.1, "vary": False}}
+    for name, (t, v) in data.items():
+        alone = fitting.fit_curve("a*exp(-k*x) + c", t, v, p0=p0)
+        row = rows[name]
+        np.testing.assert_allclose([float(row[n]) for n in "akc"], list(alone.values.values()),
+                                   rtol=1e-6)
+        assert (int(row["points"]), int(row["dof"])) == (len(t), alone.dof)
+        assert row["at_bound"] == ("k:max" if name == "long" else "")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["points"] == {"min": 8, "max": 15} and summary["at_bound"] == {"k": 1}
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "c.csv").write_text((tmp_path / "c.csv").read_text())
+    err = _problems(tmp_path / "bad", capsys, (
+        "fit_many:\n  formula: a*exp(-k*x)\n  params: {a: 1.0, k: {value: 2.0, max: 0.5}}\n"
+        "  data: {path: c.csv, curve: id, x: t, y: v}\n"))
+    assert "fit_many.params.k: params: the initial value of 'k' must lie strictly inside" in err

@@ -15,7 +15,8 @@ MISRA = "b1*(1-exp(-b2*x))"
 NUMBERS = ("chi_square", "reduced_chi_square", "rss", "residual_std", "r_squared", "aic",
            "bic")
 # Lines the single-fit report (no optimizer, no history) does not have.
-FIT_LINES = ("    # fitting method", "    # steps", "    stopped:")
+FIT_LINES = ("    # fitting method", "    # steps", "    stopped:", "    # function evals",
+             "    # Jacobian evals")
 
 
 @pytest.fixture(scope="module")

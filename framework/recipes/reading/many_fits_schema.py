@@ -7,14 +7,16 @@ training, only the formula, its starts, the data sets and the fit's settings.
     fit_many:
       formula: b1*(1-exp(-b2*x))
       params: {b1: 500.0, b2: 1.0e-4}       # the starts, the same for every data set
+      # or bounded / fixed, as a Formula's: {b1: {value: 500.0, min: 0}, b2: 1.0e-4}
       data:
         path: curves.csv                     # long form: one row per point
         curve: curve                         # the column naming each data set
         x: x
         y: y
 
-The data file is a CSV in long form (a curve-id column; every curve the same number of
-points, in file order) or an .npz archive (`x` `(m,)`, `(m, k)`, `(N, m)` or `(N, m, k)`,
+The data file is a CSV in long form (a curve-id column; the points of each curve in file
+order; curves of different lengths are padded and masked, each with its own dof) or an .npz
+archive (`x` `(m,)`, `(m, k)`, `(N, m)` or `(N, m, k)`,
 `y` `(N, m)`, optional `sigma` and `curve` arrays). `graphfit train` writes one row per data
 set to `fits.csv` in the run directory (`graphfit.recipes.running.many_fits_run`).
 """
@@ -70,7 +72,10 @@ def _params(value, path, checker):
                                            f"{shown(name)}")
             resolved = INVALID
             continue
-        number = Number().check(start, path + (name,), checker)
+        if isinstance(start, dict):  # {value, min, max, vary}, as a Formula's params
+            number = _spec(name, start, path + (name,), checker)
+        else:
+            number = Number().check(start, path + (name,), checker)
         if number is INVALID:
             resolved = INVALID
         elif resolved is not INVALID:
@@ -78,11 +83,29 @@ def _params(value, path, checker):
     return resolved
 
 
+def _spec(name, given, path, checker):
+    """A parameter given as `{value, min, max, vary}` (one start for every data set),
+    checked as `layers.Formula` checks it."""
+    from graphfit.layers.formula_parameters import ParameterSpec
+
+    if isinstance(given.get("value"), (list, tuple)):
+        checker.report(path + ("value",), "fit_many takes one start per parameter for every "
+                                          "data set, a number, got a list")
+        return INVALID
+    try:
+        ParameterSpec.of(name, given)
+    except ValueError as error:
+        checker.report(path, str(error))
+        return INVALID
+    return dict(given)
+
+
 _FIT_MANY = Section({
     "formula": Field(String(), doc="the model, e.g. b1*(1-exp(-b2*x)) (the syntax of "
                                    "layers.Formula: x or x1, x2, ... and the parameters)"),
     "params": Field(Custom(_params, "a mapping of parameter names to starts"),
-                    doc="{name: start}: the parameters and their starts, for every data set"),
+                    doc="{name: start} or {name: {value, min, max, vary}}: the parameters, "
+                        "their starts for every data set, bounds and fixed ones"),
     "data": Field(_DATA, doc="the data sets: path, curve, x, y, sigma, delimiter"),
     "absolute_sigma": Field(Boolean(), False, "read sigma as known errors (as curve_fit's "
                                               "absolute_sigma)"),

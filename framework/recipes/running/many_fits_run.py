@@ -21,7 +21,7 @@ Example:
     >>> run.fits.params.round(6).tolist(), run.curves.ids
     ([[2.0, 0.5], [3.0, 1.5]], ['0', '1'])
     >>> print(open(os.path.join(run.run_dir, "fits.csv")).read().splitlines()[0])
-    curve,a,a_stderr,k,k_stderr,rss,converged,reason,steps,evaluations,dof,chi_square,reduced_chi_square,residual_std,r_squared,aic,bic,strong_correlations
+    curve,a,a_stderr,k,k_stderr,rss,converged,reason,steps,evaluations,jacobian_evaluations,points,dof,chi_square,reduced_chi_square,residual_std,r_squared,aic,bic,strong_correlations,at_bound
 """
 
 from __future__ import annotations
@@ -55,12 +55,23 @@ _STATISTICS = ("dof", "chi_square", "reduced_chi_square", "residual_std", "r_squ
 @dataclasses.dataclass
 class Curves:
     """The data sets of a `fit_many:` recipe: ids `[N]` (text), x `[N or 1, m(, k)]`,
-    y `[N, m]`, sigma `[N, m]` or None."""
+    y `[N, m]`, sigma `[N, m]` or None, and for data sets of different lengths (a CSV) the
+    mask `[N, m]` of their points (False on the padding up to the longest)."""
 
     ids: list
     x: np.ndarray
     y: np.ndarray
     sigma: np.ndarray | None
+    mask: np.ndarray | None = None
+
+    @property
+    def points(self) -> str:
+        """The points per data set, as text: "14", or "9 to 14" for different lengths."""
+        if self.mask is None:
+            return str(self.y.shape[1])
+        counts = np.count_nonzero(self.mask, axis=1)
+        low, high = int(counts.min()), int(counts.max())
+        return str(high) if low == high else f"{low} to {high}"
 
 
 @dataclasses.dataclass
@@ -143,19 +154,17 @@ def _load_csv(data: dict) -> Curves:
                 [_number(row[i], reader.line_num, header[i]) for i in wanted[1:]])
     if not rows:
         raise _DataProblem("path", f"{data['path']} holds no rows of data")
-    lengths = collections.Counter(len(points) for points in rows.values())
-    if len(lengths) > 1:
-        common = lengths.most_common(1)[0][0]
-        odd = [f"{curve!r} ({len(points)})" for curve, points in rows.items()
-               if len(points) != common][:5]
-        raise _DataProblem("curve", f"every data set must have the same number of points (fit_many "
-                                  f"fits them side by side); most have {common}, but "
-                                  f"{', '.join(odd)} do not: fit those in a separate file")
-    table = np.array(list(rows.values()), np.float64)  # [N, m, columns]
+    # Data sets of different lengths are padded to the longest (repeating their last point)
+    # and masked: the padding weighs zero in the fit.
+    lengths = np.array([len(points) for points in rows.values()])
+    longest = int(lengths.max())
+    table = np.array([points + points[-1:] * (longest - len(points))
+                      for points in rows.values()], np.float64)  # [N, m, columns]
+    mask = None if np.all(lengths == longest) else np.arange(longest)[None] < lengths[:, None]
     k = len(columns) - 2 - (1 if data["sigma"] else 0)
     x = table[:, :, :k]
     sigma = table[:, :, -1] if data["sigma"] else None
-    return Curves(list(rows), x[..., 0] if k == 1 else x, table[:, :, k], sigma)
+    return Curves(list(rows), x[..., 0] if k == 1 else x, table[:, :, k], sigma, mask)
 
 
 def _number(cell: str, line: int, column: str) -> float:
@@ -175,7 +184,7 @@ def _fit(recipe: Recipe, curves: Curves):
         "gtol", "geodesic_acceleration", "jit_compile")}
     try:
         return fitting.fit_many(section["formula"], curves.x, curves.y, p0=section["params"],
-                                sigma=curves.sigma, **settings)
+                                sigma=curves.sigma, mask=curves.mask, **settings)
     except ValueError as error:  # shapes of x, sigma or y against each other and the formula
         raise _problem(recipe, "", str(error)) from None
 
@@ -184,7 +193,8 @@ def fit_recipe(recipe: Recipe, run_dir: str | None = None, runs_root: str = "run
                ) -> ManyFitsRun:
     """Fits a `fit_many:` recipe into a new run directory (as `training_run.train` does for a
     model): recipe.yaml, versions.json, `fits.csv` (one row per data set: its id, each
-    parameter and its standard error, RSS, converged, reason, steps, evaluations) and
+    parameter and its standard error, RSS, converged, reason, steps, function and Jacobian
+    evaluations, points, the fit statistics, parameters at a bound) and
     `summary.json`.
 
     Raises:
@@ -217,8 +227,8 @@ def fit_recipe(recipe: Recipe, run_dir: str | None = None, runs_root: str = "run
 def _write_table(path: str, ids: list, fits) -> None:
     names = list(fits.names)
     header = ["curve"] + [f"{n}{suffix}" for n in names for suffix in ("", "_stderr")]
-    header += ["rss", "converged", "reason", "steps", "evaluations", *_STATISTICS,
-               "strong_correlations"]
+    header += ["rss", "converged", "reason", "steps", "evaluations", "jacobian_evaluations",
+               "points", *_STATISTICS, "strong_correlations", "at_bound"]
     statistics = fits.statistics()
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -229,9 +239,12 @@ def _write_table(path: str, ids: list, fits) -> None:
             report = [int(statistics["dof"][i])] + [repr(float(statistics[key][i]))
                                                     for key in _STATISTICS[1:]]
             strong = " ".join(f"{a}~{b}:{r:+.4f}" for a, b, r in fits.strong_correlations(i))
+            bound = " ".join(f"{n}:{'min' if s == 'at lower bound' else 'max'}"
+                             for n, s in zip(names, fits.status[i]) if s.startswith("at "))
             writer.writerow([curve, *values, repr(float(fits.rss[i])),
                              bool(fits.converged[i]), fits.reasons[i], int(fits.steps[i]),
-                             int(fits.evaluations[i]), *report, strong])
+                             int(fits.evaluations[i]), int(fits.jacobian_evaluations[i]),
+                             int(fits.points[i]), *report, strong, bound])
 
 
 def _finite(value: float):
@@ -244,11 +257,12 @@ def _summary(curves: Curves, fits, seconds: float) -> dict:
     for j, name in enumerate(fits.names):
         values = fits.params[converged, j]
         errors = fits.standard_errors[converged, j]
+        errors = errors[np.isfinite(errors)]  # none where fixed or on a bound
         medians[name] = {"median": _finite(np.median(values)) if len(values) else None,
                          "p5": _finite(np.percentile(values, 5)) if len(values) else None,
                          "p95": _finite(np.percentile(values, 95)) if len(values) else None,
                          "median_stderr": _finite(np.median(errors)) if len(errors) else None}
-    return {"curves": len(curves.ids), "points": int(curves.y.shape[1]),
+    return {"curves": len(curves.ids), "points": _range(fits.points),
             "parameters": list(fits.names), "converged": int(np.sum(converged)),
             "reasons": dict(collections.Counter(fits.reasons)), "seconds": seconds,
             "not_converged": [curves.ids[i] for i in np.flatnonzero(~converged)],
@@ -268,15 +282,23 @@ def _report_summary(fits) -> dict:
                       for name, q in (("median", 50), ("p5", 5), ("p95", 95))}
     pairs = collections.Counter(f"{a}~{b}" for i in np.flatnonzero(converged)
                                 for a, b, _ in fits.strong_correlations(i))
-    return {"dof": int(fits.dof), "fit_statistics": table,
-            "strong_correlations": dict(pairs)}
+    at_bound = {name: int(np.sum(fits.at_bound[:, j])) for j, name in enumerate(fits.names)
+                if np.any(fits.at_bound[:, j])}
+    return {"dof": _range(fits.dof), "fit_statistics": table,
+            "strong_correlations": dict(pairs), "at_bound": at_bound}
+
+
+def _range(values: np.ndarray):
+    """One number when every data set has the same, else `{"min": ..., "max": ...}`."""
+    low, high = int(np.min(values)), int(np.max(values))
+    return low if low == high else {"min": low, "max": high}
 
 
 def summary_lines(run: ManyFitsRun) -> list[str]:
     """What `graphfit train` prints of a `fit_many:` run."""
     summary = _summary(run.curves, run.fits, run.seconds)
     reasons = ", ".join(f"{reason} {count}" for reason, count in summary["reasons"].items())
-    lines = [f"fitted {summary['curves']} data sets of {summary['points']} points in "
+    lines = [f"fitted {summary['curves']} data sets of {run.curves.points} points in "
              f"{run.seconds:.2f} s: {summary['converged']} converged ({reasons})"]
     for name, row in summary["converged_parameters"].items():
         if row["median"] is not None:

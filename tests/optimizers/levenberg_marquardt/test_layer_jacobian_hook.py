@@ -1,4 +1,4 @@
-"""The per-example Jacobian layer hook (`example_jacobian`, docs/architecture.md): the
+"""The per-example Jacobian layer hook (`example_jacobian`, docs/guides/architecture.md): the
 closed form of `layerwise_jacobian` with `layers.Formula`'s hook against the whole-batch
 reverse-mode Jacobian (`GradientTape.jacobian`) and central finite differences, and an LM
 fit through `model.fit` that takes the same steps with the hook as with pfor."""
