@@ -54,7 +54,8 @@ class NotShardable(ValueError):
 class WorkerShards:
     """One worker's part of a split: which worker of how many, its batch, its files (None:
     it keeps every `workers`-th record), the batches of every pass on every worker
-    (`steps`) and the records of each worker's part."""
+    (`steps`), the records of each worker's part and every worker's files (`deal`, one
+    tuple a worker; empty when dealt by record)."""
 
     workers: int
     index: int
@@ -62,6 +63,7 @@ class WorkerShards:
     files: tuple | None
     steps: int
     records: tuple
+    deal: tuple = ()
 
     def own(self, records: tf.data.Dataset) -> tf.data.Dataset:
         """This worker's records of a pass read from its files (by file: all of them)."""
@@ -109,15 +111,15 @@ def worker_shards(stream, part, batch_size: int, context, seed: int,
             [seed, workers]).permutation(len(part.files))]
         dealt = [tuple(sorted(order[w::workers])) for w in range(workers)]
         records = tuple(stream.count(StreamPart(files, part.buckets)) for files in dealt)
-        files = dealt[index]
+        files, deal = dealt[index], tuple(dealt)
     else:
         total = stream.count(part)
         records = tuple(len(range(w, total, workers)) for w in range(workers))
-        files = None
+        files, deal = None, ()
     if sum(records) < workers:
         raise NotShardable(
             f"the {name} of {len(part.files)} file(s) holds {sum(records)} record(s) for "
             f"{workers} workers: every worker needs records of its own; train on fewer "
             f"workers or on more data")
     steps = max(math.ceil(n / batch) for n in records)
-    return WorkerShards(workers, index, batch, files, steps, records)
+    return WorkerShards(workers, index, batch, files, steps, records, deal)

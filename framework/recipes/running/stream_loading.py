@@ -13,7 +13,11 @@ batches: pass p of the stream is a stateless function of the seed and p, so the 
 rebuilds it and skips the records already trained on (read, not parsed). Under several workers
 (`distribute: {strategy: multi_worker}`) each worker reads its own part of each split
 (`graphfit.datasets.stream_shards`), an epoch is one pass of the largest part, and the
-position restored is each worker's batches done of its own part of that pass.
+position restored is each worker's batches done of its own part of that pass. The run's
+preprocessing.json records how the training split was dealt (`stream_deal`: the workers, and
+each worker's files), and `--resume` with another number of workers (or another deal) is
+refused: the position restored counts batches of each worker's own part, so a new deal would
+repeat some records and skip others.
 
 Without `columns:`, the columns and their types are inferred from a sample of the training
 files (`stream_inference`); `class_weight: balanced` counts the training split's classes in
@@ -30,7 +34,8 @@ from __future__ import annotations
 
 from graphfit.recipes.running import typed_streams
 
-__all__ = ["stream_options", "stream_splits", "whole_stream", "STREAM_KEYS"]
+__all__ = ["stream_options", "stream_splits", "whole_stream", "STREAM_KEYS", "deal_record",
+           "check_same_deal"]
 
 # The keys of `source: stream` that the `Stream` itself takes.
 STREAM_KEYS = ("files", "columns", "target", "key", "format", "compression", "delimiter",
@@ -143,6 +148,7 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
                          [c.name for c in stream.features], table=table,
                          class_names=None if names is None else names.names)
     own = shards.get("train")
+    splits.record["stream_deal"] = deal_record(own)
     per_pass = splits.steps_per_epoch = own.steps if own else steps_per_pass(count, batch)
     batch = own.batch_size if own else batch  # records of its own part per batch
     from graphfit.recipes.running.stream_weights import stream_class_weight
@@ -201,3 +207,59 @@ def _diagnosis(stream, parts: dict, error: Exception):
     files = sorted({f for part in parts.values() if part is not None for f in part.files})
     found = stream.bad_record(files, error)
     return found if isinstance(found, BadRecordError) else None
+
+
+def deal_record(shards) -> dict:
+    """How the training split is dealt among the workers, for the run's preprocessing.json:
+    {"workers": W, "by": "file" or "record", "files": each worker's file names} ({"workers":
+    1} on one process)."""
+    if shards is None:
+        return {"workers": 1}
+    import os
+
+    if shards.files is None:
+        return {"workers": shards.workers, "by": "record"}
+    return {"workers": shards.workers, "by": "file",
+            "files": [[os.path.basename(f) for f in files] for files in shards.deal]}
+
+
+def check_same_deal(recorded: dict | None, current: dict | None, run: str) -> None:
+    """Refuses to resume a stream run whose training split would be dealt otherwise than it
+    was (another number of workers, or other files per worker). Nothing happens for a run
+    that recorded no deal (one from before deals were recorded, or not a stream).
+
+    Raises:
+        ValueError: what the run recorded, what runs now, and what to do.
+    """
+    if not recorded or current is None or recorded == current:
+        return
+    was, now = recorded.get("workers", 1), current.get("workers", 1)
+    if was == now:
+        raise ValueError(
+            f"the run {run} dealt its stream's training files among {was} workers otherwise "
+            f"than this resume does ({_describe(recorded)}; now {_describe(current)}): the "
+            f"training files or their names changed. Resume it with the files it trained on, "
+            f"or train the recipe again into a new run (graphfit train RECIPE --run-dir NEW)")
+    how = ("on one process: graphfit train --resume " + run + " --set distribute=null"
+           if was == 1 else
+           f"on {was} workers: start {was} processes, each with its TF_CONFIG, running "
+           f"graphfit train --resume {run}")
+    raise ValueError(
+        f"the run {run} was trained with its stream read by {_describe(recorded)}, and this "
+        f"resume runs {_describe(current)}: its checkpoint's position counts batches of each "
+        f"worker's own part of the training split, so with {now} worker(s) the resumed "
+        f"epoch would repeat some records and skip others. Resume it {how}; or, to train on "
+        f"{now} worker(s), train the recipe again into a new run (graphfit train RECIPE "
+        f"--run-dir NEW)")
+
+
+def _describe(deal: dict) -> str:
+    """'1 process' / '2 workers (by file: worker 0 reads a, b; worker 1 reads c)'."""
+    workers = deal.get("workers", 1)
+    if workers == 1:
+        return "1 process (every training file)"
+    if deal.get("by") != "file":
+        return f"{workers} workers (by record: worker i keeps record j when j mod {workers} = i)"
+    parts = "; ".join(f"worker {i} reads {', '.join(files)}"
+                      for i, files in enumerate(deal.get("files", [])))
+    return f"{workers} workers (by file: {parts})"

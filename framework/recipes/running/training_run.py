@@ -54,6 +54,7 @@ from graphfit.recipes.running.run_callbacks import (
     trial_id,
 )
 from graphfit.recipes.running.runner import Prepared, prepare, sample_dtype, sample_shape
+from graphfit.recipes.running.stream_loading import check_same_deal
 
 __all__ = ["RunResult", "train", "resume", "hyperparameters", "trial_id",
            "checkpoint_folder"]
@@ -488,8 +489,11 @@ def _resume_locked(run: str, recipe_file: str, overrides: list[str],
     recipe = load_recipe(recipe_file, overrides + where)
     folder = checkpoint_folder(recipe.config, run)
     record = os.path.join(run, "preprocessing.json")  # the statistics it trained with
-    prepared = prepare(recipe, record=run_directory.read_json(record)
-                       if os.path.isfile(record) else None)
+    record = run_directory.read_json(record) if os.path.isfile(record) else None
+    prepared = prepare(recipe, record=record)
+    # A stream dealt among another number of workers would repeat and skip records.
+    check_same_deal((record or {}).get("stream_deal"),
+                    prepared.splits.record.get("stream_deal"), run)
     state = checkpoints.restore_latest(prepared.model, folder)
     if state is None:
         raise ValueError(f"the run {run} has no intact checkpoint in {folder}/latest to resume "

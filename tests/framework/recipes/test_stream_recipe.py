@@ -120,3 +120,70 @@ def test_a_bad_shard_mid_epoch_names_its_record_keeps_the_checkpoint_and_resumes
     resumed = runner.load_run(str(run))[0].model
     for a, b in zip(full.model.get_weights(), resumed.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def _copy_of_full_run(base, tmp_path):
+    import shutil
+
+    run = tmp_path / "copy"
+    shutil.copytree(base / "full", run)
+    return run
+
+
+def test_the_run_records_how_its_stream_was_dealt_and_a_two_worker_deal_is_by_file(folder):
+    import tensorflow as tf
+
+    from graphfit.datasets.stream_shards import worker_shards
+    from graphfit.recipes.running.stream_loading import deal_record
+
+    base = folder[0]
+    preprocessing = json.loads((base / "full" / "preprocessing.json").read_text())
+    assert preprocessing["stream_deal"] == {"workers": 1}
+    stream = datasets.Stream(str(base / "shards" / "*.tfrecord"), {"pixels": {
+        "shape": [64]}, "label": "int64"}, target="label")
+    part = stream.split(0.17, 0.17, seed=0)["train"]
+    deals = [deal_record(worker_shards(stream, part, 32, tf.distribute.InputContext(2, i, 2),
+                                       seed=0)) for i in range(2)]
+    assert deals[0] == deals[1] and deals[0]["workers"] == 2 and deals[0]["by"] == "file"
+    dealt = sorted(f for files in deals[0]["files"] for f in files)
+    assert dealt == sorted(os.path.basename(f) for f in part.files)  # each file once
+
+
+def test_resume_on_one_process_of_a_run_dealt_among_two_workers_is_refused(folder, tmp_path):
+    """A run written by 2 workers (its record says so), resumed by one process: the
+    position counts batches of each worker's half, so it is refused, saying what to do."""
+    base = folder[0]
+    run = _copy_of_full_run(base, tmp_path)
+    path = run / "preprocessing.json"
+    record = json.loads(path.read_text())
+    record["stream_deal"] = {"workers": 2, "by": "file", "files": [["a.tfrecord"],
+                                                                     ["b.tfrecord"]]}
+    path.write_text(json.dumps(record))
+    before = (run / "checkpoints").stat().st_mtime
+    with pytest.raises(ValueError) as caught:
+        training_run.resume(str(run), epochs=3, verbose=0)
+    message = str(caught.value)
+    assert "read by 2 workers (by file: worker 0 reads a.tfrecord; worker 1 reads " \
+           "b.tfrecord)" in message
+    assert "this resume runs 1 process" in message and "repeat some records" in message
+    assert "Resume it on 2 workers" in message and f"graphfit train --resume {run}" in message
+    assert json.loads((run / "history.json").read_text())["loss"].__len__() == 2
+    assert (run / "checkpoints").stat().st_mtime == before
+
+
+def test_resume_on_two_workers_of_a_run_trained_on_one_process_is_refused(
+        folder, tmp_path, monkeypatch):
+    """The cluster simulated in one process: the resume's input context says 2 workers."""
+    import tensorflow as tf
+
+    from graphfit.recipes.running import workers
+
+    run = _copy_of_full_run(folder[0], tmp_path)
+    monkeypatch.setattr(workers, "input_context",
+                        lambda strategy: tf.distribute.InputContext(2, 0, 2))
+    with pytest.raises(ValueError) as caught:
+        training_run.resume(str(run), epochs=3, verbose=0)
+    message = str(caught.value)
+    assert "read by 1 process (every training file)" in message
+    assert "this resume runs 2 workers (by file: worker 0 reads shard-" in message
+    assert f"on one process: graphfit train --resume {run} --set distribute=null" in message
