@@ -75,11 +75,12 @@ def with_columns(data: dict, seed: int = 0, validation: float = 0.0, test: float
             key + ":") else text) from None
 
 
-def whole_stream(source: dict, batch_size: int):
+def whole_stream(source: dict, batch_size: int, standardizer=None):
     """Every record of a stream, one pass in file order (a separate validation or test
-    source)."""
+    source), standardized by `standardizer` (the training split's) when given."""
     stream = _stream(with_columns(source))
-    return stream.dataset(stream.files, batch_size, cycle_length=source["cycle_length"])
+    return stream.dataset(stream.files, batch_size, cycle_length=source["cycle_length"],
+                          standardizer=standardizer)
 
 
 def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
@@ -135,7 +136,8 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
     stages = {}
     for stage in ("val", "test"):
         if separate[stage] is not None:
-            stages[stage] = load_separate(separate[stage], stage)
+            stages[stage] = _separate(separate[stage], stage, load_separate, data, stream,
+                                      table, standardizer, batch)
         elif parts[stage] is not None:
             stages[stage] = _own(stream.dataset(
                 parts[stage], batch, standardizer=standardizer,
@@ -164,6 +166,72 @@ def stream_splits(config: dict, splits_type, standardizer_type, separate: dict,
 
     splits.start_at = start_at
     return splits
+
+
+def _separate(source: dict, stage: str, load_separate, data: dict, stream, table,
+              standardizer, batch: int):
+    """A separate `validation_data` / `test_data` source through the training split's
+    preprocessing: a typed stream's table preprocessor and class names (`table`: its
+    record) for a stream or a table, else the training's standardizer for a stream.
+
+    Raises:
+        DataError: a source that the typed preprocessing cannot read (another kind, other
+            columns, another target).
+    """
+    if table is None:
+        if standardizer is not None and source["source"] == "stream":
+            return whole_stream(source, batch, standardizer)
+        return load_separate(source, stage)
+    from graphfit.recipes.running.data_loading import DataError
+
+    name = {"val": "validation_data", "test": "test_data"}[stage]
+    key = ("training", name)
+    for option in ("target", "sample_weight"):
+        if source.get(option) not in (None, data.get(option)):
+            raise DataError(key + (option,), (
+                f"{source[option]!r}: a separate source of a typed stream is read with the "
+                f"training data's {option} {data.get(option)!r}; give the same or leave it "
+                f"out"))
+    if source["source"] == "table":
+        return _separate_table(dict(source, target=data["target"]), key, table)
+    if source["source"] != "stream":
+        raise DataError(key + ("source",), (
+            f"{source['source']!r}: the training data is a stream with typed columns, whose "
+            f"preprocessing (from the training split) reads only another stream or a table "
+            f"of the same columns; give {name} as source: stream or source: table"))
+    own = source.get("columns")
+    if own is not None and _read_as(own) != _read_as(data["columns"]):
+        raise DataError(key + ("columns",), (
+            f"{', '.join(own)}: a separate source of a typed stream is read with the training "
+            f"data's columns ({', '.join(data['columns'])}) and preprocessing; leave columns "
+            f"out (the training data's are used) or give the same"))
+    separate = _stream(dict(source, columns=data["columns"], target=data["target"],
+                            sample_weight=data.get("sample_weight")))
+    separate.transform = stream.transform  # the training split's statistics and class names
+    return separate.dataset(separate.files, batch, cycle_length=source["cycle_length"])
+
+
+def _read_as(columns: dict) -> dict:
+    """{column: (dtype, shape)} as the `Stream` reads `columns:`."""
+    from graphfit.recipes.running.typed_streams import stream_columns
+
+    read = stream_columns(columns)
+    return {name: (value.get("dtype"), value.get("shape")) if isinstance(value, dict)
+            else (value, None) for name, value in read.items()}
+
+
+def _separate_table(source: dict, key: tuple, table: dict):
+    """(x, y) of a separate table through a typed stream's preprocessing (`table`)."""
+    from graphfit.recipes.running.table_loading import separate_table
+    from graphfit.tabular.columns import Column
+    from graphfit.tabular.preprocessor import TablePreprocessor
+    from graphfit.tabular.targets import ClassNames
+
+    columns = [Column.from_record(c) for c in table["preprocessor"]["columns"]]
+    names = table.get("class_names")
+    return separate_table(source, key, columns,
+                          TablePreprocessor.from_record(table["preprocessor"]),
+                          None if names is None else ClassNames(list(names)))[0]
 
 
 def _worker_shards(stream, parts: dict, batch: int, seed: int, strategy) -> dict:

@@ -24,7 +24,7 @@ from graphfit.tabular.schema import LABEL, TEXT, feature_columns, read_text_fold
 from graphfit.tabular.targets import ClassNames, balanced_class_weight, split_indices
 
 __all__ = ["TABLE_SOURCES", "load_table_splits", "read_source_table", "raw_columns",
-           "table_columns", "table_run_record"]
+           "table_columns", "table_run_record", "separate_table"]
 
 TABLE_SOURCES = ("table", "text_folder")
 
@@ -280,17 +280,24 @@ def _separate_splits(stages, training, columns, prep, names, oov) -> None:
         if source["source"] not in TABLE_SOURCES:
             raise _data_error(where + ("source",), f"the training data is a table: give "
                                                    f"{key} as a table too (source: table)")
-        table = read_source_table(source, where)
-        missing = [c.name for c in columns if c.name not in table.columns]
-        if missing:
-            raise _data_error(where + ("path",), f"{table.path} lacks the feature column(s) "
-                                                 f"{', '.join(missing)}")
-        part = raw_columns(table, columns, where)
-        cells, _ = _target(source, table, where)
-        rows = np.arange(len(table))
-        y = None if cells is None else _labels(cells, names, table, rows)
-        stages[stage] = (prep.transform_arrays(part), y)
+        stages[stage], part = separate_table(source, where, columns, prep, names)
         oov[stage] = _report_oov(prep, part, stage)
+
+
+def separate_table(source: dict, key: tuple, columns, prep, names):
+    """((x, y), raw feature columns) of a separate `validation_data` / `test_data` table at
+    `key`, through the training split's `prep` (a fitted `TablePreprocessor` of `columns`)
+    and class `names` (a `ClassNames` or None); a typed `stream` uses it too."""
+    table = read_source_table(source, key)
+    missing = [c.name for c in columns if c.name not in table.columns]
+    if missing:
+        raise _data_error(key + ("path",), f"{table.path} lacks the feature column(s) "
+                                           f"{', '.join(missing)}")
+    part = raw_columns(table, columns, key)
+    cells, _ = _target(source, table, key)
+    rows = np.arange(len(table))
+    y = None if cells is None else _labels(cells, names, table, rows)
+    return (prep.transform_arrays(part), y), part
 
 
 def _class_weight(value, train, names):

@@ -187,3 +187,20 @@ def test_resume_on_two_workers_of_a_run_trained_on_one_process_is_refused(
     assert "read by 1 process (every training file)" in message
     assert "this resume runs 2 workers (by file: worker 0 reads shard-" in message
     assert f"on one process: graphfit train --resume {run} --set distribute=null" in message
+
+
+def test_a_separate_validation_stream_is_standardized_with_the_training_statistics(folder):
+    from graphfit.recipes.running.data_loading import load_splits
+
+    base, x, _ = folder
+    text = RECIPE.replace("shards/*.tfrecord", "shards/shard-0000[0-4]-of-00006.tfrecord")
+    text = text.replace("validation_split: 0.17, test_split: 0.17,", (
+        "validation_split: 0, test_split: 0, validation_data: {source: stream, files: "
+        "shards/shard-00005-of-00006.tfrecord, columns: {pixels: {dtype: float32, shape: "
+        "[64]}, label: int64}, target: label},"))
+    (base / "separate.yaml").write_text(text)
+    splits = load_splits(load_recipe(str(base / "separate.yaml")).config)
+    first, labels = next(iter(splits.val))
+    np.testing.assert_allclose(first.numpy(), splits.standardizer(x[250:282]), rtol=1e-5,
+                               atol=1e-5)
+    assert abs(float(np.mean(first.numpy()))) < 1.0

@@ -241,3 +241,69 @@ def test_evaluate_and_resume_reuse_the_runs_statistics(runs):
     assert splits.class_names == ["leave", "stay"] and splits.steps_per_epoch == 13
     x, y = next(iter(splits.train))
     assert x.shape == (32, record["input_shape"][0]) and y.dtype == tf.int32
+
+
+SEPARATE = """\
+training: {epochs: 2, batch_size: 32, validation_split: 0, test_split: 0, shuffle: false,
+           jit_compile: false,
+           validation_data: VALIDATION,
+           test_data: {source: table, path: TEST, target: churn, ignore: [customer_id]}}
+"""
+
+
+def _separate_recipe(base, data: str, validation: str) -> str:
+    rest = REST[:REST.index("training:")]
+    return (data[:data.index("model:")] + rest + SEPARATE.replace("VALIDATION", validation)
+            .replace("TEST", str(base / "shards" / "part-3.csv")))
+
+
+@pytest.fixture(scope="module")
+def separate_runs(runs):
+    """Shards 0-1 trained as a typed stream with shard 2 as a separate (inferred) stream and
+    shard 3 as a separate table; and the table run of the same rows, the reference."""
+    base = runs[0]
+    rows = _rows()[:400]
+    with open(base / "train.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows[:200])
+    stream = STREAM.replace("shards/*.csv", "shards/part-[01].csv")
+    (base / "sep_stream.yaml").write_text(_separate_recipe(
+        base, stream, "{source: stream, files: shards/part-2.csv}"))
+    (base / "sep_table.yaml").write_text(_separate_recipe(
+        base, TABLE.replace(CHURN, str(base / "train.csv")),
+        f"{{source: table, path: {base / 'shards' / 'part-2.csv'}, target: churn}}"))
+    return [training_run.train(load_recipe(str(base / f"sep_{kind}.yaml")),
+                               run_dir=str(base / f"sep_{kind}_run"), verbose=0)
+            for kind in ("stream", "table")]
+
+
+def test_separate_stream_and_table_sources_get_the_training_splits_preprocessing(
+        separate_runs):
+    stream, table = separate_runs
+    assert _record(stream)["table"]["preprocessor"] == _record(table)["table"]["preprocessor"]
+    for a, b in zip(table.model.get_weights(), stream.model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    for stage in ("val", "test"):
+        for name, value in table.metrics[stage].items():
+            assert stream.metrics[stage][name] == pytest.approx(value, rel=1e-5), (stage, name)
+
+
+def test_separate_sources_a_typed_stream_cannot_preprocess_are_refused(runs):
+    base = runs[0]
+    stream = STREAM.replace("shards/*.csv", "shards/part-[01].csv")
+    cases = {
+        "{source: csv, path: shards/part-2.csv, target: churn}":
+            (("training", "validation_data", "source"), "give validation_data as source: "
+                                                       "stream or source: table"),
+        "{source: stream, files: shards/part-2.csv, target: plan}":
+            (("training", "validation_data", "target"), "read with the training data's "
+                                                       "target 'churn'"),
+        "{source: stream, files: shards/part-2.csv, columns: {age: float32, churn: string}}":
+            (("training", "validation_data", "columns"), "leave columns out"),
+    }
+    for validation, (key, text) in cases.items():
+        (base / "bad.yaml").write_text(_separate_recipe(base, stream, validation))
+        with pytest.raises(DataError) as caught:
+            load_splits(load_recipe(str(base / "bad.yaml")).config)
+        assert caught.value.path == key and text in str(caught.value), validation
