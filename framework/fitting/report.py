@@ -371,9 +371,16 @@ def _fit_state(model) -> dict[str, Any]:
     if reason is None and epochs is not None:
         reason = (f"ran its {epochs} epochs without meeting a convergence test: the fit may not "
                   f"have converged")
-    return {"optimizer": type(optimizer).__name__ if optimizer is not None else None,
-            "steps": int(steps.numpy()) if steps is not None else None,
-            "epochs": epochs, "stop_reason": reason}
+    state = {"optimizer": type(optimizer).__name__ if optimizer is not None else None,
+             "steps": int(steps.numpy()) if steps is not None else None,
+             "epochs": epochs, "stop_reason": reason}
+    # An optimizer that counts its evaluations (SciPy's nfev and njev) says so.
+    for key, name in (("function_evaluations", "evaluations"),
+                      ("jacobian_evaluations", "jacobian_evaluations")):
+        count = getattr(optimizer, name, None)
+        if count is not None and hasattr(count, "numpy"):
+            state[key] = int(count.numpy())
+    return state
 
 
 def _data_sets(model, x, residuals, rows, observed, parameters) -> list[dict[str, Any]]:

@@ -168,6 +168,9 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         self._growth = self.add_variable("damping_growth", 2.0, tf.float64)
         self._converged = self.add_variable("converged", False, tf.bool)
         self._reason = self.add_variable("convergence_reason", NOT_CONVERGED, tf.int64)
+        # SciPy's nfev and njev over every step (checkpointed, as `iterations`).
+        self._evaluations = self.add_variable("function_evaluations", 0, tf.int64)
+        self._jacobian_evaluations = self.add_variable("jacobian_evaluations", 0, tf.int64)
         self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
         self._eps = None  # the machine epsilon of the trained variables, set by a step
         self._per_size: dict[str, dict[str, tf.Variable]] = {}  # n → its scale, cg_start
@@ -185,6 +188,22 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         """0 not converged, 1 ftol, 2 xtol, 3 both, 4 gtol, 5 no reduction possible, 6 a NaN or
         inf loss (int64 variable)."""
         return self._reason
+
+    @property
+    def evaluations(self) -> tf.Variable:
+        """Evaluations of the residuals over every step (int64 variable; SciPy's nfev, the
+        counts of `fitting.fit_many`): each step's at its start, one at each trial point,
+        accepted or rejected, and two more for each trial's geodesic correction (the
+        residuals at x ± hδ). Like `iterations`, it counts on across fits and is
+        checkpointed; `reset_state` keeps it."""
+        return self._evaluations
+
+    @property
+    def jacobian_evaluations(self) -> tf.Variable:
+        """Linearizations of the residuals over every step (int64 variable; SciPy's njev):
+        one per step that runs its trials (a step's Jacobian, or for the cg solver its
+        Jacobian-vector products, at its start point)."""
+        return self._jacobian_evaluations
 
     @property
     def damping_value(self) -> tf.Variable:
@@ -344,6 +363,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
 
             loss0, aux0, gradients, linear = lm_replicas.first_pass_on_replicas(
                 batch, variables, n, linearize_slice, self._converged)
+        self._evaluations.assign_add(1)  # the start point's residuals (loss0)
         if gradients is not None:
             step_context.record_gradients(gradients, variables)
         flat0, rebuild = split_aux(aux0)
@@ -452,6 +472,8 @@ class LevenbergMarquardt(SecondOrderOptimizer):
                                      converged_before=gradient_met)
         self._damping.assign(result.damping)
         self._growth.assign(result.growth)
+        self._evaluations.assign_add(result.evaluations)
+        self._jacobian_evaluations.assign_add(1)  # `linear`, at the start point
         code, values = result.code, result.values
         converged = code != NOT_CONVERGED
         self._reason.assign(tf.where(converged, tf.cast(code, tf.int64), self._reason))

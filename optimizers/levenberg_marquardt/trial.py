@@ -99,13 +99,15 @@ class TrialProblem(NamedTuple):
 
 class Attempt(NamedTuple):
     """The outcome of one trial: whether it was kept, `(λ, ν)` for the next, its convergence
-    code, and `[loss, *aux]` of the point the variables are now at."""
+    code, `[loss, *aux]` of the point the variables are now at, and the evaluations of the
+    residuals it made (int64: 1, or 3 with a geodesic correction's two more points)."""
 
     accepted: tf.Tensor
     damping: tf.Tensor
     growth: tf.Tensor
     code: tf.Tensor
     values: list
+    evaluations: Any = 1
 
 
 def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
@@ -131,6 +133,7 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
     # there). With geodesic acceleration the prediction stays that of δ (Transtrum's).
     predicted = problem.system.predicted_reduction(delta, damping)
     step = delta
+    evaluations = tf.constant(1, tf.int64)  # the trial point's
     if problem.accelerate is not None:
         with tf.control_dependencies([predicted]):
             acceleration = problem.accelerate(delta, damping, tf.logical_not(within))
@@ -140,6 +143,10 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
         bent = (tf.reduce_all(tf.math.is_finite(acceleration))
                 & lm_geodesic.acceptable(acceleration, delta, problem.system.d))
         step = tf.where(bent, delta + 0.5 * acceleration, delta)
+        # The correction evaluates the residuals at x ± hδ unless it was skipped (the
+        # condition of `geodesic.trial_acceleration`); its pass at x is the Jacobian product.
+        corrected = tf.logical_not(tf.logical_not(within) | problem.system.under)
+        evaluations += 2 * tf.cast(corrected, tf.int64)
     with tf.control_dependencies([predicted, step]):
         problem.assign(tf.where(within, step, tf.zeros_like(step)))
     loss_new, *aux_new = problem.evaluate()
@@ -160,17 +167,20 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
     code = lm_convergence.convergence_code(problem.tests, problem.f0, f_new, predicted, gain,
                                            delta, finite & within, stalled)
     kept = [tf.where(accepted, new, old) for new, old in zip(out, values)]
-    return Attempt(accepted, new_damping, new_growth, code, kept)
+    return Attempt(accepted, new_damping, new_growth, code, kept, evaluations)
 
 
 class TrialResult(NamedTuple):
-    """`(λ, ν)` for the next step, the convergence code, and `[loss, *aux]` of the point the
-    step ends on."""
+    """`(λ, ν)` for the next step, the convergence code, `[loss, *aux]` of the point the
+    step ends on, the trials run and their evaluations of the residuals (`Attempt`'s,
+    summed; int64)."""
 
     damping: tf.Tensor
     growth: tf.Tensor
     code: tf.Tensor
     values: list
+    trials: Any = 0
+    evaluations: Any = 0
 
 
 def trial_loop(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
@@ -191,19 +201,20 @@ def trial_loop(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
         The `TrialResult`; when every trial was rejected the variables are back at the start
         and `values` are the starting ones.
     """
-    def body(i, lam, nu, done, code, accepted, *kept):
+    def body(i, lam, nu, done, code, accepted, evaluations, *kept):
         del done, code, accepted  # loop state read only by the condition and after the loop
         result = attempt(problem, lam, nu, kept)
         done = result.accepted | (result.code != lm_convergence.NOT_CONVERGED)
         return (i + 1, result.damping, result.growth, done, result.code, result.accepted,
-                *result.values)
+                evaluations + result.evaluations, *result.values)
 
     skip = tf.constant(False) if converged_before is None else converged_before
     code = tf.where(skip, lm_convergence.GTOL, lm_convergence.NOT_CONVERGED)
-    start = (0, damping, growth, skip, code, tf.constant(True), *values)
+    start = (0, damping, growth, skip, code, tf.constant(True), tf.constant(0, tf.int64),
+             *values)
     out = tf.while_loop(lambda i, lam, nu, done, *rest: (i < attempts) & tf.logical_not(done),
                         body, start, maximum_iterations=attempts)
     # The last trial was rejected (or none ran): back to the start, bit for bit.
     with tf.control_dependencies(out):
         problem.restore(out[5])
-    return TrialResult(out[1], out[2], out[4], list(out[6:]))
+    return TrialResult(out[1], out[2], out[4], list(out[7:]), out[0], out[6])
