@@ -220,8 +220,11 @@ class LossScaleOptimizer(BaseOptimizer):
     def checkpoint_parts(self) -> dict[str, tf.Module]:
         """What a training checkpoint saves: the inner optimizer under the name `optimizer`
         (where a checkpoint without loss scaling keeps its optimizer, so either restores
-        into the other) and the scale under `loss_scale`."""
-        return {"optimizer": self.inner_optimizer, "loss_scale": self._state}
+        into the other) and the scale under `loss_scale`; the inner optimizer's own further
+        parts too, where it has them."""
+        parts = getattr(self.inner_optimizer, "checkpoint_parts", None)
+        inner = dict(parts()) if parts else {"optimizer": self.inner_optimizer}
+        return {**inner, "loss_scale": self._state}
 
     def build(self, variables) -> None:
         """Builds the inner optimizer's slots."""

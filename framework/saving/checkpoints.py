@@ -333,7 +333,8 @@ class Checkpointer:
         saved = tf.train.load_checkpoint(path).get_variable_to_shape_map()  # read once
         # Checkpoints written before records were saved have none: do not ask for them.
         objects = _present_in(saved, self._objects(optimizer, records=_RECORDS_KEY in saved,
-                                                   position=True))
+                                                   position=True),
+                              optional=set(optimizer_parts(optimizer)) - {"optimizer"})
         if "input_position" not in objects:  # saved at an epoch's end: start it afresh
             input_position(model).batch.assign(0)
         checkpoint = tf.train.Checkpoint(**objects)
@@ -377,11 +378,12 @@ def optimizer_parts(optimizer) -> dict:
     return {} if optimizer is None else dict(parts()) if parts else {"optimizer": optimizer}
 
 
-def _present_in(saved: dict, objects: dict) -> dict:
-    """`objects` less an optional part ("loss_scale", "input_position") that the
-    checkpoint (`saved`: its variable names) does not hold: it keeps its value."""
+def _present_in(saved: dict, objects: dict, optional=()) -> dict:
+    """`objects` less an optional part ("input_position", and the optimizer's parts other
+    than itself, `optional`: a loss scale, evaluation counts) that the checkpoint (`saved`:
+    its variable names) does not hold: it keeps its value."""
     return {k: v for k, v in objects.items()
-            if k not in ("loss_scale", "input_position")
+            if k not in ("loss_scale", "input_position", *optional)
             or any(key.startswith(k + "/") for key in saved)}
 
 

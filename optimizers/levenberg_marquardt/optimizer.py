@@ -13,6 +13,7 @@ from graphfit.core.registry import OPTIMIZERS
 from graphfit.core.step_types import ForwardPass, StepBatch, reads_backward_pass
 from graphfit.core.variables import as_tf_variable
 from graphfit.optimizers.after_update import ApplyConstraints
+from graphfit.optimizers.base import FIRST_REPLICA
 from graphfit.optimizers.levenberg_marquardt import batch_linearization as lm_batch
 from graphfit.optimizers.levenberg_marquardt import conjugate_gradient as lm_cg
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
@@ -39,6 +40,18 @@ SMALL_STEP_REWRITES = {"meta_optimizer_iterations": "ONE", "memory_optimization"
 _CONSTRAINTS = ApplyConstraints()
 
 __all__ = ["LevenbergMarquardt"]
+
+
+class _EvaluationCounts(tf.Module):
+    """`LevenbergMarquardt`'s evaluation counts (int64 variables), a checkpoint part."""
+
+    def __init__(self, scope):
+        super().__init__(name="evaluation_counts")
+        with tf.init_scope(), scope:
+            self.function_evaluations, self.jacobian_evaluations = (
+                tf.Variable(0, dtype=tf.int64, trainable=False, name=name,
+                            aggregation=FIRST_REPLICA)
+                for name in ("function_evaluations", "jacobian_evaluations"))
 
 
 @OPTIMIZERS.register
@@ -168,9 +181,10 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         self._growth = self.add_variable("damping_growth", 2.0, tf.float64)
         self._converged = self.add_variable("converged", False, tf.bool)
         self._reason = self.add_variable("convergence_reason", NOT_CONVERGED, tf.int64)
-        # SciPy's nfev and njev over every step (checkpointed, as `iterations`).
-        self._evaluations = self.add_variable("function_evaluations", 0, tf.int64)
-        self._jacobian_evaluations = self.add_variable("jacobian_evaluations", 0, tf.int64)
+        # SciPy's nfev and njev over every step: checkpointed as a part of their own
+        # (`checkpoint_parts`), not among the optimizer's own state, so checkpoints written
+        # before they were counted restore as they are (their counts start at 0).
+        self._counts = self._no_dependency(_EvaluationCounts(self.name_scope))
         self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
         self._eps = None  # the machine epsilon of the trained variables, set by a step
         self._per_size: dict[str, dict[str, tf.Variable]] = {}  # n → its scale, cg_start
@@ -189,6 +203,11 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         inf loss (int64 variable)."""
         return self._reason
 
+    def checkpoint_parts(self) -> dict[str, tf.Module]:
+        """What a training checkpoint saves: this optimizer as `optimizer`, and its
+        evaluation counts as `evaluation_counts` (a part a checkpoint may lack)."""
+        return {"optimizer": self, "evaluation_counts": self._counts}
+
     @property
     def evaluations(self) -> tf.Variable:
         """Evaluations of the residuals over every step (int64 variable; SciPy's nfev, the
@@ -196,14 +215,14 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         accepted or rejected, and two more for each trial's geodesic correction (the
         residuals at x ± hδ). Like `iterations`, it counts on across fits and is
         checkpointed; `reset_state` keeps it."""
-        return self._evaluations
+        return self._counts.function_evaluations
 
     @property
     def jacobian_evaluations(self) -> tf.Variable:
         """Linearizations of the residuals over every step (int64 variable; SciPy's njev):
         one per step that runs its trials (a step's Jacobian, or for the cg solver its
         Jacobian-vector products, at its start point)."""
-        return self._jacobian_evaluations
+        return self._counts.jacobian_evaluations
 
     @property
     def damping_value(self) -> tf.Variable:
@@ -363,7 +382,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
 
             loss0, aux0, gradients, linear = lm_replicas.first_pass_on_replicas(
                 batch, variables, n, linearize_slice, self._converged)
-        self._evaluations.assign_add(1)  # the start point's residuals (loss0)
+        self._counts.function_evaluations.assign_add(1)  # the start point's residuals (loss0)
         if gradients is not None:
             step_context.record_gradients(gradients, variables)
         flat0, rebuild = split_aux(aux0)
@@ -472,8 +491,8 @@ class LevenbergMarquardt(SecondOrderOptimizer):
                                      converged_before=gradient_met)
         self._damping.assign(result.damping)
         self._growth.assign(result.growth)
-        self._evaluations.assign_add(result.evaluations)
-        self._jacobian_evaluations.assign_add(1)  # `linear`, at the start point
+        self._counts.function_evaluations.assign_add(result.evaluations)
+        self._counts.jacobian_evaluations.assign_add(1)  # `linear`, at the start point
         code, values = result.code, result.values
         converged = code != NOT_CONVERGED
         self._reason.assign(tf.where(converged, tf.cast(code, tf.int64), self._reason))

@@ -53,11 +53,29 @@ def test_evaluations_are_counted_as_by_hand(geodesic, first, second):
     assert "# Jacobian evals   = 2\n" in text and "# steps            = 2\n" in text
 
 
-def test_the_counts_are_checkpointed_with_the_optimizer(tmp_path):
-    import tensorflow as tf
+def _fit_saving(geodesic, epochs, directory):
+    model = gf.Sequential([layers.Dense(1)], input_shape=(1,), dtype="float64")
+    optimizer = optimizers.LevenbergMarquardt(geodesic_acceleration=geodesic)
+    model.compile(optimizer=optimizer, loss="mse")
+    model.set_weights([np.array([[0.1]]), np.array([0.0])])
+    model.fit(X, Y, batch_size=None, epochs=epochs, verbose=0,
+              callbacks=[gf.callbacks.ModelCheckpoint(directory, monitor="loss")])
+    return model, optimizer
 
-    _, optimizer = _fit(False, 1)
-    path = tf.train.Checkpoint(optimizer=optimizer).write(str(tmp_path / "ckpt"))
-    _, fresh = _fit(False, 2)
-    tf.train.Checkpoint(optimizer=fresh).read(path).expect_partial()
-    assert _counts(fresh)[1:] == (7, 1)
+
+def test_the_counts_are_checkpointed_and_older_checkpoints_without_them_restore(
+        tmp_path, monkeypatch):
+    from graphfit.saving import checkpoints
+
+    _fit_saving(False, 1, str(tmp_path / "new"))
+    model, optimizer = _fit(False, 2)  # counts (2, 9, 2)
+    assert checkpoints.restore_latest(model, str(tmp_path / "new"))["epoch"] == 1
+    assert _counts(optimizer)[1:] == (7, 1)
+    # A checkpoint written before the counts were saved: the optimizer alone.
+    monkeypatch.setattr(optimizers.LevenbergMarquardt, "checkpoint_parts",
+                        lambda self: {"optimizer": self})
+    _fit_saving(False, 1, str(tmp_path / "old"))
+    monkeypatch.undo()
+    model, optimizer = _fit(False, 2)
+    assert checkpoints.restore_latest(model, str(tmp_path / "old"))["epoch"] == 1
+    assert _counts(optimizer)[1:] == (9, 2)  # not in the checkpoint: kept as they were
