@@ -405,14 +405,14 @@ def trial_function(expression: str, specs: tuple, geodesic: bool):
 
     `trial(vectors [N, 3p + 1 + p²], r [N, m], jac [N, m, p], fixed [N, q], x [N, m, k],
     y [N, m], weights [N, m]) -> (trial params [N, p], their residuals [N, m], Jacobian
-    [N, m, p])`, `vectors` holding (one tensor to convert per call) the parameters, the
-    trial's δ, the damping diagonal D, whether δ is `within` its bound (1.0 or 0.0) and the
-    trial's damped inverse `−D^-½ (Ã + λI)⁻¹ D^-½` (NaN where the trial's solve is),
-    row-major; `r` and `jac` those at the parameters. The trial point is `params + step`
-    (`step` zero where not `within`), with geodesic acceleration `step = δ + a/2` where the
-    correction `a = inverse · Jᵀr_vv` is finite and acceptable, as in `_trial`; its
-    residuals and Jacobian take one backward pass (`_Curves.linearize`). With `within` 0
-    it linearizes at `params` (the fit's start).
+    [N, m, p], loss [N], JᵀJ [N, p, p], Jᵀr [N, p])`. `vectors` holds (one tensor to
+    convert per call) the parameters, the trial's δ, the damping diagonal D, whether δ is
+    `within` its bound (1.0 or 0.0) and the trial's damped inverse `−D^-½ (Ã + λI)⁻¹ D^-½`
+    (NaN where the trial's solve is), row-major; `r` and `jac` are those at the
+    parameters. The trial point is `params + step` (`step` zero where not `within`), with
+    geodesic acceleration `step = δ + a/2` where the correction `a = inverse · Jᵀr_vv` is
+    finite and acceptable, as in `_trial`; its residuals and Jacobian take one backward
+    pass (`_Curves.linearize`). With `within` 0 it linearizes at `params` (the start).
 
     Returns:
         The concrete function's flat callable (`call_flat(*tensors)`, its `inference_fn`):
@@ -434,7 +434,11 @@ def trial_function(expression: str, specs: tuple, geodesic: bool):
             step = _accelerated(curves, params, r, jac, delta,
                                 lambda b: _product(inverse, b, False), d, within, False)
         point = params + tf.where(_col(within), step, 0.0)
-        return (point, *curves.linearize(point))
+        r_new, jac_new = curves.linearize(point)
+        # The loss and normal equations by the traced loop's kernels (`_trial`), which
+        # round as they do.
+        return (point, r_new, jac_new, tf.reduce_sum(tf.square(r_new), -1),
+                _jtj(jac_new, False), _transposed_product(jac_new, r_new, False))
 
     def spec(*shape):
         return tf.TensorSpec(shape, F64)

@@ -105,7 +105,7 @@ class _Curve:
         zeros = np.zeros(p)
         # The residuals and Jacobian as tensors too: the next trial's inputs.
         self.tensors = (tf.zeros([1, len(y)], tf.float64), tf.zeros([1, len(y), p], tf.float64))
-        self.params, self.r, self.jac, self.tensors = self.evaluate(
+        self.params, self.r, self.normal, self.tensors = self.evaluate(
             zeros, np.zeros((p, p)), zeros, False)
         self.damping, self.first_damping, self.growth = -1.0, 0.0, 2.0
         self.scale = zeros
@@ -114,12 +114,13 @@ class _Curve:
         self.reason, self.active = lm_convergence.NOT_CONVERGED, True
 
     def evaluate(self, delta, inverse, d, within):
-        """(trial params, r, J, (r, J) as tensors) of `batched_lm.trial_function` (at the
-        params when not `within`)."""
+        """(trial params, r, (‖r‖², JᵀJ, Jᵀr), (r, J) as tensors) of
+        `batched_lm.trial_function` (at the params when not `within`)."""
         vectors = np.concatenate([self.params, delta, d, [float(within)], inverse.ravel()])
-        point, r, jac = self.function.call_flat(tf.constant(vectors[None]), *self.tensors,
-                                                *self.data)
-        return point.numpy()[0], r.numpy()[0], jac.numpy()[0], (r, jac)
+        point, r, jac, *normal = self.function.call_flat(
+            tf.constant(vectors[None]), *self.tensors, *self.data)
+        f, a, b = (t.numpy()[0] for t in normal)
+        return point.numpy()[0], r.numpy()[0], (float(f), a, b), (r, jac)
 
 
 def _step_start(c: _Curve, a, s):
@@ -144,8 +145,7 @@ def _step_start(c: _Curve, a, s):
 def _gradient_converged(b, diag, f0, gtol) -> bool:
     """MINPACK's gradient test (`convergence.gradient_converged`), in NumPy."""
     norms = np.sqrt(diag)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cosines = np.where(norms > 0, np.abs(b) / (norms * np.sqrt(max(f0, 1e-300))), 0.0)
+    cosines = np.where(norms > 0, np.abs(b) / (norms * np.sqrt(max(f0, 1e-300))), 0.0)
     finite = _all_finite(b) and np.isfinite(f0)
     return bool(finite and (np.all(cosines <= gtol) or not np.any(b != 0)))
 
@@ -168,9 +168,7 @@ def _code(s, f0, f_new, predicted, gain, step_norm, x_norm, finite, stalled) -> 
 
 def _trial(c: _Curve, s) -> None:
     """One trial of `batched_lm._trial` and its bookkeeping (`batched_lm._advance`)."""
-    r, jac = c.r, c.jac
-    f0 = float(r @ r)
-    a, b = jac.T @ jac, jac.T @ r
+    f0, a, b = c.normal
     diag, d, floor, top, damping = _step_start(c, a, s)
     column_norms = np.sqrt(d)
     x_norm = _norm(column_norms * c.params)
@@ -183,8 +181,8 @@ def _trial(c: _Curve, s) -> None:
     step_norm = _norm(column_norms * delta)
     within = step_norm <= lm_update.MAX_RELATIVE_STEP * x_norm or x_norm <= 0
     predicted = float(delta @ (a @ delta) + 2.0 * damping * np.sum(d * delta * delta))
-    trial_params, r_new, jac_new, tensors = c.evaluate(delta, solve.inverse, d, within)
-    f_new = float(r_new @ r_new)
+    trial_params, r_new, normal, tensors = c.evaluate(delta, solve.inverse, d, within)
+    f_new = normal[0]
     actual = f0 - f_new
     gain = actual / predicted if predicted > 0 else 0.0
     accepted = bool(finite and np.isfinite(f_new) and actual > 0
@@ -203,7 +201,7 @@ def _trial(c: _Curve, s) -> None:
     c.steps += int(c.new_step)
     c.new_step = accepted or c.trials >= s.attempts_per_step
     if accepted:
-        c.params, c.r, c.jac, c.tensors = trial_params, r_new, jac_new, tensors
+        c.params, c.r, c.normal, c.tensors = trial_params, r_new, normal, tensors
     c.nfev += 3 if s.geodesic_acceleration else 1
     c.njev += 1
     ended = code != lm_convergence.NOT_CONVERGED
@@ -227,7 +225,9 @@ def fit_curves(expression: str, specs: tuple, params, fixed, x, y, weights,
     function = batched_lm.trial_function(expression, batched_lm.trace_key(specs),
                                          bool(settings.geodesic_acceleration))
     # The traced loop's Grappler settings; the kernels run in this thread.
-    with graph_rewrites(batched_lm.GRAPH_REWRITES, "SINGLE_THREADED_EXECUTOR"):
+    # (A trial may overflow: its loss is then inf, and it is rejected, as in the traced loop.)
+    with graph_rewrites(batched_lm.GRAPH_REWRITES, "SINGLE_THREADED_EXECUTOR"), np.errstate(
+            over="ignore", invalid="ignore", divide="ignore"):
         curves = [_fit_one(function, *row, settings)
                   for row in zip(params, fixed, x, y, weights)]
     return batched_lm.LoopResult(
@@ -237,4 +237,4 @@ def fit_curves(expression: str, specs: tuple, params, fixed, x, y, weights,
         nfev=np.array([c.nfev for c in curves], np.int64),
         njev=np.array([c.njev for c in curves], np.int64),
         residuals=np.stack([c.r for c in curves]),
-        jtj=np.stack([c.jac.T @ c.jac for c in curves]))
+        jtj=np.stack([c.normal[1] for c in curves]))
