@@ -1,20 +1,20 @@
 """Levenberg–Marquardt on one curve as a Python loop over NumPy, for small fits.
 
-The traced loop of `batched_lm` is a few hundred ops: tracing it costs about 0.4 s, once per
-formula and process, and each of its iterations runs them all through TensorFlow's executor
-(milliseconds for a 14-point curve). For one curve, or a few, this module runs the SAME
-algorithm one curve at a time: the same rules and constants (Nielsen's damping, the running
-diagonal scale with geodesic acceleration's memory, MINPACK's ftol/xtol/gtol tests, the
-acceleration and its acceptance, `MAX_RELATIVE_STEP`, the stall and NaN tests,
-`attempts_per_step`, the same `nfev`/`njev` counts) in NumPy, with the formula evaluated by
-two small cached functions of `batched_lm.point_functions` (the residuals at the
-acceleration's two points, and the residuals with their Jacobian at a trial point, in one
-backward pass): a few dozen ops to trace, one call each per trial.
+The traced loop of `batched_lm` is about 500 ops per trial: tracing it costs about 0.4 s of
+CPU, once per formula and process, and its first call another 0.2 s. For one curve, or a
+few, this module runs the SAME algorithm one curve at a time: the same rules and constants
+(Nielsen's damping, the running diagonal scale with geodesic acceleration's memory, λ's
+start, floor and top, MINPACK's ftol/xtol/gtol tests, the acceleration and its acceptance,
+`MAX_RELATIVE_STEP`, the stall and NaN tests, `attempts_per_step`, the same `nfev`/`njev`
+counts) in NumPy, with the formula evaluated by one small traced function per formula
+(`batched_lm.trial_function`: the acceleration's two points, the trial point, its residuals,
+Jacobian and normal equations by the traced loop's own code), one call per trial.
 
-The arithmetic is NumPy's (LAPACK's Cholesky, BLAS's products), the traced loop's
-TensorFlow's: the two paths agree to rounding, and on NIST's problems to the parameters'
-last digits with the same steps and reasons (tests/fitting/test_python_loop.py).
-`run_fit(..., loop="auto")` picks this loop for up to `PYTHON_LOOP_CURVES` curves.
+NumPy factorizes and solves (LAPACK), the traced loop TensorFlow: the two agree to rounding,
+and step for step wherever the fit stays above it (tests/fitting/test_python_loop.py;
+docs/guides/levenberg_marquardt_in_depth.md, "Small fits without the big trace").
+`fit_curve` and `fit_many` take this loop for up to `PYTHON_LOOP_CURVES` curves
+(`uses_python_loop`, `loop="auto"`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = ["fit_curves", "uses_python_loop", "PYTHON_LOOP_CURVES", "LOOPS"]
 EPS = batched_lm.EPS
 # Up to this many curves `loop="auto"` fits them one by one in the Python loop; from more on,
 # in one traced loop (docs/benchmarks/performance.md, "Small fits and many fits").
-PYTHON_LOOP_CURVES = 8
+PYTHON_LOOP_CURVES = 4
 # The `loop` setting of `fit_curve` and `fit_many`.
 LOOPS = ("auto", "python", "traced")
 
