@@ -245,6 +245,11 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
             than the traced loop (docs/benchmarks/performance.md, "Small fits and many fits").
         mask: `(N, m)` bool, False for a padded point (it weighs zero and may hold NaN: pass
             `mask=np.isfinite(y)` for NaN-padded curves), or None (every point counts).
+        loop: "auto" (the default): one data set runs in the Python loop of
+            `fitting.python_lm` (no trace of the whole loop: a first fit in a process costs
+            about 0.17 s of CPU instead of 0.5 s), more in the traced loop (`batched_lm`,
+            faster from the second call on); "python" or "traced" force either (the same
+            algorithm; results agree to rounding). XLA (`jit_compile`) is the traced loop's.
 
     Returns:
         `ManyFits`: parameters, standard errors, covariances, `JᵀJ`, RSS, reasons, steps,
@@ -266,13 +271,15 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
               **settings) -> CurveFit:
     """Fits a formula to one data set: `fit_many` with N = 1, its one `CurveFit`.
 
-    Fast for small problems: the traced loop is cached per formula, so a further fit of
-    the same formula on new data costs the arithmetic and one call (docs/benchmarks/performance.md).
+    Fast for small problems: it runs in the Python loop of `fitting.python_lm` (`loop`,
+    as for `fit_many`), whose one small traced function per formula costs about 0.06 s to
+    trace, against 0.4 s for the whole traced loop; `loop="traced"` is faster for many
+    further fits of one formula (docs/benchmarks/performance.md).
 
     Args:
         formula, p0, sigma, absolute_sigma, settings: as for `fit_many` (`jit_compile`
             defaults to False here: one curve's fit takes milliseconds, XLA's compile
-            seconds).
+            seconds; `loop` to "auto", the Python loop).
         x: `(m,)` or `(m, k)`. y: `(m,)`.
 
     Example:

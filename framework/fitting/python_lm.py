@@ -32,8 +32,11 @@ __all__ = ["fit_curves", "uses_python_loop", "PYTHON_LOOP_CURVES", "LOOPS"]
 
 EPS = batched_lm.EPS
 # Up to this many curves `loop="auto"` fits them one by one in the Python loop; from more on,
-# in one traced loop (docs/benchmarks/performance.md, "Small fits and many fits").
-PYTHON_LOOP_CURVES = 4
+# in one traced loop. Measured (docs/benchmarks/performance.md, "The Python loop for small
+# fits"): the Python loop saves the traced loop's 0.3-0.4 s of tracing and instantiation once
+# per formula and process, but a further fit costs about 7 ms of CPU per curve against 5-7 ms
+# for the traced loop's whole call up to 16 curves; so one curve (`fit_curve`) only.
+PYTHON_LOOP_CURVES = 1
 # The `loop` setting of `fit_curve` and `fit_many`.
 LOOPS = ("auto", "python", "traced")
 
