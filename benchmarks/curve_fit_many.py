@@ -5,11 +5,13 @@
 
 1. Small fits (issue 44, item 5), NIST's Misra1a (14 points, 2 parameters, start 1):
    - the first fit in a fresh process (TensorFlow and graphfit already imported, from the
-     formula to the fitted parameters): `fitting.fit_curve`, and for reference the same fit
-     through `model.fit` with `LevenbergMarquardt` (a `layers.Formula` model), medians over
-     `--repeats` processes;
+     formula to the fitted parameters): `fitting.fit_curve` (its default, the Python loop
+     of `python_lm`), `fit_curve(loop="traced")` (the traced loop of `batched_lm`) and, for
+     reference, the same fit through `model.fit` with `LevenbergMarquardt` (a
+     `layers.Formula` model); medians over `--repeats` processes, the kinds interleaved;
    - a further fit of the same formula on new data (Misra1a's y scaled by 1 + 0.001·i),
-     median of 30: `fit_curve`, a second `model.fit` model, and SciPy's `curve_fit`.
+     median of 30: both `fit_curve` loops, a second `model.fit` model, and SciPy's
+     `curve_fit`; each with its CPU time (the load distorts it less than the wall).
 2. Many fits (item 6): `--curves` noisy Misra1a-like curves (each its own b1, b2 and 1 %
    noise on Misra1a's x) fitted in one `fitting.fit_many` call against a loop of
    `curve_fit` over them (SciPy's defaults tightened to xtol = ftol = 1e-14 so that both
@@ -61,8 +63,10 @@ def _first_fit(kind: str) -> dict:
 
     problem = _problem()
     start, cpu = time.perf_counter(), time.process_time()
-    if kind == "fit_curve":
-        b1 = fitting.fit_curve(MISRA, problem.x[:, 0], problem.y, p0=START).values["b1"]
+    if kind.startswith("fit_curve"):
+        loop = "traced" if kind.endswith("traced") else "auto"
+        b1 = fitting.fit_curve(MISRA, problem.x[:, 0], problem.y, p0=START,
+                               loop=loop).values["b1"]
     else:
         formula = layers.Formula(MISRA, params=START, dtype="float64")
         model = gf.Sequential([formula], dtype="float64")
@@ -87,22 +91,26 @@ def _further_fits(repeats: int = 30) -> dict:
 
     problem = _problem()
     x = problem.x[:, 0]
-    times = {name: [] for name in ("fit_curve", "curve_fit", "model.fit", "fit_curve cpu",
-                                   "curve_fit cpu", "model.fit cpu", "fit_curve xla")}
+    names = ("fit_curve", "fit_curve traced", "curve_fit", "model.fit", "fit_curve xla")
+    times = {key: [] for name in names for key in (name, name + " cpu")}
     fitting.fit_curve(MISRA, x, problem.y, p0=START, jit_compile=True)  # XLA's compile
-    fitting.fit_curve(MISRA, x, problem.y, p0=START)  # the formula's one trace
+    fitting.fit_curve(MISRA, x, problem.y, p0=START)  # the formula's traces
+    fitting.fit_curve(MISRA, x, problem.y, p0=START, loop="traced")
     for i in range(repeats):
         y = problem.y * (1 + 0.001 * (i + 1))
         for name, run in (("fit_curve", lambda y=y: fitting.fit_curve(MISRA, x, y, p0=START)),
+                          ("fit_curve traced", lambda y=y: fitting.fit_curve(
+                              MISRA, x, y, p0=START, loop="traced")),
                           ("curve_fit", lambda y=y: curve_fit(_misra, x, y,
                                                               p0=[START["b1"], START["b2"]]))):
             start, cpu = time.perf_counter(), time.process_time()
             run()
             times[name].append(time.perf_counter() - start)
             times[name + " cpu"].append(time.process_time() - cpu)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fitting.fit_curve(MISRA, x, y, p0=START, jit_compile=True)
         times["fit_curve xla"].append(time.perf_counter() - start)
+        times["fit_curve xla cpu"].append(time.process_time() - cpu)
     for i in range(min(3, repeats)):  # model.fit: a new model traces again (seconds each)
         y = problem.y * (1 + 0.001 * (i + 1))
         start, cpu = time.perf_counter(), time.process_time()
@@ -116,29 +124,34 @@ def _further_fits(repeats: int = 30) -> dict:
 
 
 def small_table(repeats: int) -> None:
-    runs = {kind: [_in_fresh_process(kind) for _ in range(repeats)]
-            for kind in ("fit_curve", "model.fit")}
-    first = {kind: [run["seconds"] for run in values] for kind, values in runs.items()}
-    first_cpu = {kind: [run["cpu"] for run in values] for kind, values in runs.items()}
+    kinds = ("fit_curve", "fit_curve traced", "model.fit")
+    runs = {kind: [] for kind in kinds}
+    for _ in range(repeats):  # interleaved, so that a change of load hits every kind
+        for kind in kinds:
+            runs[kind].append(_in_fresh_process(kind))
+    first = {kind: np.median([run["seconds"] for run in values]) for kind, values in
+             runs.items()}
+    first_cpu = {kind: np.median([run["cpu"] for run in values]) for kind, values in
+                 runs.items()}
     further = _further_fits()
     print(f"\nSmall fits: NIST Misra1a (14 points, 2 parameters), start 1, float64; "
           f"{cpu_model()}, load average {os.getloadavg()[0]:.1f}")
-    print("| path | first fit in a process (median of "
-          f"{repeats}; its CPU time) | further fit, new data (median; CPU) | further / SciPy |")
+    print(f"| path | first fit in a process, wall (CPU), median of {repeats} | further fit, "
+          f"new data, wall (CPU), median of 30 | further / SciPy, wall (CPU) |")
     print("|---|---:|---:|---:|")
-    scipy_time = further["curve_fit"]
-    for kind in ("fit_curve", "model.fit"):
-        ratio = further[kind] / scipy_time
-        print(f"| graphfit {kind} | {np.median(first[kind]):.3f} s "
-              f"({np.median(first_cpu[kind]):.3f}) | {further[kind] * 1e3:.2f} ms "
-              f"({further[kind + ' cpu'] * 1e3:.2f}) | "
-              f"{ratio:.1f}x |")
-    print(f"| graphfit fit_curve(jit_compile=True), after its compile | - | "
-          f"{further['fit_curve xla'] * 1e3:.2f} ms | "
-          f"{further['fit_curve xla'] / scipy_time:.1f}x |")
-    print(f"| SciPy curve_fit | - | {scipy_time * 1e3:.2f} ms "
-          f"({further['curve_fit cpu'] * 1e3:.2f}) | 1.0x |")
-    print("Targets: first fit <= 0.3 s; further fit <= 10x SciPy's curve_fit.")
+    scipy_time, scipy_cpu = further["curve_fit"], further["curve_fit cpu"]
+    labels = {"fit_curve": "graphfit fit_curve (Python loop, the default)",
+              "fit_curve traced": "graphfit fit_curve(loop='traced')",
+              "model.fit": "graphfit model.fit, LevenbergMarquardt",
+              "fit_curve xla": "graphfit fit_curve(jit_compile=True), after its compile"}
+    for kind, label in labels.items():
+        head = (f"{first[kind]:.3f} s ({first_cpu[kind]:.3f} s)" if kind in first else "-")
+        print(f"| {label} | {head} | {further[kind] * 1e3:.2f} ms "
+              f"({further[kind + ' cpu'] * 1e3:.2f} ms) | {further[kind] / scipy_time:.1f}x "
+              f"({further[kind + ' cpu'] / scipy_cpu:.1f}x) |")
+    print(f"| SciPy curve_fit | - | {scipy_time * 1e3:.2f} ms ({scipy_cpu * 1e3:.2f} ms) | "
+          f"1.0x |")
+    print("Targets: first fit <= 0.3 s (CPU here); further fit <= 10x SciPy's curve_fit.")
 
 
 def _curves(count: int, seed: int = 0):
@@ -220,10 +233,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--curves", type=int, default=10_000)
     parser.add_argument("--sizes", default="100,1000,10000,100000")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-small", action="store_true")
     parser.add_argument("--skip-many", action="store_true")
-    parser.add_argument("--first-fit", choices=["fit_curve", "model.fit"],
+    parser.add_argument("--first-fit", choices=["fit_curve", "fit_curve traced", "model.fit"],
                         help=argparse.SUPPRESS)  # the child process of the first-fit timing
     args = parser.parse_args()
     if args.first_fit:

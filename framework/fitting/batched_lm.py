@@ -48,8 +48,8 @@ from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
 from graphfit.optimizers.levenberg_marquardt import geodesic as lm_geodesic
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
 
-__all__ = ["Settings", "LoopResult", "fit_function", "run_fit", "use_xla", "trace_key",
-           "GRAPH_REWRITES", "XLA_VALUES"]
+__all__ = ["Settings", "LoopResult", "fit_function", "trial_function", "run_fit", "use_xla",
+           "trace_key", "GRAPH_REWRITES", "XLA_VALUES"]
 
 F64 = tf.float64
 EPS = float(np.finfo(np.float64).eps)
@@ -396,6 +396,59 @@ def fit_function(expression: str, specs: tuple, geodesic: bool, jit_compile: boo
                  tf.TensorSpec([], tf.int64), scalar, scalar, scalar, scalar]
     return tf.function(run, input_signature=signature, autograph=False, reduce_retracing=True,
                        jit_compile=jit_compile)
+
+
+@functools.lru_cache(maxsize=64)
+def trial_function(expression: str, specs: tuple, geodesic: bool):
+    """One trial's evaluations for the Python loop (`python_lm`), traced once per formula,
+    `specs` (as `fit_function`) and `geodesic` setting: a few dozen ops.
+
+    `trial(vectors [N, 3p + 1 + p²], r [N, m], jac [N, m, p], fixed [N, q], x [N, m, k],
+    y [N, m], weights [N, m]) -> (trial params [N, p], their residuals [N, m], Jacobian
+    [N, m, p], loss [N], JᵀJ [N, p, p], Jᵀr [N, p])`. `vectors` holds (one tensor to
+    convert per call) the parameters, the trial's δ, the damping diagonal D, whether δ is
+    `within` its bound (1.0 or 0.0) and the trial's damped inverse `−D^-½ (Ã + λI)⁻¹ D^-½`
+    (NaN where the trial's solve is), row-major; `r` and `jac` are those at the
+    parameters. The trial point is `params + step` (`step` zero where not `within`), with
+    geodesic acceleration `step = δ + a/2` where the correction `a = inverse · Jᵀr_vv` is
+    finite and acceptable, as in `_trial`; its residuals and Jacobian take one backward
+    pass (`_Curves.linearize`). With `within` 0 it linearizes at `params` (the start).
+
+    Returns:
+        The concrete function's flat callable (`call_flat(*tensors)`, its `inference_fn`):
+        a call skips tf.function's binding of its arguments, half the cost of a call this
+        small.
+    """
+    names = tuple(spec.name for spec in specs)
+    parsed = formula_parser.parse(expression, names)
+    p = sum(1 for spec in specs if spec.vary)
+    k = max([1] + [int(name[1:]) for name in parsed.inputs if name != "x"])
+
+    def trial(vectors, r, jac, fixed, x, y, weights):
+        params, delta, d, within, inverse = tf.split(vectors, [p, p, p, 1, p * p], axis=1)
+        within = tf.squeeze(within, -1) > 0.5
+        curves = _Curves(parsed, specs, x, y, weights, fixed)
+        step = delta
+        if geodesic:
+            inverse = tf.reshape(inverse, [-1, p, p])
+            step = _accelerated(curves, params, r, jac, delta,
+                                lambda b: _product(inverse, b, False), d, within, False)
+        point = params + tf.where(_col(within), step, 0.0)
+        r_new, jac_new = curves.linearize(point)
+        # The loss and normal equations by the traced loop's kernels (`_trial`), which
+        # round as they do.
+        return (point, r_new, jac_new, tf.reduce_sum(tf.square(r_new), -1),
+                _jtj(jac_new, False), _transposed_product(jac_new, r_new, False))
+
+    def spec(*shape):
+        return tf.TensorSpec(shape, F64)
+
+    concrete = tf.function(trial, autograph=False).get_concrete_function(
+        spec(None, 3 * p + 1 + p * p), spec(None, None), spec(None, None, p),
+        spec(None, len(specs) - p), spec(None, None, k), spec(None, None), spec(None, None))
+    if concrete.captured_inputs:  # nothing to capture: every input is an argument
+        raise RuntimeError("trial_function: unexpected captured inputs")
+    return concrete.inference_fn
 
 
 def trace_key(specs) -> tuple:

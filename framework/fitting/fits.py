@@ -8,7 +8,7 @@ from typing import Mapping
 import numpy as np
 
 from graphfit.core import validation
-from graphfit.fitting import batched_lm, report
+from graphfit.fitting import batched_lm, python_lm, report
 from graphfit.fitting.results import CurveFit, ManyFits, covariances
 
 __all__ = ["fit_many", "fit_curve"]
@@ -204,7 +204,7 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
              max_steps: int = 1000, attempts_per_step: int = 10,
              initial_damping: float = 1e-3, ftol: float = 1e-15, xtol: float = 1e-10,
              gtol: float = 0.0, geodesic_acceleration: bool = True,
-             jit_compile: bool | str = "auto", mask=None) -> ManyFits:
+             jit_compile: bool | str = "auto", mask=None, loop: str = "auto") -> ManyFits:
     """Fits one formula to N independent data sets at once, each with its own
     Levenberg–Marquardt state (damping, acceptance, convergence), in float64.
 
@@ -245,6 +245,11 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
             than the traced loop (docs/benchmarks/performance.md, "Small fits and many fits").
         mask: `(N, m)` bool, False for a padded point (it weighs zero and may hold NaN: pass
             `mask=np.isfinite(y)` for NaN-padded curves), or None (every point counts).
+        loop: "auto" (the default): one data set runs in the Python loop of
+            `fitting.python_lm` (no trace of the whole loop: a first fit in a process costs
+            about 0.17 s of CPU instead of 0.5 s), more in the traced loop (`batched_lm`,
+            faster from the second call on); "python" or "traced" force either (the same
+            algorithm; results agree to rounding). XLA (`jit_compile`) is the traced loop's.
 
     Returns:
         `ManyFits`: parameters, standard errors, covariances, `JᵀJ`, RSS, reasons, steps,
@@ -256,22 +261,25 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     expression, parsed, specs, p0 = _formula(formula, p0)
     data = _data(x, y, sigma, _columns(parsed), single=False, mask=mask)
     validation.one_of("jit_compile", jit_compile, (True, False, "auto"))
+    validation.one_of("loop", loop, python_lm.LOOPS)
     return _fit(expression, specs, p0, data, absolute_sigma, _settings(
         max_steps, attempts_per_step, initial_damping, ftol, xtol, gtol,
-        geodesic_acceleration), jit_compile)
+        geodesic_acceleration), jit_compile, loop)
 
 
 def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
               **settings) -> CurveFit:
     """Fits a formula to one data set: `fit_many` with N = 1, its one `CurveFit`.
 
-    Fast for small problems: the traced loop is cached per formula, so a further fit of
-    the same formula on new data costs the arithmetic and one call (docs/benchmarks/performance.md).
+    Fast for small problems: it runs in the Python loop of `fitting.python_lm` (`loop`,
+    as for `fit_many`), whose one small traced function per formula costs about 0.06 s to
+    trace, against 0.4 s for the whole traced loop; `loop="traced"` is faster for many
+    further fits of one formula (docs/benchmarks/performance.md).
 
     Args:
         formula, p0, sigma, absolute_sigma, settings: as for `fit_many` (`jit_compile`
             defaults to False here: one curve's fit takes milliseconds, XLA's compile
-            seconds).
+            seconds; `loop` to "auto", the Python loop).
         x: `(m,)` or `(m, k)`. y: `(m,)`.
 
     Example:
@@ -293,15 +301,17 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     if not isinstance(p0, Mapping):
         p0 = np.asarray(p0, np.float64).reshape(1, -1)
     known = ("max_steps", "attempts_per_step", "initial_damping", "ftol", "xtol", "gtol",
-             "geodesic_acceleration", "jit_compile")
+             "geodesic_acceleration", "jit_compile", "loop")
     unknown = sorted(set(settings) - set(known))
     if unknown:
         raise ValueError(f"fit_curve: unknown setting(s) {unknown}; the settings are "
                          f"{', '.join(known)}.")
     jit_compile = settings.pop("jit_compile", False)
     validation.one_of("jit_compile", jit_compile, (True, False, "auto"))
+    loop = settings.pop("loop", "auto")
+    validation.one_of("loop", loop, python_lm.LOOPS)
     return _fit(expression, specs, p0, data, absolute_sigma,
-                _settings(**settings), jit_compile).curve(0)
+                _settings(**settings), jit_compile, loop).curve(0)
 
 
 def _columns(parsed) -> int:
@@ -320,7 +330,8 @@ def _settings(max_steps=1000, attempts_per_step=10, initial_damping=1e-3, ftol=1
         float(ftol), float(xtol), float(gtol), geodesic_acceleration)
 
 
-def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile) -> ManyFits:
+def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile,
+         loop) -> ManyFits:
     x, y, weights, points = data
     names = tuple(spec.name for spec in specs)
     vary = np.array([spec.vary for spec in specs])
@@ -336,8 +347,11 @@ def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile) -> 
     varying = [spec for spec in specs if spec.vary]
     internal = np.stack([_internal(spec, starts[:, i]) for i, spec in enumerate(specs)
                          if spec.vary], -1)
-    result = batched_lm.run_fit(expression, specs, internal, starts[:, ~vary], x, y, weights,
-                                settings, jit_compile)
+    arguments = (expression, specs, internal, starts[:, ~vary], x, y, weights, settings)
+    if python_lm.uses_python_loop(loop, jit_compile, *y.shape):
+        result = python_lm.fit_curves(*arguments)
+    else:
+        result = batched_lm.run_fit(*arguments, jit_compile)
     params = starts.copy()
     params[:, vary] = np.stack([spec.external(u) for spec, u in
                                 zip(varying, result.params.T)], -1)

@@ -100,7 +100,8 @@ def test_a_nan_curve_is_reported_without_spoiling_the_others(noisy_curves):
     x, y, fits = noisy_curves
     bad = y[:5].copy()
     bad[2, 3] = np.nan
-    out = fitting.fit_many(MISRA, x, bad, p0={"b1": 500.0, "b2": 1e-4})
+    # The traced loop's curves share every op (the Python loop fits each alone).
+    out = fitting.fit_many(MISRA, x, bad, p0={"b1": 500.0, "b2": 1e-4}, loop="traced")
     assert out.reasons[2] == fitting.REASONS[6] and not out.converged[2]
     assert out.converged[[0, 1, 3, 4]].all()
     np.testing.assert_allclose(out.params[[0, 1, 3, 4]], fits.params[[0, 1, 3, 4]],
@@ -114,9 +115,10 @@ def test_further_fits_of_a_formula_reuse_one_trace(noisy_curves):
     function = batched_lm.fit_function(MISRA, batched_lm.trace_key(specs), True, False)
     before = function.experimental_get_tracing_count()
     assert before == 1  # the fixture's fits
-    fitting.fit_many(MISRA, x[:10], y[:3, :10] * 1.01, p0={"b1": 300.0, "b2": 5e-4})
+    fitting.fit_many(MISRA, x[:10], y[:3, :10] * 1.01, p0={"b1": 300.0, "b2": 5e-4},
+                     loop="traced")
     curve = fitting.fit_curve(layers.Formula(MISRA, params={"b1": 300.0, "b2": 5e-4}),
-                              x, y[0], max_steps=50)
+                              x, y[0], max_steps=50, loop="traced")
     assert function.experimental_get_tracing_count() == before  # other N, m and settings
     assert curve.converged and curve.steps <= 50
     assert set(curve.standard_errors) == {"b1", "b2"}

@@ -35,7 +35,8 @@ def bounded():
     y = _data()
     formula = layers.Formula(DECAY, params=PARAMS)
     c = np.array([t[2] for t in TRUTH])  # the fixed c, one value per data set
-    fits = fitting.fit_many(formula, X, y, p0={"a": 1.0, "k": 0.3, "c": c})
+    # The traced loop (four curves would take the Python loop, tests/fitting/test_python_loop.py).
+    fits = fitting.fit_many(formula, X, y, p0={"a": 1.0, "k": 0.3, "c": c}, loop="traced")
     return y, c, fits
 
 
@@ -85,22 +86,23 @@ def test_the_report_per_data_set_equals_fit_report_of_a_bounded_formula_model(bo
     assert "[at upper bound] (min=0, max=0.5)" in str(many)
 
 
-def test_different_lengths_equal_each_data_set_fitted_alone():
+@pytest.mark.parametrize("loop", ["python", "traced"])
+def test_different_lengths_equal_each_data_set_fitted_alone(loop):
     rng = np.random.default_rng(2)
     lengths = (9, 14, 20)
     xs = [np.linspace(0.0, 4.0, n) for n in lengths]
     ys = [a * np.exp(-k * x) + 0.01 * rng.standard_normal(x.shape)
           for x, (a, k) in zip(xs, ((2.0, 0.5), (3.0, 1.5), (1.0, 0.2)))]
     start = {"a": 1.0, "k": 1.0}
-    fits = fitting.fit_many("a*exp(-k*x)", xs, ys, p0=start)
+    fits = fitting.fit_many("a*exp(-k*x)", xs, ys, p0=start, loop=loop)
     # The same as one NaN-padded array and its mask.
     padded_x = np.stack([np.pad(x, (0, 20 - len(x)), constant_values=np.nan) for x in xs])
     padded_y = np.stack([np.pad(y, (0, 20 - len(y)), constant_values=np.nan) for y in ys])
     masked = fitting.fit_many("a*exp(-k*x)", padded_x, padded_y, p0=start,
-                              mask=np.isfinite(padded_y))
+                              mask=np.isfinite(padded_y), loop=loop)
     assert fits.points.tolist() == list(lengths) and fits.dof.tolist() == [7, 12, 18]
     for i, (x, y) in enumerate(zip(xs, ys)):
-        alone = fitting.fit_curve("a*exp(-k*x)", x, y, p0=start)
+        alone = fitting.fit_curve("a*exp(-k*x)", x, y, p0=start, loop=loop)
         for out in (fits, masked):
             np.testing.assert_allclose(out.params[i], list(alone.values.values()), rtol=1e-9)
             np.testing.assert_allclose(out.standard_errors[i],
@@ -139,9 +141,10 @@ def test_no_retrace_for_new_data_lengths_starts_or_fixed_values(bounded):
     function = batched_lm.fit_function(DECAY, batched_lm.trace_key(specs), True, False)
     before = function.experimental_get_tracing_count()
     formula = layers.Formula(DECAY, params=PARAMS)
-    fitting.fit_many(formula, X[:12], y[:3, :12] * 1.01, p0={"a": 2.0, "k": 0.2, "c": 0.5})
-    fitting.fit_many(formula, [X[:9], X], [y[0, :9], y[1]], max_steps=20)
-    fitting.fit_curve(formula, X, y[2])
+    fitting.fit_many(formula, X[:12], y[:3, :12] * 1.01, p0={"a": 2.0, "k": 0.2, "c": 0.5},
+                     loop="traced")
+    fitting.fit_many(formula, [X[:9], X], [y[0, :9], y[1]], max_steps=20, loop="traced")
+    fitting.fit_curve(formula, X, y[2], loop="traced")
     assert function.experimental_get_tracing_count() == before == 1
 
 

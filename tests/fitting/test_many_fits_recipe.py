@@ -131,7 +131,8 @@ def test_bad_recipes_are_reported_at_their_keys(tmp_path, capsys):
     assert "bad.yaml:4:3: fit_many.data: missing required key 'curve' for a CSV file" in err
     err = _problems(tmp_path, capsys, (
         "fit_many:\n  formula: a*exp(-k*x)\n  params: {a: 1.0, k: '1'}\n"
-        "  data: {path: c.npy, y: v}\n"))
+        "  data: {path: c.npy, y: v}\n  loop: numpy\n"))
+    assert "fit_many.loop: must be one of 'auto', 'python', 'traced', got 'numpy'" in err
     assert "bad.yaml:3:20: fit_many.params.k: must be a number, got '1' (a string)" in err
     assert "unknown name" not in err  # the formula is not checked against broken params
     assert "bad.yaml:4:10: fit_many.data.path: must be a .csv (long form" in err
@@ -139,7 +140,8 @@ def test_bad_recipes_are_reported_at_their_keys(tmp_path, capsys):
 
 def test_a_csv_of_different_lengths_with_bounded_and_fixed_parameters(tmp_path, capsys):
     # Each data set as fit_curve fits it alone, with the same bounds and fixed value; its
-    # own points and dof in fits.csv, and the parameter on its bound named there.
+    # own points and dof in fits.csv, and the parameter on its bound named there. The
+    # recipe asks for the Python loop (fit_curve's), the three data sets one by one.
     from graphfit import fitting
 
     rng = np.random.default_rng(4)
@@ -153,7 +155,7 @@ def test_a_csv_of_different_lengths_with_bounded_and_fixed_parameters(tmp_path, 
     params = "{a: {value: 1.0, min: 0}, k: {value: 0.1, max: 0.5}, c: {value: 0.1, vary: false}}"
     (tmp_path / "r.yaml").write_text(
         f"fit_many:\n  formula: a*exp(-k*x) + c\n  params: {params}\n"
-        f"  data: {{path: c.csv, curve: id, x: t, y: v}}\n")
+        f"  data: {{path: c.csv, curve: id, x: t, y: v}}\n  loop: python\n")
     assert cli.main(["validate", str(tmp_path / "r.yaml")]) == 0
     assert "3 data sets of 8 to 15 points" in capsys.readouterr().out
     assert cli.main(["train", str(tmp_path / "r.yaml"), "--run-dir", str(tmp_path / "run")]) == 0

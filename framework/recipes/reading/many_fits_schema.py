@@ -118,6 +118,9 @@ _FIT_MANY = Section({
     "geodesic_acceleration": Field(Boolean(), True, "bend each trial step"),
     "jit_compile": Field(Either(String(("auto",)), Boolean()), "auto",
                          "one XLA program (auto: from 50 000 data values)"),
+    "loop": Field(String(("auto", "python", "traced")), "auto",
+                  "python: NumPy loop, traced: one traced loop (auto: python for one data "
+                  "set)"),
 })
 
 MANY_FITS_RECIPE = Section({

@@ -181,7 +181,7 @@ def _fit(recipe: Recipe, curves: Curves):
     section = recipe.config["fit_many"]
     settings = {key: section[key] for key in (
         "absolute_sigma", "max_steps", "attempts_per_step", "initial_damping", "ftol", "xtol",
-        "gtol", "geodesic_acceleration", "jit_compile")}
+        "gtol", "geodesic_acceleration", "jit_compile", "loop")}
     try:
         return fitting.fit_many(section["formula"], curves.x, curves.y, p0=section["params"],
                                 sigma=curves.sigma, mask=curves.mask, **settings)
