@@ -490,6 +490,8 @@ class Stream:
             return error if error is not None else ValueError("every record reads")
         file, index, reason = found
         line = f"; line {index + 2} of the file" if self.format == "csv" else ""
+        # a Parquet cell's own message names its file and row already: said once
+        reason = reason.removeprefix(f"{file}, row {index} (counting from 0), ")
         return BadRecordError(file, index, f"{file}, record {index} (counting from 0{line}): "
                                            f"{reason}")
 
