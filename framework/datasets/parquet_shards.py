@@ -39,7 +39,7 @@ import tensorflow as tf
 from graphfit.datasets.example_encoding import encode_rows
 
 __all__ = ["check_shards", "parquet_records", "parse_examples", "weight_column", "weighed",
-           "write_parquet_shards", "BATCH_ROWS"]
+           "write_parquet_shards", "record_problem", "BATCH_ROWS"]
 
 #: rows of a Parquet shard read at once (one record batch in memory)
 BATCH_ROWS = 1024
@@ -126,13 +126,35 @@ def parquet_records(stream, path) -> tf.data.Dataset:
         path = name.decode() if isinstance(name, bytes) else str(name)
         handle = _pyarrow().ParquetFile(path)
         done = 0
-        for batch in handle.iter_batches(batch_size=BATCH_ROWS,
-                                         columns=[c.name for c in columns]):
-            yield from _encoded(columns, batch, path, done)
-            done += batch.num_rows
+        try:
+            for batch in handle.iter_batches(batch_size=BATCH_ROWS,
+                                             columns=[c.name for c in columns]):
+                yield from _encoded(columns, batch, path, done)
+                done += batch.num_rows
+        except ValueError as error:  # a cell that does not fit: `_stop_at_bad` fails there
+            if not str(error).startswith(f"{path}, row "):
+                raise
+            # not raised here: an exception of a generator reaches the user as a TensorFlow
+            # error whose text holds the Python traceback
+            yield np.array([_BAD + str(error).encode("utf-8")], dtype=object)
 
     return tf.data.Dataset.from_generator(
-        rows, args=(path,), output_signature=tf.TensorSpec([None], tf.string)).unbatch()
+        rows, args=(path,), output_signature=tf.TensorSpec([None], tf.string)).map(
+        _stop_at_bad).unbatch()
+
+
+_BAD = b"\x00graphfit bad row\x00"
+
+
+@tf.autograph.experimental.do_not_convert
+def _stop_at_bad(rows: tf.Tensor) -> tf.Tensor:
+    """`rows`, or an `InvalidArgumentError` whose message is the bad row's own (its file,
+    row and column) when they are the mark of a row that could not be encoded."""
+    bad = tf.strings.substr(rows, 0, len(_BAD)) == _BAD
+    reason = tf.strings.reduce_join(tf.strings.substr(tf.boolean_mask(rows, bad), len(_BAD),
+                                                      -1))
+    with tf.control_dependencies([tf.debugging.Assert(~tf.reduce_any(bad), [reason])]):
+        return tf.identity(rows)
 
 
 def _encoded(columns, batch, path: str, first: int):
@@ -221,6 +243,49 @@ def _as_declared(value: tf.Tensor, column) -> tf.Tensor:
     if value.dtype == tf.string:
         return tf.strings.to_number(value, column.tf_dtype)
     return tf.cast(value, column.tf_dtype)
+
+
+def record_problem(stream, record) -> str | None:
+    """Why one record (a batch of one) of `stream` does not convert, in words, or None when
+    that is not one of these: a value that is not a number in a column declared a number
+    (a TFRecord bytes feature), or a sample weight that is negative or not finite."""
+    if stream.format != "csv":
+        stored = getattr(stream, "stored_dtypes", None) or {}
+        specs = {c.name: tf.io.FixedLenFeature(c.shape, stored.get(c.name, c.stored_dtype))
+                 for c in stream.columns}
+        try:
+            raw = tf.io.parse_example(record, specs)
+        except tf.errors.OpError:
+            return None
+        for column in stream.columns:
+            if raw[column.name].dtype != tf.string or column.dtype == "string":
+                continue
+            for value in raw[column.name].numpy().reshape(-1):
+                text = value.decode("utf-8", "replace")
+                if not _is_number(text, column.tf_dtype.is_floating):
+                    return (f"column {column.name!r} holds {text!r}, which is not a number, but "
+                            f"the column is declared a number ({column.dtype}); declare it as "
+                            f"text (string, or {{type: categorical}}) or fix the value")
+    name = getattr(stream, "sample_weight", None)
+    if name is None:
+        return None
+    try:
+        weight = float(np.asarray(stream.parse(record)[name]).reshape(-1)[0])
+    except (tf.errors.OpError, ValueError, IndexError):
+        return None
+    if math.isfinite(weight) and weight >= 0:
+        return None
+    return (f"the sample_weight column {name!r} holds {weight!r}, a weight that is negative "
+            f"or not finite; a weight must be finite and >= 0: fix the value or remove the "
+            f"record")
+
+
+def _is_number(text: str, floating: bool) -> bool:
+    try:
+        float(text) if floating else int(text.strip())
+    except ValueError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------- sample weights

@@ -17,6 +17,7 @@ import gzip
 import io
 import math
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -191,7 +192,8 @@ def first_bad_record(stream, files, batch_size: int = 1024):
                     try:
                         convert(batch[offset:offset + 1])
                     except (tf.errors.OpError, ValueError) as error:
-                        return path, done + offset, _reason(error)
+                        record = batch[offset:offset + 1]
+                        return path, done + offset, _explained(stream, record) or _reason(error)
             done += len(batch)
     return None
 
@@ -208,9 +210,22 @@ def _readable_count(stream, path: str, start: int) -> int:
         count += 1
 
 
+def _explained(stream, record) -> str | None:
+    from graphfit.datasets.parquet_shards import record_problem
+
+    try:
+        return record_problem(stream, record)
+    except (tf.errors.OpError, ValueError):
+        return None
+
+
 def _reason(error: Exception) -> str:
+    """The first line of a TensorFlow error, without its op, node and Python exception name
+    (an error raised in a generator reads "ValueError: ...")."""
     text = getattr(error, "message", None) or str(error)
     text = text.split("\n")[0].split(" [Op:")[0]
     if "{{function_node" in text:
         text = text.split("}}", 1)[-1].strip()
-    return text
+    text = re.sub(r"^(ValueError|TypeError): ", "", text)
+    failed = re.match(r"^.*?assertion failed: \[(.*)\]$", text)  # a bad Parquet row's mark
+    return failed.group(1).replace("\\'", "'").replace('\\"', '"') if failed else text

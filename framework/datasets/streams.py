@@ -370,6 +370,11 @@ class Stream:
         batches of its own records only, by its per-worker batch (`batch_size` is then the
         global batch), `shards.steps` of them every pass; `start[1]` counts this worker's
         records done (whole batches of its own).
+
+        Iterating it stops at a record that cannot be read or parsed with a
+        `tf.errors.InvalidArgumentError` (a Parquet cell that does not fit its column names
+        its file, row and column); `bad_record(part, error)` turns that into the
+        `BadRecordError` of its file and record, in words.
         """
         shuffled = shuffle_buffer > 0
         convert = self.converter(standardizer)
@@ -490,6 +495,8 @@ class Stream:
             return error if error is not None else ValueError("every record reads")
         file, index, reason = found
         line = f"; line {index + 2} of the file" if self.format == "csv" else ""
+        # a Parquet cell's own message names its file and row already: said once
+        reason = reason.removeprefix(f"{file}, row {index} (counting from 0), ")
         return BadRecordError(file, index, f"{file}, record {index} (counting from 0{line}): "
                                            f"{reason}")
 

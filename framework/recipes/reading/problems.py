@@ -23,8 +23,12 @@ __all__ = ["Position", "Problem", "RecipeError", "dotted", "shorten", "short_rep
 
 SHOWN_LENGTH = 80  # a value longer than this is cut in messages (a recipe may hold megabytes)
 _MESSAGE_LENGTH = 2000  # the last guard: no problem line is longer than this
-# A quoted run this long is a value echoed back (by a constructor's own message, say).
-_LONG_QUOTED = re.compile(r"'[^'\n]{200,}'|\"[^\"\n]{200,}\"")
+# A quoted run this long is a value echoed back (by a constructor's own message, say). An
+# opening quote follows no letter or digit (a bytes or raw prefix aside) and a closing one is
+# followed by none, so the apostrophes of prose ("class's records") never pair up and cut
+# the advice between them.
+_LONG_QUOTED = re.compile(r"(?:(?<![^\W_])|(?<=\b[bBrRuU]))(?:'[^'\n]{200,}'|\"[^\"\n]{200,}\")"
+                          r"(?![^\W_])")
 
 
 @dataclasses.dataclass(frozen=True)

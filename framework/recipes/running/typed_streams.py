@@ -78,8 +78,10 @@ def feature_columns(stream, declared: dict) -> list:
         chosen = kind or ("categorical" if column.dtype == "string" else "numeric")
         for option, message in option_problems(chosen, options):
             raise _error(("data", "columns", column.name, option), message)
+        # a column declared by a dtype alone (`plan: string`) is declared too
+        declared_here = kind is not None or column.name in (declared or {})
         columns.append(Column(column.name, chosen, options,
-                              inferred=kind is None or bool(guessed)))
+                              inferred=bool(guessed) or not declared_here))
     return columns
 
 

@@ -176,6 +176,29 @@ def test_a_stream_without_columns_infers_the_tables_types(runs, capsys):
     assert "customer_id" not in printed and "target churn: classes leave, stay" in printed
 
 
+def test_declared_columns_print_as_declared_and_a_text_feature_declared_a_number_is_named(
+        runs, capsys):
+    base, _ = runs
+    declared = STREAM.replace("FILES", "tfrecord/*.tfrecord").replace(
+        "    plan: {type: categorical}\n", "    plan: string\n").replace(
+        "    support_calls: {type: numeric}\n", "    support_calls: float32\n")
+    (base / "declared.yaml").write_text(declared)
+    assert cli.main(["validate", str(base / "declared.yaml")]) == 0
+    printed = capsys.readouterr().out
+    assert "  plan: categorical (declared)" in printed
+    assert "  support_calls: numeric (declared)" in printed
+    country = "    country: {type: categorical, max_size: 10}\n"
+    for declared_as in ("float32", "{type: numeric}"):  # a bytes feature of text values
+        (base / "kind.yaml").write_text(declared.replace(country, f"    country: {declared_as}\n"))
+        assert cli.main(["validate", str(base / "kind.yaml")]) != 0
+        printed = capsys.readouterr()
+        text = printed.err + printed.out
+        assert "part-0.tfrecord, record 0 (counting from 0): column 'country' holds 'IT', " \
+               "which is not a number, but the column is declared a number (float32); " \
+               "declare it as text (string, or {type: categorical}) or fix the value" in text
+        assert "StringToNumberOp" not in text
+
+
 def test_a_parquet_stream_resumes_mid_pass_where_an_unbroken_one_is(runs):
     base, _ = runs
     stream = datasets.Stream(str(base / "parquet" / "*.parquet"),
@@ -200,9 +223,17 @@ def test_bad_shards_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"columns \['c'\] are not in .*shard-00000"):
         datasets.Stream(str(parquet / "*.parquet"), {"a": "float32", "c": "float32"})
     stream = datasets.Stream(str(parquet / "*.parquet"), {"a": "float32", "b": "float32"})
-    with pytest.raises(datasets.BadRecordError, match=r"shard-00000-of-00002\.parquet, record "
-                                                      r"2 .*'b' holds 'x', which is not a num"):
-        stream.count(stream.files) and stream.statistics(stream.files)
+    for count_or_statistics in (stream.count, stream.statistics):
+        with pytest.raises(datasets.BadRecordError) as caught:
+            count_or_statistics(stream.files)
+        assert str(caught.value) == (f"{stream.files[0]}, record 2 (counting from 0): column "
+                                     f"'b' holds 'x', which is not a number of its dtype "
+                                     f"float32")  # the file and record once, no "ValueError:"
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:  # iterated in Python
+        list(stream.dataset(stream.files, 4, cycle_length=1))
+    assert "row 2 (counting from 0), column \\'b\\' holds \\'x\\'" in caught.value.message
+    assert "Traceback" not in caught.value.message and "File \"" not in caught.value.message
+    assert stream.bad_record(stream.files, caught.value).record == 2
     stream = datasets.Stream(str(parquet / "*.parquet"), {"a": "float32"})
     with pytest.raises(datasets.BadRecordError) as caught:
         stream.statistics(stream.files)
@@ -247,12 +278,22 @@ def test_a_stream_refuses_stratify_and_a_negative_weight_is_found(tmp_path, caps
     printed = capsys.readouterr()
     assert "1 problem found" in printed.err + printed.out
     assert "data.stratify: a stream cannot stratify" in printed.err + printed.out
+    # cut by nothing: the advice to give a key column shows
+    assert "give a key column" in printed.err and "source: table\n" in printed.err
+    assert "…" not in printed.err
+    from graphfit.recipes.reading.problems import Problem
+
+    long = "v" * 300  # a value echoed back is still cut, quoted plainly or as bytes
+    assert str(Problem((), f"got '{long}' and b'{long}'")) == (
+        f"got '{long[:78]}… and b'{long[:78]}…")
     stream = datasets.Stream(str(tmp_path / "p" / "*.parquet"),
                              {"a": "float32", "y": "int64", "w": "float32"}, target="y",
                              sample_weight="w")
     found = stream.bad_record(stream.files)
     assert found.file.endswith("shard-00001-of-00002.parquet") and found.record == 0
-    assert "negative or not finite" in str(found)
+    assert str(found) == (f"{found.file}, record 0 (counting from 0): the sample_weight column "
+                          f"'w' holds -2.0, a weight that is negative or not finite; a weight "
+                          f"must be finite and >= 0: fix the value or remove the record")
 
 
 def test_rows_encoded_by_hand_parse_as_protobufs_examples():
