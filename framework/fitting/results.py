@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from graphfit.fitting import arguments
 from graphfit.fitting import report as fit_reports
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 
@@ -204,6 +205,7 @@ class ManyFits:
     def strong_correlations(self, index: int,
                             threshold: float = fit_reports.STRONG_CORRELATION) -> list:
         """`(name, name, r)` of data set `index` with |r| above `threshold`."""
+        index = arguments.data_set_index(index, len(self.params))
         return fit_reports.strong_pairs(self.names, self.correlation[index], threshold)
 
     def report(self, index: int, strong_correlation: float = fit_reports.STRONG_CORRELATION
@@ -211,6 +213,7 @@ class ManyFits:
         """The `FitReport` of data set `index`, as `fit_report` gives it for a model fitted
         to that data set alone (its covariance is `covariance[index]` over the parameters
         that vary and are not on a bound; `print` shows it)."""
+        index = arguments.data_set_index(index, len(self.params))
         free = self.free[index]
         names = [name for name, keep in zip(self.names, free) if keep]
         statistics = fit_reports.fit_statistics(
@@ -270,6 +273,7 @@ class ManyFits:
 
     def curve(self, index: int) -> CurveFit:
         """The `CurveFit` of data set `index`."""
+        index = arguments.data_set_index(index, len(self.params))
         code = int(self.reason_codes[index])
         return CurveFit(
             values=dict(zip(self.names, map(float, self.params[index]))),
