@@ -150,8 +150,9 @@ class ManyFits:
 
         >>> import numpy as np
         >>> from graphfit import fitting
-        >>> x = np.linspace(0, 5, 20)
-        >>> y = np.stack([2.0 * np.exp(-0.5 * x), 3.0 * np.exp(-1.5 * x), np.full(20, np.nan)])
+        >>> t = np.linspace(0, 5, 20)
+        >>> y = np.stack([2.0 * np.exp(-0.5 * t), 3.0 * np.exp(-1.5 * t), np.ones(20)])
+        >>> x = np.stack([t, t, t - 1000.0])  # exp(-k x) overflows on the third data set
         >>> fits = fitting.fit_many("a*exp(-k*x)", x, y, p0={"a": 1.0, "k": 1.0})
         >>> fits.params[:2].round(6).tolist(), fits.converged.tolist()
         ([[2.0, 0.5], [3.0, 1.5]], [True, True, False])
