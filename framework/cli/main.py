@@ -399,8 +399,12 @@ def _find(run: str) -> str:
 
 
 def _evaluate(args) -> int:
-    from graphfit.recipes.running import runner
+    from graphfit.recipes.running import many_fits_run, runner
 
+    fitted = _fit_many_summary(args.run, many_fits_run)
+    if fitted is not None:
+        print("\n".join(fitted))
+        return EXIT_OK
     run = _find(args.run)
     results = runner.evaluate_run(run)
     print(f"run directory: {run}")
@@ -412,6 +416,19 @@ def _evaluate(args) -> int:
         with open(report, encoding="utf-8") as handle:
             print(handle.read(), end="")
     return EXIT_OK
+
+
+def _fit_many_summary(run: str, many_fits_run) -> list[str] | None:
+    """A `fit_many:` run's saved summary, introduced as such (it has no model to evaluate),
+    or None for any other run."""
+    path = os.path.abspath(os.path.expanduser(run))
+    if os.path.basename(path) == "latest" and os.path.exists(path):
+        path = os.path.realpath(path)
+    lines = many_fits_run.saved_summary_lines(path) if os.path.isdir(path) else None
+    if lines is None:
+        return None
+    return [f"{path} is a fit_many run: it has no model to evaluate; the fits it saved "
+            f"(re-fit with `graphfit train {os.path.join(path, 'recipe.yaml')}`):", *lines]
 
 
 def _predict(args) -> int:

@@ -8,7 +8,7 @@ from typing import Mapping
 import numpy as np
 
 from graphfit.core import validation
-from graphfit.fitting import batched_lm, python_lm, report
+from graphfit.fitting import arguments, batched_lm, python_lm, report
 from graphfit.fitting.results import CurveFit, ManyFits, covariances
 
 __all__ = ["fit_many", "fit_curve"]
@@ -210,8 +210,9 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
 
     The same rules and defaults as `optimizers.LevenbergMarquardt` on a float64 model,
     vectorised over the data sets (docs/guides/levenberg_marquardt.md, "Many fits at once"): a fit
-    that has converged stops moving while the others go on, and a data set with NaN or inf
-    ends with reason "not finite" without touching the others. The traced loop is cached
+    that has converged stops moving while the others go on, and a data set whose model turns
+    NaN or inf ends with reason "not finite" without touching the others (NaN or inf in the
+    data themselves is refused: mask those points). The traced loop is cached
     per formula: a second call with new data (any N, any number of points) does not trace.
 
     Bounded and fixed parameters (a Formula's `min`, `max`, `vary: false`, or the same keys
@@ -256,10 +257,16 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
         function and Jacobian evaluations (`evaluations`, `jacobian_evaluations`).
 
     Raises:
-        ValueError: for a bad argument, naming it and what was received.
+        ValueError: for a bad argument, naming it (and the data set) and what was received
+            (the checks: `fitting.arguments`), NaN or inf in points that are not masked
+            included.
     """
+    arguments.p0_covers_formula(formula, p0)
+    arguments.same_data_sets(x, y, sigma)
     expression, parsed, specs, p0 = _formula(formula, p0)
     data = _data(x, y, sigma, _columns(parsed), single=False, mask=mask)
+    arguments.finite_data(*data[:3], masked=mask is not None)
+    arguments.per_data_set_starts(p0, len(data[1]))
     validation.one_of("jit_compile", jit_compile, (True, False, "auto"))
     validation.one_of("loop", loop, python_lm.LOOPS)
     return _fit(expression, specs, p0, data, absolute_sigma, _settings(
@@ -338,7 +345,7 @@ def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile,
     short = np.flatnonzero(points < np.count_nonzero(vary))
     if short.size:
         raise ValueError(f"each data set needs at least as many points as varying parameters "
-                         f"({np.count_nonzero(vary)}: {list(np.array(names)[vary])}). "
+                         f"({np.count_nonzero(vary)}: {[n for n, v in zip(names, vary) if v]}). "
                          f"Received: {points[short[0]]} points in data set {short[0]}"
                          f"{f' (and {short.size - 1} more)' if short.size > 1 else ''}")
     if not isinstance(absolute_sigma, (bool, np.bool_)):

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from graphfit.fitting import arguments
 from graphfit.fitting import report as fit_reports
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 
@@ -149,8 +150,9 @@ class ManyFits:
 
         >>> import numpy as np
         >>> from graphfit import fitting
-        >>> x = np.linspace(0, 5, 20)
-        >>> y = np.stack([2.0 * np.exp(-0.5 * x), 3.0 * np.exp(-1.5 * x), np.full(20, np.nan)])
+        >>> t = np.linspace(0, 5, 20)
+        >>> y = np.stack([2.0 * np.exp(-0.5 * t), 3.0 * np.exp(-1.5 * t), np.ones(20)])
+        >>> x = np.stack([t, t, t - 1000.0])  # exp(-k x) overflows on the third data set
         >>> fits = fitting.fit_many("a*exp(-k*x)", x, y, p0={"a": 1.0, "k": 1.0})
         >>> fits.params[:2].round(6).tolist(), fits.converged.tolist()
         ([[2.0, 0.5], [3.0, 1.5]], [True, True, False])
@@ -204,6 +206,7 @@ class ManyFits:
     def strong_correlations(self, index: int,
                             threshold: float = fit_reports.STRONG_CORRELATION) -> list:
         """`(name, name, r)` of data set `index` with |r| above `threshold`."""
+        index = arguments.data_set_index(index, len(self.params))
         return fit_reports.strong_pairs(self.names, self.correlation[index], threshold)
 
     def report(self, index: int, strong_correlation: float = fit_reports.STRONG_CORRELATION
@@ -211,6 +214,7 @@ class ManyFits:
         """The `FitReport` of data set `index`, as `fit_report` gives it for a model fitted
         to that data set alone (its covariance is `covariance[index]` over the parameters
         that vary and are not on a bound; `print` shows it)."""
+        index = arguments.data_set_index(index, len(self.params))
         free = self.free[index]
         names = [name for name, keep in zip(self.names, free) if keep]
         statistics = fit_reports.fit_statistics(
@@ -270,6 +274,7 @@ class ManyFits:
 
     def curve(self, index: int) -> CurveFit:
         """The `CurveFit` of data set `index`."""
+        index = arguments.data_set_index(index, len(self.params))
         code = int(self.reason_codes[index])
         return CurveFit(
             values=dict(zip(self.names, map(float, self.params[index]))),

@@ -27,6 +27,7 @@ from graphfit.testing.examples import (
     OptimizerExample,
 )
 from graphfit.testing.fit_contract import run_fit_optimizer_test
+from graphfit.testing.jacobian_hook import check_example_jacobian
 from graphfit.testing.layer_contract import (
     assert_gradients_match_keras,
     copy_weights_to_keras,
@@ -47,4 +48,5 @@ __all__ = [
     "OptimizerExample",
     "LAYER_EXAMPLES",
     "OPTIMIZER_EXAMPLES",
+    "check_example_jacobian",
 ]

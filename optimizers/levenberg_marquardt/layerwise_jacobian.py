@@ -41,7 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core.interception import replaced_method
-from graphfit.optimizers.levenberg_marquardt import dense_forms
+from graphfit.optimizers.levenberg_marquardt import dense_forms, jacobian_hooks
 
 __all__ = ["MAX_ROWS_PER_EXAMPLE", "CallRecord", "applies_to", "hook_layers",
            "layerwise_jacobian", "recording_calls"]
@@ -183,7 +183,8 @@ def _add_hook_columns(call: CallRecord, per_row, trained, columns) -> None:
     wanted = [v for v in call.variables if v.ref() in trained]
     # (examples, k, outputs per example): example-major rows, as `rows` orders them.
     dz = tf.stack([tf.reshape(g, [tf.shape(g)[0], -1]) for g in per_row], axis=1)
-    parts = call.layer.example_jacobian(call.inputs, wanted)
+    parts = jacobian_hooks.checked_parts(call.layer, call.inputs, call.outputs, wanted,
+                                         call.layer.example_jacobian(call.inputs, wanted))
     for variable, part in zip(wanted, parts):  # part: (examples, outputs, size)
         part = tf.cast(part, dz.dtype)
         if part.shape[1] == 1:  # one output per example: a broadcast product

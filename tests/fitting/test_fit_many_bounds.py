@@ -160,7 +160,7 @@ def test_no_retrace_for_new_data_lengths_starts_or_fixed_values(bounded):
     (lambda: fitting.fit_many("a*x", X, _data(), p0={"a": 1.0}, mask=np.ones(3, bool)),
      "mask must be a bool array"),
     (lambda: fitting.fit_many("a*x", [X, X[:3]], [X, X[:4]], p0={"a": 1.0}),
-     "as many points as its y"),
+     r"x: data set 1 has 4 points in y; its x must have as many"),
 ])
 def test_bad_bounds_fixed_and_masks_are_named(call, match):
     with pytest.raises(ValueError, match=match):

@@ -29,6 +29,11 @@ def test_the_shipped_recipe_fits_every_data_set_as_curve_fit_does(tmp_path, caps
     assert f"run directory: {run}" in out
     for entry in ("recipe.yaml", "overrides.yaml", "versions.json", "fits.csv", "summary.json"):
         assert (run / entry).is_file(), entry
+    # evaluate on a fit_many run (no model, no weights) prints what train printed, saved.
+    assert cli.main(["evaluate", str(run)]) == 0
+    evaluated = capsys.readouterr().out.splitlines()
+    assert "is a fit_many run: it has no model to evaluate" in evaluated[0]
+    assert evaluated[1:] == out.splitlines()[-len(evaluated) + 1:]
     with open(run / "fits.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 100 and rows[0]["curve"] == "sample000"

@@ -30,6 +30,7 @@ import collections
 import csv
 import dataclasses
 import gzip
+import json
 import math
 import os
 import time
@@ -42,7 +43,7 @@ from graphfit.recipes.reading.recipe import Recipe
 from graphfit.recipes.running import run_directory
 
 __all__ = ["Curves", "ManyFitsRun", "load_curves", "fit_recipe", "is_many_fits",
-           "summary_lines", "TABLE_FILE", "SUMMARY_FILE"]
+           "summary_lines", "saved_summary_lines", "TABLE_FILE", "SUMMARY_FILE"]
 
 TABLE_FILE = "fits.csv"
 SUMMARY_FILE = "summary.json"
@@ -296,10 +297,28 @@ def _range(values: np.ndarray):
 
 def summary_lines(run: ManyFitsRun) -> list[str]:
     """What `graphfit train` prints of a `fit_many:` run."""
-    summary = _summary(run.curves, run.fits, run.seconds)
+    return _summary_text(_summary(run.curves, run.fits, run.seconds), run.curves.points,
+                         run.seconds, run.run_dir)
+
+
+def saved_summary_lines(run_dir: str) -> list[str] | None:
+    """The summary of a finished `fit_many:` run read back from its `summary.json` (what
+    `graphfit train` printed), or None where `run_dir` holds none."""
+    path = os.path.join(run_dir, SUMMARY_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        summary = json.load(handle)
+    points = summary["points"]
+    points = (f"{points['min']} to {points['max']}" if isinstance(points, dict)
+              else str(points))
+    return _summary_text(summary, points, summary["seconds"], run_dir)
+
+
+def _summary_text(summary: dict, points: str, seconds: float, run_dir: str) -> list[str]:
     reasons = ", ".join(f"{reason} {count}" for reason, count in summary["reasons"].items())
-    lines = [f"fitted {summary['curves']} data sets of {run.curves.points} points in "
-             f"{run.seconds:.2f} s: {summary['converged']} converged ({reasons})"]
+    lines = [f"fitted {summary['curves']} data sets of {points} points in "
+             f"{seconds:.2f} s: {summary['converged']} converged ({reasons})"]
     for name, row in summary["converged_parameters"].items():
         if row["median"] is not None:
             lines.append(f"  {name}: median {row['median']:.6g} (5%-95%: {row['p5']:.6g} to "
@@ -310,6 +329,6 @@ def summary_lines(run: ManyFitsRun) -> list[str]:
     if missed:
         more = f" and {len(missed) - 5} more" if len(missed) > 5 else ""
         lines.append(f"not converged: {', '.join(map(str, missed[:5]))}{more}")
-    lines.append(f"run directory: {run.run_dir}")
-    lines.append(f"results: {os.path.join(run.run_dir, TABLE_FILE)} (one row per data set)")
+    lines.append(f"run directory: {run_dir}")
+    lines.append(f"results: {os.path.join(run_dir, TABLE_FILE)} (one row per data set)")
     return lines

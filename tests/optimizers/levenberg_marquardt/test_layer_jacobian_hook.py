@@ -136,3 +136,59 @@ def test_a_formula_fit_takes_the_same_steps_with_the_hook_as_with_pfor(monkeypat
     for name in hook_values:
         np.testing.assert_allclose(hook_values[name], pfor_values[name], rtol=1e-9)
     assert hook_nodes < pfor_nodes - 300, (hook_nodes, pfor_nodes)
+
+
+class _Decay(gf.Layer):
+    """y = a exp(-k x) with a hook malformed as `mode` says (docs' Decay when "ok")."""
+
+    keeps_example_axis = True
+
+    def __init__(self, mode="ok", **kwargs):
+        super().__init__(**kwargs)
+        self.mode = mode
+
+    def build(self, input_shape):
+        self.a = self.add_weight("a", (), initializer="ones")
+        self.k = self.add_weight("k", (), initializer="ones")
+
+    def call(self, x, training=False):
+        return self.compute_value(self.a) * tf.exp(-self.compute_value(self.k) * x)
+
+    def example_jacobian(self, inputs, variables):
+        e = tf.exp(-self.compute_value(self.k) * inputs)
+        d = {self.a.ref(): e, self.k.ref(): -self.compute_value(self.a) * inputs * e}
+        if self.mode == "wrongsign":
+            d[self.k.ref()] = -d[self.k.ref()]
+        parts = [d[v.ref()] if self.mode == "noaxis" else d[v.ref()][:, :, None]
+                 for v in variables]
+        return parts[:1] if self.mode == "short" else parts
+
+
+@pytest.mark.parametrize("mode, match", [
+    ("noaxis", r"_Decay 'bad'.*For \S*a\S* \(shape \[\]\) it must have shape "
+               r"\(batch, 1, 1\); it returned a tensor of shape \(None, 1\)"),
+    ("short", r"_Decay 'bad'.*asked for 2 variable\(s\) .* and returned 1 tensor\(s\)"),
+])
+def test_a_malformed_hook_stops_the_trace_with_a_value_error_naming_the_layer(mode, match):
+    x = np.linspace(0, 3, 12)[:, None]
+    model = gf.Sequential([_Decay(mode, name="bad")], input_shape=(1,), dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    with pytest.raises(ValueError, match=match) as error:
+        model.fit(x, 2.5 * np.exp(-0.7 * x), batch_size=12, epochs=1, verbose=0)
+    assert "(batch, outputs per example, variable size)" in str(error.value)
+
+
+def test_check_example_jacobian_finds_a_hook_with_wrong_values():
+    x = np.linspace(0, 3, 6)[:, None]
+    good = _Decay("ok", dtype="float64")
+    assert gf.testing.check_example_jacobian(good, x) < 1e-12
+    formula = layers.Formula("a*exp(-k*x1)*cos(w*x2)", params={"a": 2.0, "k": 0.3, "w": 1.5},
+                             dtype="float64")
+    assert gf.testing.check_example_jacobian(formula, RNG.uniform(0, 2, (5, 2))) < 1e-12
+    wrong = (r"_Decay 'wrong': example_jacobian differs from GradientTape.jacobian for "
+             r"\S*k\S*: worst at \[example 2, output 0, entry 0\]: the hook gives 0.361433, "
+             r"autodiff -0.361433")
+    with pytest.raises(AssertionError, match=wrong):
+        gf.testing.check_example_jacobian(_Decay("wrongsign", name="wrong", dtype="float64"), x)
+    with pytest.raises(ValueError, match="returned 1 tensor"):
+        gf.testing.check_example_jacobian(_Decay("short", dtype="float64"), x)

@@ -1,0 +1,106 @@
+"""Checks of `fit_many`'s and `fit_curve`'s arguments that NumPy or the formula parser would
+otherwise answer with their own errors: each raises a ValueError naming the argument, the
+data set where there is one, what was received and what to do."""
+
+from __future__ import annotations
+
+import ast
+from typing import Mapping
+
+import numpy as np
+
+__all__ = ["p0_covers_formula", "same_data_sets", "per_data_set_starts", "finite_data",
+           "data_set_index"]
+
+_CONSTANTS = ("pi",)
+
+
+def p0_covers_formula(formula, p0) -> None:
+    """A formula string's names that are neither in `p0`, nor inputs (x, x1, ...), nor
+    constants: the parser would blame the formula; the likely slip is p0's."""
+    if not isinstance(formula, str) or not isinstance(p0, Mapping):
+        return
+    from graphfit.layers import formula_parser
+
+    try:
+        tree = ast.parse(" ".join(formula.splitlines()).strip(), mode="eval")
+    except SyntaxError:
+        return  # the parser's located message says more
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    names = [node.id for node in ast.walk(tree)
+             if isinstance(node, ast.Name) and id(node) not in called]
+    missing = sorted({name for name in names if name not in p0 and name not in _CONSTANTS
+                      and not formula_parser.INPUT_NAME.match(name)})
+    if missing:
+        raise ValueError(
+            f"p0 lacks a start for {', '.join(map(repr, missing))}, used in the formula "
+            f"{formula!r}: add it to p0 (or, for a typo in the formula, fix the name). "
+            f"Received: p0 with keys {[str(key) for key in p0]}")
+
+
+def same_data_sets(x, y, sigma) -> None:
+    """With `y` a list of data sets, `x` and `sigma` given as lists need one array per data
+    set, each as long as its y."""
+    if not isinstance(y, (list, tuple)):
+        return
+    for what, values in (("x", x), ("sigma", sigma)):
+        if not isinstance(values, (list, tuple)):
+            continue
+        if len(values) != len(y):
+            raise ValueError(
+                f"{what} as a list needs one array per data set of y ({len(y)} data set(s)). "
+                f"Received: {len(values)} arrays")
+        for index, (value, row) in enumerate(zip(values, y)):
+            want, got = np.shape(row)[:1], np.shape(value)[:1]
+            if want != got:
+                raise ValueError(
+                    f"{what}: data set {index} has {want[0] if want else 0} points in y; "
+                    f"its {what} must have as many. Received: {what}[{index}] of shape "
+                    f"{np.shape(value)}")
+
+
+def per_data_set_starts(p0, count: int) -> None:
+    """A `p0` value (or a mapping's `value`) given per data set needs one per data set."""
+    if not isinstance(p0, Mapping):
+        return
+    for name, given in p0.items():
+        value = given.get("value") if isinstance(given, Mapping) else given
+        size = np.size(value)
+        if value is not None and size != 1 and np.shape(value) != (count,):
+            raise ValueError(
+                f"p0[{str(name)!r}]: a start given per data set needs one value per data set "
+                f"({count}); or give one number for all. Received: {size} values of shape "
+                f"{np.shape(value)}")
+
+
+def finite_data(x: np.ndarray, y: np.ndarray, weights: np.ndarray, masked: bool) -> None:
+    """NaN or inf in the points that count (all of them without a mask) would end those data
+    sets' fits at their starts, as "not finite": refused, naming the data sets."""
+    bad = {}
+    for what, values in (("y", y), ("x", x), ("sigma", weights)):
+        rows = ~np.isfinite(values).reshape(len(values), -1).all(axis=1)
+        if what == "sigma":  # 1/σ: NaN for a NaN σ, 0 (not refused) for an infinite one
+            rows = np.isnan(values).reshape(len(values), -1).any(axis=1)
+        for index in np.flatnonzero(rows):
+            bad.setdefault(int(index), []).append(what)
+    if not bad:
+        return
+    listed = [f"{index} ({', '.join(whats)})" for index, whats in list(bad.items())[:10]]
+    more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
+    todo = ("set the mask False at those points too" if masked else
+            "pass mask=np.isfinite(y) (for NaN padding or missing values: those points then "
+            "weigh zero), or drop the points")
+    raise ValueError(
+        f"NaN or inf in the {'unmasked ' if masked else ''}points of data set(s) "
+        f"{', '.join(listed)}{more}: their fits could not start. {todo[0].upper()}{todo[1:]}.")
+
+
+def data_set_index(index, count: int) -> int:
+    """`index` as a data set's index, -count <= index < count."""
+    if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+        raise ValueError(f"index must be an int, a data set's row (0 to {count - 1}). "
+                         f"Received: {index!r}")
+    if not -count <= index < count:
+        raise ValueError(f"index {int(index)} is out of range: there are {count} data sets "
+                         f"(0 to {count - 1}, or -{count} to -1 from the end)")
+    return int(index)
