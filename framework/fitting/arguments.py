@@ -44,8 +44,8 @@ def same_data_sets(x, y, sigma) -> None:
     if not isinstance(y, (list, tuple)):
         return
     for what, values in (("x", x), ("sigma", sigma)):
-        if not isinstance(values, (list, tuple)):
-            continue
+        if not isinstance(values, (list, tuple)) or all(np.ndim(v) == 0 for v in values):
+            continue  # an array, or a list of numbers: shared by every data set
         if len(values) != len(y):
             raise ValueError(
                 f"{what} as a list needs one array per data set of y ({len(y)} data set(s)). "
