@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["stream_class_weight", "class_counts", "balanced_from_counts"]
+__all__ = ["stream_class_weight", "class_counts", "balanced_from_counts", "named_class_weight"]
 
 
 def _error(message: str):
@@ -72,6 +72,16 @@ def stream_class_weight(value, stream, part, names):
         counts = class_counts(stream, part, names)
         size = len(names.names) if names is not None else max(counts) + 1
         return balanced_from_counts(counts, size)
+    return named_class_weight(value, names)
+
+
+def named_class_weight(value: dict, names) -> dict:
+    """`{class name or id: weight}` as {class id: weight}, names looked up in `names` (a
+    `ClassNames`, or None for a target of ids); a table's and a stream's class_weight alike.
+
+    Raises:
+        DataError: at training.class_weight, for a name the target does not have.
+    """
     resolved = {}
     for key, weight in value.items():
         if isinstance(key, str):

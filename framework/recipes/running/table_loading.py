@@ -308,14 +308,6 @@ def _class_weight(value, train, names):
     count = len(names.names) if names is not None else int(np.max(y)) + 1
     if value == "balanced":
         return balanced_class_weight(y, count)
-    resolved = {}
-    for key, weight in value.items():
-        if isinstance(key, str):
-            if names is None or key not in names.names:
-                known = ", ".join(names.names) if names is not None else "ids only: the " \
-                    "target holds numbers"
-                raise _data_error(("training", "class_weight"),
-                                  f"{key!r} is not a class of the target ({known})")
-            key = names.names.index(key)
-        resolved[key] = weight
-    return resolved
+    from graphfit.recipes.running.stream_weights import named_class_weight
+
+    return named_class_weight(value, names)

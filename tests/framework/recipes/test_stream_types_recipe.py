@@ -18,18 +18,9 @@ from graphfit.recipes import load_recipe
 from graphfit.recipes.running import training_run
 from graphfit.recipes.running.data_loading import load_splits
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-CHURN = os.path.join(REPO, "recipes", "data", "churn.csv")
+from .test_typed_stream_recipe import CHURN, COLUMNS  # the same churn rows and types
+
 NUMERIC = ("age", "monthly_charges", "support_calls", "weight")
-COLUMNS = """\
-    age: {type: numeric, missing: indicator}
-    country: {type: categorical, max_size: 10}
-    plan: {type: categorical}
-    monthly_charges: {type: numeric, num_bins: 4}
-    support_calls: {type: numeric}
-    has_partner: {type: boolean}
-    signup_date: {type: date}
-"""
 REST = """\
 model: [{type: Dense, units: 16, activation: relu}, {type: Dense, units: 1}]
 loss: {type: BinaryCrossentropy, from_logits: true}
