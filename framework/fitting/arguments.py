@@ -78,9 +78,9 @@ def finite_data(x: np.ndarray, y: np.ndarray, weights: np.ndarray, masked: bool)
     sets' fits at their starts, as "not finite": refused, naming the data sets."""
     bad = {}
     for what, values in (("y", y), ("x", x), ("sigma", weights)):
-        rows = ~np.isfinite(values).reshape(len(values), -1).all(axis=1)
-        if what == "sigma":  # 1/σ: NaN for a NaN σ, 0 (not refused) for an infinite one
-            rows = np.isnan(values).reshape(len(values), -1).any(axis=1)
+        # sigma arrives as its weights: NaN for a NaN σ, 0 (not refused) for an infinite one
+        bad_points = np.isnan(values) if what == "sigma" else ~np.isfinite(values)
+        rows = bad_points.reshape(len(values), -1).any(axis=1)
         for index in np.flatnonzero(rows):
             bad.setdefault(int(index), []).append(what)
     if not bad:
