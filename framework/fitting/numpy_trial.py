@@ -20,11 +20,11 @@ Example:
     >>> import numpy as np
     >>> from graphfit.layers.formula_parameters import ParameterSpec
     >>> specs = (ParameterSpec("a", 0.0), ParameterSpec("k", 0.0, min=0.0))
-    >>> x = np.array([[0.0], [1.0]])
+    >>> x = np.array([[1.0], [2.0]])
     >>> curve = NumpyCurve("a*exp(-k*x)", specs, np.zeros(0), x, np.zeros(2), np.ones(2))
     >>> r, jac = curve.linearize(np.array([2.0, 0.0]))  # k = softplus(0) = log 2
-    >>> np.round(r, 6).tolist(), np.round(jac, 6).tolist()
-    ([2.0, 1.0], [[1.0, -0.0], [0.5, -0.5]])
+    >>> np.round(r, 6).tolist(), np.round(jac, 6).tolist()  # dk/du = sigmoid(0) = 1/2
+    ([1.0, 0.5], [[0.5, -0.5], [0.25, -0.5]])
 """
 
 from __future__ import annotations
