@@ -172,8 +172,10 @@ class NumpyFormula:
 
     def linearize(self, values: Mapping[str, np.ndarray], wrt: Sequence[str]):
         """`(value [...], jacobian [..., len(wrt)])`: the values, and their exact derivatives
-        with respect to the (scalar) parameters `wrt`, broadcast to the value's shape."""
-        duals = {name: Dual(value) for name, value in values.items()}
+        with respect to the (scalar) parameters `wrt`, broadcast to the value's shape. A
+        value that is a `Dual` already (an input's `Dual(x)`, made once) is taken as it is."""
+        duals = {name: value if isinstance(value, Dual) else Dual(value)
+                 for name, value in values.items()}
         for name, seed in zip(wrt, _seeds(len(wrt))):
             duals[name] = Dual(np.float64(values[name]), seed)
         out = self._dual(duals, np.float64)

@@ -3,6 +3,7 @@ the batched Levenberg–Marquardt loop (`batched_lm`)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Mapping
 
 import numpy as np
@@ -17,7 +18,7 @@ __all__ = ["fit_many", "fit_curve"]
 def _formula(formula, p0):
     """(expression, parsed, specs, p0): the parameters' `ParameterSpec`s (the Formula
     layer's: bounds, `vary`) from a `layers.Formula` or an expression with `p0`."""
-    from graphfit.layers import Formula, formula_parser
+    from graphfit.layers import Formula
     from graphfit.layers.formula_parameters import ParameterSpec
 
     if isinstance(formula, Formula):
@@ -57,7 +58,7 @@ def _formula(formula, p0):
             f"formula must be an expression string such as 'b1*exp(-b2*x)' or a "
             f"layers.Formula. Received: formula={formula!r}")
     names = tuple(spec.name for spec in specs)
-    parsed = formula_parser.parse(expression, names)
+    parsed = _parse(expression, names)
     unused = [n for n in names if n not in parsed.names]
     if unused:
         raise ValueError(f"p0: parameter(s) {unused} not used in {expression!r}: remove them. "
@@ -66,6 +67,15 @@ def _formula(formula, p0):
         raise ValueError(f"every parameter of {expression!r} is fixed (vary: false): nothing "
                          f"to fit. Let at least one vary.")
     return expression, parsed, specs, p0
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(expression: str, names: tuple):
+    """`formula_parser.parse`, once per formula and parameter names (a further fit of the
+    same formula skips it; its result is only read)."""
+    from graphfit.layers import formula_parser
+
+    return formula_parser.parse(expression, names)
 
 
 def _first(value):

@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from graphfit.layers.formula_numpy import NumpyFormula
+from graphfit.layers.formula_numpy import Dual, NumpyFormula
 from graphfit.optimizers.levenberg_marquardt import geodesic as lm_geodesic
 
 __all__ = ["NumpyCurve", "numpy_formula"]
@@ -67,9 +67,11 @@ class NumpyCurve:
         self.constants.update({name: np.asarray(x[:, 0 if name == "x" else int(name[1:]) - 1],
                                                 np.float64)
                                for name in self.formula.inputs})
+        # The same as forward-mode constants, made once.
+        self.duals = {name: Dual(value) for name, value in self.constants.items()}
 
-    def _values(self, columns):
-        values = dict(self.constants)
+    def _values(self, columns, constants=None):
+        values = dict(self.constants if constants is None else constants)
         for spec, u in zip(self.varying, columns):
             values[spec.name] = spec.external(u) if spec.bounded else u
         return values
@@ -81,7 +83,7 @@ class NumpyCurve:
 
     def linearize(self, params):
         """`(r [m], J [m, p])` at the internal values `params` `[p]`."""
-        model, jac = self.formula.linearize(self._values(params), self.names)
+        model, jac = self.formula.linearize(self._values(params, self.duals), self.names)
         r = (model - self.y) * self.weights
         jac = jac * self.weights[:, None]
         if self.bounded:
@@ -110,10 +112,11 @@ class NumpyCurve:
                 step = delta + 0.5 * accel
         point = params + step if within else params + 0.0
         r_new, jac_new = self.linearize(point)
-        if not (np.isfinite(r_new).all() and np.isfinite(jac_new).all()):
+        loss, jtj = float(r_new @ r_new), jac_new.T @ jac_new
+        # NaN or inf in r or J shows in ‖r‖² or JᵀJ's trace (sums of squares).
+        if not math.isfinite(loss + float(jtj.trace())):
             return None
-        return point, r_new, jac_new, (float(r_new @ r_new), jac_new.T @ jac_new,
-                                       jac_new.T @ r_new)
+        return point, r_new, jac_new, (loss, jtj, jac_new.T @ r_new)
 
 
 def _norm(v) -> float:

@@ -77,7 +77,7 @@ class _Solver:
     def __init__(self, a, b, d, damping, near):
         inv_sqrt = 1.0 / np.sqrt(d)
         p = inv_sqrt[:, None] * a * inv_sqrt[None, :]
-        eye = np.eye(len(d))
+        eye = _eye(len(d))
         finite = _all_finite(p)
         # Right-hand sides: the step's, and the identity's columns for the inverse.
         rhs = -inv_sqrt[:, None] * np.concatenate([b[:, None], eye], 1)
@@ -96,6 +96,13 @@ class _Solver:
             v = np.full_like(rhs, np.nan)
         v = inv_sqrt[:, None] * v
         self.delta, self.inverse = v[:, 0], v[:, 1:]
+
+
+@functools.lru_cache(maxsize=16)
+def _eye(n: int) -> np.ndarray:
+    eye = np.eye(n)
+    eye.flags.writeable = False
+    return eye
 
 
 def _norm(v):
