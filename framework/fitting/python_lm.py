@@ -6,13 +6,25 @@ few, this module runs the SAME algorithm one curve at a time: the same rules and
 (Nielsen's damping, the running diagonal scale with geodesic acceleration's memory, λ's
 start, floor and top, MINPACK's ftol/xtol/gtol tests, the acceleration and its acceptance,
 `MAX_RELATIVE_STEP`, the stall and NaN tests, `attempts_per_step`, the same `nfev`/`njev`
-counts) in NumPy, with the formula evaluated by one small traced function per formula
-(`batched_lm.trial_function`: the acceleration's two points, the trial point, its residuals,
-Jacobian and normal equations by the traced loop's own code), one call per trial.
+counts) in NumPy, with the formula evaluated in NumPy too (`numpy_trial.NumpyCurve`: the
+values and the exact forward-mode Jacobian over the formula parser's own tree, bounds by the
+Formula layer's transform; the acceleration's two points, the trial point, its residuals,
+Jacobian and normal equations), so no TensorFlow call per trial.
 
-NumPy factorizes and solves (LAPACK), the traced loop TensorFlow: the two agree to rounding,
-and step for step wherever the fit stays above it (tests/fitting/test_python_loop.py;
-docs/guides/levenberg_marquardt_in_depth.md, "Small fits without the big trace").
+The fallback is TensorFlow's small traced function per formula
+(`batched_lm.trial_function`, the traced loop's own code): `_Curve.evaluate` calls it for a
+trial whose NumPy evaluations hold NaN or inf (an overflowing model, `sqrt` at 0: a backward
+pass and forward mode meet 0·inf in different places, and TensorFlow's is the reference),
+tracing it on first need; `EVALUATION = "tensorflow"` (or `fit_curves(...,
+evaluation="tensorflow")`) evaluates every trial so, as before NumPy's evaluation.
+
+NumPy factorizes and solves (LAPACK), the traced loop TensorFlow, and NumPy and TensorFlow
+round the elementary functions differently in the last bit: the loops agree to rounding,
+and step for step wherever the fit stays above it (tests/fitting/test_python_loop.py,
+tests/fitting/test_numpy_formula.py; docs/guides/levenberg_marquardt_in_depth.md, "Small
+fits without the big trace"). Misra1a (`benchmarks/curve_fit_many.py`, 2-core machine at
+load 4-6): a first fit in a process 8 ms of CPU, a further fit 3.0 ms (5.8x SciPy's
+`curve_fit`; 9.8 ms, 18.6x, with TensorFlow's trial function per trial).
 `fit_curve` and `fit_many` take this loop for up to `PYTHON_LOOP_CURVES` curves
 (`uses_python_loop`, `loop="auto"`).
 """
@@ -37,9 +49,10 @@ __all__ = ["fit_curves", "uses_python_loop", "PYTHON_LOOP_CURVES", "LOOPS", "EVA
 EPS = batched_lm.EPS
 # Up to this many curves `loop="auto"` fits them one by one in the Python loop; from more on,
 # in one traced loop. Measured (docs/benchmarks/performance.md, "The Python loop for small
-# fits"): the Python loop saves the traced loop's 0.3-0.4 s of tracing and instantiation once
-# per formula and process, but a further fit costs about 7 ms of CPU per curve against 5-7 ms
-# for the traced loop's whole call up to 16 curves; so one curve (`fit_curve`) only.
+# fits" and "NumPy's evaluation"): the Python loop saves the traced loop's 0.3-0.4 s of tracing
+# and instantiation once per formula and process, and a further fit costs about 3 ms of CPU
+# per curve (Misra1a, NumPy's evaluation) against 5-7 ms for the traced loop's whole call up
+# to 16 curves; so one curve (`fit_curve`) only.
 PYTHON_LOOP_CURVES = 1
 # The `loop` setting of `fit_curve` and `fit_many`.
 LOOPS = ("auto", "python", "traced")
