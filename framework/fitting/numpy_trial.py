@@ -88,9 +88,7 @@ class NumpyCurve:
         jac = jac * self.weights[:, None]
         if self.bounded:
             jac = jac * np.array([spec.derivative(u) for spec, u in zip(self.varying, params)])
-        if r.shape != self.y.shape:  # a formula of the parameters only
-            r, jac = (np.broadcast_to(v, self.y.shape + v.shape[1:]) for v in (r, jac))
-        return r, jac
+        return r, jac  # [m] and [m, p] by broadcasting with y's and the weights' [m]
 
     def trial(self, params, delta, d, within: bool, inverse, r, jac):
         """`batched_lm.trial_function`'s trial for this curve: `(trial params, their r, J,
