@@ -54,6 +54,18 @@ class NumpyCurve:
         specs: one `ParameterSpec` per parameter (its bounds and `vary` are used).
         fixed: `[q]` the fixed parameters' values.
         x: `[m, k]` the inputs. y, weights: `[m]`.
+
+    Example:
+
+        >>> from graphfit.layers.formula_parameters import ParameterSpec
+        >>> specs = (ParameterSpec("a", 0.0), ParameterSpec("c", 0.0, vary=False))
+        >>> curve = NumpyCurve("a*x + c", specs, np.array([1.0]), np.array([[1.0], [2.0]]),
+        ...                    np.array([2.0, 3.0]), np.ones(2))
+        >>> r, jac = curve.linearize(np.array([1.0]))  # the fixed c = 1 has no column
+        >>> r.tolist(), jac.tolist()
+        ([0.0, 0.0], [[1.0], [2.0]])
+        >>> curve.residuals(np.array([[1.0], [2.0]])).tolist()  # two parameter sets
+        [[0.0, 0.0], [1.0, 2.0]]
     """
 
     def __init__(self, expression: str, specs: tuple, fixed, x, y, weights):
