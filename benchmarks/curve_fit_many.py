@@ -6,12 +6,15 @@
 1. Small fits (issue 44, item 5), NIST's Misra1a (14 points, 2 parameters, start 1):
    - the first fit in a fresh process (TensorFlow and graphfit already imported, from the
      formula to the fitted parameters): `fitting.fit_curve` (its default, the Python loop
-     of `python_lm`), `fit_curve(loop="traced")` (the traced loop of `batched_lm`) and, for
-     reference, the same fit through `model.fit` with `LevenbergMarquardt` (a
+     of `python_lm` with the formula evaluated in NumPy), the same loop with every trial
+     evaluated by TensorFlow's trial function (`python_lm.EVALUATION = "tensorflow"`, the
+     default before NumPy's), `fit_curve(loop="traced")` (the traced loop of `batched_lm`)
+     and, for reference, the same fit through `model.fit` with `LevenbergMarquardt` (a
      `layers.Formula` model); medians over `--repeats` processes, the kinds interleaved;
    - a further fit of the same formula on new data (Misra1a's y scaled by 1 + 0.001·i),
-     median of 30: both `fit_curve` loops, a second `model.fit` model, and SciPy's
-     `curve_fit`; each with its CPU time (the load distorts it less than the wall).
+     median of `--further` (30) interleaved rounds: the `fit_curve` paths, a second
+     `model.fit` model, and SciPy's `curve_fit`; each with its CPU time (the load distorts
+     it less than the wall) and its ratio to SciPy's in the same run.
 2. Many fits (item 6): `--curves` noisy Misra1a-like curves (each its own b1, b2 and 1 %
    noise on Misra1a's x) fitted in one `fitting.fit_many` call against a loop of
    `curve_fit` over them (SciPy's defaults tightened to xtol = ftol = 1e-14 so that both
@@ -36,12 +39,21 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import contextlib  # noqa: E402
+
 import numpy as np  # noqa: E402
 
 from benchmarks.machine import cpu_model  # noqa: E402
 
 MISRA = "b1*(1-exp(-b2*x))"
 START = {"b1": 500.0, "b2": 1e-4}
+# The first-fit kinds (each a fresh process) and how the further fits label them.
+FIRST_FITS = ("fit_curve", "fit_curve tf-trials", "fit_curve traced", "model.fit")
+LABELS = {"fit_curve": "graphfit fit_curve (Python loop, NumPy trials: the default)",
+          "fit_curve tf-trials": "graphfit fit_curve, Python loop, TensorFlow trials (before)",
+          "fit_curve traced": "graphfit fit_curve(loop='traced')",
+          "model.fit": "graphfit model.fit, LevenbergMarquardt",
+          "fit_curve xla": "graphfit fit_curve(jit_compile=True), after its compile"}
 
 
 def _misra(x, b1, b2):
@@ -52,6 +64,19 @@ def _problem():
     from tests.optimizers.levenberg_marquardt import nist
 
     return nist.read(nist.DATA / "Misra1a.dat")
+
+
+@contextlib.contextmanager
+def _evaluation(kind: str):
+    """The Python loop's trials by TensorFlow's trial function for the "tf-trials" kinds."""
+    from graphfit.fitting import python_lm
+
+    before = python_lm.EVALUATION
+    python_lm.EVALUATION = "tensorflow" if kind.endswith("tf-trials") else "numpy"
+    try:
+        yield
+    finally:
+        python_lm.EVALUATION = before
 
 
 def _first_fit(kind: str) -> dict:
@@ -65,8 +90,9 @@ def _first_fit(kind: str) -> dict:
     start, cpu = time.perf_counter(), time.process_time()
     if kind.startswith("fit_curve"):
         loop = "traced" if kind.endswith("traced") else "auto"
-        b1 = fitting.fit_curve(MISRA, problem.x[:, 0], problem.y, p0=START,
-                               loop=loop).values["b1"]
+        with _evaluation(kind):
+            b1 = fitting.fit_curve(MISRA, problem.x[:, 0], problem.y, p0=START,
+                                   loop=loop).values["b1"]
     else:
         formula = layers.Formula(MISRA, params=START, dtype="float64")
         model = gf.Sequential([formula], dtype="float64")
@@ -83,7 +109,8 @@ def _in_fresh_process(kind: str) -> dict:
 
 
 def _further_fits(repeats: int = 30) -> dict:
-    """Median seconds of a further fit on new data: fit_curve, model.fit, SciPy."""
+    """Median seconds of a further fit on new data (wall, and CPU as "... cpu"): the
+    fit_curve paths, model.fit, SciPy; each round runs every path once, interleaved."""
     from scipy.optimize import curve_fit
 
     import graphfit as gf
@@ -91,20 +118,26 @@ def _further_fits(repeats: int = 30) -> dict:
 
     problem = _problem()
     x = problem.x[:, 0]
-    names = ("fit_curve", "fit_curve traced", "curve_fit", "model.fit", "fit_curve xla")
+    names = ("fit_curve", "fit_curve tf-trials", "fit_curve traced", "curve_fit", "model.fit",
+             "fit_curve xla")
     times = {key: [] for name in names for key in (name, name + " cpu")}
     fitting.fit_curve(MISRA, x, problem.y, p0=START, jit_compile=True)  # XLA's compile
-    fitting.fit_curve(MISRA, x, problem.y, p0=START)  # the formula's traces
+    fitting.fit_curve(MISRA, x, problem.y, p0=START)  # the formula's parse
+    with _evaluation("tf-trials"):
+        fitting.fit_curve(MISRA, x, problem.y, p0=START)  # the trial function's trace
     fitting.fit_curve(MISRA, x, problem.y, p0=START, loop="traced")
     for i in range(repeats):
         y = problem.y * (1 + 0.001 * (i + 1))
         for name, run in (("fit_curve", lambda y=y: fitting.fit_curve(MISRA, x, y, p0=START)),
+                          ("fit_curve tf-trials", lambda y=y: fitting.fit_curve(
+                              MISRA, x, y, p0=START)),
                           ("fit_curve traced", lambda y=y: fitting.fit_curve(
                               MISRA, x, y, p0=START, loop="traced")),
                           ("curve_fit", lambda y=y: curve_fit(_misra, x, y,
                                                               p0=[START["b1"], START["b2"]]))):
-            start, cpu = time.perf_counter(), time.process_time()
-            run()
+            with _evaluation(name):
+                start, cpu = time.perf_counter(), time.process_time()
+                run()
             times[name].append(time.perf_counter() - start)
             times[name + " cpu"].append(time.process_time() - cpu)
         start, cpu = time.perf_counter(), time.process_time()
@@ -123,28 +156,25 @@ def _further_fits(repeats: int = 30) -> dict:
     return {name: float(np.median(values)) for name, values in times.items()}
 
 
-def small_table(repeats: int) -> None:
-    kinds = ("fit_curve", "fit_curve traced", "model.fit")
-    runs = {kind: [] for kind in kinds}
+def small_table(repeats: int, further_repeats: int = 30) -> None:
+    load = os.getloadavg()[0]
+    runs = {kind: [] for kind in FIRST_FITS}
     for _ in range(repeats):  # interleaved, so that a change of load hits every kind
-        for kind in kinds:
+        for kind in FIRST_FITS:
             runs[kind].append(_in_fresh_process(kind))
     first = {kind: np.median([run["seconds"] for run in values]) for kind, values in
              runs.items()}
     first_cpu = {kind: np.median([run["cpu"] for run in values]) for kind, values in
                  runs.items()}
-    further = _further_fits()
+    further = _further_fits(further_repeats)
     print(f"\nSmall fits: NIST Misra1a (14 points, 2 parameters), start 1, float64; "
-          f"{cpu_model()}, load average {os.getloadavg()[0]:.1f}")
+          f"{cpu_model()}, load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} "
+          f"at the end")
     print(f"| path | first fit in a process, wall (CPU), median of {repeats} | further fit, "
-          f"new data, wall (CPU), median of 30 | further / SciPy, wall (CPU) |")
+          f"new data, wall (CPU), median of {further_repeats} | further / SciPy, wall (CPU) |")
     print("|---|---:|---:|---:|")
     scipy_time, scipy_cpu = further["curve_fit"], further["curve_fit cpu"]
-    labels = {"fit_curve": "graphfit fit_curve (Python loop, the default)",
-              "fit_curve traced": "graphfit fit_curve(loop='traced')",
-              "model.fit": "graphfit model.fit, LevenbergMarquardt",
-              "fit_curve xla": "graphfit fit_curve(jit_compile=True), after its compile"}
-    for kind, label in labels.items():
+    for kind, label in LABELS.items():
         head = (f"{first[kind]:.3f} s ({first_cpu[kind]:.3f} s)" if kind in first else "-")
         print(f"| {label} | {head} | {further[kind] * 1e3:.2f} ms "
               f"({further[kind + ' cpu'] * 1e3:.2f} ms) | {further[kind] / scipy_time:.1f}x "
@@ -234,16 +264,18 @@ def main() -> None:
     parser.add_argument("--curves", type=int, default=10_000)
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--further", type=int, default=30,
+                        help="rounds of further fits (each path once per round)")
     parser.add_argument("--skip-small", action="store_true")
     parser.add_argument("--skip-many", action="store_true")
-    parser.add_argument("--first-fit", choices=["fit_curve", "fit_curve traced", "model.fit"],
+    parser.add_argument("--first-fit", choices=FIRST_FITS,
                         help=argparse.SUPPRESS)  # the child process of the first-fit timing
     args = parser.parse_args()
     if args.first_fit:
         print(json.dumps(_first_fit(args.first_fit)))
         return
     if not args.skip_small:
-        small_table(args.repeats)
+        small_table(args.repeats, args.further)
     if not args.skip_many:
         many_table(args.curves, [int(s) for s in args.sizes.split(",")], args.repeats)
 

@@ -179,7 +179,11 @@ class ParameterSpec:
 
 
 def _sigmoid(u):
-    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(u, np.float64)))
+    """1 / (1 + e⁻ᵘ), to rounding on both tails (as TensorFlow's sigmoid: near a lower bound
+    the share is tiny, and `0.5 (1 + tanh(u/2))` would keep only its absolute accuracy)."""
+    u = np.asarray(u, np.float64)
+    small = np.exp(-np.abs(u))
+    return np.where(u >= 0, 1.0, small) / (1.0 + small)
 
 
 def _softplus(u):

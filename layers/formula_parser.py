@@ -2,7 +2,9 @@
 
 The string is parsed with `ast.parse(..., mode="eval")` into a syntax tree only; nothing is
 ever evaluated, executed or compiled to a code object. A walk over the tree accepts a small
-whitelist and turns each node into a closure over TensorFlow ops:
+whitelist and turns each node into a closure over the ops of an `Operations` table:
+TensorFlow's (`TENSORFLOW`, the default), or NumPy's (`layers.formula_numpy`: values, and
+values with their Jacobian), so that every evaluator reads the same checked tree:
 
 - numbers (int or float literals), the constant `pi`;
 - names: the parameters, and the inputs `x` (one column) or `x1`, `x2`, ... (column 0, 1, ...);
@@ -32,14 +34,14 @@ import ast
 import dataclasses
 import math
 import re
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import tensorflow as tf
 
 from graphfit.core.registry import did_you_mean
 
 __all__ = ["FUNCTIONS", "CONSTANTS", "INPUT_NAME", "MAX_DEPTH", "Span", "ParsedFormula",
-           "parse", "located_error"]
+           "Operations", "TENSORFLOW", "parse", "located_error"]
 
 # One-argument functions; `atan` is the math-module spelling of NumPy's `arctan`.
 FUNCTIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
@@ -61,9 +63,9 @@ INPUT_NAME = re.compile(r"x(?:[1-9][0-9]*)?\Z")
 # Deeper trees than any real formula would recurse too deeply when traced.
 MAX_DEPTH = 200
 
-_BINARY = {ast.Add: tf.add, ast.Sub: tf.subtract, ast.Mult: tf.multiply,
-           ast.Div: tf.math.divide, ast.Pow: tf.pow}
-_UNARY = {ast.USub: tf.negative, ast.UAdd: lambda value: value}
+# The operators of the whitelist, by the symbol an `Operations` table names them with.
+_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
+_UNARY = {ast.USub: "-", ast.UAdd: "+"}
 _OPERATOR_TEXT = {ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@", ast.LShift: "<<",
                   ast.RShift: ">>", ast.BitOr: "|", ast.BitAnd: "&", ast.Not: "not",
                   ast.Invert: "~"}
@@ -84,7 +86,51 @@ _REFUSED = {
 _ALLOWED = ("numbers, parameters, inputs, pi, + - * / **, unary -, parentheses, and calls of "
             + ", ".join(FUNCTIONS))
 
-Evaluator = Callable[[Mapping[str, tf.Tensor], tf.DType], tf.Tensor]
+Evaluator = Callable[[Mapping[str, Any], Any], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Operations:
+    """What a parsed formula computes with: one callable per whitelisted function (every
+    name of `FUNCTIONS`), binary operator (`+ - * / **`) and unary one (`- +`), and
+    `constant(number, dtype)` for the numbers and `pi`. The whitelist is the parser's, not
+    the table's: a table must cover it exactly.
+
+    Example:
+
+        >>> import numpy as np
+        >>> table = Operations(
+        ...     functions={name: getattr(np, "arctan" if name == "atan" else name)
+        ...                for name in FUNCTIONS},
+        ...     binary={"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
+        ...             "**": np.power},
+        ...     unary={"-": np.negative, "+": lambda value: value},
+        ...     constant=lambda number, dtype: dtype(number))
+        >>> formula = parse("b*exp(-x)", ["b"], table)
+        >>> float(formula.evaluate({"b": 2.0, "x": np.float64(0.0)}, np.float64))
+        2.0
+    """
+
+    functions: Mapping[str, Callable]
+    binary: Mapping[str, Callable]
+    unary: Mapping[str, Callable]
+    constant: Callable[[float, Any], Any]
+
+    def __post_init__(self):
+        for what, table, names in (("functions", self.functions, set(FUNCTIONS)),
+                                   ("binary", self.binary, set(_BINARY.values())),
+                                   ("unary", self.unary, set(_UNARY.values()))):
+            if set(table) != names:
+                raise ValueError(f"Operations: {what} must name exactly {sorted(names)}. "
+                                 f"Received: {sorted(table)}")
+
+
+TENSORFLOW = Operations(
+    functions=FUNCTIONS,
+    binary={"+": tf.add, "-": tf.subtract, "*": tf.multiply, "/": tf.math.divide,
+            "**": tf.pow},
+    unary={"-": tf.negative, "+": lambda value: value},
+    constant=lambda number, dtype: tf.constant(number, dtype))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +148,8 @@ class ParsedFormula:
     Attributes:
         expression: the expression text the spans refer to.
         evaluate: `evaluate(values, dtype)`, with `values` mapping every name in `names`
-            (parameters and inputs) to a tensor, computes the formula with TensorFlow ops.
+            (parameters and inputs) to a tensor, computes the formula with TensorFlow ops
+            (or with those of the `Operations` that `parse` was given).
         names: the first occurrence of each parameter and input name used.
         inputs: the input names used (`x` or `x1`, `x2`, ...), in order of first use.
     """
@@ -122,12 +169,14 @@ def located_error(expression: str, span: Span | None, problem: str, detail: str 
     return ValueError(message)
 
 
-def parse(expression: str, params: Iterable[str]) -> ParsedFormula:
+def parse(expression: str, params: Iterable[str],
+          operations: Operations = TENSORFLOW) -> ParsedFormula:
     """Parses and checks `expression` over the parameter names `params`.
 
     Args:
         expression: a single-line formula (see the module docstring for what it may hold).
         params: the parameter names.
+        operations: the ops the evaluator computes with (TensorFlow's by default).
 
     Returns:
         The `ParsedFormula`.
@@ -149,7 +198,7 @@ def parse(expression: str, params: Iterable[str]) -> ParsedFormula:
     except (ValueError, RecursionError, MemoryError) as error:
         reason = str(error) or "it is nested too deeply"
         raise located_error(expression, None, f"cannot parse the expression ({reason})") from None
-    walker = _Walker(expression, tuple(params))
+    walker = _Walker(expression, tuple(params), operations)
     evaluate = walker.visit(tree.body, depth=0)
     return ParsedFormula(expression, evaluate, walker.names, tuple(walker.inputs))
 
@@ -157,9 +206,10 @@ def parse(expression: str, params: Iterable[str]) -> ParsedFormula:
 class _Walker:
     """Turns a syntax tree into nested closures, refusing anything off the whitelist."""
 
-    def __init__(self, expression: str, params: tuple[str, ...]):
+    def __init__(self, expression: str, params: tuple[str, ...], operations: Operations):
         self.expression = expression
         self.params = params
+        self.operations = operations
         self.names: dict[str, Span] = {}
         self.inputs: list[str] = []
         self._source = expression.encode("utf-8")  # ast columns count UTF-8 bytes
@@ -184,13 +234,14 @@ class _Walker:
         if isinstance(node, ast.BinOp):
             return self.binary(node, depth)
         if isinstance(node, ast.UnaryOp):
-            operation = _UNARY.get(type(node.op))
-            if operation is None:
+            symbol = _UNARY.get(type(node.op))
+            if symbol is None:
                 symbol = _OPERATOR_TEXT[type(node.op)]
                 start = self.span(node).start
                 raise located_error(self.expression, Span(start, start + len(symbol)),
                                     f"operator {symbol!r} is not supported",
                                     f" (allowed: {_ALLOWED})")
+            operation = self.operations.unary[symbol]
             operand = self.visit(node.operand, depth + 1)
             return lambda values, dtype: operation(operand(values, dtype))
         if isinstance(node, ast.Call):
@@ -215,7 +266,8 @@ class _Walker:
             number = math.inf
         if not math.isfinite(number):
             raise self.error(node, "the number is out of the floating-point range")
-        return lambda values, dtype: tf.constant(number, dtype)
+        constant = self.operations.constant
+        return lambda values, dtype: constant(number, dtype)
 
     def name(self, node: ast.Name) -> Evaluator:
         name = node.id
@@ -223,8 +275,8 @@ class _Walker:
             self._use(name, node)
             return lambda values, dtype: values[name]
         if name in CONSTANTS:
-            number = CONSTANTS[name]
-            return lambda values, dtype: tf.constant(number, dtype)
+            number, constant = CONSTANTS[name], self.operations.constant
+            return lambda values, dtype: constant(number, dtype)
         if name in FUNCTIONS:
             raise self.error(node, f"{name!r} is a function", f": call it as {name}(...)")
         raise self.unknown_name(node, name)
@@ -254,8 +306,8 @@ class _Walker:
         self.names.setdefault(name, self.span(node))
 
     def binary(self, node: ast.BinOp, depth: int) -> Evaluator:
-        operation = _BINARY.get(type(node.op))
-        if operation is None:
+        symbol = _BINARY.get(type(node.op))
+        if symbol is None:
             symbol = "^" if isinstance(node.op, ast.BitXor) else _OPERATOR_TEXT[type(node.op)]
             # The tree does not locate operators: look between the two operands.
             start, end = self.span(node.left).end, self.span(node.right).start
@@ -266,6 +318,7 @@ class _Walker:
                                     ": use ** for powers (x**2); in Python '^' is xor")
             raise located_error(self.expression, where, f"operator {symbol!r} is not supported",
                                 f" (allowed: {_ALLOWED})")
+        operation = self.operations.binary[symbol]
         left = self.visit(node.left, depth + 1)
         right = self.visit(node.right, depth + 1)
         return lambda values, dtype: operation(left(values, dtype), right(values, dtype))
@@ -276,8 +329,7 @@ class _Walker:
             raise self.error(node.func, "only the functions by name can be called",
                              f" (functions: {', '.join(FUNCTIONS)})")
         name = node.func.id
-        function = FUNCTIONS.get(name)
-        if function is None:
+        if name not in FUNCTIONS:
             if name in self.params or INPUT_NAME.match(name) or name in CONSTANTS:
                 raise self.error(node.func, f"{name!r} is not a function",
                                  f"; write {name}*(...) to multiply")
@@ -290,5 +342,6 @@ class _Walker:
                 raise self.error(argument, "starred arguments not allowed")
         if len(node.args) != 1:
             raise self.error(node, f"{name}() takes 1 argument, {len(node.args)} given")
+        function = self.operations.functions[name]
         argument = self.visit(node.args[0], depth + 1)
         return lambda values, dtype: function(argument(values, dtype))

@@ -3,6 +3,7 @@ the batched Levenberg–Marquardt loop (`batched_lm`)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Mapping
 
 import numpy as np
@@ -17,7 +18,7 @@ __all__ = ["fit_many", "fit_curve"]
 def _formula(formula, p0):
     """(expression, parsed, specs, p0): the parameters' `ParameterSpec`s (the Formula
     layer's: bounds, `vary`) from a `layers.Formula` or an expression with `p0`."""
-    from graphfit.layers import Formula, formula_parser
+    from graphfit.layers import Formula
     from graphfit.layers.formula_parameters import ParameterSpec
 
     if isinstance(formula, Formula):
@@ -57,7 +58,7 @@ def _formula(formula, p0):
             f"formula must be an expression string such as 'b1*exp(-b2*x)' or a "
             f"layers.Formula. Received: formula={formula!r}")
     names = tuple(spec.name for spec in specs)
-    parsed = formula_parser.parse(expression, names)
+    parsed = _parse(expression, names)
     unused = [n for n in names if n not in parsed.names]
     if unused:
         raise ValueError(f"p0: parameter(s) {unused} not used in {expression!r}: remove them. "
@@ -66,6 +67,15 @@ def _formula(formula, p0):
         raise ValueError(f"every parameter of {expression!r} is fixed (vary: false): nothing "
                          f"to fit. Let at least one vary.")
     return expression, parsed, specs, p0
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(expression: str, names: tuple):
+    """`formula_parser.parse`, once per formula and parameter names (a further fit of the
+    same formula skips it; its result is only read)."""
+    from graphfit.layers import formula_parser
+
+    return formula_parser.parse(expression, names)
 
 
 def _first(value):
@@ -247,10 +257,12 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
         mask: `(N, m)` bool, False for a padded point (it weighs zero and may hold NaN: pass
             `mask=np.isfinite(y)` for NaN-padded curves), or None (every point counts).
         loop: "auto" (the default): one data set runs in the Python loop of
-            `fitting.python_lm` (no trace of the whole loop: a first fit in a process costs
-            about 0.17 s of CPU instead of 0.5 s), more in the traced loop (`batched_lm`,
-            faster from the second call on); "python" or "traced" force either (the same
-            algorithm; results agree to rounding). XLA (`jit_compile`) is the traced loop's.
+            `fitting.python_lm`, with the formula evaluated in NumPy (no trace: Misra1a's
+            first fit in a process costs about 0.01 s of CPU instead of 0.5 s, a further
+            one 3 ms instead of 6.5 ms), more in the traced loop (`batched_lm`: one call
+            for all data sets, faster from two on after its first call); "python" or
+            "traced" force either (the same algorithm; results agree to rounding). XLA
+            (`jit_compile`) is the traced loop's.
 
     Returns:
         `ManyFits`: parameters, standard errors, covariances, `JᵀJ`, RSS, reasons, steps,
@@ -279,9 +291,11 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     """Fits a formula to one data set: `fit_many` with N = 1, its one `CurveFit`.
 
     Fast for small problems: it runs in the Python loop of `fitting.python_lm` (`loop`,
-    as for `fit_many`), whose one small traced function per formula costs about 0.06 s to
-    trace, against 0.4 s for the whole traced loop; `loop="traced"` is faster for many
-    further fits of one formula (docs/benchmarks/performance.md).
+    as for `fit_many`), which evaluates the formula in NumPy and traces nothing (TensorFlow
+    only for a trial whose values overflow), against 0.4 s of tracing for the whole traced
+    loop. Misra1a (14 points): a first fit in a process about 0.01 s of CPU, a further fit
+    3 ms, 6x SciPy's `curve_fit` (docs/benchmarks/performance.md, "NumPy's evaluation");
+    to fit many curves, `fit_many` fits them in one call.
 
     Args:
         formula, p0, sigma, absolute_sigma, settings: as for `fit_many` (`jit_compile`

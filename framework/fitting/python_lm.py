@@ -6,39 +6,61 @@ few, this module runs the SAME algorithm one curve at a time: the same rules and
 (Nielsen's damping, the running diagonal scale with geodesic acceleration's memory, λ's
 start, floor and top, MINPACK's ftol/xtol/gtol tests, the acceleration and its acceptance,
 `MAX_RELATIVE_STEP`, the stall and NaN tests, `attempts_per_step`, the same `nfev`/`njev`
-counts) in NumPy, with the formula evaluated by one small traced function per formula
-(`batched_lm.trial_function`: the acceleration's two points, the trial point, its residuals,
-Jacobian and normal equations by the traced loop's own code), one call per trial.
+counts) in NumPy, with the formula evaluated in NumPy too (`numpy_trial.NumpyCurve`: the
+values and the exact forward-mode Jacobian over the formula parser's own tree, bounds by the
+Formula layer's transform; the acceleration's two points, the trial point, its residuals,
+Jacobian and normal equations), so no TensorFlow call per trial.
 
-NumPy factorizes and solves (LAPACK), the traced loop TensorFlow: the two agree to rounding,
-and step for step wherever the fit stays above it (tests/fitting/test_python_loop.py;
-docs/guides/levenberg_marquardt_in_depth.md, "Small fits without the big trace").
+The fallback is TensorFlow's small traced function per formula
+(`batched_lm.trial_function`, the traced loop's own code): `_Curve.evaluate` calls it for a
+trial whose NumPy evaluations hold NaN or inf (an overflowing model, `sqrt` at 0: a backward
+pass and forward mode meet 0·inf in different places, and TensorFlow's is the reference),
+tracing it on first need; `EVALUATION = "tensorflow"` (or `fit_curves(...,
+evaluation="tensorflow")`) evaluates every trial so, as before NumPy's evaluation.
+
+NumPy factorizes and solves (LAPACK), the traced loop TensorFlow, and NumPy and TensorFlow
+round the elementary functions differently in the last bit: the loops agree to rounding,
+and step for step wherever the fit stays above it (tests/fitting/test_python_loop.py,
+tests/fitting/test_numpy_formula.py; docs/guides/levenberg_marquardt_in_depth.md, "Small
+fits without the big trace"). Misra1a (`benchmarks/curve_fit_many.py`, 2-core machine at
+load 4-6): a first fit in a process 8 ms of CPU, a further fit 3.0 ms (5.8x SciPy's
+`curve_fit`; 9.8 ms, 18.6x, with TensorFlow's trial function per trial).
 `fit_curve` and `fit_many` take this loop for up to `PYTHON_LOOP_CURVES` curves
 (`uses_python_loop`, `loop="auto"`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+
 import numpy as np
 import tensorflow as tf
 
 from graphfit.core.graph_rewrites import graph_rewrites
-from graphfit.fitting import batched_lm
+from graphfit.fitting import batched_lm, numpy_trial
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 from graphfit.optimizers.levenberg_marquardt import damping as lm_damping
 from graphfit.optimizers.levenberg_marquardt import update as lm_update
 
-__all__ = ["fit_curves", "uses_python_loop", "PYTHON_LOOP_CURVES", "LOOPS"]
+__all__ = ["fit_curves", "uses_python_loop", "PYTHON_LOOP_CURVES", "LOOPS", "EVALUATION",
+           "EVALUATIONS"]
 
 EPS = batched_lm.EPS
 # Up to this many curves `loop="auto"` fits them one by one in the Python loop; from more on,
 # in one traced loop. Measured (docs/benchmarks/performance.md, "The Python loop for small
-# fits"): the Python loop saves the traced loop's 0.3-0.4 s of tracing and instantiation once
-# per formula and process, but a further fit costs about 7 ms of CPU per curve against 5-7 ms
-# for the traced loop's whole call up to 16 curves; so one curve (`fit_curve`) only.
+# fits" and "NumPy's evaluation"): the Python loop saves the traced loop's 0.3-0.4 s of tracing
+# and instantiation once per formula and process, and a further fit costs about 3 ms of CPU
+# per curve (Misra1a, NumPy's evaluation) against 5-7 ms for the traced loop's whole call up
+# to 16 curves; so one curve (`fit_curve`) only.
 PYTHON_LOOP_CURVES = 1
 # The `loop` setting of `fit_curve` and `fit_many`.
 LOOPS = ("auto", "python", "traced")
+# How the loop evaluates the formula at a trial (`fit_curves`' `evaluation`): in NumPy
+# (TensorFlow where NumPy's evaluations are not finite), or by TensorFlow's trial function
+# every time (as before NumPy's; kept to compare the two).
+EVALUATIONS = ("numpy", "tensorflow")
+EVALUATION = "numpy"
 
 
 def uses_python_loop(loop: str, jit_compile, count: int, points: int) -> bool:
@@ -68,7 +90,7 @@ class _Solver:
     def __init__(self, a, b, d, damping, near):
         inv_sqrt = 1.0 / np.sqrt(d)
         p = inv_sqrt[:, None] * a * inv_sqrt[None, :]
-        eye = np.eye(len(d))
+        eye = _eye(len(d))
         finite = _all_finite(p)
         # Right-hand sides: the step's, and the identity's columns for the inverse.
         rhs = -inv_sqrt[:, None] * np.concatenate([b[:, None], eye], 1)
@@ -89,26 +111,34 @@ class _Solver:
         self.delta, self.inverse = v[:, 0], v[:, 1:]
 
 
+@functools.lru_cache(maxsize=16)
+def _eye(n: int) -> np.ndarray:
+    eye = np.eye(n)
+    eye.flags.writeable = False
+    return eye
+
+
 def _norm(v):
-    return float(np.sqrt(np.sum(v * v)))
+    return float(np.sqrt((v * v).sum()))
 
 
 def _all_finite(v) -> bool:
-    return bool(np.all(np.isfinite(v)))
+    return bool(np.isfinite(v).all())
 
 
 class _Curve:
-    """One curve's fit state, and the formula's trial function bound to its data."""
+    """One curve's fit state, and its trial evaluations: NumPy's (`numpy_trial.NumpyCurve`)
+    where they are finite, else the formula's TensorFlow trial function (`trial`, made on
+    first need; `evaluation="tensorflow"`: every trial)."""
 
-    def __init__(self, function, params, fixed, x, y, weights):
-        self.data = [tf.constant(v[None], tf.float64) for v in (fixed, x, y, weights)]
-        self.function = function
+    def __init__(self, trial, curve, params, fixed, x, y, weights, geodesic):
+        self.trial, self.numpy, self.geodesic = trial, curve, geodesic
+        self.data = (fixed, x, y, weights)
         self.params = np.array(params, np.float64)
         p = len(self.params)
         zeros = np.zeros(p)
-        # The residuals and Jacobian as tensors too: the next trial's inputs.
-        self.tensors = (tf.zeros([1, len(y)], tf.float64), tf.zeros([1, len(y), p], tf.float64))
-        self.params, self.r, self.normal, self.tensors = self.evaluate(
+        self.r, self.jac = np.zeros(len(y)), np.zeros((len(y), p))
+        self.params, self.r, self.jac, self.normal = self.evaluate(
             zeros, np.zeros((p, p)), zeros, False)
         self.damping, self.first_damping, self.growth = -1.0, 0.0, 2.0
         self.scale = zeros
@@ -117,13 +147,24 @@ class _Curve:
         self.reason, self.active = lm_convergence.NOT_CONVERGED, True
 
     def evaluate(self, delta, inverse, d, within):
-        """(trial params, r, (‖r‖², JᵀJ, Jᵀr), (r, J) as tensors) of
-        `batched_lm.trial_function` (at the params when not `within`)."""
+        """(trial params, r, J, (‖r‖², JᵀJ, Jᵀr)) of the trial (at the params when not
+        `within`), as `batched_lm.trial_function` computes them."""
+        if self.numpy is not None:
+            out = self.numpy.trial(self.params, delta, d, within,
+                                   inverse if self.geodesic else None, self.r, self.jac)
+            if out is not None:
+                return out
+        if not isinstance(self.data[0], tf.Tensor):
+            self.data = tuple(tf.constant(v[None], tf.float64) for v in self.data)
         vectors = np.concatenate([self.params, delta, d, [float(within)], inverse.ravel()])
-        point, r, jac, *normal = self.function.call_flat(
-            tf.constant(vectors[None]), *self.tensors, *self.data)
+        tensors = [tf.constant(v[None], tf.float64) for v in (vectors, self.r, self.jac)]
+        # The traced loop's Grappler settings; the kernels run in this thread (around the
+        # whole fit where every trial calls TensorFlow).
+        with (graph_rewrites(batched_lm.GRAPH_REWRITES, "SINGLE_THREADED_EXECUTOR")
+              if self.numpy is not None else contextlib.nullcontext()):
+            point, r, jac, *normal = self.trial().call_flat(*tensors, *self.data)
         f, a, b = (t.numpy()[0] for t in normal)
-        return point.numpy()[0], r.numpy()[0], (float(f), a, b), (r, jac)
+        return point.numpy()[0], r.numpy()[0], jac.numpy()[0], (float(f), a, b)
 
 
 def _step_start(c: _Curve, a, s):
@@ -134,8 +175,8 @@ def _step_start(c: _Curve, a, s):
         memory = lm_damping.SCALE_MEMORY if s.geodesic_acceleration else 1.0
         kept = np.where(np.isfinite(diag), diag, c.scale)
         c.scale = np.maximum(memory * c.scale, kept)
-    d = np.maximum(c.scale, max(np.max(c.scale) * 1e-300, 1e-300))
-    unit = float(np.max(diag / d))
+    d = np.maximum(c.scale, max(c.scale.max() * 1e-300, 1e-300))
+    unit = float((diag / d).max())
     floor, top = len(d) * EPS * unit, lm_damping.MAX_DAMPING * unit
     damping = c.damping
     if c.new_step:
@@ -150,7 +191,7 @@ def _gradient_converged(b, diag, f0, gtol) -> bool:
     norms = np.sqrt(diag)
     cosines = np.where(norms > 0, np.abs(b) / (norms * np.sqrt(max(f0, 1e-300))), 0.0)
     finite = _all_finite(b) and np.isfinite(f0)
-    return bool(finite and (np.all(cosines <= gtol) or not np.any(b != 0)))
+    return bool(finite and ((cosines <= gtol).all() or not (b != 0).any()))
 
 
 def _code(s, f0, f_new, predicted, gain, step_norm, x_norm, finite, stalled) -> int:
@@ -183,8 +224,8 @@ def _trial(c: _Curve, s) -> None:
         delta = np.zeros_like(delta)
     step_norm = _norm(column_norms * delta)
     within = step_norm <= lm_update.MAX_RELATIVE_STEP * x_norm or x_norm <= 0
-    predicted = float(delta @ (a @ delta) + 2.0 * damping * np.sum(d * delta * delta))
-    trial_params, r_new, normal, tensors = c.evaluate(delta, solve.inverse, d, within)
+    predicted = float(delta @ (a @ delta) + 2.0 * damping * (d * delta * delta).sum())
+    trial_params, r_new, jac_new, normal = c.evaluate(delta, solve.inverse, d, within)
     f_new = normal[0]
     actual = f0 - f_new
     gain = actual / predicted if predicted > 0 else 0.0
@@ -204,7 +245,7 @@ def _trial(c: _Curve, s) -> None:
     c.steps += int(c.new_step)
     c.new_step = accepted or c.trials >= s.attempts_per_step
     if accepted:
-        c.params, c.r, c.normal, c.tensors = trial_params, r_new, normal, tensors
+        c.params, c.r, c.jac, c.normal = trial_params, r_new, jac_new, normal
     c.nfev += 3 if s.geodesic_acceleration else 1
     c.njev += 1
     ended = code != lm_convergence.NOT_CONVERGED
@@ -212,8 +253,8 @@ def _trial(c: _Curve, s) -> None:
     c.active = not ended and not (c.new_step and c.steps >= s.max_steps)
 
 
-def _fit_one(function, params, fixed, x, y, weights, s) -> _Curve:
-    curve = _Curve(function, params, fixed, x, y, weights)
+def _fit_one(trial, curve, params, fixed, x, y, weights, s) -> _Curve:
+    curve = _Curve(trial, curve, params, fixed, x, y, weights, bool(s.geodesic_acceleration))
     for _ in range(s.max_steps * s.attempts_per_step):
         if not curve.active:
             break
@@ -222,17 +263,26 @@ def _fit_one(function, params, fixed, x, y, weights, s) -> _Curve:
 
 
 def fit_curves(expression: str, specs: tuple, params, fixed, x, y, weights,
-               settings: batched_lm.Settings) -> batched_lm.LoopResult:
+               settings: batched_lm.Settings, evaluation: str | None = None
+               ) -> batched_lm.LoopResult:
     """`batched_lm.run_fit`'s fit, curve by curve in the Python loop: the same arguments
-    (NumPy arrays, one row per curve) and the same `LoopResult`."""
-    function = batched_lm.trial_function(expression, batched_lm.trace_key(specs),
-                                         bool(settings.geodesic_acceleration))
-    # The traced loop's Grappler settings; the kernels run in this thread.
+    (NumPy arrays, one row per curve) and the same `LoopResult`. `evaluation`: "numpy"
+    (NumPy's trials, TensorFlow's where they are not finite) or "tensorflow" (every trial
+    by `batched_lm.trial_function`); None: `EVALUATION`."""
+    evaluation = EVALUATION if evaluation is None else evaluation
+    if evaluation not in EVALUATIONS:
+        raise ValueError(f"evaluation must be one of {EVALUATIONS}. Received: {evaluation!r}")
+    trial = functools.partial(batched_lm.trial_function, expression,
+                              batched_lm.trace_key(specs), bool(settings.geodesic_acceleration))
     # (A trial may overflow: its loss is then inf, and it is rejected, as in the traced loop.)
-    with graph_rewrites(batched_lm.GRAPH_REWRITES, "SINGLE_THREADED_EXECUTOR"), np.errstate(
-            over="ignore", invalid="ignore", divide="ignore"):
-        curves = [_fit_one(function, *row, settings)
-                  for row in zip(params, fixed, x, y, weights)]
+    with (graph_rewrites(batched_lm.GRAPH_REWRITES, "SINGLE_THREADED_EXECUTOR")
+          if evaluation == "tensorflow" else contextlib.nullcontext()), np.errstate(
+            over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        curves = []
+        for row in zip(params, fixed, x, y, weights):
+            curve = (numpy_trial.NumpyCurve(expression, specs, *row[1:])
+                     if evaluation == "numpy" else None)
+            curves.append(_fit_one(trial, curve, *row, settings))
     return batched_lm.LoopResult(
         params=np.stack([c.params for c in curves]),
         reason=np.array([c.reason for c in curves], np.int64),

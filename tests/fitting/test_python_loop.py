@@ -1,13 +1,15 @@
 """The Python loop of small fits (`fitting.python_lm`) against the traced loop (`batched_lm`).
 
-Both run the same Levenberg–Marquardt rules and constants; only the arithmetic of the solve
-differs (NumPy's LAPACK against TensorFlow's kernels). The reference is the traced loop on
-the same data and starts: the same steps, evaluation counts and reasons where the whole fit
-stays above rounding (MGH10's 729 steps, Eckerle4, the small problems below), and the same
-parameters to rounding where the last trials compare reductions at float64's resolution
-(then which trial meets ftol or xtol first is rounding's choice, as it is for the traced loop
-itself between N = 1 and N = 2). All sixteen NIST problems from both starts were compared once
-(docs/benchmarks/performance.md, "The Python loop"); a representative subset runs here.
+Both run the same Levenberg–Marquardt rules and constants; only the arithmetic differs
+(NumPy's LAPACK against TensorFlow's kernels, and the Python loop evaluates the formula in
+NumPy: tests/fitting/test_numpy_formula.py compares that with TensorFlow's evaluation). The
+reference is the traced loop on the same data and starts: the same steps, evaluation counts
+and reasons where the whole fit stays above rounding (MGH10's 729 steps, Eckerle4, the small
+problems below), and the same parameters to rounding where the last trials compare
+reductions at float64's resolution (then which trial meets ftol or xtol first is rounding's
+choice, as it is for the traced loop itself between N = 1 and N = 2). All sixteen NIST
+problems from both starts were compared once (docs/benchmarks/performance.md, "The Python
+loop"); a representative subset runs here.
 """
 
 import numpy as np
@@ -32,7 +34,10 @@ def _assert_same(traced, python, rtol=1e-8, counts=True):
         np.testing.assert_array_equal(python.evaluations, traced.evaluations)
         np.testing.assert_array_equal(python.jacobian_evaluations,
                                       traced.jacobian_evaluations)
-        assert python.reasons == traced.reasons
+        # The same test ends both; in the last trial, at rounding, ftol may join xtol in one
+        # of them ("ftol and xtol": Eckerle4 from start 1 with NumPy's evaluation).
+        assert all(p in t or t in p for p, t in zip(python.reasons, traced.reasons)), (
+            python.reasons, traced.reasons)
     else:  # the last steps, at rounding level: a step or two either way
         assert np.all(np.abs(python.steps - traced.steps) <= 2), (python.steps, traced.steps)
         assert python.converged.all() and traced.converged.all()
