@@ -63,6 +63,10 @@ y_test = RNG.integers(0, 10, 32).astype("float32")
 # graphfit's default is XLA on a CPU (Keras's is not); without it both trace the same ops and
 # graphfit traces faster (tests/keras_parity/test_custom_fit_guide.py runs the default).
 NO_XLA = dict(jit_compile=False)
+# Keras's reference runs eagerly: a few batches of a few rows run faster than Keras traces
+# them, with the same numbers (the reshuffling and custom-metric tests keep Keras's traced
+# loop: they assert what Keras's own loop does).
+KERAS_EAGER = dict(run_eagerly=True)
 QUIET = dict(verbose=0, shuffle=False)
 LIBS = {"keras": (keras, keras.layers, keras.optimizers, keras.callbacks),
         "gf": (gf, layers, optimizers, callbacks)}
@@ -104,7 +108,7 @@ def get_compiled_model(lib="keras"):
         optimizer="rmsprop",
         loss="sparse_categorical_crossentropy",
         metrics=["sparse_categorical_accuracy"],
-        **(NO_XLA if lib == "gf" else {}),
+        **(NO_XLA if lib == "gf" else KERAS_EAGER),
     )
     return model
 
@@ -138,7 +142,7 @@ def test_end_to_end_fit_evaluate_predict(initial_weights):
             optimizer=LIBS[lib][2].RMSprop(),
             loss=keras.losses.SparseCategoricalCrossentropy(),
             metrics=[keras.metrics.SparseCategoricalAccuracy()],
-            **(NO_XLA if lib == "gf" else {}),
+            **(NO_XLA if lib == "gf" else KERAS_EAGER),
         )
     ours, expected = _fit_both(reference, model, x_train, y_train, batch_size=64, epochs=2,
                                validation_data=(x_val, y_val), **QUIET)
@@ -172,7 +176,7 @@ class CustomMSE(keras.losses.Loss):
                          ids=["function", "Loss_subclass"])
 def test_custom_losses_on_one_hot_labels(initial_weights, loss):
     reference, model = _pair(get_uncompiled_model, initial_weights)
-    reference.compile(optimizer=keras.optimizers.Adam(), loss=loss)
+    reference.compile(optimizer=keras.optimizers.Adam(), loss=loss, **KERAS_EAGER)
     model.compile(optimizer=optimizers.Adam(), loss=loss, **NO_XLA)
     # We need to one-hot encode the labels to use MSE
     y_train_one_hot = ops.one_hot(y_train, num_classes=10)
@@ -258,7 +262,7 @@ def regularized_model(lib):
     model.compile(
         optimizer=LIBS[lib][2].Adam(learning_rate=1e-3),  # the guide's RMSprop
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        **(NO_XLA if lib == "gf" else {}),
+        **(NO_XLA if lib == "gf" else KERAS_EAGER),
     )
     return model
 
@@ -318,7 +322,8 @@ def test_a_layer_with_add_loss_and_compile_without_a_loss():
         else:
             predictions = LogisticEndpoint(name="predictions")(targets, logits)
         models[lib] = keras_.Model(inputs=[inputs, targets], outputs=predictions)
-        models[lib].compile(optimizer="adam")  # No loss argument!
+        models[lib].compile(optimizer="adam",  # No loss argument!
+                            **(NO_XLA if lib == "gf" else KERAS_EAGER))
     reference, model = models["keras"], models["gf"]
     _copy(reference, model)
     _close(model.predict(data, verbose=0), reference.predict(data, verbose=0), atol=1e-6)
@@ -590,7 +595,8 @@ def _per_output_losses(logs):
 @pytest.mark.parametrize("compiled", list(MULTI_COMPILES))
 def test_multi_input_multi_output_losses_metrics_and_loss_weights(multi_io_pair, compiled):
     reference, model = multi_io_pair
-    reference.compile(optimizer=keras.optimizers.Adam(1e-3), **MULTI_COMPILES[compiled])
+    reference.compile(optimizer=keras.optimizers.Adam(1e-3), **MULTI_COMPILES[compiled],
+                      **KERAS_EAGER)
     model.compile(optimizer=optimizers.Adam(1e-3), **MULTI_COMPILES[compiled], **NO_XLA)
     if compiled == "dict_of_one":
         # Keras 3.15 refuses the guide's dict with one output's loss when the labels hold
@@ -600,7 +606,7 @@ def test_multi_input_multi_output_losses_metrics_and_loss_weights(multi_io_pair,
         reference = multi_io_model("keras")
         reference.set_weights(model.get_weights())
         reference.compile(optimizer=keras.optimizers.Adam(1e-3),
-                          **MULTI_COMPILES["list_with_None"])
+                          **MULTI_COMPILES["list_with_None"], **KERAS_EAGER)
     # Fit on lists (48 rows in batches of 32: the last batch holds 16)
     ours, expected = _fit_both(reference, model, [img_data, ts_data],
                                [score_targets, class_targets], batch_size=32, epochs=1,
@@ -637,7 +643,7 @@ def test_multi_input_multi_output_losses_metrics_and_loss_weights(multi_io_pair,
 def test_multi_input_multi_output_dataset_of_dicts(multi_io_pair):
     reference, model = multi_io_pair
     loss = [keras.losses.MeanSquaredError(), keras.losses.CategoricalCrossentropy()]
-    reference.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
+    reference.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, **KERAS_EAGER)
     model.compile(optimizer=optimizers.Adam(1e-3), loss=loss, **NO_XLA)
 
     def make_dataset():
@@ -765,7 +771,7 @@ def test_learning_rate_schedule(initial_weights):
         initial_learning_rate, decay_steps=1, decay_rate=0.96, staircase=True
     )
     # SGD for the guide's RMSprop
-    reference.compile(optimizer=keras.optimizers.SGD(learning_rate=lr_schedule),
+    reference.compile(optimizer=keras.optimizers.SGD(learning_rate=lr_schedule), **KERAS_EAGER,
                       loss="sparse_categorical_crossentropy")
     model.compile(optimizer=optimizers.SGD(learning_rate=lr_schedule),
                   loss="sparse_categorical_crossentropy", **NO_XLA)

@@ -23,6 +23,15 @@ from graphfit import layers
 from graphfit.core.symbolic import SymbolicTensor
 
 
+def _fast(model) -> dict:
+    """compile's execution settings for a comparison: Keras's reference runs eagerly (a few
+    small batches: faster than tracing them; the same numbers), graphfit without XLA (Keras's
+    own default on a CPU; each XLA compile costs about a second). These tests are about the
+    functional API; graphfit's default XLA path has its own tests
+    (tests/framework/training/test_fused_loops.py)."""
+    return {"run_eagerly": True} if isinstance(model, keras.Model) else {"jit_compile": False}
+
+
 def _copy_weights(model, twin) -> None:
     """Gives the Keras twin graphfit's weights, layer by layer (both list inputs first)."""
     assert len(model.layers) == len(twin.layers)
@@ -325,9 +334,9 @@ def test_one_epoch_of_a_two_input_two_output_model_matches_keras():
          "kind": rng.integers(0, 3, size=(16,))}
     losses = {"score": "mse", "kind": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
     model.compile(optimizer=gf.optimizers.SGD(0.1), loss=losses,
-                  loss_weights={"score": 1.0, "kind": 0.5})
+                  loss_weights={"score": 1.0, "kind": 0.5}, **_fast(model))
     twin.compile(optimizer=keras.optimizers.SGD(0.1), loss=losses,
-                 loss_weights={"score": 1.0, "kind": 0.5})
+                 loss_weights={"score": 1.0, "kind": 0.5}, **_fast(twin))
     ours = model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
     theirs = twin.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
     np.testing.assert_allclose(ours.history["loss"], theirs.history["loss"], rtol=1e-5)
@@ -443,14 +452,15 @@ def test_dict_input_to_list_model():
     by_name_y = dict(zip(["priority", "department"], y))
     for ours_lib, m in ((gf, model), (keras, twin)):
         m.compile(optimizer=ours_lib.optimizers.SGD(0.05),
-                  loss=["mean_squared_error", "categorical_crossentropy"])
+                  loss=["mean_squared_error", "categorical_crossentropy"], **_fast(m))
     losses = [m.fit(x, y, epochs=1, batch_size=8, shuffle=False, verbose=0).history["loss"]
               for m in (model, twin)]
     for ours_lib, m in ((gf, model), (keras, twin)):  # dict style
         m.compile(optimizer=ours_lib.optimizers.SGD(0.05),
                   loss={"priority": "mean_squared_error",
                         "department": "categorical_crossentropy"},
-                  metrics={"priority": ["mean_absolute_error"], "department": ["accuracy"]})
+                  metrics={"priority": ["mean_absolute_error"], "department": ["accuracy"]},
+                  **_fast(m))
     histories = [m.fit(by_name_x, by_name_y, epochs=1, batch_size=8, shuffle=False,
                        verbose=0).history for m in (model, twin)]
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
@@ -507,8 +517,8 @@ def test_a_residual_connection_written_with_plus_trains_as_kerass():
     for name in ("hidden", "out"):  # Keras's `+` is no layer: copied by name
         twin.get_layer(name).set_weights(model.get_layer(name).get_weights())
     x, y = _random(16, 3, seed=3), _random(16, 1, seed=4)
-    model.compile(optimizer=gf.optimizers.SGD(0.1), loss="mse")
-    twin.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.compile(optimizer=gf.optimizers.SGD(0.1), loss="mse", **_fast(model))
+    twin.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", **_fast(twin))
     ours = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
     theirs = twin.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
     np.testing.assert_allclose(ours.history["loss"], theirs.history["loss"], rtol=1e-5)

@@ -205,7 +205,7 @@ def test_compiled_without_a_loss_fit_minimises_the_added_losses_as_keras():
     history = model.fit(X, epochs=3, batch_size=8, verbose=0, shuffle=False).history
     twin = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, **dense()),
                              _KerasPenalty()])
-    twin.compile(optimizer=keras.optimizers.SGD(0.1))
+    twin.compile(optimizer=keras.optimizers.SGD(0.1), run_eagerly=True)  # see _pair
     expected = twin.fit(X, epochs=3, batch_size=8, verbose=0, shuffle=False).history["loss"]
     np.testing.assert_allclose(history["loss"], expected, rtol=1e-5)
     np.testing.assert_allclose(model.get_weights()[0], twin.get_weights()[0], rtol=1e-5)
@@ -246,7 +246,9 @@ def test_a_shared_layer_is_penalized_once_and_a_frozen_one_not_at_all():
 
 
 def _pair(regularized: bool = True):
-    """A Keras model and a graphfit twin with Keras's initial weights."""
+    """A Keras model and a graphfit twin with Keras's initial weights. The Keras references
+    in this file run eagerly: a few batches run faster than Keras traces them, with the
+    same numbers."""
     kwargs = dict(kernel_regularizer=keras.regularizers.L2(0.01),
                   bias_regularizer=keras.regularizers.L1(0.02),
                   activity_regularizer=keras.regularizers.L2(0.001)) if regularized else {}
@@ -264,7 +266,7 @@ def _pair(regularized: bool = True):
     lambda lib: lib.Adam(0.01)], ids=["sgd", "adam"])
 def test_regularized_training_follows_keras(make_optimizer):
     reference, ours = _pair()
-    reference.compile(optimizer=make_optimizer(keras.optimizers), loss="mse")
+    reference.compile(optimizer=make_optimizer(keras.optimizers), loss="mse", run_eagerly=True)
     ours.compile(optimizer=make_optimizer(optimizers), loss="mse")
     data = dict(x=X, y=Y, batch_size=8, epochs=3, shuffle=False, verbose=0,
                 validation_data=(X[:8], Y[:8]))
@@ -288,7 +290,7 @@ def test_regularized_training_follows_keras(make_optimizer):
 
 def test_evaluate_counts_the_penalties_as_keras():
     reference, ours = _pair()
-    reference.compile(optimizer="sgd", loss="mse")
+    reference.compile(optimizer="sgd", loss="mse", run_eagerly=True)
     ours.compile(optimizer="sgd", loss="mse")
     expected = reference.evaluate(X, Y, batch_size=8, verbose=0)
     assert ours.evaluate(X, Y, batch_size=8, verbose=0) == pytest.approx(expected, rel=1e-5)
@@ -386,7 +388,7 @@ def test_a_wrapped_keras_layers_constraint_is_applied_as_keras_applies_it():
     model.compile(optimizer=optimizers.SGD(0.05), loss="mse")
     model.fit(X, Y, batch_size=8, epochs=2, verbose=0, shuffle=False)
     twin = keras.Sequential([keras.Input((4,)), dense()])
-    twin.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    twin.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", run_eagerly=True)
     twin.fit(X, Y, batch_size=8, epochs=2, verbose=0, shuffle=False)
     kernel = wrapped.kernel.numpy()
     assert kernel[1, 0] == 0.0  # the unconstrained fit drives it to -2

@@ -45,9 +45,18 @@ def _classifier_twins(inputs=4, classes=3):
     return k, g
 
 
+def _fast(model) -> dict:
+    """compile's execution settings for a comparison: Keras's reference runs eagerly (a few
+    small batches: faster than tracing them; the same numbers), graphfit without XLA (Keras's
+    own default on a CPU; each XLA compile costs about a second). graphfit's default XLA path
+    has its own tests (tests/framework/training/test_fused_loops.py,
+    tests/keras_parity/test_custom_fit_guide.py)."""
+    return {"run_eagerly": True} if isinstance(model, keras.Model) else {"jit_compile": False}
+
+
 def _compile_both(k, g, **kwargs):
-    k.compile(optimizer=keras.optimizers.SGD(0.1), **kwargs)
-    g.compile(optimizer=optimizers.SGD(0.1), **kwargs)
+    k.compile(optimizer=keras.optimizers.SGD(0.1), **_fast(k), **kwargs)
+    g.compile(optimizer=optimizers.SGD(0.1), **_fast(g), **kwargs)
 
 
 def _classes(n=40, inputs=4, classes=3, seed=0):
@@ -89,7 +98,7 @@ def test_on_batch_methods_give_keras_numbers_and_goldens():
     for name, model in (("keras", _keras_ones()), ("graphfit", _gf_ones())):
         sgd = keras.optimizers.SGD() if name == "keras" else optimizers.SGD()
         model.compile(optimizer=sgd, loss=keras.losses.MeanSquaredError(),
-                      metrics=[keras.metrics.MeanSquaredError()])
+                      metrics=[keras.metrics.MeanSquaredError()], **_fast(model))
         first = model.train_on_batch(x, y)
         assert isinstance(first, list) and len(first) == 2
         as_dict = model.train_on_batch(x, y, return_dict=True)
@@ -111,11 +120,11 @@ def test_on_batch_methods_without_training_and_without_metrics():
     # trainer_test.py::test_on_batch_methods_without_training; a loss alone is a float.
     x, y = np.ones((100, 4)), np.zeros((100, 3))
     model = _gf_ones()
-    model.compile(loss="mse", metrics=["mse"])
+    model.compile(loss="mse", metrics=["mse"], **_fast(model))
     np.testing.assert_allclose(model.predict_on_batch(x)[0], [4.0, 4.0, 4.0])
     assert model.test_on_batch(x, y) == pytest.approx([16.0, 16.0])
     assert model.test_on_batch(x, y, return_dict=True)["loss"] == pytest.approx(16.0)
-    model.compile(optimizer="sgd", loss="mse")
+    model.compile(optimizer="sgd", loss="mse", **_fast(model))
     assert isinstance(model.train_on_batch(x, y), float)
     assert not model.history  # no callback, no History: fit's record is left alone
 
@@ -148,7 +157,8 @@ def test_a_scalar_loss_weight_scales_a_single_output_loss_as_keras():
     x, y = np.ones((40, 4)), np.zeros((40, 3))
     histories = []
     for model, sgd in ((_keras_ones(), keras.optimizers.SGD()), (_gf_ones(), optimizers.SGD())):
-        model.compile(optimizer=sgd, loss="mse", metrics=["mse"], loss_weights=0.2)
+        model.compile(optimizer=sgd, loss="mse", metrics=["mse"], loss_weights=0.2,
+                      **_fast(model))
         histories.append(model.fit(x, y, batch_size=20, epochs=3, verbose=0).history["loss"])
     np.testing.assert_allclose(histories[1], histories[0], rtol=1e-5)
     np.testing.assert_allclose(histories[1], [3.182979, 3.115617, 3.049681], atol=1e-3)
@@ -173,7 +183,7 @@ def test_loss_weights_for_several_outputs_match_keras_and_its_goldens(form):
     histories = []
     for model, sgd in ((_keras_two_outputs(), keras.optimizers.SGD()),
                        (_TwoOutputs(), optimizers.SGD())):
-        model.compile(optimizer=sgd, loss=loss, loss_weights=weights)
+        model.compile(optimizer=sgd, loss=loss, loss_weights=weights, **_fast(model))
         histories.append(model.fit(x, y, batch_size=20, epochs=3, verbose=0).history)
     np.testing.assert_allclose(histories[1]["loss"], [4.778718, 4.694403, 4.611693],
                                atol=1e-3)
@@ -192,7 +202,7 @@ def test_evaluate_lists_loss_metrics_then_output_losses_as_keras():
     metrics = {"y_one": ["mae"], "y_two": ["mse", "mae"]}
     results = []
     for model in (_keras_two_outputs(), _TwoOutputs()):
-        model.compile(loss={"y_one": "mse", "y_two": "mae"}, metrics=metrics)
+        model.compile(loss={"y_one": "mse", "y_two": "mae"}, metrics=metrics, **_fast(model))
         results.append(model.evaluate(x, y, verbose=0))
         results.append(model.test_on_batch(x, y))
     assert len(results[2]) == len(results[0]) == 6
@@ -224,15 +234,15 @@ def test_an_output_without_a_loss_needs_no_labels():
 
     x, y = np.ones((32, 2)), np.ones((32, 3))
     partial, full = ThreeOutputs(), ThreeOutputs()
-    partial.compile(loss={"a": "mse", "b": None, "c": None})
-    full.compile(loss={"a": "mse", "b": "mse", "c": "mse"})
+    partial.compile(loss={"a": "mse", "b": None, "c": None}, **_fast(partial))
+    full.compile(loss={"a": "mse", "b": "mse", "c": "mse"}, **_fast(full))
     partial_loss = partial.evaluate(x, {"a": y}, verbose=0, return_dict=True)["loss"]
     full_loss = full.evaluate(x, {"a": y, "b": y, "c": y}, verbose=0, return_dict=True)["loss"]
     assert partial_loss * 3 == pytest.approx(full_loss)
     inputs = keras.Input((2,))
     out = keras.layers.Dense(3, kernel_initializer="ones")(inputs)
     twin = keras.Model(inputs, [out, out, out])
-    twin.compile(loss=["mse", None, None])
+    twin.compile(loss=["mse", None, None], **_fast(twin))
     assert partial_loss == pytest.approx(twin.evaluate(x, y, verbose=0, return_dict=True)["loss"])
     with pytest.raises(ValueError, match="no output a loss"):
         partial.compile(loss={"a": None, "b": None, "c": None})
@@ -261,9 +271,9 @@ def test_class_weight_on_a_dataset_and_in_weighted_metrics_as_keras():
     k, g = _classifier_twins()
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     k.compile(optimizer=keras.optimizers.SGD(0.1), loss=loss,
-              weighted_metrics=["sparse_categorical_accuracy"])
+              weighted_metrics=["sparse_categorical_accuracy"], **_fast(k))
     g.compile(optimizer=optimizers.SGD(0.1), loss=loss,
-              weighted_metrics=["sparse_categorical_accuracy"])
+              weighted_metrics=["sparse_categorical_accuracy"], **_fast(g))
     data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
     runs = [m.fit(data, epochs=2, class_weight=class_weight, shuffle=False, verbose=0).history
             for m in (k, g)]
@@ -390,7 +400,7 @@ def test_steps_per_epoch_on_arrays_counts_batches_as_keras(steps_per_epoch, coun
     seen = {}
     for name, model, counter in (("keras", _keras_ones(1), _KerasCountBatches()),
                                  ("graphfit", _gf_ones(1), _CountBatches())):
-        model.compile(optimizer="sgd", loss="mse", steps_per_execution=1)
+        model.compile(optimizer="sgd", loss="mse", steps_per_execution=1, **_fast(model))
         with pytest.warns(UserWarning) if 10 % steps_per_epoch else _no_warning():
             model.fit(x, y, batch_size=8, epochs=4, steps_per_epoch=steps_per_epoch,
                       callbacks=[counter], verbose=0)
@@ -410,7 +420,7 @@ def test_steps_per_epoch_on_a_finite_dataset_as_keras():
     counts = {}
     for name, model, counter in (("keras", _keras_ones(1), _KerasCountBatches()),
                                  ("graphfit", _gf_ones(1), _CountBatches())):
-        model.compile(optimizer="sgd", loss="mse", steps_per_execution=1)
+        model.compile(optimizer="sgd", loss="mse", steps_per_execution=1, **_fast(model))
         with pytest.warns(UserWarning, match="ran out of data"):
             model.fit(dataset, epochs=4, steps_per_epoch=2, callbacks=[counter], shuffle=False,
                       verbose=0)
@@ -503,7 +513,7 @@ def test_initial_epoch_at_or_past_epochs_trains_nothing_as_keras():
     ours.set_weights(theirs.get_weights())
     before = ours.get_weights()
     for model in (theirs, ours):
-        model.compile(optimizer="sgd", loss="mse")
+        model.compile(optimizer="sgd", loss="mse", **_fast(model))
     expected = theirs.fit(x, y, epochs=2, initial_epoch=2, verbose=0).history
     history = ours.fit(x, y, epochs=2, initial_epoch=3, verbose=0, test_data=(x, y)).history
     assert expected == {} and history == {}

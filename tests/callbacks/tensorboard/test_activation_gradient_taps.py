@@ -249,7 +249,7 @@ def test_from_a_recipe_callbacks_entry(tmp_path):
         "loss: {type: BinaryCrossentropy, from_logits: true}\n"
         "callbacks:\n  - {type: TensorBoard, log_dir: logs, activation_gradient_taps: [hidden],"
         " activation_gradient_tap_freq: 2}\n"
-        "training: {epochs: 1, batch_size: 16}\n")
+        "training: {epochs: 1, batch_size: 16, jit_compile: false}\n")
     assert cli.main(["validate", str(recipe)]) == 0
     run = tmp_path / "run"
     assert cli.main(["train", str(recipe), "--run-dir", str(run), "--verbose", "0"]) == 0

@@ -259,7 +259,7 @@ def _tap_recipe(tmp_path, training: str, tensorboard: str):
 
 
 def test_from_a_recipe_callbacks_entry(tmp_path):
-    recipe = _tap_recipe(tmp_path, "training: {epochs: 1, batch_size: 16}\n",
+    recipe = _tap_recipe(tmp_path, "training: {epochs: 1, batch_size: 16, jit_compile: false}\n",
                          "log_dir: logs, gradient_taps: [hidden, loss], gradient_tap_freq: 2")
     assert cli.main(["validate", str(recipe)]) == 0
     run = tmp_path / "run"

@@ -332,10 +332,14 @@ def _stamped_variables(model):
 
 
 def save_forever(directory):
-    """The subprocess of the SIGKILL test: stamp every variable with the step, save, repeat."""
+    """The subprocess of the SIGKILL test: stamp every variable with the step, save, repeat;
+    from the parent's "go" on (the workers start up together, then save one at a time, so
+    that none spends the CPU the others' saves and the parent need)."""
     model = _big_model()
     checkpointer = checkpoints.Checkpointer(directory, model, max_to_keep=2)
     variables = _stamped_variables(model)
+    print("ready", flush=True)
+    sys.stdin.readline()
     for step in range(1, 1_000_000):
         for variable in variables:
             variable.assign(tf.fill(variable.shape, tf.cast(step, variable.dtype)))
@@ -353,6 +357,10 @@ def test_a_save_killed_at_a_random_moment_leaves_the_latest_checkpoint_whole(tmp
     stamped = _stamped_variables(model)
     rng = random.Random(0)
     for folder, worker in zip(folders, workers):
+        ready = worker.stdout.readline()
+        assert ready.strip() == "ready", ready + worker.stderr.read()
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
         lines = []
         while not lines or lines[-1] != "end 1":  # at least one complete checkpoint
             line = worker.stdout.readline()

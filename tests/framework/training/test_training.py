@@ -21,10 +21,13 @@ def _mlp(dtype=None):
     return gf.Sequential([layers.Dense(32, activation="relu"), layers.Dense(10)], dtype=dtype)
 
 
-def _compile(model, **kwargs):
+def _compile(model, jit_compile=False, **kwargs):
+    """Without XLA unless asked: these tests are about the data and the loops' bookkeeping, and
+    each XLA compile costs about a second (the fused XLA loops have tests/framework/training/
+    test_fused_loops.py; the issue's example and the tracing counts below run the default)."""
     model.compile(optimizer=optimizers.SGD(0.05, momentum=0.9),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], **kwargs)
+                  metrics=["accuracy"], jit_compile=jit_compile, **kwargs)
     return model
 
 
@@ -52,7 +55,7 @@ def test_the_issue_example_trains_and_reports_every_stage(digits):
 
 def test_steps_are_traced_once_across_epochs_fits_and_partial_batches(digits):
     x, y = digits
-    model = _compile(_mlp())
+    model = _compile(_mlp(), jit_compile="auto")  # the default: XLA on a CPU too
     model.fit(x[:500], y[:500], batch_size=64, epochs=3, verbose=0,
               validation_data=(x[500:600], y[500:600]))
     model.fit(x[:300], y[:300], batch_size=50, epochs=2, verbose=0)
