@@ -27,8 +27,11 @@ def _table(path, header, rows):
         writer.writerows(rows)
 
 
-@pytest.fixture
-def csv_run(tmp_path):
+@pytest.fixture(scope="module")
+def csv_run(tmp_path_factory):
+    """One run of a CSV recipe for the module's tests (they only read it): (recipe, result,
+    features, the folder of the recipe, its table and its run)."""
+    tmp_path = tmp_path_factory.mktemp("csv")
     rng = np.random.default_rng(0)
     features = rng.normal(size=(120, 3)) * [1.0, 10.0, 100.0] + [0.0, 5.0, -50.0]
     labels = (features[:, 0] + features[:, 1] / 10 > 0.5).astype(int)
@@ -40,17 +43,18 @@ def csv_run(tmp_path):
         model: [{type: Dense, units: 4, activation: relu}, {type: Dense, units: 1}]
     """) + BINARY)
     recipe = load_recipe(str(tmp_path / "csv.yaml"))
-    return recipe, training_run.train(recipe, run_dir=str(tmp_path / "run"), verbose=0), features
+    return (recipe, training_run.train(recipe, run_dir=str(tmp_path / "run"), verbose=0),
+            features, tmp_path)
 
 
-def test_csv_paths_are_read_from_the_recipe_folder_and_stored_absolute(csv_run, tmp_path):
-    recipe, _, _ = csv_run
-    assert recipe.data["path"] == str(tmp_path / "table.csv")
+def test_csv_paths_are_read_from_the_recipe_folder_and_stored_absolute(csv_run):
+    recipe, _, _, folder = csv_run
+    assert recipe.data["path"] == str(folder / "table.csv")
 
 
-def test_standardization_uses_the_training_split_only(csv_run, tmp_path):
-    recipe, result, features = csv_run
-    record = json.loads((tmp_path / "run" / "preprocessing.json").read_text())
+def test_standardization_uses_the_training_split_only(csv_run):
+    recipe, result, features, folder = csv_run
+    record = json.loads((folder / "run" / "preprocessing.json").read_text())
     assert record["feature_names"] == ["a", "b", "c"]
     order = np.random.default_rng(recipe.seed).permutation(120)
     n_test, n_val = round(120 * 0.15), round(120 * 0.15)
@@ -64,7 +68,7 @@ def test_standardization_uses_the_training_split_only(csv_run, tmp_path):
 
 
 def test_predict_takes_columns_by_name_in_any_order(csv_run, tmp_path):
-    _, result, features = csv_run
+    _, result, features, folder = csv_run
     rows = features[:7]
     _table(tmp_path / "new.csv", ["c", "note", "a", "b"],
            [[r[2], "x", r[0], r[1]] for r in rows])
@@ -73,7 +77,7 @@ def test_predict_takes_columns_by_name_in_any_order(csv_run, tmp_path):
     with open(tmp_path / "p.csv") as handle:
         table = list(csv.reader(handle))
     assert table[0] == ["class", "probability"]
-    record = json.loads((tmp_path / "run" / "preprocessing.json").read_text())
+    record = json.loads((folder / "run" / "preprocessing.json").read_text())
     scaled = (rows - record["standardize"]["mean"]) / record["standardize"]["std"]
     logits = result.model.predict(scaled.astype(np.float32), verbose=0)[:, 0]
     np.testing.assert_allclose([float(r[1]) for r in table[1:]], 1 / (1 + np.exp(-logits)),

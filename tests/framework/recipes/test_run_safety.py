@@ -248,7 +248,8 @@ def _user_module_recipe(tmp_path, module):
                          f"imports: [{module}]\n"
                          f"data: {{source: function, function: '{module}:make',\n"
                          f"       arguments: {{n: 160}}}}")
-    return code, _recipe(code, text)
+    # Without XLA: what is checked is where the run finds its module again.
+    return code, _recipe(code, text, overrides=["training.jit_compile=false"])
 
 
 def _forget(module, folder):
@@ -281,7 +282,8 @@ def test_a_run_with_user_modules_is_reused_from_its_directory_alone(tmp_path, mo
 
 def test_finetuning_must_reuse_the_base_runs_split(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    base = training_run.train(_recipe(tmp_path), verbose=0, runs_root="runs")
+    base = training_run.train(_recipe(tmp_path, overrides=["training.jit_compile=false"]),
+                              verbose=0, runs_root="runs")  # a base run: XLA is beside it
     tune = ("seed: 1\n" + MOONS.replace(
         "model: [", "model:\n  base: {run: runs/moons/latest, drop: 1}\n  layers: [")
         .replace("units: 8, activation: relu}, {type: Dense, units: 1}]",
@@ -312,7 +314,8 @@ def test_latest_is_a_symlink_and_hparams_sessions_are_named_after_runs(tmp_path,
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     monkeypatch.chdir(tmp_path)
-    result = training_run.train(_recipe(tmp_path), verbose=0)
+    result = training_run.train(_recipe(tmp_path, overrides=["training.jit_compile=false"]),
+                                verbose=0)
     latest = tmp_path / "runs" / "moons" / "latest"
     assert latest.is_symlink() and os.path.realpath(latest) == result.run_dir
     assert run_directory.find_run(str(latest)) == result.run_dir
@@ -326,7 +329,8 @@ def test_latest_is_a_symlink_and_hparams_sessions_are_named_after_runs(tmp_path,
 
 def test_recipes_can_set_test_freq(tmp_path):
     try:
-        recipe = _recipe(tmp_path, overrides=["training.test_freq=1"])
+        recipe = _recipe(tmp_path, overrides=["training.test_freq=1",
+                                              "training.jit_compile=false"])
     except RecipeError as error:
         pytest.skip(f"the schema has no training.test_freq yet: {error}")
     result = training_run.train(recipe, run_dir=str(tmp_path / "run"), verbose=0)
@@ -334,7 +338,8 @@ def test_recipes_can_set_test_freq(tmp_path):
 
 
 def test_recipes_can_set_steps_per_epoch(tmp_path):
-    result = _train(tmp_path, overrides=["training.steps_per_epoch=2"])
+    result = _train(tmp_path, overrides=["training.steps_per_epoch=2",
+                                         "training.jit_compile=false"])
     assert int(result.model.optimizer.iterations) == 6  # 3 epochs of 2 batches, not of 7
     with pytest.raises(RecipeError, match="steps_per_epoch"):
         _recipe(tmp_path, overrides=["training.steps_per_epoch=0"])

@@ -35,7 +35,9 @@ def _wait_for(condition, seconds=240):
         time.sleep(0.2)
 
 
-def test_a_study_resumes_after_its_process_is_killed_mid_trial(tmp_path):
+def test_a_study_resumes_after_its_process_is_killed_mid_trial(tmp_path, capsys):
+    from graphfit import cli
+
     study = tmp_path / "study"
     command = _tune(study, "--set", "tune.heartbeat_interval=1", "--set",
                     "tune.grace_period=2")
@@ -45,9 +47,12 @@ def test_a_study_resumes_after_its_process_is_killed_mid_trial(tmp_path):
         first.send_signal(signal.SIGKILL)  # mid-trial 1: no chance to record anything
         first.wait()
     assert not (study / "trials.csv").exists()
-    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert second.returncode == 0, second.stdout + second.stderr
-    assert "1 of 3 trials to run (2 before)" in second.stdout
+    # The same command again, in this process: what resumes is read from the study's files
+    # (the killed process is the one that had to be a process of its own).
+    code = cli.main(command[1:])
+    second = capsys.readouterr()
+    assert code == 0, second.out + second.err
+    assert "1 of 3 trials to run (2 before)" in second.out
     rows = _rows(study)
     assert [(row["trial"], row["state"]) for row in rows] == [
         ("0", "complete"), ("1", "fail"), ("2", "complete")]
@@ -56,11 +61,15 @@ def test_a_study_resumes_after_its_process_is_killed_mid_trial(tmp_path):
     assert os.path.isfile(os.path.join(rows[1]["run_dir"], "recipe.yaml"))
 
 
-def test_jobs_2_on_sqlite_runs_each_trial_once(tmp_path):
+def test_jobs_2_on_sqlite_runs_each_trial_once(tmp_path, capfd):
+    from graphfit import cli
+
+    # The command in this process; the two trial processes it spawns are the point (their
+    # printed lines reach this process's stdout, hence capfd).
     study = tmp_path / "study"
-    done = subprocess.run(_tune(study, "--jobs", "2", trials=4), capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    code = cli.main(_tune(study, "--jobs", "2", trials=4)[1:])
+    done = capfd.readouterr()
+    assert code == 0, done.out + done.err
     rows = _rows(study)
     assert [row["trial"] for row in rows] == ["0", "1", "2", "3"]
     assert {row["state"] for row in rows} == {"complete"}
@@ -68,7 +77,7 @@ def test_jobs_2_on_sqlite_runs_each_trial_once(tmp_path):
     points = {(row["optimizer.learning_rate"], row["model.layers.0.units"]) for row in rows}
     assert len(points) == 4  # the processes' samplers are seeded apart
     for row in rows:  # each trial's line printed once, by the process that ran it
-        assert done.stdout.count(f"trial {row['trial']}: val_accuracy=") == 1
+        assert done.out.count(f"trial {row['trial']}: val_accuracy=") == 1
 
 
 def _free_port() -> int:
@@ -98,19 +107,30 @@ def postgres_server(folder):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # pgserver: no XDG_RUNTIME_DIR here
-def test_two_tune_processes_share_one_postgresql_study(tmp_path):
+def test_two_tune_processes_share_one_postgresql_study(tmp_path, capsys):
     import optuna
+
+    from graphfit import cli
 
     with postgres_server(str(tmp_path / "pg")) as url:
         studies = [tmp_path / "machine_a", tmp_path / "machine_b"]
-        logs = [open(tmp_path / f"{study.name}.log", "w") for study in studies]
-        first, second = [subprocess.Popen(_tune(study, "--storage", url, trials=6),
-                                          stdout=log, stderr=subprocess.STDOUT)
-                         for study, log in zip(studies, logs)]
-        codes = [first.wait(timeout=600), second.wait(timeout=600)]
-        for log in logs:
-            log.close()
-        output = "".join((tmp_path / f"{s.name}.log").read_text() for s in studies)
+        trials_a = studies[0] / "trials"
+        with open(tmp_path / "machine_a.log", "w") as log:
+            first = subprocess.Popen(_tune(studies[0], "--storage", url, trials=6),
+                                     stdout=log, stderr=subprocess.STDOUT)
+            try:
+                # This process is the second machine: it joins once the first one is inside
+                # a trial, so both run trials side by side (it starts without an import).
+                _wait_for(lambda: (trials_a.is_dir() and any(trials_a.iterdir()))
+                          or first.poll() is not None)
+                second = cli.main(_tune(studies[1], "--storage", url, trials=6)[1:])
+                codes = [first.wait(timeout=600), second]
+            finally:
+                if first.poll() is None:
+                    first.kill()
+                    first.wait()
+        printed = capsys.readouterr()
+        output = (tmp_path / "machine_a.log").read_text() + printed.out + printed.err
         assert codes == [0, 0], output
         trials = optuna.load_study(study_name="digits_tune", storage=url).trials
     numbers = [trial.number for trial in trials]
