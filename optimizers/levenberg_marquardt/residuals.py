@@ -22,7 +22,9 @@ that `fit` reports:
 The per-element weights `w` come from Keras itself: a probe loss with the same reduction is
 differentiated with respect to its per-example values, which gives each value's weight in the
 reduced loss (sample weights, normalizer, `mean_with_sample_weight`) without re-implementing
-Keras's reduction rules.
+Keras's reduction rules. Without sample weights (on one replica) the weights are that gradient
+written out, `divide_no_nan(1, N)` or 1, equal bit for bit and without the probe's ops in the
+traced step (`_unweighted_reduction`).
 """
 
 from __future__ import annotations
