@@ -66,7 +66,8 @@ def convergence_tests(diag: tf.Tensor, x0: tf.Tensor, ftol: float, xtol: float,
 
 def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,
                      predicted: tf.Tensor, gain: tf.Tensor, delta: tf.Tensor,
-                     finite: tf.Tensor, stalled: tf.Tensor) -> tf.Tensor:
+                     finite: tf.Tensor, stalled: tf.Tensor,
+                     step_norm: tf.Tensor | None = None) -> tf.Tensor:
     """The convergence code (int32 scalar) of one trial.
 
     Args:
@@ -81,6 +82,8 @@ def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,
             measured no reduction, which must not read as a converged one).
         stalled: whether the trial was rejected with the damping at its maximum, or from a
             NaN or inf `f0` (no larger damping would help: `trial.attempt`).
+        step_norm: `‖S δ‖`, when the caller has it already (the trial's step bound reads
+            it); None: computed here.
 
     Returns:
         FTOL when `|f0 − f_new| ≤ ftol·f0`, `0 ≤ predicted ≤ ftol·f0` and `gain ≤ 2`; XTOL
@@ -93,7 +96,9 @@ def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,
     actual = f0 - f_new
     f_ok = finite & tf.math.is_finite(f_new) & (tf.abs(actual) <= tests.ftol * f0) & (
         predicted >= 0.0) & (predicted <= tests.ftol * f0) & (gain <= 2.0)
-    x_ok = finite & (tf.norm(tests.column_norms * delta) <= tests.xtol * tests.x_norm)
+    if step_norm is None:
+        step_norm = tf.norm(tests.column_norms * delta)
+    x_ok = finite & (step_norm <= tests.xtol * tests.x_norm)
     code = tf.where(f_ok & x_ok, FTOL_AND_XTOL,
                     tf.where(f_ok, FTOL, tf.where(x_ok, XTOL, NOT_CONVERGED)))
     code = tf.where((code == NOT_CONVERGED) & stalled, STALLED, code)

@@ -156,18 +156,19 @@ class ScaledSystem:
         self.inv_sqrt_d = inv_sqrt
 
         def over():
-            scaled = matrix * inv_sqrt[:, None] * inv_sqrt[None, :]
+            scaled = matrix * tf.reshape(inv_sqrt, [-1, 1]) * tf.reshape(inv_sqrt, [1, -1])
             return scaled, -inv_sqrt * b
 
         def wide():
-            scaled_c = matrix * inv_sqrt[None, :]
+            scaled_c = matrix * tf.reshape(inv_sqrt, [1, -1])
             return tf.matmul(scaled_c, scaled_c, transpose_b=True), -rho
 
         # P is Ã (over) or C D⁻¹ Cᵀ (under, zero-padded); rhs its right-hand side. Cholesky
         # and eigh read only its lower triangle, so rounding asymmetry does not matter.
         self.p, self.rhs = tf.cond(under, wide, over)
         # Built once, here: inside the trial loop tf.eye is five ops per trial.
-        self._eye = tf.eye(tf.shape(self.p)[0], dtype=self.p.dtype)
+        # (n static, as a Python int: no shape ops.)
+        self._eye = tf.eye(self.p.shape[0] or tf.shape(self.p)[0], dtype=self.p.dtype)
         self._eigen = None
         if first_damping is not None:
             # Decomposed also a little above the resolution, where Cholesky can still fail
@@ -175,7 +176,7 @@ class ScaledSystem:
             # rows fail at up to three times it). Far above it, a Cholesky that fails (an
             # overflowed JᵀJ) solves to NaN: the trial is rejected and λ grows. A second eigh
             # inside the trial loop, for that rare case, would enlarge every traced step.
-            n = tf.shape(self.p)[0]
+            n = self.p.shape[0] or tf.shape(self.p)[0]
             near = first_damping < EIGEN_MARGIN * self.resolution
             self._eigen = tf.cond(near, self._decompose, lambda: (
                 tf.fill([n], tf.constant(float("nan"), self.p.dtype)),
@@ -204,7 +205,8 @@ class ScaledSystem:
             damping >= self.resolution)
 
         def cholesky():
-            return tf.linalg.cholesky_solve(factor, rhs[:, None])[:, 0]
+            # Reshapes, not new axes and slices: two ops each instead of four, per trial.
+            return tf.reshape(tf.linalg.cholesky_solve(factor, tf.reshape(rhs, [-1, 1])), [-1])
 
         def eigen(values, vectors):
             # A non-finite P gives NaN, which the trial rejects.

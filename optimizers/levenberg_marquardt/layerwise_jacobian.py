@@ -204,7 +204,11 @@ def _outer(x: tf.Tensor, dz: tf.Tensor, k: int, size: int) -> tf.Tensor:
     """The kernel's Jacobian (examples, k, features · units): `x ⊗ dz` per example and row,
     summed over the positions of a rank > 2 input."""
     if x.shape.rank == 2:  # x (b, f), dz (b, k, u): a broadcast product traces and runs cheapest
-        product = x[:, None, :, None] * dz[:, :, None, :]
+        features, units = x.shape[-1], dz.shape[-1]
+        if features and units:  # static: reshapes trace fewer ops than new axes
+            product = tf.reshape(x, [-1, 1, features, 1]) * tf.reshape(dz, [-1, k, 1, units])
+        else:
+            product = x[:, None, :, None] * dz[:, :, None, :]
     else:  # x (b, p, f), dz (b, k, p, u)
         product = tf.einsum("bpf,bkpu->bkfu", x, dz)
     return tf.reshape(product, [-1, k, size])

@@ -459,11 +459,11 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         # m < n form, where the steps stay plain.
         memory = 1.0 if rows_of is None else tf.where(
             linear.under, tf.constant(1.0, tf.float64), lm_damping.scale_memory(steps_per_pass))
-        scale = lm_damping.running_scale(self._scale.read_value(), linear.diag, memory)
+        scale = lm_damping.running_scale(self._scale.value(), linear.diag, memory)
         self._scale.assign(scale)
         d = lm_damping.scaling(scale, self.damping, eps)
         limits = lm_update.damping_range(linear.diag, d, n)
-        lam = lm_update.starting_damping(self._damping.read_value(), self.initial_damping, limits)
+        lam = lm_update.starting_damping(self._damping.value(), self.initial_damping, limits)
         if isinstance(linear, lm_matrix_free.MatrixFreeLinearization):
             system = lm_cg.MatrixFreeSystem(linear, d, self.cg_iterations, self.cg_tolerance,
                                             self._cg_start)
@@ -486,7 +486,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         problem = lm_trial.TrialProblem(system, steps.assign, evaluate, steps.restore, f0,
                                         limits, tests, accelerate)
 
-        result = lm_trial.trial_loop(problem, lam, self._growth.read_value(),
+        result = lm_trial.trial_loop(problem, lam, self._growth.value(),
                                      [loss0, *flat0], self.attempts_per_step,
                                      converged_before=gradient_met)
         self._damping.assign(result.damping)

@@ -22,7 +22,9 @@ that `fit` reports:
 The per-element weights `w` come from Keras itself: a probe loss with the same reduction is
 differentiated with respect to its per-example values, which gives each value's weight in the
 reduced loss (sample weights, normalizer, `mean_with_sample_weight`) without re-implementing
-Keras's reduction rules.
+Keras's reduction rules. Without sample weights (on one replica) the weights are that gradient
+written out, `divide_no_nan(1, N)` or 1, equal bit for bit and without the probe's ops in the
+traced step (`_unweighted_reduction`).
 """
 
 from __future__ import annotations
@@ -204,19 +206,44 @@ def element_weights(loss, y_true, y_pred, sample_weight) -> tf.Tensor:
         y_true, y_pred = _match_ranks(y_true, y_pred)
         shape = tf.broadcast_dynamic_shape(tf.shape(y_true), tf.shape(y_pred))
     value_shape = shape[:1] if kind == "residuals" else shape[:-1]
-    values = tf.zeros(value_shape, y_pred.dtype)
-    probe = _ReductionProbe(reduction=reduction, dtype=y_pred.dtype.name)
-    with tf.GradientTape() as tape:
-        tape.watch(values)
-        reduced = probe(values, values, sample_weight=sample_weight)
-        # Keras divides a mean by the replicas; the replica's own mean is wanted (see there).
-        reduced, _ = distribution.undo_keras_scaling(reduced, {})
-    # The reduction is linear in the values, so this gradient is the exact weight.
-    weights = tape.gradient(reduced, values)
+    weights = _unweighted_reduction(reduction, sample_weight, value_shape, y_pred.dtype)
+    if weights is None:
+        values = tf.zeros(value_shape, y_pred.dtype)
+        probe = _ReductionProbe(reduction=reduction, dtype=y_pred.dtype.name)
+        with tf.GradientTape() as tape:
+            tape.watch(values)
+            reduced = probe(values, values, sample_weight=sample_weight)
+            # Keras divides a mean by the replicas; the replica's own mean is wanted (see
+            # there).
+            reduced, _ = distribution.undo_keras_scaling(reduced, {})
+        # The reduction is linear in the values, so this gradient is the exact weight.
+        weights = tape.gradient(reduced, values)
     if averaged:
         size = tf.cast(shape[-1], y_pred.dtype)
-        return tf.stop_gradient(tf.broadcast_to(weights[..., None] / size, shape))
+        weights = tf.broadcast_to(weights[..., None] / size, shape)
+        # The static shape the dynamic one has (the rows then reshape without shape ops).
+        weights.set_shape(tf.broadcast_static_shape(y_true.shape, y_pred.shape))
+        return tf.stop_gradient(weights)
     return tf.stop_gradient(tf.broadcast_to(weights, value_shape))
+
+
+def _unweighted_reduction(reduction, sample_weight, value_shape, dtype):
+    """The probe's gradient in closed form where Keras's rule is plain (no sample weights,
+    one replica): `divide_no_nan(1, N)` for each of the N values of a mean, 1 for a sum;
+    TensorFlow's gradient of `divide_no_nan(sum(v), N)` is that same quotient, so the
+    weights are equal bit for bit, without the probe's tape and its backward ops (about 30
+    of the Levenberg–Marquardt step's). None: the probe decides."""
+    if (sample_weight is not None or tf.distribute.get_strategy().num_replicas_in_sync != 1
+            or reduction not in ("sum", "sum_over_batch_size", "mean",
+                                 "mean_with_sample_weight")):
+        return None
+    static = tf.get_static_value(value_shape)
+    if static is not None and tuple(static) in ((), (0,)):  # Keras returns these unreduced
+        return None
+    if reduction == "sum":
+        return tf.ones(value_shape, dtype)
+    count = tf.cast(tf.reduce_prod(value_shape), dtype)
+    return tf.fill(value_shape, tf.math.divide_no_nan(tf.constant(1, dtype), count))
 
 
 def _expand_to(weights, tensor):
@@ -350,6 +377,11 @@ def _refuse_added_losses(context) -> None:
 
 
 def _flat(rows):
+    """`rows` as (examples, rows per example); a static row count reshapes without the
+    shape ops a dynamic one traces."""
+    per_example = rows.shape[1:].num_elements()
+    if per_example:  # known and nonzero: the batch axis is then -1
+        return tf.reshape(rows, [-1, per_example])
     return tf.reshape(rows, [tf.shape(rows)[0], -1])
 
 

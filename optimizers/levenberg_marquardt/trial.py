@@ -53,7 +53,9 @@ class VariableSteps(NamedTuple):
 
 def variable_steps(variables: Sequence[tf.Variable]) -> VariableSteps:
     """Saves the variables' current values and returns their `VariableSteps`."""
-    saved = [tf.identity(v) for v in variables]  # the last accepted point, bit for bit
+    # The last accepted point, bit for bit: a read is a snapshot (a later assignment copies
+    # the buffer it shares), so no tf.identity (an op per variable) is needed.
+    saved = [tf.convert_to_tensor(v) for v in variables]
     x0 = tf.concat([tf.reshape(tf.cast(s, tf.float64), [-1]) for s in saved], 0)
     sizes = [int(np.prod(v.shape.as_list())) for v in variables]
 
@@ -65,7 +67,7 @@ def variable_steps(variables: Sequence[tf.Variable]) -> VariableSteps:
     def restore(keep):
         # A select, not a tf.cond: it runs once per trial and costs O(n).
         for var, base in zip(variables, saved):
-            var.assign(tf.where(keep, var.read_value(), base))
+            var.assign(tf.where(keep, tf.convert_to_tensor(var), base))
 
     return VariableSteps(x0, assign, restore)
 
@@ -126,8 +128,8 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
     delta, _ = problem.system.solve(damping)
     finite = tf.reduce_all(tf.math.is_finite(delta))
     delta = tf.where(finite, delta, tf.zeros_like(delta))
-    within = lm_update.step_within_bound(
-        tf.norm(problem.tests.column_norms * delta), problem.tests.x_norm)
+    step_norm = tf.norm(problem.tests.column_norms * delta)  # ‖S δ‖: the bound, the xtol test
+    within = lm_update.step_within_bound(step_norm, problem.tests.x_norm)
     loss = values[0]
     # Predicted at the start, before the variables move (a matrix-free system linearizes
     # there). With geodesic acceleration the prediction stays that of δ (Transtrum's).
@@ -165,7 +167,7 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
     stalled = tf.logical_not(accepted) & ((damping >= problem.limits.top)
                                           | tf.logical_not(tf.math.is_finite(problem.f0)))
     code = lm_convergence.convergence_code(problem.tests, problem.f0, f_new, predicted, gain,
-                                           delta, finite & within, stalled)
+                                           delta, finite & within, stalled, step_norm)
     kept = [tf.where(accepted, new, old) for new, old in zip(out, values)]
     return Attempt(accepted, new_damping, new_growth, code, kept, evaluations)
 

@@ -135,7 +135,9 @@ def test_a_formula_fit_takes_the_same_steps_with_the_hook_as_with_pfor(monkeypat
     np.testing.assert_allclose(hook_loss, pfor_loss, rtol=1e-9)
     for name in hook_values:
         np.testing.assert_allclose(hook_values[name], pfor_values[name], rtol=1e-9)
-    assert hook_nodes < pfor_nodes - 300, (hook_nodes, pfor_nodes)
+    # 1048 against 1173 nodes (1181 against 1585 before the residual rows were reshaped with
+    # their static size: pfor vectorized the dynamic shape ops too).
+    assert hook_nodes < pfor_nodes - 100, (hook_nodes, pfor_nodes)
 
 
 class _Decay(gf.Layer):

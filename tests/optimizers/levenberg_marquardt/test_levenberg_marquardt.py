@@ -92,6 +92,30 @@ def test_squared_residuals_are_exactly_the_mean_squared_error(reduction, weighte
     np.testing.assert_array_equal(rows.numpy(), rho.numpy())
 
 
+@pytest.mark.parametrize("reduction", ["sum_over_batch_size", "sum", "mean_with_sample_weight"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_unweighted_element_weights_equal_the_probes_bit_for_bit(monkeypatch, reduction, dtype):
+    """Without sample weights the weights are written in closed form (no probe and tape in
+    the step); they must be the probe's gradient exactly, on a batch of unknown size."""
+    losses = [keras.losses.MeanSquaredError(reduction=reduction, dtype=dtype),
+              optimizers.ResidualLoss(lambda y, p: p - y, reduction=reduction, dtype=dtype)]
+    spec = tf.TensorSpec([None, 3], dtype)
+
+    @tf.function(input_signature=[spec, spec])
+    def weights(y_true, y_pred):
+        with tf.name_scope("step"):  # the probe's scope ("__reduction_probe") is no root one
+            return [lm_residuals.element_weights(loss, y_true, y_pred, None) for loss in losses]
+
+    y_true, y_pred = (tf.constant(RNG.normal(size=(7, 3)), dtype) for _ in range(2))
+    closed = [w.numpy() for w in weights(y_true, y_pred)]
+    monkeypatch.setattr(lm_residuals, "_unweighted_reduction", lambda *args: None)
+    weights = tf.function(weights.python_function, input_signature=[spec, spec])
+    probed = [w.numpy() for w in weights(y_true, y_pred)]
+    for got, want in zip(closed, probed):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
 def test_rank_one_labels_against_column_predictions_match_keras():
     y_true = tf.constant(RNG.normal(size=(5,)))
     y_pred = tf.constant(RNG.normal(size=(5, 1)))
