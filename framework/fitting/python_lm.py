@@ -13,8 +13,8 @@ Jacobian and normal equations), so no TensorFlow call per trial.
 
 The fallback is TensorFlow's small traced function per formula
 (`batched_lm.trial_function`, the traced loop's own code): `_Curve.evaluate` calls it for a
-trial whose NumPy evaluations hold NaN or inf (an overflowing model, `sqrt` at 0: a backward
-pass and forward mode meet 0·inf in different places, and TensorFlow's is the reference),
+trial whose NumPy evaluations hold NaN or inf (an overflowing model: TensorFlow's is the
+reference),
 tracing it on first need; `EVALUATION = "tensorflow"` (or `fit_curves(...,
 evaluation="tensorflow")`) evaluates every trial so, as before NumPy's evaluation.
 
