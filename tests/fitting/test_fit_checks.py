@@ -149,3 +149,19 @@ def test_a_recipe_with_nan_rows_is_told_what_a_recipe_can_do(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "NaN or inf in the points of data set(s) 0 (y)" in err
     assert "Delete those rows from the data file" in err and "mask=" not in err
+
+
+def test_a_formula_model_fitted_by_levenberg_marquardt_agrees_through_x_0():
+    import graphfit as gf
+    from graphfit import optimizers
+
+    model = gf.Sequential([layers.Formula("sqrt(4*D*x) + c", params={"D": 1.0, "c": 0.0},
+                                          dtype="float64")], input_shape=(1,))
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    model.fit(T[:, None], Y[:, None], batch_size=11, epochs=10, verbose=0, shuffle=False)
+    fit = fitting.fit_curve("sqrt(4*D*x) + c", T, Y, p0={"D": 1.0, "c": 0.0})
+    values = model.layers[0].values()
+    # model.fit's LevenbergMarquardt stops on its own tests (here after 3 epochs, 0.003
+    # standard errors from curve_fit's optimum, which fit_curve meets to 1e-7).
+    np.testing.assert_allclose([values["D"], values["c"]], [fit.values["D"], fit.values["c"]],
+                               rtol=2e-4)
