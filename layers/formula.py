@@ -50,6 +50,11 @@ class Formula(Layer):
     being the columns before it; parameters given as numbers are shared by all data sets.
     `values()` gives the bounded values; `graphfit.fitting` reports on the fit.
 
+    The per-example Jacobian (`example_jacobian`, used by LevenbergMarquardt) takes a NaN
+    derivative at an example whose output is finite as 0: the `0·inf` of an infinite slope
+    times a zero inner derivative, whose limit is 0 (`sqrt(D*x)` in D at x = 0), as
+    `fitting.fit_curve` does.
+
     Args:
         expression: the formula, a string.
         params: `{name: initial value}`, a plain dict (YAML-friendly) of numbers, or of
@@ -229,10 +234,14 @@ class Formula(Layer):
             copies[name] = tf.broadcast_to(value, tf.concat([batch, tf.shape(value)], 0))
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(list(copies.values()))
-            total = tf.reduce_sum(self._evaluate(inputs, copies))
+            outputs = self._evaluate(inputs, copies)
+            total = tf.reduce_sum(outputs)
         parts = tape.gradient(total, [copies[name] for name in wanted],
                               unconnected_gradients=tf.UnconnectedGradients.ZERO)
-        return [tf.reshape(part, tf.concat([batch, [1, -1]], 0)) for part in parts]
+        # 0·inf of an infinite slope times a zero inner derivative (sqrt(b*x) at x = 0) is 0
+        # where the output is finite, as in fit_curve (`formula_parser.zero_nan_slopes`).
+        return [tf.reshape(formula_parser.zero_nan_slopes(outputs, part),
+                           tf.concat([batch, [1, -1]], 0)) for part in parts]
 
     def _require_built(self, what: str) -> None:
         if not self.built:

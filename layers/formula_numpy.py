@@ -15,7 +15,11 @@ that a NumPy Jacobian is TensorFlow's `GradientTape` one to rounding, at the edg
 `p·0**(p−1)`: 0 for p > 1, 1 for p = 1, inf for p < 1, NaN for p = 0) and `db·a**b·log a`
 where a > 0, else 0 (no false singularity at a = 0); `sqrt` `0.5·d/√a` (inf at 0);
 `abs` `d·sign(a)` (0 at 0); `log` `d·(1/a)`; `tan` `d·(1/cos a)²`; `arctan`
-`d·1/(1 + a²)`; `tanh` `d·(1 − tanh² a)`; `exp` `d·eᵃ`.
+`d·1/(1 + a²)`; `tanh` `d·(1 − tanh² a)`; `exp` `d·eᵃ`. Two rules on top make NumPy and
+TensorFlow agree where a slope is infinite: a zero inner derivative gives a zero outer one
+(`f'(u)·0 = 0`, also for `inf`: `sqrt(b·x)`, `(b·x)**0.5`, `log(b·x)`, `abs(b·x)**p`,
+`x/(b·x)` in b at x = 0), and, as for TensorFlow's Jacobians
+(`formula_parser.zero_nan_slopes`), a NaN derivative where the value is finite is 0.
 
 Example:
 
@@ -36,7 +40,7 @@ import numpy as np
 
 from graphfit.layers import formula_parser
 
-__all__ = ["Dual", "VALUES", "DUAL", "NumpyFormula"]
+__all__ = ["Dual", "VALUES", "DUAL", "NumpyFormula", "zero_nan_slopes"]
 
 
 class Dual:
@@ -60,11 +64,21 @@ class Dual:
 
 
 def _times(d, factor):
-    """`d [..., p]` times `factor [...]` (None stays None)."""
+    """`d [..., p]` times `factor [...]` (None stays None). A zero `d` gives zero even where
+    `factor` is inf or NaN: the chain rule's limit, `f'(u)·du` with `du = 0` (`sqrt(b·x)`'s
+    slope in b at x = 0 is 0, not `0·inf`)."""
     if d is None:
         return None
-    return d * factor[..., None] if isinstance(factor, np.ndarray) and factor.ndim else (
+    out = d * factor[..., None] if isinstance(factor, np.ndarray) and factor.ndim else (
         d * factor)
+    return _zero_where_still(out, d)
+
+
+def _zero_where_still(out, d):
+    """`out`, with 0 where `d` is 0 and `out` is not finite (a cheap check first)."""
+    if np.isfinite(out).all():
+        return out
+    return np.where(d == 0, 0.0, out)
 
 
 def _plus(d, e):
@@ -89,7 +103,7 @@ def _divide(a: Dual, b: Dual) -> Dual:
     """TensorFlow's RealDiv gradient: `da / b` and `db · ((−a / b) / b)`."""
     divisor = b.value[..., None] if isinstance(b.value, np.ndarray) and b.value.ndim else (
         b.value)
-    da = None if a.d is None else a.d / divisor
+    da = None if a.d is None else _zero_where_still(a.d / divisor, a.d)
     return Dual(a.value / b.value, _plus(da, _times(b.d, (-a.value / b.value) / b.value)))
 
 
@@ -183,7 +197,21 @@ class NumpyFormula:
         if out.d is None:
             return value, np.zeros(value.shape + (len(wrt),))
         shape = value.shape + (len(wrt),)
-        return value, out.d if out.d.shape == shape else np.broadcast_to(out.d, shape)
+        d = zero_nan_slopes(value, out.d)
+        return value, d if d.shape == shape else np.broadcast_to(d, shape)
+
+
+def zero_nan_slopes(value, jacobian):
+    """`jacobian [..., p]` with its NaN entries 0 where `value [...]` is finite: a `0·inf`
+    of the chain rule at a point where the formula is defined (`formula_parser.
+    zero_nan_slopes`, TensorFlow's, the same rule). ±inf, and NaN where the value is not
+    finite, stay."""
+    jacobian = np.asarray(jacobian)
+    if np.isfinite(jacobian).all():
+        return jacobian
+    finite = np.isfinite(value)
+    finite = finite[..., None] if np.ndim(finite) else finite
+    return np.where(np.isnan(jacobian) & finite, 0.0, jacobian)
 
 
 @functools.lru_cache(maxsize=16)

@@ -41,7 +41,7 @@ import tensorflow as tf
 from graphfit.core.registry import did_you_mean
 
 __all__ = ["FUNCTIONS", "CONSTANTS", "INPUT_NAME", "MAX_DEPTH", "Span", "ParsedFormula",
-           "Operations", "TENSORFLOW", "parse", "located_error"]
+           "Operations", "TENSORFLOW", "parse", "located_error", "zero_nan_slopes"]
 
 # One-argument functions; `atan` is the math-module spelling of NumPy's `arctan`.
 FUNCTIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
@@ -169,6 +169,19 @@ def located_error(expression: str, span: Span | None, problem: str, detail: str 
     return ValueError(message)
 
 
+def zero_nan_slopes(values: tf.Tensor, jacobian: tf.Tensor) -> tf.Tensor:
+    """A formula's Jacobian by a backward pass, `jacobian [..., p]` (or `[...]`), with its
+    NaN entries 0 where `values [...]` is finite: a backward pass meets `inf·0` where an
+    infinite slope (`sqrt`, `**0.5`, `log`, a division at 0) is multiplied by a zero inner
+    derivative (`sqrt(b·x)` in b at x = 0), whose limit is 0; forward mode in NumPy
+    (`formula_numpy`) gives the same. ±inf, and NaN where the value is not finite, stay."""
+    values = tf.convert_to_tensor(values)
+    for _ in range(jacobian.shape.rank - values.shape.rank):
+        values = tf.expand_dims(values, -1)
+    return tf.where(tf.math.is_nan(jacobian) & tf.math.is_finite(values),
+                    tf.zeros_like(jacobian), jacobian)
+
+
 def parse(expression: str, params: Iterable[str],
           operations: Operations = TENSORFLOW) -> ParsedFormula:
     """Parses and checks `expression` over the parameter names `params`.
@@ -194,6 +207,10 @@ def parse(expression: str, params: Iterable[str],
             end = error.end_offset - 1 if (error.end_offset or 0) > error.offset else start + 1
             span, reason = Span(start, end), error.msg
         detail = f" ({reason})" if reason != "invalid syntax" else ""
+        if re.search(r"(?<![=<>!])=(?!=)", expression):  # `y = a*x`: an assignment
+            right = expression.split("=", 1)[1].strip()
+            detail = (f" (an equation: write only its right-hand side, the model, as "
+                      f"{right!r})")
         raise located_error(expression, span, "invalid syntax", detail) from None
     except (ValueError, RecursionError, MemoryError) as error:
         reason = str(error) or "it is nested too deeply"

@@ -10,7 +10,7 @@ from typing import Mapping
 import numpy as np
 
 __all__ = ["p0_covers_formula", "same_data_sets", "per_data_set_starts", "finite_data",
-           "data_set_index"]
+           "data_set_index", "NonFiniteData", "not_input_names"]
 
 _CONSTANTS = ("pi",)
 
@@ -73,9 +73,23 @@ def per_data_set_starts(p0, count: int) -> None:
                 f"{np.shape(value)}")
 
 
-def finite_data(x: np.ndarray, y: np.ndarray, weights: np.ndarray, masked: bool) -> None:
+class NonFiniteData(ValueError):
+    """`finite_data`'s error: NaN or inf in the data. `where` names the data sets (or, for
+    one curve, the points) and what holds them; `str()` adds what to do with `mask=`
+    (a recipe, which has no mask, says what to do in its own words)."""
+
+    def __init__(self, where: str, todo: str):
+        super().__init__(f"NaN or inf in {where}. {todo[0].upper()}{todo[1:]}.")
+        self.where = where
+
+
+def finite_data(x: np.ndarray, y: np.ndarray, weights: np.ndarray, masked: bool,
+                single: bool = False) -> None:
     """NaN or inf in the points that count (all of them without a mask) would end those data
-    sets' fits at their starts, as "not finite": refused, naming the data sets."""
+    sets' fits at their starts, as "not finite": refused (`NonFiniteData`), naming the data
+    sets (`single`: `fit_curve`'s one curve, naming the points)."""
+    if single:
+        _finite_points(x[0], y[0], weights[0], masked)
     bad = {}
     for what, values in (("y", y), ("x", x), ("sigma", weights)):
         # sigma arrives as its weights: NaN for a NaN σ, 0 (not refused) for an infinite one
@@ -87,12 +101,41 @@ def finite_data(x: np.ndarray, y: np.ndarray, weights: np.ndarray, masked: bool)
         return
     listed = [f"{index} ({', '.join(whats)})" for index, whats in list(bad.items())[:10]]
     more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
-    todo = ("set the mask False at those points too" if masked else
+    raise NonFiniteData(f"the {'unmasked ' if masked else ''}points of data set(s) "
+                        f"{', '.join(listed)}{more}: their fits could not start",
+                        _todo(masked))
+
+
+def _todo(masked: bool) -> str:
+    return ("set the mask False at those points too" if masked else
             "pass mask=np.isfinite(y) (for NaN padding or missing values: those points then "
             "weigh zero), or drop the points")
-    raise ValueError(
-        f"NaN or inf in the {'unmasked ' if masked else ''}points of data set(s) "
-        f"{', '.join(listed)}{more}: their fits could not start. {todo[0].upper()}{todo[1:]}.")
+
+
+def _finite_points(x, y, weights, masked: bool) -> None:
+    """`finite_data` for one curve: x `[m, k]`, y and the weights `[m]`."""
+    parts = []
+    for what, bad_points in (("y", ~np.isfinite(y)), ("x", ~np.all(np.isfinite(x), -1)),
+                             ("sigma", np.isnan(weights))):
+        points = np.flatnonzero(bad_points)
+        if points.size:
+            more = f" and {points.size - 10} more" if points.size > 10 else ""
+            parts.append(f"{what} at point(s) {points[:10].tolist()}{more}")
+    if parts:
+        raise NonFiniteData(f"{'; '.join(parts)}{' (unmasked)' if masked else ''}: the fit "
+                            f"could not start", _todo(masked))
+
+
+def not_input_names(names) -> None:
+    """Parameter names that are input names (x, x1, x2, ...) would shadow the data."""
+    from graphfit.layers import formula_parser
+
+    inputs = [str(name) for name in names if formula_parser.INPUT_NAME.match(str(name))]
+    if inputs:
+        raise ValueError(
+            f"p0: {', '.join(map(repr, inputs))} cannot name a parameter: x, x1, x2, ... are "
+            f"the formula's inputs (the columns of x). Rename the parameter (e.g. x0, xc). "
+            f"Received: p0 with keys {[str(name) for name in names]}")
 
 
 def data_set_index(index, count: int) -> int:

@@ -132,8 +132,8 @@ class _Curves:
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(copies)
             rows = self.residuals(copies, per_point=True)
-        return rows, tape.gradient(rows, copies,
-                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        jac = tape.gradient(rows, copies, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return rows, formula_parser.zero_nan_slopes(rows, jac)  # 0·inf where r is finite
 
 
 def _scaled_solve(a, d, damping, near):
@@ -251,7 +251,8 @@ def _trial(curves, state: _State, s):
     f_new = tf.reduce_sum(tf.square(r_new), -1)
     actual = f0 - f_new
     gain = lm_update.gain_ratio(actual, predicted)
-    accepted = lm_update.step_accepted(finite, f_new, actual, gain, within)
+    accepted = lm_update.step_accepted(finite, f_new, actual, gain, within) & _finite_rows(
+        jac_new)
     new_damping, new_growth = lm_damping.nielsen_update(damping, state.growth, gain, accepted)
     new_damping = tf.clip_by_value(new_damping, floor, top)
     stalled = ~accepted & ((damping >= top) | ~tf.math.is_finite(f0))
@@ -259,9 +260,17 @@ def _trial(curves, state: _State, s):
     code = _convergence_code(tests, f0, f_new, predicted, gain, delta, finite & within,
                              stalled)
     code = tf.where(gtol_met, tf.constant(lm_convergence.GTOL, tf.int64), code)
-    accepted &= ~gtol_met
+    # ±inf (or NaN, the model not finite) in J at the point: no step helps, stop at once.
+    singular = ~_finite_rows(jac)
+    code = tf.where(singular, tf.constant(lm_convergence.NOT_FINITE, tf.int64), code)
+    accepted &= ~gtol_met & ~singular
     return (scale, trial_params, r_new, jac_new, accepted, new_damping, first_damping,
             new_growth, code)
+
+
+def _finite_rows(jac):
+    """`[N]` whether each curve's Jacobian `[N, m, p]` is finite everywhere."""
+    return tf.reduce_all(tf.math.is_finite(jac), axis=[1, 2])
 
 
 def _floored(diag):

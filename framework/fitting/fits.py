@@ -11,6 +11,7 @@ import numpy as np
 from graphfit.core import validation
 from graphfit.fitting import arguments, batched_lm, python_lm, report
 from graphfit.fitting.results import CurveFit, ManyFits, covariances
+from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 
 __all__ = ["fit_many", "fit_curve"]
 
@@ -159,11 +160,13 @@ def _data(x, y, sigma, columns: int, single: bool, mask=None):
         if np.ndim(x) == 1 or (columns > 1 and np.ndim(x) == 2):  # one x, cut per curve
             x = np.broadcast_to(np.asarray(x, np.float64)[None], (len(y),) + np.shape(x))
     y = np.asarray(y, np.float64)
+    given_x, given_y = np.shape(x), y.shape  # for messages: the shapes as passed
     if single:
         y = y[None] if y.ndim == 1 else y
+        mask = None if mask is None else _mask(mask, y[0], given_y)[None]
     if y.ndim != 2 or y.shape[1] == 0:
         want = "(points,)" if single else "(data sets, points)"
-        raise ValueError(f"y must have shape {want}. Received: y of shape {y.shape}")
+        raise ValueError(f"y must have shape {want}. Received: y of shape {given_y}")
     count, m = y.shape
     x = np.asarray(x, np.float64)
     if columns == 1 and x.ndim == 2 and x.shape == (m, 1) and m > 1:
@@ -173,12 +176,13 @@ def _data(x, y, sigma, columns: int, single: bool, mask=None):
     elif columns > 1 and x.ndim == 2:
         x = x[None]
     if x.ndim != 3 or x.shape[1:] != (m, columns) or x.shape[0] not in (1, count):
-        shapes = (f"({m},) shared by every data set or ({count}, {m}), one row per data set"
-                  if columns == 1 else
-                  f"({m}, {columns}) shared by every data set or ({count}, {m}, {columns})")
-        raise ValueError(f"x must have shape {shapes}, to match y of shape {y.shape} (the "
+        shapes = (f"({m},)" if columns == 1 else f"({m}, {columns})") if single else (
+            f"({m},) shared by every data set or ({count}, {m}), one row per data set"
+            if columns == 1 else
+            f"({m}, {columns}) shared by every data set or ({count}, {m}, {columns})")
+        raise ValueError(f"x must have shape {shapes}, to match y of shape {given_y} (the "
                          f"formula reads {columns} input column(s)). Received: x of shape "
-                         f"{np.shape(x)}")
+                         f"{given_x}")
     x = np.broadcast_to(x, (count, m, columns))
     weights = np.ones_like(y)
     if sigma is not None:
@@ -186,25 +190,25 @@ def _data(x, y, sigma, columns: int, single: bool, mask=None):
         try:
             sigma = np.broadcast_to(sigma, y.shape)
         except ValueError:
-            raise ValueError(f"sigma must broadcast to y's shape {y.shape}. Received: sigma "
+            raise ValueError(f"sigma must broadcast to y's shape {given_y}. Received: sigma "
                              f"of shape {sigma.shape}") from None
         if mask is not None:
-            sigma = np.where(_mask(mask, y), sigma, 1.0)
+            sigma = np.where(_mask(mask, y, given_y), sigma, 1.0)
         if np.any(~(sigma > 0)):
             raise ValueError("sigma must be positive (standard deviations of y); received "
                              "zeros, negatives or NaN.")
         weights = 1.0 / sigma
     if mask is None:
         return x, y, weights, np.full(count, m)
-    mask = _mask(mask, y)
+    mask = _mask(mask, y, given_y)
     x, y, weights = _masked(x, y, weights, mask)
     return x, y, weights, np.count_nonzero(mask, axis=1)
 
 
-def _mask(mask, y):
+def _mask(mask, y, given):
     mask = np.asarray(mask)
     if mask.dtype != bool or mask.shape != y.shape:
-        raise ValueError(f"mask must be a bool array of y's shape {y.shape} (False: a padded "
+        raise ValueError(f"mask must be a bool array of y's shape {given} (False: a padded "
                          f"point, weighing zero). Received: {mask.dtype} array of shape "
                          f"{mask.shape}")
     return mask
@@ -273,12 +277,7 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
             (the checks: `fitting.arguments`), NaN or inf in points that are not masked
             included.
     """
-    arguments.p0_covers_formula(formula, p0)
-    arguments.same_data_sets(x, y, sigma)
-    expression, parsed, specs, p0 = _formula(formula, p0)
-    data = _data(x, y, sigma, _columns(parsed), single=False, mask=mask)
-    arguments.finite_data(*data[:3], masked=mask is not None)
-    arguments.per_data_set_starts(p0, len(data[1]))
+    expression, specs, p0, data = _checked(formula, x, y, p0, sigma, mask, single=False)
     validation.one_of("jit_compile", jit_compile, (True, False, "auto"))
     validation.one_of("loop", loop, python_lm.LOOPS)
     return _fit(expression, specs, p0, data, absolute_sigma, _settings(
@@ -286,8 +285,23 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
         geodesic_acceleration), jit_compile, loop)
 
 
+def _checked(formula, x, y, p0, sigma, mask, single: bool):
+    """`fit_many`'s and `fit_curve`'s checks of the formula, p0 and the data (`arguments`):
+    `(expression, specs, p0, data)` (`_formula`, `_data`)."""
+    if isinstance(formula, str) and isinstance(p0, Mapping):
+        arguments.not_input_names(p0)
+    arguments.p0_covers_formula(formula, p0)
+    if not single:
+        arguments.same_data_sets(x, y, sigma)
+    expression, parsed, specs, p0 = _formula(formula, p0)
+    data = _data(x, y, sigma, _columns(parsed), single=single, mask=mask)
+    arguments.finite_data(*data[:3], masked=mask is not None, single=single)
+    arguments.per_data_set_starts(p0, len(data[1]))
+    return expression, specs, p0, data
+
+
 def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
-              **settings) -> CurveFit:
+              mask=None, **settings) -> CurveFit:
     """Fits a formula to one data set: `fit_many` with N = 1, its one `CurveFit`.
 
     Fast for small problems: it runs in the Python loop of `fitting.python_lm` (`loop`,
@@ -297,11 +311,19 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
     3 ms, 6x SciPy's `curve_fit` (docs/benchmarks/performance.md, "NumPy's evaluation");
     to fit many curves, `fit_many` fits them in one call.
 
+    Jacobians (in both loops, and in a Formula model's LevenbergMarquardt fit) take the
+    chain rule's limit where an infinite slope meets a zero inner derivative: a NaN entry at
+    a point where the model is finite is 0 (`sqrt(D*x)` in D at x = 0); a Jacobian that is
+    still ±inf or NaN at the fit's point stops the fit at once ("not finite", naming the
+    point and its x), and a trial point with one is rejected.
+
     Args:
         formula, p0, sigma, absolute_sigma, settings: as for `fit_many` (`jit_compile`
             defaults to False here: one curve's fit takes milliseconds, XLA's compile
             seconds; `loop` to "auto", the Python loop).
         x: `(m,)` or `(m, k)`. y: `(m,)`.
+        mask: `(m,)` bool, False for a point that weighs zero (it may hold NaN: pass
+            `mask=np.isfinite(y)` for missing values), or None (every point counts).
 
     Example:
 
@@ -312,21 +334,18 @@ def fit_curve(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
         >>> {k: round(v, 9) for k, v in fit.values.items()}, fit.converged
         ({'a': 1.0, 'b': 2.0}, True)
     """
-    expression, parsed, specs, p0 = _formula(formula, p0)
-    columns = _columns(parsed)
-    if np.ndim(y) != 1:
-        raise ValueError(f"y must have shape (points,) for fit_curve (fit_many fits several "
-                         f"data sets). Received: y of shape {np.shape(y)}")
-    x = np.asarray(x, np.float64)[None]
-    data = _data(x, y, sigma, columns, single=True)
-    if not isinstance(p0, Mapping):
-        p0 = np.asarray(p0, np.float64).reshape(1, -1)
     known = ("max_steps", "attempts_per_step", "initial_damping", "ftol", "xtol", "gtol",
              "geodesic_acceleration", "jit_compile", "loop")
     unknown = sorted(set(settings) - set(known))
     if unknown:
         raise ValueError(f"fit_curve: unknown setting(s) {unknown}; the settings are "
                          f"{', '.join(known)}.")
+    if np.ndim(y) != 1:
+        raise ValueError(f"y must have shape (points,) for fit_curve (fit_many fits several "
+                         f"data sets). Received: y of shape {np.shape(y)}")
+    expression, specs, p0, data = _checked(formula, x, y, p0, sigma, mask, single=True)
+    if not isinstance(p0, Mapping):
+        p0 = np.asarray(p0, np.float64).reshape(1, -1)
     jit_compile = settings.pop("jit_compile", False)
     validation.one_of("jit_compile", jit_compile, (True, False, "auto"))
     loop = settings.pop("loop", "auto")
@@ -400,7 +419,41 @@ def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile,
                     total=report.total_sum_of_squares(y, weights ** 2),
                     absolute_sigma=bool(absolute_sigma), points=points, status=status,
                     jacobian_evaluations=result.njev,
-                    bounds=(tuple(s.min for s in specs), tuple(s.max for s in specs)))
+                    bounds=(tuple(s.min for s in specs), tuple(s.max for s in specs)),
+                    details=_details(expression, specs, result, starts[:, ~vary], x))
+
+
+def _details(expression, specs, result, fixed, x) -> tuple:
+    """Per data set, a fuller reason for a fit stopped as not finite with finite residuals:
+    a Jacobian that is ±inf (or NaN) at a point, or residuals whose sum of squares
+    overflows; "" elsewhere."""
+    from graphfit.fitting import numpy_trial
+
+    details = [""] * len(result.reason)
+    for index in np.flatnonzero(result.reason == lm_convergence.NOT_FINITE):
+        r = result.residuals[index]
+        if not np.all(np.isfinite(r)):
+            continue
+        with np.errstate(all="ignore"):
+            curve = numpy_trial.NumpyCurve(expression, specs, fixed[index], x[index],
+                                           np.zeros(len(r)), np.ones(len(r)))
+            jac = curve.linearize(result.params[index])[1]
+        bad = np.flatnonzero(~np.all(np.isfinite(jac), axis=-1))
+        if bad.size:
+            point = int(bad[0])
+            at = x[index, point]
+            details[index] = (
+                f"not finite: the Jacobian is inf or NaN at point {point} (x = "
+                f"{float(at[0]) if at.size == 1 else at.tolist()!r}"
+                f"{f', and {bad.size - 1} more point(s)' if bad.size > 1 else ''}), where "
+                f"the model has no finite slope in its parameters: start elsewhere, or "
+                f"drop (or mask) the point")
+        elif not np.isfinite(np.sum(np.square(r))):
+            details[index] = (
+                "not finite: the residuals' sum of squares overflows at the start (the "
+                "model is finite, ‖r‖² is not): pick a start nearer the data, or rescale "
+                "y (and sigma)")
+    return tuple(details)
 
 
 def _internal(spec, starts: np.ndarray) -> np.ndarray:

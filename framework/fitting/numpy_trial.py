@@ -10,10 +10,11 @@ trial function's trial: geodesic acceleration's two extra points (values only), 
 point, its residuals, Jacobian, loss and normal equations.
 
 Where a trial's evaluations hold NaN or inf, `trial` returns None and the Python loop asks
-TensorFlow's trial function for that trial instead (`python_lm`): the two differ there (a
-backward pass and forward mode meet `0·inf` in different places), and TensorFlow's is the
-reference. NumPy and TensorFlow round their elementary functions differently in the last
-bit, so fits agree to rounding, as the Python loop and the traced loop do.
+TensorFlow's trial function for that trial instead (`python_lm`): TensorFlow's is the
+reference there. (An infinite slope times a zero inner derivative, `sqrt(b·x)` at x = 0,
+is 0 in both: `formula_numpy`'s rules.) NumPy and TensorFlow round their elementary
+functions differently in the last bit, so fits agree to rounding, as the Python loop and
+the traced loop do.
 
 Example:
 

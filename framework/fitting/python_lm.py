@@ -13,8 +13,8 @@ Jacobian and normal equations), so no TensorFlow call per trial.
 
 The fallback is TensorFlow's small traced function per formula
 (`batched_lm.trial_function`, the traced loop's own code): `_Curve.evaluate` calls it for a
-trial whose NumPy evaluations hold NaN or inf (an overflowing model, `sqrt` at 0: a backward
-pass and forward mode meet 0·inf in different places, and TensorFlow's is the reference),
+trial whose NumPy evaluations hold NaN or inf (an overflowing model: TensorFlow's is the
+reference),
 tracing it on first need; `EVALUATION = "tensorflow"` (or `fit_curves(...,
 evaluation="tensorflow")`) evaluates every trial so, as before NumPy's evaluation.
 
@@ -230,7 +230,7 @@ def _trial(c: _Curve, s) -> None:
     actual = f0 - f_new
     gain = actual / predicted if predicted > 0 else 0.0
     accepted = bool(finite and np.isfinite(f_new) and actual > 0
-                    and gain > lm_update.ACCEPT and within)
+                    and gain > lm_update.ACCEPT and within and _all_finite(jac_new))
     if accepted:
         new_damping = damping * max(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3)
     else:
@@ -240,6 +240,8 @@ def _trial(c: _Curve, s) -> None:
     code = _code(s, f0, f_new, predicted, gain, step_norm, x_norm, finite and within, stalled)
     if gtol_met:
         code, accepted = lm_convergence.GTOL, False
+    if not _all_finite(c.jac):  # ±inf (or NaN, the model not finite) in J: no step helps
+        code, accepted = lm_convergence.NOT_FINITE, False
     c.damping = min(max(new_damping, floor), top)
     c.trials = 1 if c.new_step else c.trials + 1
     c.steps += int(c.new_step)

@@ -141,6 +141,8 @@ class ManyFits:
         jacobian_evaluations: `[N]` evaluations of the Jacobian (SciPy's njev: the start
             and each trial point, with that point's residuals in one backward pass).
         bounds: `(min [p], max [p])` the parameters' bounds (-inf, inf: none).
+        details: `[N]` a fuller reason where there is one ("" where not): for a fit
+            stopped as not finite, where (the point and its x) and what to do.
 
     Per data set, `statistics()` gives the fit report's numbers (χ², reduced χ², residual
     std, R², AIC, BIC, dof: `fitting.fit_statistics`, the formulas of `fit_report`),
@@ -180,6 +182,12 @@ class ManyFits:
     status: np.ndarray | None = None
     jacobian_evaluations: np.ndarray | None = None
     bounds: tuple = ()
+    details: tuple = ()
+
+    def _reason(self, index: int) -> str:
+        code = int(self.reason_codes[index])
+        detail = self.details[index] if len(self.details) > index else ""
+        return detail or REASONS.get(code, f"code {code}")
 
     @property
     def free(self) -> np.ndarray:
@@ -248,7 +256,6 @@ class ManyFits:
                 name, float(value), None if error is None else float(error), str(status),
                 low if math.isfinite(low) else None, high if math.isfinite(high) else None))
         correlation = fit_reports.correlation_matrix(covariance)
-        code = int(self.reason_codes[index])
         return fit_reports.FitReport(
             parameters, names if determined else [], covariance, correlation, statistics,
             fit_reports.strong_pairs(names, correlation, strong_correlation)
@@ -257,7 +264,7 @@ class ManyFits:
              "steps": int(self.steps[index]), "epochs": None,
              "function_evaluations": int(self.evaluations[index]),
              "jacobian_evaluations": int(self.jacobian_evaluations[index]),
-             "stop_reason": REASONS.get(code, f"code {code}")}, [], self.absolute_sigma, notes)
+             "stop_reason": self._reason(index)}, [], self.absolute_sigma, notes)
 
     @property
     def converged(self) -> np.ndarray:
@@ -267,7 +274,7 @@ class ManyFits:
     @property
     def reasons(self) -> list[str]:
         """Why each fit stopped, in words."""
-        return [REASONS.get(int(code), f"code {int(code)}") for code in self.reason_codes]
+        return [self._reason(index) for index in range(len(self.reason_codes))]
 
     def __len__(self) -> int:
         return len(self.params)
@@ -280,7 +287,7 @@ class ManyFits:
             values=dict(zip(self.names, map(float, self.params[index]))),
             standard_errors=dict(zip(self.names, map(float, self.standard_errors[index]))),
             covariance=self.covariance[index], rss=float(self.rss[index]),
-            converged=bool(self.converged[index]), reason=REASONS.get(code, f"code {code}"),
+            converged=bool(self.converged[index]), reason=self._reason(index),
             reason_code=code, steps=int(self.steps[index]),
             evaluations=int(self.evaluations[index]),
             jacobian_evaluations=int(self.jacobian_evaluations[index]),

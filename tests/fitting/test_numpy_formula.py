@@ -108,15 +108,16 @@ def test_jacobian_by_central_differences(expression, given, x):
 
 def test_edges_as_tensorflows_gradients():
     """Slopes at the edges of the rules (abs at 0, x**c and (b*x)**2.5 at x = 0, b**x at
-    x = 0), value for value with TensorFlow's; where forward mode meets inf·0 (sqrt(b*x) at
-    x = 0: NaN in every column here, in b's only in a backward pass) the trial is not
-    NumPy's (`trial` returns None: the Python loop asks TensorFlow)."""
+    x = 0), value for value with TensorFlow's; where an infinite slope meets a zero inner
+    derivative (sqrt(b*x) at x = 0: inf·0) both take the chain rule's limit, 0 (forward mode
+    by its zero derivative, the backward pass by `formula_parser.zero_nan_slopes`), and the
+    trial is NumPy's."""
     x = np.array([[0.0], [1.0], [4.0]])
     y, weights = np.zeros(3), np.ones(3)
     specs = (ParameterSpec("a", 0.0), ParameterSpec("b", 0.0), ParameterSpec("c", 0.0))
     params = np.array([0.0, 2.0, 1.3])
-    for expression, finite in (("abs(a) + x**c + (b*x)**2.5 + b**x + b**0.5 - +a", True),
-                               ("sqrt(b*x) + a + c", False)):
+    for expression, edge in (("abs(a) + x**c + (b*x)**2.5 + b**x + b**0.5 - +a", True),
+                             ("sqrt(b*x) + a + c", False)):
         curve = numpy_trial.NumpyCurve(expression, specs, np.zeros(0), x, y, weights)
         with np.errstate(invalid="ignore", divide="ignore"):  # as python_lm evaluates
             r, jac = curve.linearize(params)
@@ -124,13 +125,13 @@ def test_edges_as_tensorflows_gradients():
         _, r_tf, jac_tf, *_ = _tensorflow_trial(expression, specs, params, np.zeros(0), x,
                                                 y, weights)
         np.testing.assert_allclose(r, r_tf, rtol=1e-14)
-        assert np.isfinite(jac).all() == np.isfinite(jac_tf).all() == finite
-        if finite:
-            np.testing.assert_allclose(jac, jac_tf, rtol=1e-14)
+        assert np.isfinite(jac).all() and np.isfinite(jac_tf).all()
+        np.testing.assert_allclose(jac, jac_tf, rtol=1e-14)
+        assert trial is not None
+        if edge:
             assert jac[0, 0] == -1.0 and jac[0, 2] == 0.0  # abs at 0: -a's only; x**c
         else:
-            np.testing.assert_array_equal(jac_tf[0], [1.0, np.nan, 1.0])
-            assert trial is None
+            np.testing.assert_array_equal(jac_tf[0], [1.0, 0.0, 1.0])
 
 
 def test_operations_must_cover_the_whitelist():

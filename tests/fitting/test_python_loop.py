@@ -88,6 +88,20 @@ def test_a_non_finite_curve_and_attempts_per_step_as_the_traced_loop():
     assert python.reasons[1].startswith("not finite")
 
 
+def test_infinite_slopes_at_x_0_as_the_traced_loop():
+    """sqrt(4*D*x) through x = 0 (the slope's 0·inf taken as 0 by both) and a*sqrt(x - c)
+    from c = 0 (d/dc = -inf at x = 0: both stop at once, naming the point)."""
+    t = np.linspace(0.0, 10.0, 11)
+    y = np.sqrt(2.8 * t) + 0.2 + 0.01 * np.cos(7.0 * t)
+    traced, python = _both("sqrt(4*D*x) + c", t, y[None], p0={"D": 1.0, "c": 0.0})
+    _assert_same(traced, python)
+    assert traced.converged.all()
+    traced, python = _both("a*sqrt(x - c)", t, y[None], p0={"a": 1.0, "c": 0.0})
+    _assert_same(traced, python, rtol=0)
+    assert traced.reasons == python.reasons and "at point 0 (x = 0.0)" in traced.reasons[0]
+    assert traced.steps.tolist() == [1]
+
+
 def test_fit_curve_chooses_the_python_loop_and_either_can_be_forced():
     assert python_lm.uses_python_loop("auto", False, 1, 14)
     assert python_lm.uses_python_loop("auto", "auto", python_lm.PYTHON_LOOP_CURVES, 100)

@@ -178,6 +178,7 @@ def _number(cell: str, line: int, column: str) -> float:
 
 def _fit(recipe: Recipe, curves: Curves):
     from graphfit import fitting
+    from graphfit.fitting.arguments import NonFiniteData
 
     section = recipe.config["fit_many"]
     settings = {key: section[key] for key in (
@@ -186,6 +187,12 @@ def _fit(recipe: Recipe, curves: Curves):
     try:
         return fitting.fit_many(section["formula"], curves.x, curves.y, p0=section["params"],
                                 sigma=curves.sigma, mask=curves.mask, **settings)
+    except NonFiniteData as error:  # its advice (mask=) is for Python; a recipe has no mask
+        raise _problem(recipe, "", (
+            f"NaN or inf in {error.where}. Delete those rows from the data file (in a long-form "
+            f"CSV each curve may have its own number of points: shorter curves are padded "
+            f"and masked), or fix the values; an .npz's y (N, m) cannot leave points out: "
+            f"write the curves to a long-form CSV (curve, x, y columns) instead")) from None
     except ValueError as error:  # shapes of x, sigma or y against each other and the formula
         raise _problem(recipe, "", str(error)) from None
 
