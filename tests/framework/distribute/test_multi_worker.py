@@ -33,20 +33,26 @@ SETS = ["training.epochs=4", "training.dtype=float64", "model.layers.1={type: Dr
 TOLERANCE = 1e-6  # float64; the runs agree to ~1e-16 (sums in another order)
 TIMEOUT = 120  # seconds for any one process (they take a few)
 DIE_HOOK = '''
-import json, os
+import json, os, time
 import graphfit as gf
 from graphfit.core.registry import CALLBACKS
 
 
 @CALLBACKS.register
 class DieAt(gf.callbacks.Callback):
-    """Ends this process abruptly at the end of an epoch, when GRAPHFIT_TEST_DIE names it."""
+    """Ends this process abruptly at the end of an epoch, when GRAPHFIT_TEST_DIE names it,
+    once the file GRAPHFIT_TEST_DIE_AFTER names exists (the chief's checkpoint of that epoch:
+    dying at once could cut the chief's side of the epoch's last collective short)."""
 
     def on_epoch_end(self, epoch, logs=None):
         job, index, at = (os.environ.get("GRAPHFIT_TEST_DIE") or "::").split(":")
         task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
         if job and task.get("type") == job and task.get("index") == int(index) \\
                 and epoch == int(at):
+            after = os.environ.get("GRAPHFIT_TEST_DIE_AFTER")
+            waited = time.monotonic()
+            while after and not os.path.exists(after) and time.monotonic() - waited < 60:
+                time.sleep(0.05)
             os._exit(17)
 '''
 
@@ -164,7 +170,9 @@ def test_a_killed_worker_stops_the_chief_and_the_run_resumes(single, tmp_path):
     started = time.monotonic()
     chief, other = _workers(tmp_path, lambda i: ["train", RECIPE, *_distributed_sets(hook),
                                                  "--run-dir", "run", "--verbose", "0"],
-                            {"GRAPHFIT_TEST_DIE": "worker:1:1"})  # after its 2nd epoch
+                            {"GRAPHFIT_TEST_DIE": "worker:1:1",  # after its 2nd epoch
+                             "GRAPHFIT_TEST_DIE_AFTER": str(tmp_path / "run" / "checkpoints"
+                                                            / "latest" / "ckpt-2.index")})
     assert time.monotonic() - started < 90
     assert other.returncode == 17
     run = tmp_path / "run"
