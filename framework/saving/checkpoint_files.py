@@ -5,6 +5,13 @@ the manager's `checkpoint` state file can be garbled; TensorFlow then reports no
 all, or fails on the newest one although older intact ones sit beside it. These functions
 read every candidate in full before trusting it and fall back to the next older one, with a
 warning that names both.
+
+The state file is also what a `tf.train.CheckpointManager` rebuilds its list from, and it
+keeps only the checkpoints whose timestamp lies above the file's `last_preserved_timestamp`
+and not after the clock: a file without timestamps (older TensorFlow, a hand-written one),
+with fewer timestamps than paths (cut short), or written on a clock ahead of this one gives
+it a list without them, and its next save would then orphan them (and graphfit's sweep of
+leftovers delete them). `repair_state_file` rewrites such a file before a manager opens it.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import contextlib
 import os
 import re
 import shutil
+import time
 import warnings
 
 import tensorflow as tf
@@ -55,7 +63,9 @@ def _tensorflow_quiet():
 
 
 def _state(folder: str):
-    """The parsed state file, None when there is none; False when it is garbled."""
+    """The parsed state file, None when there is none; False when it is garbled (it does not
+    parse, names no newest checkpoint, or was cut short inside its list of paths: that list
+    then lacks the newest checkpoint, which TensorFlow always writes last)."""
     if not os.path.isfile(os.path.join(folder, STATE_FILE)):
         return None
     try:
@@ -63,7 +73,25 @@ def _state(folder: str):
             state = tf.train.get_checkpoint_state(folder)
     except Exception:  # a garbled protobuf text may raise instead of being ignored
         return False
-    return state if state is not None and state.model_checkpoint_path else False
+    if state is None or not state.model_checkpoint_path:
+        return False
+    listed = state.all_model_checkpoint_paths
+    return False if listed and state.model_checkpoint_path not in listed else state
+
+
+def _newest_named(folder: str) -> int | None:
+    """The number of the newest checkpoint a garbled state file still names in full (its
+    first line), or None."""
+    try:
+        with open(os.path.join(folder, STATE_FILE), encoding="utf-8", errors="replace") as f:
+            match = re.match(r'model_checkpoint_path: "(?:.*/)?ckpt-(\d+)"\n', f.read(200))
+    except OSError:
+        return None
+    return int(match.group(1)) if match else None
+
+
+def _absolute(folder: str, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(folder, path)
 
 
 def candidates(folder: str) -> tuple[list[str], bool]:
@@ -71,7 +99,7 @@ def candidates(folder: str) -> tuple[list[str], bool]:
 
     With a readable state file these are the checkpoints it lists (files of a save killed
     midway are not listed and never trusted); with a garbled one, every checkpoint in the
-    folder.
+    folder, up to the newest the file still names when it was cut short.
     """
     # TensorFlow joins a relative path in the state file to the folder it was given; an
     # absolute folder keeps that from being joined twice.
@@ -80,9 +108,11 @@ def candidates(folder: str) -> tuple[list[str], bool]:
     if state is None:
         return [], False
     if state is False:
-        return _scanned(folder), True
+        newest = _newest_named(folder)
+        return [p for p in _scanned(folder)
+                if newest is None or checkpoint_number(p) <= newest], True
     listed = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-    listed = [p if os.path.isabs(p) else os.path.join(folder, p) for p in listed]
+    listed = [_absolute(folder, p) for p in listed]
     return sorted(set(listed), key=checkpoint_number, reverse=True), False
 
 
@@ -176,17 +206,71 @@ def _report(folder, garbled, skipped, used, warned) -> None:
 
 
 def repair_state_file(folder: str) -> None:
-    """Rewrites a garbled state file from the intact checkpoints in `folder` (the garbled
-    one is kept as `checkpoint.garbled`), so a manager opened there sees them: otherwise it
-    would list none and sweep their files away as leftovers."""
-    if _state(folder) is not False:
+    """Rewrites the state file in `folder` when a `CheckpointManager` opened there would not
+    manage every checkpoint it lists, so the manager's next save neither orphans them nor
+    leaves them to be swept away as leftovers (that deleted every intact checkpoint).
+
+    A garbled file is rebuilt from the intact checkpoints (see `candidates`) and kept as
+    `checkpoint.garbled`; a readable one keeps its list, sorted oldest first (the order the
+    manager drops them in), and gets the timestamps the manager needs: each checkpoint's
+    index file time (never after now), above a `last_preserved_timestamp` below them all.
+    A file that needs none of this is left as it is. The new file replaces the old one
+    atomically: a crash leaves one or the other, never none. A folder that cannot be
+    written (a read-only copy restored from) is left as it is: restoring reads the state
+    file itself, and `Checkpointer`'s sweep of leftovers spares what the file lists.
+    """
+    folder = os.path.abspath(folder)
+    state = _state(folder)
+    if state is None:
         return
-    intact = [p for p in _scanned(folder) if unreadable_reason(p) is None]
-    os.replace(os.path.join(folder, STATE_FILE), os.path.join(folder, STATE_FILE + ".garbled"))
-    if intact:
-        with _tensorflow_quiet():  # its deprecation note is not the user's business
-            tf.compat.v1.train.update_checkpoint_state(
-                folder, intact[0], all_model_checkpoint_paths=list(reversed(intact)))
+    paths = sorted(candidates(folder)[0], key=checkpoint_number)  # oldest first
+    if state is False:
+        paths = [p for p in paths if unreadable_reason(p) is None]
+    elif _managed_in_full(folder, state, paths):
+        return
+    try:
+        _rewrite(folder, paths, garbled=state is False)
+    except (OSError, tf.errors.OpError):
+        return
+
+
+def _rewrite(folder: str, paths: list[str], garbled: bool) -> None:
+    """Writes the state file listing `paths` (oldest first), timed; see
+    `repair_state_file`."""
+    if garbled:
+        shutil.copyfile(os.path.join(folder, STATE_FILE),
+                        os.path.join(folder, STATE_FILE + ".garbled"))
+        if not paths:
+            os.remove(os.path.join(folder, STATE_FILE))  # nothing left to list
+            return
+    now = time.time()
+    stamps = [min(_written_at(path, now), now) for path in paths]
+    with _tensorflow_quiet():  # its deprecation note is not the user's business
+        tf.compat.v1.train.update_checkpoint_state(
+            folder, os.path.basename(paths[-1]),
+            all_model_checkpoint_paths=[os.path.basename(p) for p in paths],
+            all_model_checkpoint_timestamps=stamps,
+            last_preserved_timestamp=min(stamps) - 1.0)
+
+
+def _managed_in_full(folder: str, state, paths: list[str]) -> bool:
+    """Whether a `CheckpointManager` reading `state` keeps all of `paths` (oldest first), in
+    that order: it keeps a checkpoint only when its timestamp (capped at now) is above
+    `last_preserved_timestamp` (lowered to now when after it), pairing paths and timestamps
+    one to one."""
+    listed = [_absolute(folder, p) for p in state.all_model_checkpoint_paths]
+    stamps = list(state.all_model_checkpoint_timestamps)
+    now = time.time()
+    return (listed == paths and len(stamps) == len(listed)
+            and all(state.last_preserved_timestamp < stamp <= now for stamp in stamps))
+
+
+def _written_at(path: str, default: float) -> float:
+    """When the checkpoint at `path` was written: its index file's time, else `default`."""
+    try:
+        return os.path.getmtime(path + ".index")
+    except OSError:
+        return default
 
 
 def remove_leftovers(folder: str, newest: int) -> None:

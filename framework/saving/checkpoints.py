@@ -12,7 +12,10 @@ A training checkpoint holds everything a fit needs to carry on as if it had neve
   one of the checkpoint resumed from, never a file written a moment before or after it.
 
 A damaged newest checkpoint (or a garbled `checkpoint` state file) is skipped with a warning
-for the newest intact one (see `graphfit.saving.checkpoint_files`).
+for the newest intact one (see `graphfit.saving.checkpoint_files`). A state file that the
+manager would read a shorter list from (garbled, cut short, without timestamps, written on a
+clock ahead) is rewritten before the manager opens the folder, so a save after it drops only
+what `max_to_keep` drops.
 
 `Checkpointer(directory, model)` keeps two `tf.train.CheckpointManager`s, `directory/latest`
 and `directory/best`. Resuming is two calls:
@@ -235,8 +238,12 @@ class Checkpointer:
         manager = self._manager(which)
         listed = [checkpoint_files.checkpoint_number(path) for path in manager.checkpoints]
         if which not in self._swept:
-            checkpoint_files.remove_leftovers(os.path.join(self.directory, which),
-                                              max(listed, default=0))
+            folder = os.path.join(self.directory, which)
+            # The state file's list too: a checkpoint it names is no leftover, even were the
+            # manager not to manage it (see checkpoint_files.repair_state_file).
+            listed += [checkpoint_files.checkpoint_number(path)
+                       for path in checkpoint_files.candidates(folder)[0]]
+            checkpoint_files.remove_leftovers(folder, max(listed, default=0))
             self._swept.add(which)
         # Never overwrite a listed checkpoint in place: that write would not be atomic.
         number = int(step) if not listed or step > max(listed) else max(listed) + 1

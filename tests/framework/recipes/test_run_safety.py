@@ -118,6 +118,30 @@ def test_resume_survives_a_garbled_checkpoint_state_file(trained, tmp_path):
     assert "checkpoint.garbled" in kept and "ckpt-4.index" in kept
 
 
+
+def _index_numbers(folder):
+    return sorted(int(name[len("ckpt-"):-len(".index")]) for name in os.listdir(folder)
+                  if name.startswith("ckpt-") and name.endswith(".index"))
+
+
+@pytest.mark.filterwarnings("ignore:the state file:RuntimeWarning")
+@pytest.mark.parametrize("damage", ["garbled", "emptied", "untimed"])
+def test_a_resume_after_a_damaged_state_file_keeps_the_checkpoints(trained, tmp_path, damage):
+    # The repaired or untimed state file gave TensorFlow's manager an empty list: the
+    # resume's first save deleted ckpt-1 to ckpt-3, and latest/ kept only what it wrote.
+    run = tmp_path / "run"
+    _finished_run(trained, tmp_path)
+    state = run / "checkpoints" / "latest" / "checkpoint"
+    text = state.read_text()
+    assert _index_numbers(state.parent) == [1, 2, 3] and "timestamps" in text
+    state.write_text({"garbled": "garbage {{ \0", "emptied": "",
+                      "untimed": "".join(line for line in text.splitlines(keepends=True)
+                                         if "timestamp" not in line)}[damage])
+    assert cli.main(["train", "--resume", str(run), "--set", "training.epochs=4",
+                     "--verbose", "0"]) == 0
+    assert _index_numbers(state.parent) == [2, 3, 4]
+    assert len(json.loads((run / "history.json").read_text())["loss"]) == 4
+
 def test_evaluate_falls_back_when_the_final_weights_are_damaged(trained, tmp_path):
     run = tmp_path / "run"
     _finished_run(trained, tmp_path)
