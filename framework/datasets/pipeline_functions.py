@@ -2,20 +2,22 @@
 
 `tf.data` runs AutoGraph on every function given to `map`, `filter`, `flat_map`,
 `interleave`, `reduce` and the like, and on every function those call: each one's source is
-parsed and rewritten once per process, so the first streamed dataset of a process spent
-seconds converting graphfit's own pipeline functions (parsing records, to (x, y), shuffle
-windows, key-hash splits), which are plain TensorFlow with no Python control flow on tensors.
-They are marked `own_function`: `tf.autograph.experimental.do_not_convert`, which traces them
-as written and turns AutoGraph off for what they call and for the `tf.data` functions they
-build (`one_pass` building its `map`). A function of the user's that graphfit's call
-(a `Stream`'s `transform`) goes through `user_function`, which converts it as `tf.data` would
-have: a Python `if` on a tensor still works there (`graphfit.core.autograph_scope`).
+parsed and rewritten once per process. The first stream dataset of a process spent most of
+its build converting graphfit's own pipeline functions (parsing records, to (x, y), shuffle
+windows, key-hash splits), which are plain TensorFlow without Python control flow on tensors
+(`benchmarks/stream_first_batch.py`). They are marked `own_function`, that is
+`tf.autograph.experimental.do_not_convert`: traced as written, with AutoGraph off for what
+they call and for the `tf.data` functions they build (`one_pass` building its `map`).
+
+Because of that, an own function never calls the user's code directly: it calls
+`user_function(fn)(...)`, which converts `fn` as `tf.data` would have (a Python `if` on a
+tensor in a `Stream`'s `transform` still works; `graphfit.core.autograph_scope`).
 
 Example:
 
     >>> import tensorflow as tf
     >>> doubled = tf.data.Dataset.range(3).map(own_function(lambda n: 2 * n))
-    >>> list(doubled.as_numpy_iterator())
+    >>> [int(n) for n in doubled.as_numpy_iterator()]
     [0, 2, 4]
 """
 

@@ -170,7 +170,9 @@ class Stream:
             target): the batches are then (x, y, weight); it is not a feature.
         transform: `dict -> dict` on a batch of parsed columns, before (x, y) (inside
             `dataset.map`), or `dict -> (x, y)`: the model's input and labels themselves
-            (a `graphfit.tabular.TablePreprocessor` of typed columns).
+            (a `graphfit.tabular.TablePreprocessor` of typed columns). AutoGraph converts
+            it, as `tf.data` converts the functions it is given (a Python `if` on a tensor
+            works); graphfit's own functions around it are traced as written.
 
     Raises:
         ValueError: naming the argument, for a bad schema, missing files, or CSV headers
