@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import validation
+from graphfit.datasets.pipeline_functions import own_function
 
 __all__ = ["graph_dataset"]
 
@@ -27,6 +28,7 @@ def _assembler(graphs, capacities):
     edge_features = (None if graphs.edge_features is None
                      else _ragged(graphs.edge_features, graphs.edge_counts))
 
+    @own_function
     def assemble(indices):
         picked = tf.gather(nodes, indices)
         counts = tf.cast(picked.row_lengths(), tf.int32)
@@ -98,4 +100,4 @@ def graph_dataset(graphs, batch_size: int, labels=None, sample_weight=None,
     if sample_weight is not None:
         extra.append(tf.constant(_per_graph(sample_weight, "sample_weight", len(graphs)),
                                  tf.float32))
-    return dataset.map(lambda i: (assemble(i), *[tf.gather(t, i) for t in extra]))
+    return dataset.map(own_function(lambda i: (assemble(i), *[tf.gather(t, i) for t in extra])))

@@ -108,6 +108,8 @@ class ImageFolder:
         """
         import tensorflow as tf
 
+        from graphfit.datasets.pipeline_functions import own_function
+
         files = tf.data.Dataset.from_tensor_slices((tf.constant(self.paths, tf.string),
                                                     tf.constant(self.labels, tf.int32)))
         if shuffle:
@@ -115,7 +117,7 @@ class ImageFolder:
                                   reshuffle_each_iteration=True)
         decode = self._decoder()
         encode = _label_encoder(self.label_mode, len(self.class_names))
-        images = files.map(lambda path, label: (decode(path), encode(label)),
+        images = files.map(own_function(lambda path, label: (decode(path), encode(label))),
                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return images.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
@@ -185,11 +187,14 @@ def _corrupt_files(paths: list[str], channels: int) -> list[str]:
     """The files that do not decode, found in one parallel `tf.data` pass."""
     import tensorflow as tf
 
+    from graphfit.datasets.pipeline_functions import own_function
+
     if not paths:
         return []
     indices = tf.data.Dataset.range(len(paths))
     files = tf.constant(paths, tf.string)
 
+    @own_function
     def decodes(index):
         image = tf.io.decode_image(tf.io.read_file(tf.gather(files, index)),
                                    channels=channels, expand_animations=False)
@@ -278,14 +283,17 @@ def load_images(paths: list[str], image_size, color_mode: str = "rgb",
     """
     import tensorflow as tf
 
+    from graphfit.datasets.pipeline_functions import own_function
+
     channels = COLOR_MODES[color_mode]
     bad = _corrupt_files(list(paths), channels)
     if bad:
         raise ValueError(f"the image {bad[0]} cannot be decoded "
                          f"({_decode_error(bad[0], channels)})")
     files = tf.data.Dataset.from_tensor_slices(tf.constant(list(paths), tf.string))
-    images = files.map(lambda p: decode_resized(p, tuple(image_size), channels, interpolation),
-                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    images = files.map(own_function(
+        lambda p: decode_resized(p, tuple(image_size), channels, interpolation)),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     batches = [b for b in images.batch(batch_size).prefetch(tf.data.AUTOTUNE).as_numpy_iterator()]
     return np.concatenate(batches) if batches else np.zeros((0, *image_size, channels),
                                                            np.float32)

@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.datasets.example_encoding import encode_rows
+from graphfit.datasets.pipeline_functions import own_function
 
 __all__ = ["check_shards", "parquet_records", "parse_examples", "weight_column", "weighed",
            "write_parquet_shards", "record_problem", "BATCH_ROWS"]
@@ -116,7 +117,7 @@ def _first_example_kinds(stream, path: str) -> dict:
 
 
 # ---------------------------------------------------------------------- reading Parquet
-@tf.autograph.experimental.do_not_convert
+@own_function
 def parquet_records(stream, path) -> tf.data.Dataset:
     """The rows of one Parquet shard as serialized `tf.train.Example`s of the declared
     columns, a record batch at a time."""
@@ -146,7 +147,7 @@ def parquet_records(stream, path) -> tf.data.Dataset:
 _BAD = b"\x00graphfit bad row\x00"
 
 
-@tf.autograph.experimental.do_not_convert
+@own_function
 def _stop_at_bad(rows: tf.Tensor) -> tf.Tensor:
     """`rows`, or an `InvalidArgumentError` whose message is the bad row's own (its file,
     row and column) when they are the mark of a row that could not be encoded."""

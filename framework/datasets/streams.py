@@ -45,6 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.datasets import parquet_shards
+from graphfit.datasets.pipeline_functions import own_function, user_function
 from graphfit.datasets.stream_files import (
     check_csv_headers,
     csv_header,
@@ -169,7 +170,9 @@ class Stream:
             target): the batches are then (x, y, weight); it is not a feature.
         transform: `dict -> dict` on a batch of parsed columns, before (x, y) (inside
             `dataset.map`), or `dict -> (x, y)`: the model's input and labels themselves
-            (a `graphfit.tabular.TablePreprocessor` of typed columns).
+            (a `graphfit.tabular.TablePreprocessor` of typed columns). AutoGraph converts
+            it, as `tf.data` converts the functions it is given (a Python `if` on a tensor
+            works); graphfit's own functions around it are traced as written.
 
     Raises:
         ValueError: naming the argument, for a bad schema, missing files, or CSV headers
@@ -260,11 +263,11 @@ class Stream:
         cycle = max(1, min(cycle_length, len(part.files)))
         parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True} \
             if cycle > 1 else {}
-        records = files.interleave(self.file_records, cycle_length=cycle, block_length=1,
-                                   **parallel)
+        records = files.interleave(own_function(self.file_records), cycle_length=cycle,
+                                   block_length=1, **parallel)
         if part.buckets is not None:
             low, high = part.buckets
-            records = records.filter(lambda r: self._in_buckets(r, low, high))
+            records = records.filter(own_function(lambda r: self._in_buckets(r, low, high)))
         return records
 
     def _in_buckets(self, record, low: int, high: int):
@@ -325,10 +328,13 @@ class Stream:
         return parquet_shards.weighed(self, features, (x, y))
 
     def converter(self, standardizer):
+        """records -> (x, y): graphfit's own `tf.data` function, the user's `transform`
+        inside it converted by AutoGraph (`pipeline_functions`)."""
+        @own_function
         def convert(records):
             features = self.parse(records)
             if self.transform is not None:
-                features = self.transform(features)
+                features = user_function(self.transform)(features)
                 if not isinstance(features, dict):  # the model's (x, y) already
                     return features
             return self.to_xy(features, standardizer)
@@ -345,7 +351,7 @@ class Stream:
         if sample is not None:
             records = records.take(sample)
         records = records.batch(batch_size)
-        return records.map(self.parse, num_parallel_calls=tf.data.AUTOTUNE,
+        return records.map(own_function(self.parse), num_parallel_calls=tf.data.AUTOTUNE,
                            deterministic=True).prefetch(tf.data.AUTOTUNE)
 
     def dataset(self, part, batch_size: int, *, shuffle_buffer: int = 0, seed: int = 0,
@@ -382,15 +388,16 @@ class Stream:
             shards.files, (part if isinstance(part, StreamPart) else StreamPart(
                 tuple(part))).buckets)
 
+        @own_function
         def one_pass(number):
             pass_seed = tf.stack([tf.constant(seed, tf.int64), number])
             records = self.records(read, cycle_length, pass_seed if shuffled else None)
             parse = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
             skip = None if start is None else tf.where(number == start[0], start[1], 0)
             if shuffled:
-                windows = records.batch(shuffle_buffer).enumerate().map(
+                windows = records.batch(shuffle_buffer).enumerate().map(own_function(
                     lambda window, block: tf.random.experimental.stateless_shuffle(
-                        block, seed=pass_seed * 1_000_003 + tf.stack([window, window])))
+                        block, seed=pass_seed * 1_000_003 + tf.stack([window, window]))))
                 if shards is None:
                     if skip is not None:
                         windows = _skip_records(windows, skip, shuffle_buffer)
@@ -408,9 +415,9 @@ class Stream:
         if start is None:
             passes = tf.data.Dataset.counter() if repeat else tf.data.Dataset.range(1)
         else:
-            passes = tf.data.Dataset.range(1).flat_map(  # the start, read as iteration begins
-                lambda _: tf.data.Dataset.counter(start[0]) if repeat
-                else tf.data.Dataset.range(start[0], start[0] + 1))
+            passes = tf.data.Dataset.range(1).flat_map(own_function(  # the start, read as
+                lambda _: tf.data.Dataset.counter(start[0]) if repeat  # iteration begins
+                else tf.data.Dataset.range(start[0], start[0] + 1)))
         return passes.flat_map(one_pass).prefetch(tf.data.AUTOTUNE)
 
     # ------------------------------------------------------------------ splits
@@ -482,7 +489,8 @@ class Stream:
     def count(self, part) -> int:
         """How many records `part` holds (one pass, nothing parsed but a key)."""
         try:
-            return int(self.records(part).reduce(np.int64(0), lambda n, _: n + 1))
+            return int(self.records(part).reduce(np.int64(0),
+                                                 own_function(lambda n, _: n + 1)))
         except tf.errors.OpError as error:
             raise self.bad_record(part, error) from None
 
@@ -544,6 +552,6 @@ def _skip_records(windows, count, window_size: int):
     """`windows` (record blocks of `window_size`, the last one shorter) less their first
     `count` records: the whole windows they cover, then the head of the next window."""
     head = count % window_size
-    return windows.skip(count // window_size).enumerate().map(
-        lambda index, block: block[tf.where(index == 0, head, 0):]).filter(
-        lambda block: tf.size(block) > 0)
+    return windows.skip(count // window_size).enumerate().map(own_function(
+        lambda index, block: block[tf.where(index == 0, head, 0):])).filter(own_function(
+        lambda block: tf.size(block) > 0))

@@ -103,16 +103,18 @@ def labels_of_split(model, test_data):
         return None
     import tensorflow as tf
 
+    from graphfit.datasets.pipeline_functions import own_function
     from graphfit.training.distribution import reads_per_worker
 
     if reads_per_worker(test_data):  # each worker holds its own part of the split (a stream)
         return None  # under several workers: no confusion matrix (on every worker alike)
     if isinstance(test_data, tf.data.Dataset) and len(test_data.element_spec) == 2:
-        labels = [np.asarray(y) for y in test_data.map(lambda x, y: y).as_numpy_iterator()]
+        labels = [np.asarray(y) for y in test_data.map(
+            own_function(lambda x, y: y)).as_numpy_iterator()]
         if not labels:
             return None
-        return classifier_labels(model, test_data.map(lambda x, y: x), np.concatenate(labels),
-                                 batch_size=None)
+        inputs = test_data.map(own_function(lambda x, y: x))
+        return classifier_labels(model, inputs, np.concatenate(labels), batch_size=None)
     if not (isinstance(test_data, tuple) and len(test_data) == 2):
         return None
     return classifier_labels(model, *test_data)

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.core import validation
+from graphfit.datasets.pipeline_functions import own_function
 from graphfit.training import distribution
 
 __all__ = ["check_class_weight", "sample_weights", "weigh_arrays", "weigh_dataset"]
@@ -116,6 +117,7 @@ def weigh_dataset(dataset: tf.data.Dataset, class_weight, name: str = "x"):
             f"batches.")
     _refuse_several_outputs(spec[1])
 
+    @own_function
     def weigh(x, y, sample_weight=None):
         weights = sample_weights(y, class_weight)
         if sample_weight is not None:

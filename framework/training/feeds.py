@@ -17,6 +17,7 @@ from typing import Iterator
 import numpy as np
 import tensorflow as tf
 
+from graphfit.datasets.pipeline_functions import own_function
 from graphfit.training import distribution, graph_feeds, input_checks
 from graphfit.training.array_data import (
     arrange_targets,
@@ -244,6 +245,7 @@ class DatasetFeed:
         if isinstance(y_spec, (list, tuple)):
             names = list(output_names)
 
+            @own_function
             def by_name(*element):
                 return (element[0], dict(zip(names, element[1])), *element[2:])
 
