@@ -10,7 +10,7 @@ from typing import Mapping
 import numpy as np
 
 __all__ = ["p0_covers_formula", "same_data_sets", "per_data_set_starts", "finite_data",
-           "data_set_index", "NonFiniteData", "not_input_names"]
+           "data_set_index", "NonFiniteData", "not_input_names", "finite_examples"]
 
 _CONSTANTS = ("pi",)
 
@@ -114,16 +114,39 @@ def _todo(masked: bool) -> str:
 
 def _finite_points(x, y, weights, masked: bool) -> None:
     """`finite_data` for one curve: x `[m, k]`, y and the weights `[m]`."""
-    parts = []
-    for what, bad_points in (("y", ~np.isfinite(y)), ("x", ~np.all(np.isfinite(x), -1)),
-                             ("sigma", np.isnan(weights))):
-        points = np.flatnonzero(bad_points)
-        if points.size:
-            more = f" and {points.size - 10} more" if points.size > 10 else ""
-            parts.append(f"{what} at point(s) {points[:10].tolist()}{more}")
+    parts = _bad_points([("y", ~np.isfinite(y)), ("x", ~np.all(np.isfinite(x), -1)),
+                         ("sigma", np.isnan(weights))], "point")
     if parts:
         raise NonFiniteData(f"{'; '.join(parts)}{' (unmasked)' if masked else ''}: the fit "
                             f"could not start", _todo(masked))
+
+
+def _bad_points(checks, unit: str) -> list[str]:
+    """`"<what> at <unit>(s) [i, ...]"` for each `(what, bad [m] bool)` with a bad entry."""
+    parts = []
+    for what, bad_points in checks:
+        points = np.flatnonzero(bad_points)
+        if points.size:
+            more = f" and {points.size - 10} more" if points.size > 10 else ""
+            parts.append(f"{what} at {unit}(s) {points[:10].tolist()}{more}")
+    return parts
+
+
+def finite_examples(named, todo: str) -> None:
+    """`NonFiniteData` naming the examples (rows) of each `(what, array or None)` that hold
+    NaN or inf, with `todo` saying what to do: `fit_report`'s check of a fitted model's
+    data, in `finite_data`'s words."""
+    checks = []
+    for what, values in named:
+        if values is None:
+            continue
+        values = np.asarray(values)
+        if values.dtype.kind not in "fc" or values.ndim == 0:
+            continue  # not numbers (text inputs), or a scalar: nothing per example
+        checks.append((what, ~np.all(np.isfinite(values.reshape(len(values), -1)), -1)))
+    parts = _bad_points(checks, "example")
+    if parts:
+        raise NonFiniteData("; ".join(parts), todo)
 
 
 def not_input_names(names) -> None:

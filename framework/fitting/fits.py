@@ -269,8 +269,9 @@ def fit_many(formula, x, y, p0=None, sigma=None, absolute_sigma: bool = False,
             (`jit_compile`) is the traced loop's.
 
     Returns:
-        `ManyFits`: parameters, standard errors, covariances, `JᵀJ`, RSS, reasons, steps,
-        function and Jacobian evaluations (`evaluations`, `jacobian_evaluations`).
+        `ManyFits`: parameters, standard errors, covariances, `JᵀJ`, χ² (`chi_square`,
+        weighted by 1/σ²) and RSS (`rss`, unweighted), reasons, steps, function and Jacobian
+        evaluations (`evaluations`, `jacobian_evaluations`).
 
     Raises:
         ValueError: for a bad argument, naming it (and the data set) and what was received
@@ -406,21 +407,22 @@ def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile,
     status = report.parameter_status(params, [s.min for s in specs], [s.max for s in specs],
                                      vary)
     free = status == "varied"
-    rss = np.sum(np.square(result.residuals), -1)
+    chi_square = np.sum(np.square(result.residuals), -1)  # the residuals are r/σ
     dof = points - np.count_nonzero(free, axis=1)
-    cov = covariances(jtj, rss, dof, bool(absolute_sigma), free)
+    cov = covariances(jtj, chi_square, dof, bool(absolute_sigma), free)
     errors = np.sqrt(np.abs(np.diagonal(cov, axis1=1, axis2=2)))
     with np.errstate(divide="ignore", invalid="ignore"):
         plain = np.where(weights > 0, result.residuals / weights, 0.0)
     return ManyFits(names=names, params=params, standard_errors=errors,
-                    covariance=cov, jtj=jtj, rss=rss, dof=dof,
+                    covariance=cov, jtj=jtj, rss=np.sum(np.square(plain), -1), dof=dof,
                     reason_codes=result.reason, steps=result.steps,
-                    evaluations=result.nfev, plain_rss=np.sum(np.square(plain), -1),
+                    evaluations=result.nfev, chi_square=chi_square,
                     total=report.total_sum_of_squares(y, weights ** 2),
                     absolute_sigma=bool(absolute_sigma), points=points, status=status,
                     jacobian_evaluations=result.njev,
                     bounds=(tuple(s.min for s in specs), tuple(s.max for s in specs)),
-                    details=_details(expression, specs, result, starts[:, ~vary], x))
+                    details=_details(expression, specs, result, starts[:, ~vary], x),
+                    weighted=np.any((weights != 0) & (weights != 1), axis=1))
 
 
 def _details(expression, specs, result, fixed, x) -> tuple:

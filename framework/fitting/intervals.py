@@ -8,10 +8,14 @@
   crossing is found by re-fits with `optimizers.LevenbergMarquardt`, on the signed root
   `±sqrt(χ² − χ²_min)`, nearly linear in the parameter, bracketed from the linear interval
   and closed by regula falsi (Illinois). A side that reaches the parameter's bound without
-  crossing ends there.
+  crossing ends there; one that does not cross within 30 doublings of the first step is NaN.
+  A re-fit below χ²_min (the fit was not at its minimum) or one that does not converge
+  makes its side NaN, with a warning naming the value.
 - `band`: the delta method: Var f(x₀) = g C gᵀ, g = ∂f(x₀)/∂p; the confidence band is
-  f ± t·sqrt(g C gᵀ), the prediction band f ± t·sqrt(g C gᵀ + σ²) with σ² the reduced χ²
-  (or 1/w of a new point when the weights are absolute).
+  f ± t·sqrt(g C gᵀ), the prediction band f ± t·sqrt(g C gᵀ + s²σ₀²) with s² the reduced χ²
+  and σ₀ the new measurement's σ (`sigma=`; 1 without weights), or f ± t·sqrt(g C gᵀ + σ₀²)
+  when the weights are absolute. A weighted fit's prediction band needs `sigma=`: its s is
+  in units of σ, not of y.
 
 The quantiles need SciPy (`pip install graphfit[fit]`).
 
@@ -34,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -82,7 +87,7 @@ def linear_intervals(report, level: float = 0.95) -> dict[str, tuple[float, floa
 
 
 def band(model, report, x, level: float = 0.95, prediction: bool = False,
-         sigma: float | None = None):
+         sigma=None):
     """The fitted curve at `x` and its confidence (or prediction) band.
 
     Args:
@@ -91,12 +96,20 @@ def band(model, report, x, level: float = 0.95, prediction: bool = False,
         x: where to evaluate (any number of examples).
         level: the band's probability.
         prediction: the band of a new measurement instead of the curve.
-        sigma: the standard deviation of a new measurement (default: the residual
-            standard deviation; 1 when the report's weights are absolute).
+        sigma: for a prediction band, the new measurement's σ at each `x` (a number, or
+            one per example), in the units the fit's weights `w = 1/σ²` give it. The band
+            adds the variance `s²σ²` (s the residual standard deviation), or `σ²` when the
+            report's weights are absolute. Without weights, σ = 1 by default: `s²`, the
+            residuals' variance (1 under absolute_sigma). A weighted fit (`report.weighted`)
+            has no default: its s is in units of σ, not of y, so the prediction band needs σ.
 
     Returns:
         `(fit, lower, upper)`, arrays of shape (examples,) for a one-column output, else
         (examples × values,).
+
+    Raises:
+        ValueError: a prediction band of a weighted fit without `sigma`; a `sigma` that is
+            not positive and finite, or not one per example.
     """
     t = t_quantile(level, report.dof)
     by_name = {p.name: p for p in model_parameters(model)}
@@ -105,12 +118,35 @@ def band(model, report, x, level: float = 0.95, prediction: bool = False,
     jacobian = parameter_jacobian(model, x, free) if free else np.zeros((fitted.size, 0))
     variance = np.einsum("ij,jk,ik->i", jacobian, report.covariance, jacobian)
     if prediction:
-        if sigma is None:
-            sigma = 1.0 if report.absolute_sigma else report.statistics["residual_std"]
-        variance = variance + float(sigma) ** 2
+        noise = _new_sigma(report, sigma, fitted.shape) ** 2
+        scale = 1.0 if report.absolute_sigma else report.statistics["reduced_chi_square"]
+        variance = variance + (math.nan if scale is None else scale) * noise
     half = t * np.sqrt(np.maximum(variance, 0.0))
     fit = fitted.ravel()
     return fit, fit - half, fit + half
+
+
+def _new_sigma(report, sigma, shape) -> np.ndarray:
+    """The new measurement's σ per value of the model's outputs `shape` (see `band`)."""
+    if sigma is None:
+        if report.weighted:
+            raise ValueError(
+                "band(prediction=True) of a weighted fit needs sigma=, the standard deviation "
+                "of a new measurement at each x (in the units of the fit's sigma, w = 1/σ²): "
+                "the residual standard deviation of a weighted fit is in units of σ, not of "
+                "y. Pass sigma=<a number or one per x>, or prediction=False for the "
+                "confidence band.")
+        return np.ones(int(np.prod(shape)))
+    values = np.asarray(sigma, np.float64)
+    values = np.full(shape[0], float(values)) if values.ndim == 0 else values
+    count, width = shape[0], int(np.prod(shape[1:]))
+    if values.shape[:1] != (count,) or values.size not in (count, count * width):
+        raise ValueError(f"sigma must be a number or one per example of x ({count}). "
+                         f"Received: sigma of shape {np.shape(sigma)}")
+    if not np.all(np.isfinite(values)) or np.any(values <= 0):
+        raise ValueError(f"sigma must be positive and finite (a standard deviation). "
+                         f"Received: values from {np.min(values)!r} to {np.max(values)!r}")
+    return np.broadcast_to(values.reshape(count, -1), (count, width)).ravel()
 
 
 def _formula_of(model):
@@ -129,7 +165,8 @@ def _formula_of(model):
 
 class _Profile:
     """χ² of re-fits with one parameter held fixed (a clone of the Formula, one traced fit
-    reused for every value)."""
+    reused for every value). Each re-fit starts from the converged re-fit nearest in the
+    held value (the fit's own values at first), so that far out the others follow along."""
 
     def __init__(self, formula, name, x, y, sample_weight, epochs):
         import graphfit as gf
@@ -147,23 +184,36 @@ class _Profile:
         x = x[:, None] if x.ndim == 1 else x  # as fit reads one input column
         self.data = (x, np.asarray(y, np.float64).reshape(len(x), -1), sample_weight)
         self.name, self.epochs, self.evaluations = name, epochs, 0
+        self.starts = {float(self.best[name]): self.best}  # held value -> converged values
         self.model(x[:1])  # builds the clone's variables
 
-    def chi_square(self, value: float) -> float:
+    def chi_square(self, value: float) -> tuple[float, bool]:
+        """`(χ², converged)` of the re-fit with the parameter held at `value`."""
         x, y, weights = self.data
-        self.clone.set_values({**self.best, self.name: value})
+        nearest = min(self.starts, key=lambda held: abs(held - value))
+        self.clone.set_values({**self.starts[nearest], self.name: value})
         self.model.optimizer.reset_state()
         self.model.fit(x, y, sample_weight=weights, batch_size=None, epochs=self.epochs,
                        verbose=0)
+        converged = self.model.stop_reason is not None
         self.evaluations += 1
         residuals = y - model_outputs(self.model, x)
         w = 1.0 if weights is None else np.asarray(weights, np.float64).reshape(len(y), -1)
-        return float(np.sum(w * residuals ** 2))
+        chi_square = float(np.sum(w * residuals ** 2))
+        if converged and math.isfinite(chi_square):
+            self.starts[float(value)] = self.clone.values()
+        return chi_square, converged
+
+
+class _NoEnd(Exception):
+    """A profile side that cannot give an end (NaN), with the warning that says why."""
 
 
 def _crossing(root, best: float, step: float, side: int, target: float, limit: float,
               tolerance: float) -> float:
-    """Where `root(v)` (0 at `best`, growing away from it) reaches `target` on one side."""
+    """Where `root(v)` (0 at `best`, growing away from it) reaches `target` on one side:
+    the `limit` (a bound) when it comes first, NaN when 30 doublings of `step` do not
+    reach `target` (the data do not limit the parameter there)."""
     a, za = best, 0.0
     b = best + side * step
     for _ in range(30):  # bracket: step out, doubling
@@ -192,6 +242,30 @@ def _crossing(root, best: float, step: float, side: int, target: float, limit: f
     return b
 
 
+def _signed_root(profile, name: str, best: float, chi_min: float):
+    """`v -> sqrt(χ²(v) − χ²_min)` of `profile`; `_NoEnd` where a re-fit does not converge or
+    goes below χ²_min (the fit was not at its minimum: no interval is right then)."""
+
+    def root(value: float) -> float:
+        if value == best:
+            return 0.0
+        chi_square, converged = profile.chi_square(value)
+        if not converged or not math.isfinite(chi_square):
+            raise _NoEnd(
+                f"profile_intervals: the re-fit with {name} held at {value:.8g} did not "
+                f"converge in {profile.epochs} epochs (χ² = {chi_square:.8g}): no end of "
+                f"{name}'s interval on that side (NaN). More epochs= may help.")
+        if chi_square < chi_min * (1 - 1e-9):
+            raise _NoEnd(
+                f"profile_intervals: the re-fit with {name} held at {value:.8g} reaches χ² = "
+                f"{chi_square:.8g}, below the fit's χ² = {chi_min:.8g}: the fit was not at "
+                f"its minimum. Fit again (e.g. from {name} = {value:.8g}) and profile that "
+                f"fit; no end of {name}'s interval on that side (NaN).")
+        return math.sqrt(chi_square - chi_min)
+
+    return root
+
+
 def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
                       names: Sequence[str] | None = None, report=None, epochs: int = 500,
                       tolerance: float = 1e-6) -> dict[str, tuple[float, float]]:
@@ -208,7 +282,10 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
 
     Returns:
         `{name: (lower, upper)}`; an end is the bound where the profile reaches a bound
-        first, NaN where it never crosses (the data do not limit the parameter there).
+        first, NaN where it never crosses within the search (30 doublings of the first
+        step, t·stderr: the data do not limit the parameter there), and NaN, with a
+        warning naming the value, where a re-fit does not converge or reaches a χ² below
+        the fit's (the fit was not at its minimum: fit again from there).
 
     Raises:
         ValueError: for a model that is not one Formula, or an unknown or fixed name.
@@ -230,15 +307,17 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
     for name in chosen:
         parameter = report[name]
         profile = _Profile(formula, name, x, y, sample_weight, epochs)
-
-        def root(value, profile=profile, best=parameter.value):
-            return math.sqrt(max(profile.chi_square(value) - chi_min, 0.0)) * (
-                1.0 if value != best else 0.0)
-
+        root = _signed_root(profile, name, parameter.value, chi_min)
         step = t * parameter.stderr if parameter.stderr else max(abs(parameter.value), 1.0) * 0.1
         low = -math.inf if parameter.min is None else parameter.min
         high = math.inf if parameter.max is None else parameter.max
-        intervals[name] = tuple(_crossing(root, parameter.value, step, side, target,
-                                          limit, tolerance)
-                                for side, limit in ((-1, low), (1, high)))
+        ends = []
+        for side, limit in ((-1, low), (1, high)):
+            try:
+                ends.append(_crossing(root, parameter.value, step, side, target, limit,
+                                      tolerance))
+            except _NoEnd as reason:
+                warnings.warn(str(reason), stacklevel=2)
+                ends.append(math.nan)
+        intervals[name] = tuple(ends)
     return intervals

@@ -8,13 +8,20 @@ fixed, not on a bound):
     s² = χ² / dof     (the reduced χ²; the residual standard deviation is s)
     C  = s² (JᵀWJ)⁻¹  or, with absolute_sigma=True, (JᵀWJ)⁻¹ (SciPy's curve_fit)
     R² = 1 − χ² / Σ w (y − ȳ_w)²          (ȳ_w the weighted mean)
-    AIC = N ln(χ²/N) + 2P      BIC = N ln(χ²/N) + P ln N      (lmfit's definitions)
+    AIC = N ln(χ²/N) + 2P      BIC = N ln(χ²/N) + P ln N
 
-The covariance comes from the SVD of `W^½ J` with its columns scaled to unit length (so the
-rank test does not depend on the parameters' units); a singular value below `RANK_TOLERANCE`
-of the largest marks the parameters of its singular vector as not determined by the data:
-they get no standard error, and the others' come from the pseudo-inverse. Everything is
-computed in float64 with NumPy.
+These are lmfit's formulas with two differences, chosen on purpose: P counts only the
+parameters that vary and are not on a bound (lmfit's `nvarys` counts a parameter on a bound
+too, so its dof, reduced χ², AIC and BIC differ there), and R² weighs as χ² does (lmfit's
+`rsquared` is always unweighted, `1 − Σ r² / Σ (y − ȳ)²`); without weights and with no
+parameter on a bound, every number is lmfit's.
+
+The covariance comes from the SVD of `W^½ J` with its columns scaled to unit length
+(`graphfit.fitting.covariance`, the same algorithm `fit_many` uses from `JᵀWJ`); a singular
+value below `RANK_TOLERANCE` of the largest marks the parameters of its singular vector as
+not determined by the data: they get no standard error, and the others' come from the
+pseudo-inverse. Everything is computed in float64 with NumPy. NaN or inf in the data is
+refused (`arguments.NonFiniteData`), as `fit_curve` refuses it.
 
 Example:
 
@@ -40,17 +47,15 @@ from typing import Any
 
 import numpy as np
 
-from graphfit.fitting import text
+from graphfit.fitting import arguments, covariance, text
+from graphfit.fitting.covariance import RANK_TOLERANCE
 from graphfit.fitting.jacobian import model_outputs, parameter_jacobian
 from graphfit.fitting.parameters import FitParameter, model_parameters
 
-__all__ = ["FitReport", "ParameterResult", "fit_report", "fit_statistics", "total_sum_of_squares",
-           "correlation_matrix", "strong_pairs", "parameter_status", "RANK_TOLERANCE",
-           "STRONG_CORRELATION", "BOUND_TOLERANCE"]
+__all__ = ["FitReport", "ParameterResult", "fit_report", "assemble", "fit_statistics",
+           "total_sum_of_squares", "correlation_matrix", "strong_pairs", "parameter_status",
+           "RANK_TOLERANCE", "STRONG_CORRELATION", "BOUND_TOLERANCE"]
 
-# Singular values of the column-scaled, weighted Jacobian below this fraction of the largest
-# mark undetermined parameters.
-RANK_TOLERANCE = 1e-12
 # |correlation| above this is flagged.
 STRONG_CORRELATION = 0.9
 # A parameter within this fraction of its range (or of max(1, |bound|) with one bound) of a
@@ -102,6 +107,10 @@ class FitReport:
         data_sets: per data set of a global fit: points, chi_square, rss, r_squared.
         absolute_sigma: whether the weights were taken as absolute 1/σ².
         notes: warnings in words (ill-conditioning, no degrees of freedom, ...).
+        weighted: whether the fit had weights other than 0 and 1 (σ not all 1): then the
+            residual standard deviation is in units of σ, not of y, and a prediction band
+            needs the new measurement's σ (`intervals.band(..., sigma=)`).
+        strong_threshold: the |r| above which `strong_correlations` are flagged.
     """
 
     parameters: list[ParameterResult]
@@ -115,6 +124,8 @@ class FitReport:
     data_sets: list[dict[str, Any]]
     absolute_sigma: bool
     notes: list[str]
+    weighted: bool = False
+    strong_threshold: float = STRONG_CORRELATION
 
     def __getitem__(self, name: str) -> ParameterResult:
         for parameter in self.parameters:
@@ -144,7 +155,8 @@ class FitReport:
             "correlation": self.correlation.tolist(), "statistics": self.statistics,
             "strong_correlations": [list(c) for c in self.strong_correlations],
             "undetermined": self.undetermined, "fit": self.fit, "data_sets": self.data_sets,
-            "absolute_sigma": self.absolute_sigma, "notes": self.notes})
+            "absolute_sigma": self.absolute_sigma, "notes": self.notes,
+            "weighted": self.weighted, "strong_threshold": self.strong_threshold})
 
     def to_json(self, indent: int = 2) -> str:
         """`to_dict()` as JSON text."""
@@ -220,9 +232,12 @@ def fit_report(model, x, y, sample_weight=None, absolute_sigma: bool = False,
         A `FitReport`; `print(report)` shows it.
 
     Raises:
+        NonFiniteData: NaN or inf in x, y or sample_weight (a ValueError naming the points,
+            as `fit_curve` raises it).
         ValueError: for a model with several outputs, data whose size does not match the
             outputs, or bad weights.
     """
+    _finite(x, y, sample_weight)
     parameters = model_parameters(model)
     fitted = model_outputs(model, x)
     observed = np.asarray(y, np.float64)
@@ -237,17 +252,33 @@ def fit_report(model, x, y, sample_weight=None, absolute_sigma: bool = False,
     rows = np.sqrt(weights.ravel())
     residuals = (observed - fitted).ravel()
     points = int(np.count_nonzero(rows))
-    solved = _covariance(jacobian * rows[:, None], [p.name for p in varying])
+    solved = covariance.from_jacobian(jacobian * rows[:, None], [p.name for p in varying])
     statistics = _statistics(residuals, rows, observed.ravel(), points, len(varying))
-    statistics["condition_number"] = solved["condition"]
-    notes = list(solved["notes"])
+    return assemble(parameters, statuses, solved, statistics, absolute_sigma,
+                    strong_correlation, _fit_state(model), _data_sets(
+                        model, x, residuals, rows, observed.ravel(), parameters),
+                    weighted=_is_weighted(weights))
+
+
+def assemble(parameters, statuses, solved: dict[str, Any], statistics: dict[str, Any],
+             absolute_sigma: bool, strong_correlation: float, fit: dict[str, Any],
+             data_sets: list[dict[str, Any]], weighted: bool, notes=()) -> FitReport:
+    """The `FitReport` from its pieces, for `fit_report` and `ManyFits.report` alike: the
+    parameters (`name`, `value`, `min`, `max`, `data_set`) with their statuses, `solved`
+    (`covariance.from_jacobian` or `from_gram`: `(JᵀWJ)⁻¹` over the determined parameters)
+    and the statistics (`fit_statistics`); the covariance is scaled by the reduced χ²
+    unless `absolute_sigma`."""
+    statistics = dict(statistics, condition_number=solved["condition"])
+    notes = list(notes) + list(solved["notes"])
     scale = 1.0 if absolute_sigma else statistics["reduced_chi_square"]
     if scale is None or not math.isfinite(scale):
-        notes.append(f"no degrees of freedom ({points} points, {len(varying)} varying "
-                     f"parameters): no standard errors")
+        notes.append(f"no degrees of freedom ({statistics['points']} points, "
+                     f"{statistics['varying_parameters']} varying parameters): no standard "
+                     f"errors" if statistics["dof"] <= 0 else
+                     "the reduced chi-square is not finite: no standard errors")
         scale = math.nan
-    covariance = solved["covariance"] * scale
-    errors = dict(zip(solved["free"], np.sqrt(np.diag(covariance))))
+    covariance_matrix = solved["covariance"] * scale
+    errors = dict(zip(solved["free"], np.sqrt(np.diag(covariance_matrix))))
     undetermined_names = {name for group in solved["undetermined"] for name in group}
     results = []
     for p, status in zip(parameters, statuses):
@@ -255,49 +286,33 @@ def fit_report(model, x, y, sample_weight=None, absolute_sigma: bool = False,
             status = "undetermined"
         stderr = errors.get(p.name)
         results.append(ParameterResult(
-            p.name, p.value, float(stderr) if stderr is not None and math.isfinite(stderr)
+            p.name, float(p.value), float(stderr) if stderr is not None and math.isfinite(stderr)
             else None, status, p.min if math.isfinite(p.min) else None,
             p.max if math.isfinite(p.max) else None, p.data_set))
-    correlation = correlation_matrix(covariance)
+    correlation = correlation_matrix(covariance_matrix)
     strong = strong_pairs(solved["free"], correlation, strong_correlation)
-    return FitReport(results, solved["free"], covariance, correlation, statistics, strong,
-                     solved["undetermined"], _fit_state(model), _data_sets(
-                         model, x, residuals, rows, observed.ravel(), parameters),
-                     absolute_sigma, notes)
+    return FitReport(results, solved["free"], covariance_matrix, correlation, statistics,
+                     strong, solved["undetermined"], fit, data_sets, absolute_sigma, notes,
+                     weighted, strong_correlation)
 
 
-def _covariance(weighted: np.ndarray, names: list[str]) -> dict[str, Any]:
-    """(JᵀWJ)⁻¹ over the determined parameters, from the SVD of the column-scaled Jacobian."""
-    notes: list[str] = []
-    if not names:
-        return {"covariance": np.zeros((0, 0)), "free": [], "undetermined": [],
-                "condition": None, "notes": notes}
-    norms = np.linalg.norm(weighted, axis=0)
-    zero = [n for n, c in zip(names, norms) if c == 0]
-    scaled = weighted / np.where(norms > 0, norms, 1.0)
-    _, singular, vt = np.linalg.svd(scaled, full_matrices=False)
-    largest = singular[0] if singular.size else 0.0
-    small = singular <= RANK_TOLERANCE * largest
-    undetermined: list[list[str]] = [[n] for n in zero]
-    for row in vt[small] if largest > 0 else vt:
-        group = [n for n, v in zip(names, row) if abs(v) > 0.1 and n not in zero]
-        if group and group not in undetermined:
-            undetermined.append(group)
-    if undetermined:
-        notes.append("the data do not determine " + "; ".join(
-            " and ".join(g) + (" (only a combination of them)" if len(g) > 1 else "")
-            for g in undetermined) + ": no standard error for them")
-    kept = singular > RANK_TOLERANCE * largest
-    inverse = (vt[kept].T / singular[kept] ** 2) @ vt[kept]
-    condition = float(singular[0] / singular[-1]) if singular[-1] > 0 else math.inf
-    if not undetermined and condition > 1e8:
-        notes.append(f"ill-conditioned: the scaled Jacobian's condition number is "
-                     f"{condition:.2g}; the standard errors have fewer correct digits")
-    bad = {n for g in undetermined for n in g}
-    keep = [i for i, n in enumerate(names) if n not in bad]
-    inverse = inverse[np.ix_(keep, keep)] / np.outer(norms[keep], norms[keep])
-    return {"covariance": inverse, "free": [names[i] for i in keep],
-            "undetermined": undetermined, "condition": condition, "notes": notes}
+def _finite(x, y, sample_weight) -> None:
+    """NaN or inf in the data: `arguments.NonFiniteData`, naming the examples (a model's
+    report would otherwise be NaN, or NumPy's SVD would fail on an inf)."""
+    named = [("y", y), ("sample_weight", sample_weight)]
+    if isinstance(x, dict):
+        named += [(f"x[{key!r}]", value) for key, value in x.items()]
+    elif isinstance(x, (list, tuple)):
+        named += [(f"x[{i}]", value) for i, value in enumerate(x)]
+    else:
+        named.append(("x", x))
+    arguments.finite_examples(named, "drop those examples (or give them sample_weight 0 "
+                                     "and a finite stand-in value) and report again")
+
+
+def _is_weighted(weights: np.ndarray) -> bool:
+    """Whether weights other than 0 and 1 were given (1/σ² with σ not all 1)."""
+    return bool(np.any((weights != 0) & (weights != 1)))
 
 
 def correlation_matrix(covariance: np.ndarray) -> np.ndarray:

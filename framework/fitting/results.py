@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from graphfit.fitting import arguments
+from graphfit.fitting import arguments, covariance
 from graphfit.fitting import report as fit_reports
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 
@@ -29,14 +29,16 @@ _CONVERGED = (lm_convergence.FTOL, lm_convergence.XTOL, lm_convergence.FTOL_AND_
               lm_convergence.GTOL)
 
 
-def covariances(jtj: np.ndarray, rss: np.ndarray, dof, absolute_sigma: bool,
+def covariances(jtj: np.ndarray, chi_square: np.ndarray, dof, absolute_sigma: bool,
                 free: np.ndarray | None = None) -> np.ndarray:
-    """`s²(JᵀJ)⁻¹` per data set (`[N, p, p]`), as SciPy's `curve_fit`: `s² = RSS / dof`
+    """`s²(JᵀWJ)⁻¹` per data set (`[N, p, p]`), as SciPy's `curve_fit`: `s² = χ² / dof`
     (`dof` a number or one per data set), or 1 with `absolute_sigma` (the weights are then
-    read as 1/σ of known errors). A singular or non-finite `JᵀJ`, or dof <= 0 without
-    `absolute_sigma`, gives inf (SciPy's choice). `free` `[N, p]` (bool) limits the inverse
-    to the parameters that vary and are not on a bound; the others' rows and columns are
-    NaN (no standard error), as in `fit_report`."""
+    read as 1/σ of known errors). dof <= 0 without `absolute_sigma`, or a non-finite `JᵀJ`,
+    gives inf (SciPy's choice). A singular `JᵀJ` gives inf only for the parameters the data
+    do not determine (`covariance.from_gram`, as `fit_report`): the others keep their
+    covariance from the pseudo-inverse. `free` `[N, p]` (bool) limits the inverse to the
+    parameters that vary and are not on a bound; the others' rows and columns are NaN (no
+    standard error), as in `fit_report`."""
     count, p = jtj.shape[0], jtj.shape[-1]
     if free is not None:
         free = np.asarray(free, bool)
@@ -60,25 +62,39 @@ def covariances(jtj: np.ndarray, rss: np.ndarray, dof, absolute_sigma: bool,
         if np.any(full):
             inverse[full] = (np.linalg.inv(scaled[full]) / norms[full][:, :, None]
                              / norms[full][:, None, :])
+        for row in np.flatnonzero(~full):  # singular: the determined parameters' part
+            inverse[row] = _determined_part(sub[row])
         out[finite] = inverse
     if not absolute_sigma:
         dof = np.broadcast_to(np.asarray(dof), (count,))
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = out * np.where(dof > 0, rss / np.where(dof > 0, dof, 1), np.inf)[:, None, None]
+            out = out * np.where(dof > 0, chi_square / np.where(dof > 0, dof, 1),
+                                 np.inf)[:, None, None]
     if free is not None:
         out = np.where(pair, out, np.nan)
     return out
 
 
-def _condition(jtj: np.ndarray) -> float | None:
-    """The condition number of the column-scaled weighted Jacobian, from its `JᵀJ`."""
-    if not np.all(np.isfinite(jtj)):
-        return None
-    norms = np.sqrt(np.diagonal(jtj))
-    if np.any(norms == 0):
-        return math.inf
-    values = np.linalg.svd(jtj / np.outer(norms, norms), compute_uv=False)
-    return float(math.sqrt(values[0] / values[-1])) if values[-1] > 0 else math.inf
+def _determined_part(jtj: np.ndarray) -> np.ndarray:
+    """`(JᵀJ)⁻¹` `[p, p]` of a singular `JᵀJ`: `covariance.from_gram`'s over the determined
+    parameters, inf in the rows and columns of the undetermined ones."""
+    names = [str(i) for i in range(len(jtj))]
+    solved = covariance.from_gram(jtj, names)
+    keep = [int(name) for name in solved["free"]]
+    out = np.full(jtj.shape, np.inf)
+    out[np.ix_(keep, keep)] = solved["covariance"]
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parameter:
+    """What `report.assemble` reads of a parameter."""
+
+    name: str
+    value: float
+    min: float = -math.inf
+    max: float = math.inf
+    data_set: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,10 +103,10 @@ class CurveFit:
 
     Attributes:
         values: `{name: fitted value}`.
-        standard_errors: `{name: standard error}` (from `s²(JᵀJ)⁻¹`; inf where JᵀJ is
-            singular, NaN for a fixed parameter or one on its bound).
+        standard_errors: `{name: standard error}` (from `s²(JᵀWJ)⁻¹`; inf for a parameter
+            the data do not determine, NaN for a fixed parameter or one on its bound).
         covariance: `[p, p]`.
-        rss: the (weighted) residual sum of squares.
+        rss: the residual sum of squares `Σ r²`, unweighted (the report's RSS).
         converged: whether a convergence test ended the fit.
         reason: why the fit stopped (`REASONS`); `reason_code` its code.
         steps: LM steps.
@@ -100,6 +116,9 @@ class CurveFit:
             each trial point).
         status: `{name: "varied", "fixed", "at lower bound" or "at upper bound"}`.
         dof: points minus the parameters that vary and are not on a bound.
+        chi_square: `Σ (r/σ)²`, the weighted sum the fit minimises (`rss` without sigma).
+
+    `report()` gives its whole `FitReport` (`ManyFits.report`).
     """
 
     values: dict
@@ -114,6 +133,18 @@ class CurveFit:
     jacobian_evaluations: int = 0
     status: dict = dataclasses.field(default_factory=dict)
     dof: int = 0
+    chi_square: float = math.nan
+    fits: "ManyFits | None" = dataclasses.field(default=None, repr=False, compare=False)
+    index: int = 0
+
+    def report(self, strong_correlation: float = fit_reports.STRONG_CORRELATION
+               ) -> fit_reports.FitReport:
+        """The fit's `FitReport` (as `model.fit_report` gives it for a Formula model fitted
+        to the same data; `print` shows it)."""
+        if self.fits is None:
+            raise ValueError("this CurveFit was built by hand, without the fit it came from: "
+                             "report() needs fit_curve's (or ManyFits.curve's) result")
+        return self.fits.report(self.index, strong_correlation)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,14 +157,15 @@ class ManyFits:
         standard_errors: `[N, p]`, the square roots of the covariances' diagonals.
         covariance: `[N, p, p]`, `s²(JᵀJ)⁻¹` as SciPy's `curve_fit` gives it.
         jtj: `[N, p, p]` `JᵀJ` of the weighted residuals at the solution (for reports).
-        rss: `[N]` residual sums of squares (weighted by 1/σ²).
+        rss: `[N]` residual sums of squares `Σ r²`, unweighted (the report's RSS).
         dof: `[N]` degrees of freedom: each data set's points minus its parameters that
             vary and are not on a bound.
         reason_codes: `[N]` why each fit stopped (`REASONS`).
         steps: `[N]` LM steps.
         evaluations: `[N]` evaluations of the residuals (SciPy's nfev: one at the start, one
             per trial point, two more per trial with geodesic acceleration).
-        plain_rss: `[N]` the unweighted residual sums of squares.
+        chi_square: `[N]` `Σ (r/σ)²`, the weighted sums the fits minimise (`rss` without
+            sigma).
         total: `[N]` `Σ w (y − ȳ_w)²` (w = 1/σ²), the denominator of R².
         absolute_sigma: whether σ was read as known errors.
         points: `[N]` the points of each data set (padding excluded).
@@ -141,6 +173,7 @@ class ManyFits:
         jacobian_evaluations: `[N]` evaluations of the Jacobian (SciPy's njev: the start
             and each trial point, with that point's residuals in one backward pass).
         bounds: `(min [p], max [p])` the parameters' bounds (-inf, inf: none).
+        weighted: `[N]` bool: the data set had sigma other than 1 (`FitReport.weighted`).
         details: `[N]` a fuller reason where there is one ("" where not): for a fit
             stopped as not finite, where (the point and its x) and what to do.
 
@@ -175,7 +208,7 @@ class ManyFits:
     reason_codes: np.ndarray
     steps: np.ndarray
     evaluations: np.ndarray
-    plain_rss: np.ndarray
+    chi_square: np.ndarray
     total: np.ndarray
     absolute_sigma: bool = False
     points: np.ndarray | None = None
@@ -183,11 +216,17 @@ class ManyFits:
     jacobian_evaluations: np.ndarray | None = None
     bounds: tuple = ()
     details: tuple = ()
+    weighted: np.ndarray | None = None
 
     def _reason(self, index: int) -> str:
         code = int(self.reason_codes[index])
         detail = self.details[index] if len(self.details) > index else ""
         return detail or REASONS.get(code, f"code {code}")
+
+    @property
+    def plain_rss(self) -> np.ndarray:
+        """`rss` (its former name, when `rss` was the weighted sum `chi_square`)."""
+        return self.rss
 
     @property
     def free(self) -> np.ndarray:
@@ -203,7 +242,7 @@ class ManyFits:
         """The fit report's statistics, one array entry per data set (NaN where undefined):
         points, varying_parameters (varied, not on a bound), dof, chi_square,
         reduced_chi_square, rss (unweighted), residual_std, r_squared, aic, bic."""
-        return fit_reports.fit_statistics(self.rss, self.plain_rss, self.total, self.points,
+        return fit_reports.fit_statistics(self.chi_square, self.rss, self.total, self.points,
                                           np.count_nonzero(self.free, axis=1))
 
     @property
@@ -226,45 +265,28 @@ class ManyFits:
         free = self.free[index]
         names = [name for name, keep in zip(self.names, free) if keep]
         statistics = fit_reports.fit_statistics(
-            self.rss[index], self.plain_rss[index], self.total[index],
+            self.chi_square[index], self.rss[index], self.total[index],
             int(self.points[index]), len(names))
-        covariance = self.covariance[index][np.ix_(free, free)]
-        errors = dict(zip(names, np.sqrt(np.abs(np.diagonal(covariance)))))
-        determined = bool(np.all(np.isfinite(covariance)))
         jtj = self.jtj[index][np.ix_(free, free)]
-        statistics["condition_number"] = _condition(jtj) if names else None
-        finite = bool(np.isfinite(self.rss[index]) and np.all(np.isfinite(jtj)))
-        dof = int(self.dof[index])
-        undetermined = finite and not determined and (dof > 0 or self.absolute_sigma)
         notes = []
-        if not finite:
+        if np.isfinite(self.chi_square[index]) and np.all(np.isfinite(jtj)):
+            solved = covariance.from_gram(jtj, names)
+        else:
             notes.append("NaN or inf in this data set or the model at its last parameters: "
                          "no standard errors")
-        elif undetermined:
-            notes.append("JᵀJ is singular: the data do not determine the parameters "
-                         "separately; no standard errors")
-        elif not determined:
-            notes.append(f"no degrees of freedom ({int(self.points[index])} points, "
-                         f"{len(names)} varying parameters): no standard errors")
-        parameters = []
-        for name, value, status, low, high in zip(self.names, self.params[index],
-                                                  self.status[index], *self.bounds):
-            if status == "varied" and undetermined:
-                status = "undetermined"
-            error = errors.get(name) if determined else None
-            parameters.append(fit_reports.ParameterResult(
-                name, float(value), None if error is None else float(error), str(status),
-                low if math.isfinite(low) else None, high if math.isfinite(high) else None))
-        correlation = fit_reports.correlation_matrix(covariance)
-        return fit_reports.FitReport(
-            parameters, names if determined else [], covariance, correlation, statistics,
-            fit_reports.strong_pairs(names, correlation, strong_correlation)
-            if determined else [], [names] if undetermined else [],
+            solved = {"covariance": np.zeros((0, 0)), "free": [], "undetermined": [],
+                      "condition": None, "notes": []}
+        parameters = [_Parameter(name, float(value), low, high) for name, value, low, high
+                      in zip(self.names, self.params[index], *self.bounds)]
+        weighted = self.weighted is not None and bool(self.weighted[index])
+        return fit_reports.assemble(
+            parameters, [str(status) for status in self.status[index]], solved, statistics,
+            self.absolute_sigma, strong_correlation,
             {"optimizer": "fit_many (batched LevenbergMarquardt)",
              "steps": int(self.steps[index]), "epochs": None,
              "function_evaluations": int(self.evaluations[index]),
              "jacobian_evaluations": int(self.jacobian_evaluations[index]),
-             "stop_reason": self._reason(index)}, [], self.absolute_sigma, notes)
+             "stop_reason": self._reason(index)}, [], weighted, notes)
 
     @property
     def converged(self) -> np.ndarray:
@@ -287,6 +309,7 @@ class ManyFits:
             values=dict(zip(self.names, map(float, self.params[index]))),
             standard_errors=dict(zip(self.names, map(float, self.standard_errors[index]))),
             covariance=self.covariance[index], rss=float(self.rss[index]),
+            chi_square=float(self.chi_square[index]), fits=self, index=index,
             converged=bool(self.converged[index]), reason=self._reason(index),
             reason_code=code, steps=int(self.steps[index]),
             evaluations=int(self.evaluations[index]),

@@ -11,7 +11,9 @@ network trained by a first-order optimizer gets no report. Such a run writes, ne
 - `fit_report.txt`: the report as `graphfit train` prints it;
 - `fitted_curve.json` (one input column): the data, the fitted curve on a grid over the data's
   range, and its 95 % confidence and prediction bands, which `graphfit plot` draws
-  (`fit.png`).
+  (`fit.png`). A weighted run (a table's `sample_weight` column, read as 1/σ²) is reported
+  with its weights, as `model.fit_report(x, y, sample_weight=...)`; its curve has no
+  prediction band (that needs the σ of a new measurement at each x of the grid).
 
 Example:
 
@@ -67,12 +69,13 @@ def _intervals(report) -> dict | None:
         return None
 
 
-def write_run_report(run: str, model, x, y):
-    """Computes the run's fit report on its training data and writes its files; returns the
-    `FitReport`."""
+def write_run_report(run: str, model, x, y, sample_weight=None):
+    """Computes the run's fit report on its training data, weighted by the sample weights
+    the fit used (read as 1/σ², as `model.fit_report` reads them), and writes its files;
+    returns the `FitReport`."""
     from graphfit.fitting.report import fit_report
 
-    report = fit_report(model, x, y)
+    report = fit_report(model, x, y, sample_weight=sample_weight)
     content = report.to_dict()
     content["intervals_95"] = _intervals(report)
     _write(os.path.join(run, FIT_REPORT_JSON), json.dumps(content, indent=2))
@@ -104,7 +107,11 @@ def _curve(model, report, x, y) -> dict | None:
     try:
         from graphfit.fitting.intervals import band
 
-        for kind, prediction in (("confidence", False), ("prediction", True)):
+        # A weighted fit's prediction band needs σ at each grid x, which the data do not
+        # give between their points: only the confidence band.
+        kinds = (("confidence", False),) + ((("prediction", True),) if not report.weighted
+                                            else ())
+        for kind, prediction in kinds:
             _, lower, upper = band(model, report, shaped, BAND_LEVEL, prediction=prediction)
             if np.all(np.isfinite(lower)) and np.all(np.isfinite(upper)):
                 curve[kind] = [lower.tolist(), upper.tolist()]

@@ -61,9 +61,8 @@ def format_report(report) -> str:
         lines.append(f"    # function evals   = {fit['function_evaluations']}")
     if fit.get("jacobian_evaluations") is not None:
         lines.append(f"    # Jacobian evals   = {fit['jacobian_evaluations']}")
-    if fit.get("steps") is not None:
-        lines.append(f"    # steps            = {fit['steps']}" + (
-            "" if "jacobian_evaluations" in fit else " (Jacobian evaluations)"))
+    if fit.get("steps") is not None:  # optimizer updates (an LM step or an Adam step)
+        lines.append(f"    # steps            = {fit['steps']}")
     lines += [f"    # data points      = {s['points']}",
               f"    # variables        = {s['varying_parameters']}",
               f"    chi-square         = {_number(s['chi_square'])}",
@@ -85,7 +84,8 @@ def format_report(report) -> str:
         lines.append(f"    ... {len(report.parameters) - len(shown)} more parameters "
                      f"(fit_report.json lists them all)")
     if report.strong_correlations:
-        lines.append("[[Correlations]] (|r| > the threshold; strongly correlated pairs)")
+        lines.append(f"[[Correlations]] (|r| > {report.strong_threshold:g}: strongly "
+                     f"correlated pairs)")
         ordered = sorted(report.strong_correlations, key=lambda c: -abs(c[2]))
         lines += [f"    C({a}, {b}) = {r:+.4f}" for a, b, r in ordered[:MAX_PARAMETER_LINES]]
     for entry in report.data_sets:

@@ -201,8 +201,9 @@ def fit_recipe(recipe: Recipe, run_dir: str | None = None, runs_root: str = "run
                ) -> ManyFitsRun:
     """Fits a `fit_many:` recipe into a new run directory (as `training_run.train` does for a
     model): recipe.yaml, versions.json, `fits.csv` (one row per data set: its id, each
-    parameter and its standard error, RSS, converged, reason, steps, function and Jacobian
-    evaluations, points, the fit statistics, parameters at a bound) and
+    parameter and its standard error, RSS (unweighted; the chi_square column is weighted),
+    converged, reason, steps, function and Jacobian evaluations, points, the fit
+    statistics, parameters at a bound) and
     `summary.json`.
 
     Raises:

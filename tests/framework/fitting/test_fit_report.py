@@ -94,10 +94,26 @@ def test_linear_intervals_and_bands_by_the_delta_method(weighted):
     np.testing.assert_allclose(fit, _curve(grid, *values), rtol=1e-12)
     np.testing.assert_allclose(high - fit, half, rtol=1e-6)
     np.testing.assert_allclose(fit - low, half, rtol=1e-6)
-    _, low, high = intervals.band(model, report, grid, prediction=True)
-    np.testing.assert_allclose(
-        high - fit, t * np.sqrt(half ** 2 / t ** 2 + report.statistics["reduced_chi_square"]),
-        rtol=1e-6)
+    # A weighted fit's prediction band: the new measurement's σ at each x, in σ units
+    # scaled by s² (the delta method by hand: Var = g C gᵀ + s² σ₀²).
+    new_sigma = 0.02 + 0.03 * grid / 4.0
+    _, low, high = intervals.band(model, report, grid, prediction=True, sigma=new_sigma)
+    s2 = report.statistics["reduced_chi_square"]
+    np.testing.assert_allclose(high - fit, t * np.sqrt(half ** 2 / t ** 2 + s2 * new_sigma ** 2),
+                               rtol=1e-6)
+    # The half-width is in y units: about t·σ₀ (s ≈ 1 for these data), not t·s.
+    assert np.all(high - fit < 3 * new_sigma + half)
+    with pytest.raises(ValueError, match="weighted fit needs sigma="):
+        intervals.band(model, report, grid, prediction=True)
+    with pytest.raises(ValueError, match="one per example of x"):
+        intervals.band(model, report, grid, prediction=True, sigma=[0.1, 0.2])
+    with pytest.raises(ValueError, match="positive and finite"):
+        intervals.band(model, report, grid, prediction=True, sigma=[0.1, 0.0, 0.1])
+    absolute = model.fit_report(X, Y, sample_weight=1.0 / SIGMA ** 2, absolute_sigma=True)
+    fit, low, high = intervals.band(model, absolute, grid, prediction=True, sigma=0.05)
+    _, confidence, _ = intervals.band(model, absolute, grid)
+    np.testing.assert_allclose(high - fit, t * np.sqrt(((fit - confidence) / t) ** 2 + 0.05 ** 2),
+                               rtol=1e-6)
     with pytest.raises(ValueError, match="level must be a probability"):
         intervals.linear_intervals(report, level=95)
 
