@@ -40,13 +40,14 @@ import numpy as np
 from graphfit.recipes.reading.many_fits_schema import is_many_fits
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe
-from graphfit.recipes.running import run_directory
+from graphfit.recipes.running import many_fits_curves, run_directory
 
 __all__ = ["Curves", "ManyFitsRun", "load_curves", "fit_recipe", "is_many_fits",
-           "summary_lines", "saved_summary_lines", "TABLE_FILE", "SUMMARY_FILE"]
+           "summary_lines", "saved_summary_lines", "TABLE_FILE", "SUMMARY_FILE", "CURVES_FILE"]
 
 TABLE_FILE = "fits.csv"
 SUMMARY_FILE = "summary.json"
+CURVES_FILE = "fitted_curve.json"  # the first data sets with their fits (`many_fits_curves`)
 _DATA = ("fit_many", "data")
 # The fit report's statistics per data set (`ManyFits.statistics`), columns of fits.csv.
 _STATISTICS = ("dof", "chi_square", "reduced_chi_square", "residual_std", "r_squared", "aic",
@@ -255,8 +256,9 @@ def fit_recipe(recipe: Recipe, run_dir: str | None = None, runs_root: str = "run
     """Fits a `fit_many:` recipe into a new run directory (as `training_run.train` does for a
     model): recipe.yaml, versions.json, `fits.csv` (one row per data set: its id, each
     parameter and its standard error, RSS, converged, reason, steps, function and Jacobian
-    evaluations, points, the fit statistics, parameters at a bound) and
-    `summary.json`.
+    evaluations, points, the fit statistics, parameters at a bound), `summary.json`, and
+    `fitted_curve.json` (the first data sets and their fits, which `graphfit plot` draws;
+    none for a formula of several input columns).
 
     Raises:
         RecipeError: for bad data, before the run directory is created.
@@ -282,6 +284,10 @@ def fit_recipe(recipe: Recipe, run_dir: str | None = None, runs_root: str = "run
         _write_table(os.path.join(run, TABLE_FILE), curves.ids, fits)
         run_directory.write_json(os.path.join(run, SUMMARY_FILE), _summary(curves, fits,
                                                                            seconds))
+        shown = many_fits_curves.sample_curves(config["fit_many"]["formula"], curves.ids,
+                                               curves.x, curves.y, curves.mask, fits)
+        if shown is not None:  # the first curves and their fits, for `graphfit plot`
+            run_directory.write_json(os.path.join(run, CURVES_FILE), shown)
     return ManyFitsRun(run, curves, fits, seconds)
 
 
