@@ -62,9 +62,9 @@ def _validate(recipe, capsys) -> str:
 def test_validate_refuses_a_data_set_column_counted_from_one(tmp_path, capsys):
     _decays(tmp_path / "decays.csv", first_set=1)
     err = _validate(_global_recipe(tmp_path), capsys)
-    assert "global.yaml:10:7: model.layers[0]: Formula 'formula': the data-set column (the " \
-        "inputs' last column) must hold whole numbers from 0 to 2, since params give 3 " \
-        "values per data set (a)" in err
+    assert "global.yaml:10:7: model.layers[0]: Formula 'formula" in err
+    assert "': the data-set column (the inputs' last column) must hold whole numbers from 0 " \
+        "to 2, since params give 3 values per data set (a)" in err
     # The first row that fails (unshuffled and unsplit: the file's order) and its values:
     # the first point (t = 0) of data set 2, counted from 1 as 3.
     assert "(rows 0 to 23 of x; row 16 fails it alone: x[16] = [0, 3])" in err
