@@ -182,6 +182,12 @@ class Formula(Layer):
     def call(self, inputs, training: bool = False):
         return tf.expand_dims(self._evaluate(inputs, {}), -1)
 
+    @property
+    def checks_batches(self) -> bool:
+        """Only a global fit checks its batches (the data-set column): a Formula without
+        per-data-set parameters spares the loops their check pass."""
+        return bool(self.data_sets)
+
     def batch_checks(self, inputs, training: bool) -> list:
         """A global fit's data-set column holds whole numbers from 0 to data_sets − 1: an
         index outside would pick no data set's values (its parameters read as 0), and a

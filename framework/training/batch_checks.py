@@ -31,8 +31,10 @@ __all__ = ["BatchChecks", "overrides_batch_checks"]
 
 
 def overrides_batch_checks(layer) -> bool:
-    """Whether `layer`'s class states requirements of its batches (`Layer.batch_checks`)."""
-    return type(layer).batch_checks is not Layer.batch_checks
+    """Whether `layer` states requirements of its batches (`Layer.batch_checks`,
+    `Layer.checks_batches`)."""
+    return bool(getattr(layer, "checks_batches", type(layer).batch_checks
+                        is not Layer.batch_checks))
 
 
 class BatchChecks:
