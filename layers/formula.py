@@ -182,6 +182,32 @@ class Formula(Layer):
     def call(self, inputs, training: bool = False):
         return tf.expand_dims(self._evaluate(inputs, {}), -1)
 
+    @property
+    def checks_batches(self) -> bool:
+        """Only a global fit checks its batches (the data-set column): a Formula without
+        per-data-set parameters spares the loops their check pass."""
+        return bool(self.data_sets)
+
+    def batch_checks(self, inputs, training: bool) -> list:
+        """A global fit's data-set column holds whole numbers from 0 to data_sets − 1: an
+        index outside would pick no data set's values (its parameters read as 0), and a
+        fraction would be cut to the set below."""
+        del training
+        if not self.data_sets:
+            return []
+        column = inputs[:, -1]
+        ok = tf.equal(column, tf.round(column)) & (column >= 0) & (column < self.data_sets)
+        return [(ok, f"Formula {self.name!r}: {self._data_set_rule()}; received a value "
+                     f"outside that range or not a whole number")]
+
+    def _data_set_rule(self) -> str:
+        n = self.data_sets
+        listed = ", ".join(name for name, spec in self.specs.items() if spec.per_data_set)
+        return (f"the data-set column (the inputs' last column) must hold whole numbers from 0 "
+                f"to {n - 1}, since params give {n} value{'s' if n > 1 else ''} per data set "
+                f"({listed}). Number the data sets from 0 (a column counted from 1: subtract "
+                f"1), and give each per-data-set parameter one value for every data set")
+
     def _evaluate(self, inputs, copies):
         """The formula on `inputs`, shape (batch,); a parameter named in `copies` takes its
         internal value from there, one copy per example (batch, *shape), instead of its
@@ -286,7 +312,7 @@ class Formula(Layer):
                           else "a number")
                 raise ValueError(f"Formula {self.name!r}: {name!r} takes {wanted}, finite. "
                                  f"Received: {name}={value!r}")
-            if spec.vary and np.any((array < spec.min) | (array > spec.max)):
+            if np.any((array < spec.min) | (array > spec.max)):
                 raise ValueError(f"Formula {self.name!r}: {name!r} must lie in its bounds "
                                  f"[{spec.min:g}, {spec.max:g}]. Received: {name}={value!r}")
             variable.assign(spec.internal(array).astype(variable.dtype.as_numpy_dtype))
@@ -310,10 +336,23 @@ class Formula(Layer):
 
     def data_set_index(self, x) -> np.ndarray | None:
         """Each example's data set in a global fit (the inputs' last column, as integers),
-        or None when no parameter is given per data set."""
+        or None when no parameter is given per data set.
+
+        Raises:
+            ValueError: naming the first row whose data-set value is not a whole number from
+                0 to data_sets − 1, its value and the range.
+        """
         if not self.data_sets:
             return None
-        return np.asarray(np.asarray(x)[:, -1], np.int64)
+        column = np.asarray(x, np.float64)[:, -1]
+        bad = ~((column == np.round(column)) & (column >= 0) & (column < self.data_sets))
+        if np.any(bad):
+            row = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"Formula {self.name!r}: row {row} of the inputs holds "
+                f"{float(column[row]):.10g} in the data-set column ({np.count_nonzero(bad)} "
+                f"row(s) out of {len(column)} do); {self._data_set_rule()}.")
+        return column.astype(np.int64)
 
     def get_config(self) -> dict[str, Any]:
         # The initial values as given: fitted values travel with the weights, as in Keras.

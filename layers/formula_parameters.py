@@ -23,7 +23,8 @@ p''/p' stays bounded (2 for the sigmoid, 1 for softplus): the same fit ends on t
 with a right to 10 digits in 5 steps. Far from a bound softplus is the identity shifted, as
 sqrt(u² + 1) is.
 
-A fixed parameter (`vary: false`) is a non-trainable variable: no optimizer moves it.
+A fixed parameter (`vary: false`) is a non-trainable variable: no optimizer moves it. Bounds
+given with it are checked (its value must lie within them, a bound included) and reported.
 
 Example:
 
@@ -80,7 +81,8 @@ class ParameterSpec:
 
         Raises:
             ValueError: naming the parameter, for anything else, unknown keys, bounds with
-                min >= max, or an initial value outside or on a bound.
+                min >= max, a varying parameter's initial value outside or on a bound, or a
+                fixed one's outside its bounds (on a bound is allowed).
         """
         # "params['w']": a recipe places the error at the parameter (`...params.w`).
         received = f"Received: params[{name!r}]={given!r}"
@@ -106,6 +108,13 @@ class ParameterSpec:
         if not low < high:
             raise ValueError(f"params: {name!r} needs min < max. {received}")
         spec = cls(name, value, low, high, vary)
+        outside = [v for v in spec.values if not low <= v <= high]
+        if not vary and outside:
+            raise ValueError(
+                f"params: {name!r} is fixed (vary: false) at {outside[0]:g}, outside its own "
+                f"bounds [{low:g}, {high:g}]: a fixed parameter keeps its value, so the value "
+                f"must lie within min and max. Move the value inside, or change or drop the "
+                f"bounds. {received}")
         if vary and (low > -math.inf or high < math.inf):
             inside = [v for v in spec.values if low < v < high]
             if len(inside) != len(spec.values):

@@ -418,13 +418,21 @@ def _evaluate(args) -> int:
     return EXIT_OK
 
 
-def _fit_many_summary(run: str, many_fits_run) -> list[str] | None:
-    """A `fit_many:` run's saved summary, introduced as such (it has no model to evaluate),
-    or None for any other run."""
+def _fit_many_run(run: str) -> str | None:
+    """The directory of a finished `fit_many:` run (one with its summary), or None."""
+    from graphfit.recipes.running import many_fits_run
+
     path = os.path.abspath(os.path.expanduser(run))
     if os.path.basename(path) == "latest" and os.path.exists(path):
         path = os.path.realpath(path)
-    lines = many_fits_run.saved_summary_lines(path) if os.path.isdir(path) else None
+    return path if os.path.isfile(os.path.join(path, many_fits_run.SUMMARY_FILE)) else None
+
+
+def _fit_many_summary(run: str, many_fits_run) -> list[str] | None:
+    """A `fit_many:` run's saved summary, introduced as such (it has no model to evaluate),
+    or None for any other run."""
+    path = _fit_many_run(run)
+    lines = None if path is None else many_fits_run.saved_summary_lines(path)
     if lines is None:
         return None
     return [f"{path} is a fit_many run: it has no model to evaluate; the fits it saved "
@@ -476,8 +484,15 @@ def _predict(args) -> int:
 def _plot(args) -> int:
     from graphfit import plots
 
-    runs = [_find(run) for run in args.runs]
+    fit_many = [path for path in map(_fit_many_run, args.runs) if path is not None]
+    if fit_many and len(args.runs) > 1:
+        raise _BadInput(f"{fit_many[0]} is a fit_many run: it trains no model, so it has no "
+                        f"learning curves to compare; plot it alone (`graphfit plot "
+                        f"{fit_many[0]}` draws its first curves with their fits)")
+    runs = fit_many or [_find(run) for run in args.runs]
     try:
+        if fit_many:
+            return _plot_fit_many(fit_many[0], args.output, plots)
         written = plots.plot_command(runs, args.output)
     except plots.PlotsUnavailable as error:
         print(f"graphfit: {error}", file=sys.stderr)
@@ -485,6 +500,36 @@ def _plot(args) -> int:
     except ValueError as error:  # no history.json, --output a file
         raise _BadInput(error) from None
     for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _plot_fit_many(run: str, output: str | None, plots) -> int:
+    """`graphfit plot` of a finished `fit_many:` run: fit.png of its first data sets and
+    their fits (it has no learning curves: it trains no model)."""
+    import json
+
+    from graphfit.recipes.running import many_fits_run
+
+    with open(os.path.join(run, many_fits_run.SUMMARY_FILE), encoding="utf-8") as handle:
+        count = json.load(handle)["curves"]
+    about = (f"{run} is a finished fit_many run ({count} data sets, one row each in "
+             f"{os.path.join(run, many_fits_run.TABLE_FILE)}; `graphfit evaluate {run}` "
+             f"summarizes them). It trains no model, so it has no learning curves")
+    if not plots.has_fitted_curve(run):
+        print(f"{about}, and it holds no fitted_curve.json to draw (a formula of several "
+              f"input columns has no curve over one x; a run made before graphfit wrote one: "
+              f"`graphfit train {os.path.join(run, 'recipe.yaml')}` fits it again): graphfit "
+              f"plot draws nothing for it.")
+        return EXIT_OK
+    if output is not None and os.path.exists(output) and not os.path.isdir(output):
+        raise _BadInput(f"--output {output} is a file, not a folder; give a folder for the "
+                        f"PNG files")
+    result = plots.fitted_curve(run, None if output is None else os.path.join(
+        output, plots.FIT_PLOT))
+    shown = len(result.data["data_sets"])
+    print(f"{about}; fit.png draws its first {shown} data set(s) with their fits.")
+    for path in result.paths:
         print(f"wrote {path}")
     return EXIT_OK
 

@@ -51,11 +51,19 @@ class LayerChecks:
         del inputs, training
         return []
 
+    @property
+    def checks_batches(self) -> bool:
+        """Whether this layer states requirements of its batches: True when its class
+        overrides `batch_checks`. A layer whose checks depend on its configuration (a
+        `Formula` has some only in a global fit) says False when it has none, which spares
+        the loops their check pass."""
+        return type(self).batch_checks is not LayerChecks.batch_checks
+
     def _batch_checked_inputs(self, inputs, training: bool):
         """`inputs`, after this layer's `batch_checks`: reported to the loop that checks a
         batch before its step, or asserted when the layer runs outside any step (a direct
         call); inside a step the loop has checked the batch already."""
-        if type(self).batch_checks is LayerChecks.batch_checks:
+        if not self.checks_batches:
             return inputs
         context = step_context.current()
         if context is not None and context.checks is not None:

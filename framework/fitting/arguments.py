@@ -9,8 +9,9 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["p0_covers_formula", "same_data_sets", "per_data_set_starts", "finite_data",
-           "data_set_index", "NonFiniteData", "not_input_names", "finite_examples"]
+__all__ = ["p0_covers_formula", "same_data_sets", "per_data_set_starts", "starts_within_bounds",
+           "finite_data", "data_set_index", "NonFiniteData", "not_input_names",
+           "finite_examples"]
 
 _CONSTANTS = ("pi",)
 
@@ -71,6 +72,46 @@ def per_data_set_starts(p0, count: int) -> None:
                 f"p0[{str(name)!r}]: a start given per data set needs one value per data set "
                 f"({count}); or give one number for all. Received: {size} values of shape "
                 f"{np.shape(value)}")
+
+
+def starts_within_bounds(specs, p0, count: int) -> None:
+    """Each start inside its parameter's bounds, naming the data set of a start given per
+    data set: a varying parameter's strictly inside (its transform reaches a bound only in
+    the limit), a fixed one's within them (it keeps its value, which a bound would contradict).
+    `p0` is a dict of numbers or `[N]` arrays, or an array `(p,)` / `(N, p)` in the order of
+    `specs`; a shape that fits neither is left to the fit's own message."""
+    if isinstance(p0, Mapping):
+        starts = {name: p0.get(name) for name in (spec.name for spec in specs)}
+    else:
+        array = np.asarray(p0, np.float64) if p0 is not None else None
+        if array is None or array.shape not in ((len(specs),), (count, len(specs))):
+            return
+        starts = {spec.name: array[..., i] for i, spec in enumerate(specs)}
+    for spec in specs:
+        given = starts.get(spec.name)
+        if given is None or spec.min == -np.inf and spec.max == np.inf:
+            continue
+        values = np.asarray(given, np.float64).ravel()
+        inside = ((values > spec.min) & (values < spec.max) if spec.vary
+                  else (values >= spec.min) & (values <= spec.max))
+        outside = np.flatnonzero(~inside & ~np.isnan(values))
+        if not outside.size:
+            continue
+        first = int(outside[0])
+        where = (f" in data set {first} ({outside.size} of {values.size} data sets)"
+                 if values.size > 1 else "")
+        bounds = f"[{spec.min:g}, {spec.max:g}]"
+        if spec.vary:
+            problem = (f"the start {values[first]:g}{where} must lie strictly inside its bounds "
+                       f"{bounds} (the transformed parameter reaches a bound only in the limit)")
+        else:
+            problem = (f"it is fixed (vary: false) at {values[first]:g}{where}, outside its "
+                       f"own bounds {bounds}: a fixed parameter keeps its value, so the value "
+                       f"must lie within min and max. Move it inside, or change or drop the "
+                       f"bounds")
+        shown = values.tolist() if values.size <= 10 else f"{values.size} values"
+        raise ValueError(f"p0[{spec.name!r}]: {problem}. Received: p0[{spec.name!r}] starts "
+                         f"{shown}")
 
 
 class NonFiniteData(ValueError):

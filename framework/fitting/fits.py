@@ -298,6 +298,7 @@ def _checked(formula, x, y, p0, sigma, mask, single: bool):
     data = _data(x, y, sigma, _columns(parsed), single=single, mask=mask)
     arguments.finite_data(*data[:3], masked=mask is not None, single=single)
     arguments.per_data_set_starts(p0, len(data[1]))
+    arguments.starts_within_bounds(specs, p0, len(data[1]))
     return expression, specs, p0, data
 
 

@@ -239,6 +239,7 @@ def fit_report(model, x, y, sample_weight=None, absolute_sigma: bool = False,
     """
     _finite(x, y, sample_weight)
     parameters = model_parameters(model)
+    _data_set_index(model, x)  # a global fit's data-set column, checked before the model runs
     fitted = model_outputs(model, x)
     observed = np.asarray(y, np.float64)
     if observed.size != fitted.size:
@@ -398,15 +399,20 @@ def _fit_state(model) -> dict[str, Any]:
     return state
 
 
-def _data_sets(model, x, residuals, rows, observed, parameters) -> list[dict[str, Any]]:
-    """Per data set of a global fit (a layer with `data_set_index(x)`): its statistics."""
-    index = None
+def _data_set_index(model, x):
+    """Each example's data set, from the first layer that locates them, or None."""
     for layer in model.flatten_layers(include_self=True):
         locate = getattr(layer, "data_set_index", None)
         if callable(locate):
             index = locate(x)
             if index is not None:
-                break
+                return index
+    return None
+
+
+def _data_sets(model, x, residuals, rows, observed, parameters) -> list[dict[str, Any]]:
+    """Per data set of a global fit (a layer with `data_set_index(x)`): its statistics."""
+    index = _data_set_index(model, x)
     if index is None:
         return []
     per_row = np.repeat(np.asarray(index), residuals.size // len(index))

@@ -11,9 +11,11 @@ network trained by a first-order optimizer gets no report. Such a run writes, ne
 - `fit_report.txt`: the report as `graphfit train` prints it;
 - `fitted_curve.json` (one input column): the data, the fitted curve on a grid over the data's
   range, and its 95 % confidence and prediction bands, which `graphfit plot` draws
-  (`fit.png`). A weighted run (a table's `sample_weight` column, read as 1/σ²) is reported
-  with its weights, as `model.fit_report(x, y, sample_weight=...)`; its curve has no
-  prediction band (that needs the σ of a new measurement at each x of the grid).
+  (`fit.png`); for a global fit (one input column before the data-set column), the same for
+  each data set (`data_sets`), drawn together. A weighted run (a table's `sample_weight`
+  column, read as 1/σ²) is reported with its weights, as `model.fit_report(x, y,
+  sample_weight=...)`; its curve has no prediction band (that needs the σ of a new
+  measurement at each x of the grid).
 
 Example:
 
@@ -81,6 +83,8 @@ def write_run_report(run: str, model, x, y, sample_weight=None):
     _write(os.path.join(run, FIT_REPORT_JSON), json.dumps(content, indent=2))
     _write(os.path.join(run, FIT_REPORT_TEXT), str(report) + "\n")
     curve = _curve(model, report, x, y)
+    if curve is None:
+        curve = _data_set_curves(model, report, x, y)
     if curve is not None:
         _write(os.path.join(run, FIT_CURVE), json.dumps(curve))
     return report
@@ -91,14 +95,36 @@ def _write(path: str, text: str) -> None:
         handle.write(text)
 
 
-def _curve(model, report, x, y) -> dict | None:
-    """The data, the fit on a grid and its bands, for one input column and one output."""
+def _data_set_curves(model, report, x, y) -> dict | None:
+    """A global fit's curves, one per data set (`_curve` of its rows), for one input column
+    before the data-set column (`data_set_index`): `{"data_sets": [curve, ...], "level"}`."""
+    index = None
+    for layer in model.flatten_layers(include_self=True):
+        locate = getattr(layer, "data_set_index", None)
+        index = locate(x) if callable(locate) else None
+        if index is not None:
+            break
+    x = np.asarray(x, np.float64)
+    if index is None or x.ndim != 2 or x.shape[1] != 2 or np.asarray(y).size != len(x):
+        return None
+    y = np.asarray(y, np.float64).reshape(len(x))
+    curves = [{"data_set": int(number), **_curve(model, report, x[index == number, :1],
+                                                 y[index == number], int(number))}
+              for number in np.unique(index)]
+    return {"data_sets": curves, "level": BAND_LEVEL}
+
+
+def _curve(model, report, x, y, data_set: int | None = None) -> dict | None:
+    """The data, the fit on a grid and its bands, for one input column and one output (of
+    data set `data_set` of a global fit: its index is the model's last input column)."""
     x = np.asarray(x, np.float64)
     if x.ndim > 2 or x.ndim == 2 and x.shape[1] != 1 or np.asarray(y).size != len(x):
         return None
     column = x.reshape(len(x))
     grid = np.linspace(column.min(), column.max(), _GRID)
     shaped = grid.reshape(-1, *x.shape[1:])
+    if data_set is not None:
+        shaped = np.stack([grid, np.full(_GRID, float(data_set))], 1)
     from graphfit.fitting.jacobian import model_outputs
 
     curve = {"x": column.tolist(), "y": np.asarray(y, np.float64).ravel().tolist(),

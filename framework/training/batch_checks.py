@@ -11,10 +11,13 @@ Two kinds of requirement meet here, each a list of `(ok, message)` (`core.data_c
 
 The loops evaluate them in the compiled loop before each step (`first_failure`), skip the
 step of a batch that fails, stop, and raise a `DataCheckError` with the first failing message.
+For in-memory arrays the error also names the first row that fails the check on its own, and
+its values when they are few ("rows 0 to 74 of x; row 40 fails it alone: x[40] = [0.5, 3.0]").
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from graphfit.core import Layer, step_context, update_hooks
@@ -28,8 +31,10 @@ __all__ = ["BatchChecks", "overrides_batch_checks"]
 
 
 def overrides_batch_checks(layer) -> bool:
-    """Whether `layer`'s class states requirements of its batches (`Layer.batch_checks`)."""
-    return type(layer).batch_checks is not Layer.batch_checks
+    """Whether `layer` states requirements of its batches (`Layer.batch_checks`,
+    `Layer.checks_batches`)."""
+    return bool(getattr(layer, "checks_batches", type(layer).batch_checks
+                        is not Layer.batch_checks))
 
 
 class BatchChecks:
@@ -103,7 +108,25 @@ class BatchChecks:
             if int(failed) >= 0:
                 rows = index_batches[int(batch)]
                 where = f"rows {int(rows.min())} to {int(rows.max())} of {name}"
+                row = None if len(rows) < 2 else self._failing_row(
+                    self._array_loops[key], data, rows, int(failed))
+                if row is not None:
+                    where += f"; row {row} fails it alone{_row_values(data, row, name)}"
                 raise self.error(stage, int(failed), where, with_labels=False)
+
+    @staticmethod
+    def _failing_row(loop, data, rows, failed: int) -> int | None:
+        """The first row of a failing batch that fails the same check on its own (halving
+        the batch: a few more passes, on failure only), or None when no single row does (a
+        check of the batch as a whole)."""
+        rows = np.asarray(rows)
+        low, high = 0, len(rows)
+        while high - low > 1:
+            middle = (low + high) // 2
+            _, first_half = loop(data, tf.constant(rows[None, low:middle], tf.int32))
+            low, high = (low, middle) if int(first_half) >= 0 else (middle, high)
+        _, alone = loop(data, tf.constant(rows[None, low:low + 1], tf.int32))
+        return int(rows[low]) if int(alone) == failed else None
 
     def _array_loop(self, stage: str):
         def loop(data, index_batches):
@@ -123,3 +146,14 @@ class BatchChecks:
         """The `DataCheckError` of check `index` of `stage`, found `where`."""
         layer, message = self._found[stage, with_labels][index]
         return DataCheckError(message, layer, where)
+
+
+def _row_values(data: tuple, row: int, name: str) -> str:
+    """": x[17] = [0.0, 3.0]" for inputs held in one array with a short row, else ""."""
+    x = data[0]
+    if not isinstance(x, (tf.Tensor, np.ndarray)) or np.prod(x.shape[1:]) > 10:
+        return ""
+    values = np.asarray(x[row])
+    shown = ", ".join(f"{v:.8g}" if isinstance(v, float) else repr(v)
+                      for v in values.ravel().tolist())
+    return f": {name}[{row}] = {f'[{shown}]' if values.ndim else shown}"

@@ -147,8 +147,9 @@ def test_a_recipe_with_nan_rows_is_told_what_a_recipe_can_do(tmp_path, capsys):
                     "  data: {path: c.csv, curve: id, x: t, y: v}\n")
     assert cli.main(["train", str(path), "--run-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert "NaN or inf in the points of data set(s) 0 (y)" in err
-    assert "Delete those rows from the data file" in err and "mask=" not in err
+    # Named where the data are read (graphfit validate says the same): file, line, curve.
+    assert "c.csv, line 3, curve 'a': v is nan, not a finite number. Delete the row" in err
+    assert "mask=" not in err
 
 
 def test_a_formula_model_fitted_by_levenberg_marquardt_agrees_through_x_0():

@@ -154,7 +154,8 @@ def test_no_retrace_for_new_data_lengths_starts_or_fixed_values(bounded):
      "strictly inside its bounds"),
     (lambda: fitting.fit_many(layers.Formula(DECAY, params=PARAMS), X, _data(),
                               p0={"a": 1.0, "k": np.array([0.1, 0.2, 0.6, 0.3]), "c": 0.0}),
-     r"starts of 'k' must lie strictly inside its bounds \[0, 0.5\].*Received: \[0.6\]"),
+     r"p0\['k'\]: the start 0.6 in data set 2 \(1 of 4 data sets\) must lie strictly inside "
+     r"its bounds \[0, 0.5\]"),
     (lambda: fitting.fit_many("a*x", X, _data(), p0={"a": {"value": 1.0, "vary": False}}),
      "nothing to fit"),
     (lambda: fitting.fit_many("a*x", X, _data(), p0={"a": 1.0}, mask=np.ones(3, bool)),

@@ -31,7 +31,8 @@ def test_fit_with_float_features_into_embedding_fails_even_with_auto_jit():
     # fit says it as a plain ValueError, without TensorFlow's graph-execution wrapping.
     with pytest.raises(ValueError, match=r"^Embedding 'tokens' looks up integer ids, but "
                                          r"received floating values that are not whole "
-                                         r"numbers.*\(rows 0 to 7 of x\)\.$"):
+                                         r"numbers.*\(rows 0 to 7 of x; row 0 fails it "
+                                         r"alone: x\[0\] = \[[0-9., ]*\]\)\.$"):
         model.fit(x, np.ones((8, 1)), verbose=0)
 
 

@@ -40,13 +40,14 @@ import numpy as np
 from graphfit.recipes.reading.many_fits_schema import is_many_fits
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe
-from graphfit.recipes.running import run_directory
+from graphfit.recipes.running import many_fits_curves, run_directory
 
 __all__ = ["Curves", "ManyFitsRun", "load_curves", "fit_recipe", "is_many_fits",
-           "summary_lines", "saved_summary_lines", "TABLE_FILE", "SUMMARY_FILE"]
+           "summary_lines", "saved_summary_lines", "TABLE_FILE", "SUMMARY_FILE", "CURVES_FILE"]
 
 TABLE_FILE = "fits.csv"
 SUMMARY_FILE = "summary.json"
+CURVES_FILE = "fitted_curve.json"  # the first data sets with their fits (`many_fits_curves`)
 _DATA = ("fit_many", "data")
 # The fit report's statistics per data set (`ManyFits.statistics`), columns of fits.csv.
 _STATISTICS = ("dof", "chi_square", "reduced_chi_square", "residual_std", "r_squared", "aic",
@@ -131,8 +132,18 @@ def _load_npz(data: dict) -> Curves:
                                   f"set, shape ({len(y)},); it has shape {ids.shape}")
     ids = [str(i) for i in (range(len(y)) if ids is None else ids.tolist())]
     x = np.asarray(arrays["x"], np.float64)
-    return Curves(ids, x, np.asarray(y, np.float64),
-                  None if "sigma" not in arrays else np.asarray(arrays["sigma"], np.float64))
+    sigma = None if "sigma" not in arrays else np.asarray(arrays["sigma"], np.float64)
+    curves = Curves(ids, x, np.asarray(y, np.float64), sigma)
+    if sigma is None or _broadcasts(sigma.shape, curves.y.shape):
+        _check_arrays(curves, data)  # else the fit names the shapes that do not match
+    return curves
+
+
+def _broadcasts(shape: tuple, target: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False
 
 
 def _load_csv(data: dict) -> Curves:
@@ -151,8 +162,11 @@ def _load_csv(data: dict) -> Curves:
                 raise _DataProblem("path", f"{data['path']}, line {reader.line_num}: expected "
                                          f"{len(header)} fields as in the header, found "
                                          f"{len(row)}")
-            rows.setdefault(row[wanted[0]].strip(), []).append(
-                [_number(row[i], reader.line_num, header[i]) for i in wanted[1:]])
+            curve = row[wanted[0]].strip()
+            values = [_number(row[i], reader.line_num, header[i]) for i in wanted[1:]]
+            _check_point(values, columns[1:], data, f"{data['path']}, line {reader.line_num}, "
+                                                    f"curve {curve!r}")
+            rows.setdefault(curve, []).append(values)
     if not rows:
         raise _DataProblem("path", f"{data['path']} holds no rows of data")
     # Data sets of different lengths are padded to the longest (repeating their last point)
@@ -166,6 +180,46 @@ def _load_csv(data: dict) -> Curves:
     x = table[:, :, :k]
     sigma = table[:, :, -1] if data["sigma"] else None
     return Curves(list(rows), x[..., 0] if k == 1 else x, table[:, :, k], sigma, mask)
+
+
+def _check_point(values: list, names: list, data: dict, where: str) -> None:
+    """One point's values finite, and its sigma positive: a bad row is named (file, line,
+    curve) where the data are read, by `graphfit validate` as by `graphfit train`."""
+    for value, name in zip(values, names):
+        if not math.isfinite(value):
+            raise _DataProblem("path", f"{where}: {name} is {value!r}, not a finite number. "
+                                       f"Delete the row (in a long-form CSV each curve may "
+                                       f"have its own number of points: shorter curves are "
+                                       f"padded and masked), or fix the value")
+    if data["sigma"] and not values[-1] > 0:
+        raise _DataProblem("sigma", f"{where}: sigma ({data['sigma']}) is {values[-1]!r}; "
+                                    f"sigma is the standard deviation of y and must be "
+                                    f"positive (the residual is divided by it). Fix the value, "
+                                    f"or delete the row")
+
+
+def _check_arrays(curves: Curves, data: dict) -> None:
+    """An .npz's values finite and its sigma positive, naming the data set and the point."""
+    shape = curves.y.shape
+    sigma = None if curves.sigma is None else np.broadcast_to(curves.sigma, shape)
+    for name, values in (("y", curves.y), ("x", curves.x), ("sigma", sigma)):
+        bad = None if values is None else ~np.isfinite(values)
+        if bad is None or not np.any(bad):
+            continue
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = (f"at point {index[1]} of data set {index[0]} (curve "
+                 f"{curves.ids[index[0]]!r})" if name != "x" else f"at index {list(index)}")
+        raise _DataProblem(name, (
+            f"{data['path']}: {name} is {float(values[index])!r}, not finite, {where} "
+            f"({np.count_nonzero(bad)} such value(s)). An .npz's y (N, m) cannot leave points "
+            f"out: fix the values, or write the curves to a long-form CSV (curve, x, y "
+            f"columns) and delete those rows"))
+    if sigma is not None and np.any(~(sigma > 0)):
+        curve, point = (int(i) for i in np.argwhere(~(sigma > 0))[0])
+        raise _DataProblem("sigma", (
+            f"{data['path']}: sigma is {float(sigma[curve, point])!r} at point {point} of "
+            f"data set {curve} (curve {curves.ids[curve]!r}); sigma is the standard "
+            f"deviation of y and must be positive (the residual is divided by it)"))
 
 
 def _number(cell: str, line: int, column: str) -> float:
@@ -203,8 +257,9 @@ def fit_recipe(recipe: Recipe, run_dir: str | None = None, runs_root: str = "run
     model): recipe.yaml, versions.json, `fits.csv` (one row per data set: its id, each
     parameter and its standard error, RSS (unweighted; the chi_square column is weighted),
     converged, reason, steps, function and Jacobian evaluations, points, the fit
-    statistics, parameters at a bound) and
-    `summary.json`.
+    statistics, parameters at a bound), `summary.json`, and `fitted_curve.json` (the first
+    data sets and their fits, which `graphfit plot` draws; none for a formula of several
+    input columns).
 
     Raises:
         RecipeError: for bad data, before the run directory is created.
@@ -230,6 +285,10 @@ def fit_recipe(recipe: Recipe, run_dir: str | None = None, runs_root: str = "run
         _write_table(os.path.join(run, TABLE_FILE), curves.ids, fits)
         run_directory.write_json(os.path.join(run, SUMMARY_FILE), _summary(curves, fits,
                                                                            seconds))
+        shown = many_fits_curves.sample_curves(config["fit_many"]["formula"], curves.ids,
+                                               curves.x, curves.y, curves.mask, fits)
+        if shown is not None:  # the first curves and their fits, for `graphfit plot`
+            run_directory.write_json(os.path.join(run, CURVES_FILE), shown)
     return ManyFitsRun(run, curves, fits, seconds)
 
 

@@ -10,6 +10,7 @@ with a negative feature reaches any variable.
 from __future__ import annotations
 
 import pathlib
+import re
 
 import keras
 import numpy as np
@@ -58,8 +59,11 @@ def test_batch_check_refuses_arrays_before_the_first_step(xla_model):
     initial = xla_model.get_weights()
     with pytest.raises(gf.DataCheckError) as caught:
         _fit(xla_model, user.with_negative_row(37))
-    assert str(caught.value) == ("SquareRoot 'root': inputs must be >= 0; take the absolute "
-                                 "value or shift the features (rows 32 to 39 of x).")
+    # The batch, then the row that fails on its own (found by halving the batch) and its values.
+    assert re.fullmatch(
+        r"SquareRoot 'root': inputs must be >= 0; take the absolute value or shift the "
+        r"features \(rows 32 to 39 of x; row 37 fails it alone: x\[37\] = \[[-0-9.e]+, -1, "
+        r"[-0-9.e, ]+\]\)\.", str(caught.value)), str(caught.value)
     assert caught.value.layer is xla_model.get_layer("root")
     assert user.max_difference(initial, xla_model.get_weights()) == 0.0
 
