@@ -181,6 +181,7 @@ class _State(NamedTuple):
     njev: tf.Tensor  # [N] Jacobian evaluations
     reason: tf.Tensor  # [N] int64, 0 while fitting
     active: tf.Tensor  # [N] bool
+    pending: tf.Tensor  # [N] int64: a deferred code the next step's start tests, or 0
 
 
 def _col(v):
@@ -218,6 +219,9 @@ def _trial(curves, state: _State, s):
     diag = tf.linalg.diag_part(a)
     start = state.new_step
     memory = tf.constant(lm_damping.SCALE_MEMORY if s["geodesic"] else 1.0, F64)
+    # Forgotten where a deferred code is tested (`convergence.deferred`).
+    check = start & (state.pending != lm_convergence.NOT_CONVERGED)
+    memory = tf.where(_col(check), tf.constant(0.0, F64), memory)
     kept = tf.where(tf.math.is_finite(diag), diag, state.scale)
     scale = tf.where(_col(start), tf.maximum(memory * state.scale, kept), state.scale)
     d = _floored(scale)
@@ -229,6 +233,10 @@ def _trial(curves, state: _State, s):
     # `convergence.convergence_tests(scale, ...)` in the optimizer.
     column_norms = tf.sqrt(d)
     x_norm = _norm(column_norms * state.params)
+    tests = lm_convergence.ConvergenceTests(s["ftol"], s["xtol"], column_norms, x_norm)
+    # A code deferred by the last (accepted) trial: confirmed here, at a step's start, unless
+    # the undamped step is damping-limited (`convergence.deferred`).
+    confirmed = check & ~_damping_limited(a, b, d, floor, f0, tests, check)
     gtol_met = start & _gradient_converged(b, diag, f0, s["gtol"])
 
     first_damping = tf.where(start, damping, state.first_damping)
@@ -256,7 +264,6 @@ def _trial(curves, state: _State, s):
     new_damping, new_growth = lm_damping.nielsen_update(damping, state.growth, gain, accepted)
     new_damping = tf.clip_by_value(new_damping, floor, top)
     stalled = ~accepted & ((damping >= top) | ~tf.math.is_finite(f0))
-    tests = lm_convergence.ConvergenceTests(s["ftol"], s["xtol"], column_norms, x_norm)
     code = _convergence_code(tests, f0, f_new, predicted, gain, delta, finite & within,
                              stalled)
     code = tf.where(gtol_met, tf.constant(lm_convergence.GTOL, tf.int64), code)
@@ -265,7 +272,30 @@ def _trial(curves, state: _State, s):
     code = tf.where(singular, tf.constant(lm_convergence.NOT_FINITE, tf.int64), code)
     accepted &= ~gtol_met & ~singular
     return (scale, trial_params, r_new, jac_new, accepted, new_damping, first_damping,
-            new_growth, code)
+            new_growth, code, check, confirmed)
+
+
+def _damping_limited(a, b, d, floor, f0, tests, check):
+    """`[N]` `convergence.damping_limited` of each curve's undamped step
+    (`damping.ScaledSystem.undamped`: at the least damping `floor`, through the
+    eigendecomposition of `D^-½ A D^-½` with negative eigenvalues clipped); computed only
+    when some curve is to be `check`ed (false elsewhere)."""
+    def limited():
+        inv_sqrt = tf.math.rsqrt(d)
+        p = _col(inv_sqrt) * a * tf.expand_dims(inv_sqrt, 1)
+        finite = tf.reduce_all(tf.math.is_finite(p), axis=[1, 2]) & tf.reduce_all(
+            tf.math.is_finite(b), -1)
+        eye = tf.eye(tf.shape(a)[-1], batch_shape=tf.shape(a)[:1], dtype=F64)
+        values, vectors = tf.linalg.eigh(tf.where(_col(_col(finite)), p, eye))
+        values = tf.maximum(values, 0.0)
+        w = tf.linalg.matvec(vectors, -inv_sqrt * b, transpose_a=True) / (
+            values + _col(floor))
+        weights = tf.square(w)
+        step_norm = tf.sqrt(tf.reduce_sum(weights, -1))  # ‖D^½ δ‖ = ‖S δ‖
+        predicted = tf.reduce_sum(weights * (values + 2.0 * _col(floor)), -1)
+        return finite & lm_convergence.damping_limited(tests, f0, step_norm, predicted)
+
+    return tf.cond(tf.reduce_any(check), limited, lambda: tf.zeros_like(check))
 
 
 def _finite_rows(jac):
@@ -320,13 +350,21 @@ def _convergence_code(tests, f0, f_new, predicted, gain, delta, finite, stalled)
 def _advance(curves, state: _State, s) -> _State:
     """The state after one trial of every active curve."""
     (scale, trial_params, r_new, jac_new, accepted, damping, first, growth,
-     code) = _trial(curves, state, s)
+     code, check, confirmed) = _trial(curves, state, s)
     active = state.active
+    # A curve whose deferred code this step's start confirmed, or that has no step left
+    # after dropping it, ends without its trial: nothing of it is kept or counted.
+    spent = check & (confirmed | (state.steps >= s["max_steps"]))
+    code = tf.where(confirmed, state.pending, tf.where(spent, tf.zeros_like(code), code))
+    accepted &= ~spent
+    deferred = lm_convergence.deferred(code, accepted)
+    pending = tf.where(deferred, code, tf.zeros_like(code))
+    code = code - pending
     trials = tf.where(state.new_step, tf.ones_like(state.trials), state.trials + 1)
-    steps = state.steps + tf.cast(state.new_step, tf.int64)
-    ended = (code != lm_convergence.NOT_CONVERGED) & active
+    steps = state.steps + tf.cast(state.new_step & ~spent, tf.int64)
+    ended = ((code != lm_convergence.NOT_CONVERGED) | spent) & active
     new_step = accepted | (trials >= s["attempts"])
-    out_of_steps = new_step & (steps >= s["max_steps"]) & ~ended
+    out_of_steps = new_step & (steps >= s["max_steps"]) & ~ended & ~deferred
 
     rows = _col(active)
     taken = active & accepted
@@ -336,7 +374,7 @@ def _advance(curves, state: _State, s) -> _State:
         return tf.where(where if rank == 1 else tf.reshape(where, [-1] + [1] * (rank - 1)),
                         new, old)
 
-    evaluations = tf.cast(active, tf.int64)
+    evaluations = tf.cast(active & ~spent, tf.int64)
     return _State(
         params=keep(trial_params, state.params, taken), r=keep(r_new, state.r, taken),
         jac=keep(jac_new, state.jac, taken),
@@ -347,7 +385,8 @@ def _advance(curves, state: _State, s) -> _State:
         nfev=state.nfev + evaluations * (3 if s["geodesic"] else 1),
         njev=state.njev + evaluations,
         reason=tf.where(ended, code, state.reason),
-        active=active & ~ended & ~out_of_steps)
+        active=active & ~ended & ~out_of_steps,
+        pending=keep(pending, state.pending))
 
 
 def _run(curves, params, s):
@@ -361,8 +400,10 @@ def _run(curves, params, s):
     one = tf.ones([count], tf.int64)
     state = _State(params, r, jac, zeros(F64) - 1.0, zeros(F64), zeros(F64) + 2.0,
                    tf.zeros([count, p], F64), tf.ones([count], tf.bool), zeros(tf.int64),
-                   zeros(tf.int64), one, one, zeros(tf.int64), tf.ones([count], tf.bool))
-    limit = tf.cast(s["max_steps"] * s["attempts"], tf.int32)
+                   zeros(tf.int64), one, one, zeros(tf.int64), tf.ones([count], tf.bool),
+                   zeros(tf.int64))
+    # (+ 1: a code deferred by the last trial is tested at the start of one more step.)
+    limit = tf.cast(s["max_steps"] * s["attempts"] + 1, tf.int32)
     state = tf.while_loop(
         lambda *st: tf.reduce_any(_State(*st).active),
         lambda *st: tuple(_advance(curves, _State(*st), s)),

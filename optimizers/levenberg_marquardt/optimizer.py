@@ -185,6 +185,13 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         # (`checkpoint_parts`), not among the optimizer's own state, so checkpoints written
         # before they were counted restore as they are (their counts start at 0).
         self._counts = self._no_dependency(_EvaluationCounts(self.name_scope))
+        # The code of an accepted trial that met ftol or xtol, which the next step's start
+        # confirms or drops (`convergence.deferred`). Not checkpointed (checkpoints written
+        # before it restore as they are): a fit resumed from one takes one more step.
+        with tf.init_scope(), self.name_scope:
+            self._deferred = self._no_dependency(tf.Variable(
+                NOT_CONVERGED, dtype=tf.int64, trainable=False, name="deferred_convergence",
+                aggregation=FIRST_REPLICA))
         self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
         self._eps = None  # the machine epsilon of the trained variables, set by a step
         self._per_size: dict[str, dict[str, tf.Variable]] = {}  # n → its scale, cg_start
@@ -259,6 +266,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         self._growth.assign(2.0)
         self._converged.assign(False)
         self._reason.assign(NOT_CONVERGED)
+        self._deferred.assign(NOT_CONVERGED)
         for state in (self._scale, self._cg_start):
             if state is not None:
                 state.assign(tf.zeros_like(state))
@@ -459,21 +467,37 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         # m < n form, where the steps stay plain.
         memory = 1.0 if rows_of is None else tf.where(
             linear.under, tf.constant(1.0, tf.float64), lm_damping.scale_memory(steps_per_pass))
+        # The code a trial of the last step deferred (`convergence.deferred`): this step's
+        # start ends the fit with it unless the undamped step here is damping-limited, and
+        # the running scale forgets its history here. The cg solver has no undamped step:
+        # its ftol and xtol end the fit at once.
+        deferred = self._deferred.value()
+        pending = deferred != NOT_CONVERGED
+        direct = not isinstance(linear, lm_matrix_free.MatrixFreeLinearization)
+        if direct:
+            memory = tf.where(pending, tf.constant(0.0, tf.float64), memory)
         scale = lm_damping.running_scale(self._scale.value(), linear.diag, memory)
         self._scale.assign(scale)
         d = lm_damping.scaling(scale, self.damping, eps)
         limits = lm_update.damping_range(linear.diag, d, n)
         lam = lm_update.starting_damping(self._damping.value(), self.initial_damping, limits)
-        if isinstance(linear, lm_matrix_free.MatrixFreeLinearization):
+        if not direct:
             system = lm_cg.MatrixFreeSystem(linear, d, self.cg_iterations, self.cg_tolerance,
                                             self._cg_start)
         else:  # JᵀJ's products are in the model's dtype: resolved to its epsilon
             system = lm_damping.ScaledSystem(linear.matrix, linear.b, linear.rho, d,
-                                             linear.under, n * eps * limits.scale, lam)
+                                             linear.under, n * eps * limits.scale, lam,
+                                             decompose=pending)
         f0 = tf.cast(loss0, tf.float64)
         steps = lm_trial.variable_steps(variables)
         tests = lm_convergence.convergence_tests(scale, steps.x0, self.ftol, self.xtol, eps)
         gradient_met = lm_convergence.gradient_converged(linear.b, linear.diag, f0, self.gtol)
+        stop, code_before = gradient_met, None
+        if direct:  # S = D^½ under Marquardt's damping: the eigenbasis gives ‖S δ‖
+            confirmed = pending & ~lm_convergence.damping_limited(tests, f0, *system.undamped(
+                None if self.damping == "marquardt" else tests.column_norms))
+            stop = gradient_met | confirmed
+            code_before = tf.where(confirmed, tf.cast(deferred, tf.int32), lm_convergence.GTOL)
 
         def evaluate():
             loss_new, aux_new = loss_fn()
@@ -488,12 +512,16 @@ class LevenbergMarquardt(SecondOrderOptimizer):
 
         result = lm_trial.trial_loop(problem, lam, self._growth.value(),
                                      [loss0, *flat0], self.attempts_per_step,
-                                     converged_before=gradient_met)
+                                     converged_before=stop, code_before=code_before)
         self._damping.assign(result.damping)
         self._growth.assign(result.growth)
         self._counts.function_evaluations.assign_add(result.evaluations)
         self._counts.jacobian_evaluations.assign_add(1)  # `linear`, at the start point
         code, values = result.code, result.values
+        if direct:
+            later = lm_convergence.deferred(code, result.accepted)
+            self._deferred.assign(tf.where(later, tf.cast(code, tf.int64), NOT_CONVERGED))
+            code = tf.where(later, NOT_CONVERGED, code)
         converged = code != NOT_CONVERGED
         self._reason.assign(tf.where(converged, tf.cast(code, tf.int64), self._reason))
         self._converged.assign(converged | self._converged)
