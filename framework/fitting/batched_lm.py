@@ -136,12 +136,14 @@ class _Curves:
         return rows, formula_parser.zero_nan_slopes(rows, jac)  # 0·inf where r is finite
 
 
-def _scaled_solve(a, d, damping, near):
-    """`solve(b) -> δ = −(A + λD)⁻¹ b` per curve, in the scaled variables
-    (`damping.ScaledSystem`), one factorization for every right-hand side of the trial:
-    Cholesky, or where it fails and the step's first λ was `near` the resolution (below
-    `EIGEN_MARGIN` times it), the eigendecomposition with negative eigenvalues clipped.
-    A failed Cholesky elsewhere, and a non-finite system, give NaN (the trial is rejected)."""
+def _scaled_solve(a, d, damping, near, check):
+    """`(solve, eigen)` per curve, in the scaled variables (`damping.ScaledSystem`):
+    `solve(b) -> δ = −(A + λD)⁻¹ b`, one factorization for every right-hand side of the
+    trial: Cholesky, or where it fails and the step's first λ was `near` the resolution
+    (below `EIGEN_MARGIN` times it), the eigendecomposition with negative eigenvalues
+    clipped. A failed Cholesky elsewhere, and a non-finite system, give NaN (the trial is
+    rejected). `eigen`: `(values, vectors, finite)` of `D^-½ A D^-½`, made also for the
+    curves to `check` (`_damping_limited`)."""
     inv_sqrt = tf.math.rsqrt(d)
     p = _col(inv_sqrt) * a * tf.expand_dims(inv_sqrt, 1)
     finite = tf.reduce_all(tf.math.is_finite(p), axis=[1, 2])
@@ -151,7 +153,7 @@ def _scaled_solve(a, d, damping, near):
     ok = tf.reduce_all(tf.math.is_finite(factor), axis=[1, 2])
     factor = tf.where(_col(_col(ok)), factor, eye)
     # The eigendecomposition only when some curve needs it (else that of the identity).
-    values, vectors = tf.cond(tf.reduce_all(ok | ~near), lambda: (eye[:, 0], eye),
+    values, vectors = tf.cond(tf.reduce_all((ok | ~near) & ~check), lambda: (eye[:, 0], eye),
                               lambda: tf.linalg.eigh(p))
     inverse = 1.0 / (tf.maximum(values, 0.0) + _col(damping))
     usable = _col(finite & (ok | near))
@@ -163,7 +165,7 @@ def _scaled_solve(a, d, damping, near):
                          vectors, rhs, transpose_a=True)))
         return tf.where(usable, inv_sqrt * v, float("nan"))
 
-    return solve
+    return solve, (values, vectors, finite)
 
 
 class _State(NamedTuple):
@@ -234,14 +236,15 @@ def _trial(curves, state: _State, s):
     column_norms = tf.sqrt(d)
     x_norm = _norm(column_norms * state.params)
     tests = lm_convergence.ConvergenceTests(s["ftol"], s["xtol"], column_norms, x_norm)
-    # A code deferred by the last (accepted) trial: confirmed here, at a step's start, unless
-    # the undamped step is damping-limited (`convergence.deferred`).
-    confirmed = check & ~_damping_limited(a, b, d, floor, f0, tests, check)
     gtol_met = start & _gradient_converged(b, diag, f0, s["gtol"])
 
     first_damping = tf.where(start, damping, state.first_damping)
     # The resolution of a float64 JᵀJ is the floor (`ScaledSystem`'s n·ε·scale).
-    solve = _scaled_solve(a, d, damping, first_damping < lm_damping.EIGEN_MARGIN * floor)
+    solve, eigen = _scaled_solve(a, d, damping,
+                                 first_damping < lm_damping.EIGEN_MARGIN * floor, check)
+    # A code deferred by the last (accepted) trial: confirmed here, at a step's start, unless
+    # the undamped step is damping-limited (`convergence.deferred`).
+    confirmed = check & ~_damping_limited(eigen, b, d, floor, f0, tests)
     delta = solve(b)
     finite = tf.reduce_all(tf.math.is_finite(delta), -1)
     delta = tf.where(_col(finite), delta, 0.0)
@@ -275,27 +278,19 @@ def _trial(curves, state: _State, s):
             new_growth, code, check, confirmed)
 
 
-def _damping_limited(a, b, d, floor, f0, tests, check):
+def _damping_limited(eigen, b, d, floor, f0, tests):
     """`[N]` `convergence.damping_limited` of each curve's undamped step
-    (`damping.ScaledSystem.undamped`: at the least damping `floor`, through the
-    eigendecomposition of `D^-½ A D^-½` with negative eigenvalues clipped); computed only
-    when some curve is to be `check`ed (false elsewhere)."""
-    def limited():
-        inv_sqrt = tf.math.rsqrt(d)
-        p = _col(inv_sqrt) * a * tf.expand_dims(inv_sqrt, 1)
-        finite = tf.reduce_all(tf.math.is_finite(p), axis=[1, 2]) & tf.reduce_all(
-            tf.math.is_finite(b), -1)
-        eye = tf.eye(tf.shape(a)[-1], batch_shape=tf.shape(a)[:1], dtype=F64)
-        values, vectors = tf.linalg.eigh(tf.where(_col(_col(finite)), p, eye))
-        values = tf.maximum(values, 0.0)
-        w = tf.linalg.matvec(vectors, -inv_sqrt * b, transpose_a=True) / (
-            values + _col(floor))
-        weights = tf.square(w)
-        step_norm = tf.sqrt(tf.reduce_sum(weights, -1))  # ‖D^½ δ‖ = ‖S δ‖
-        predicted = tf.reduce_sum(weights * (values + 2.0 * _col(floor)), -1)
-        return finite & lm_convergence.damping_limited(tests, f0, step_norm, predicted)
-
-    return tf.cond(tf.reduce_any(check), limited, lambda: tf.zeros_like(check))
+    (`damping.ScaledSystem.undamped`: at the least damping `floor`, from the step's
+    eigendecomposition `eigen` of `D^-½ A D^-½` (`_scaled_solve`'s, made for the curves
+    checked) with negative eigenvalues clipped); false where that is not finite."""
+    values, vectors, finite = eigen
+    values = tf.maximum(values, 0.0)
+    w = tf.linalg.matvec(vectors, -tf.math.rsqrt(d) * b, transpose_a=True) / (
+        values + _col(floor))
+    weights = tf.square(w)
+    step_norm = tf.sqrt(tf.reduce_sum(weights, -1))  # ‖D^½ δ‖ = ‖S δ‖
+    predicted = tf.reduce_sum(weights * (values + 2.0 * _col(floor)), -1)
+    return finite & lm_convergence.damping_limited(tests, f0, step_norm, predicted)
 
 
 def _finite_rows(jac):
