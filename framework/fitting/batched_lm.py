@@ -136,14 +136,15 @@ class _Curves:
         return rows, formula_parser.zero_nan_slopes(rows, jac)  # 0·inf where r is finite
 
 
-def _scaled_solve(a, d, damping, near, check):
-    """`(solve, eigen)` per curve, in the scaled variables (`damping.ScaledSystem`):
+def _scaled_solve(a, d, damping, near, check, limited):
+    """`(solve, limited)` per curve, in the scaled variables (`damping.ScaledSystem`):
     `solve(b) -> δ = −(A + λD)⁻¹ b`, one factorization for every right-hand side of the
     trial: Cholesky, or where it fails and the step's first λ was `near` the resolution
     (below `EIGEN_MARGIN` times it), the eigendecomposition with negative eigenvalues
     clipped. A failed Cholesky elsewhere, and a non-finite system, give NaN (the trial is
-    rejected). `eigen`: `(values, vectors, finite)` of `D^-½ A D^-½`, made also for the
-    curves to `check` (`_damping_limited`)."""
+    rejected). The eigendecomposition of `P = D^-½ A D^-½` is made also where some curve
+    is to be `check`ed, and `limited(values, vectors, finite)` (`[N]` bool) is computed
+    from it there (false where no curve is)."""
     inv_sqrt = tf.math.rsqrt(d)
     p = _col(inv_sqrt) * a * tf.expand_dims(inv_sqrt, 1)
     finite = tf.reduce_all(tf.math.is_finite(p), axis=[1, 2])
@@ -153,8 +154,14 @@ def _scaled_solve(a, d, damping, near, check):
     ok = tf.reduce_all(tf.math.is_finite(factor), axis=[1, 2])
     factor = tf.where(_col(_col(ok)), factor, eye)
     # The eigendecomposition only when some curve needs it (else that of the identity).
-    values, vectors = tf.cond(tf.reduce_all((ok | ~near) & ~check), lambda: (eye[:, 0], eye),
-                              lambda: tf.linalg.eigh(p))
+
+    def decomposed():
+        values, vectors = tf.linalg.eigh(p)
+        return values, vectors, limited(values, vectors, finite)
+
+    values, vectors, limits = tf.cond(tf.reduce_all((ok | ~near) & ~check),
+                                      lambda: (eye[:, 0], eye, tf.zeros_like(check)),
+                                      decomposed)
     inverse = 1.0 / (tf.maximum(values, 0.0) + _col(damping))
     usable = _col(finite & (ok | near))
 
@@ -165,7 +172,7 @@ def _scaled_solve(a, d, damping, near, check):
                          vectors, rhs, transpose_a=True)))
         return tf.where(usable, inv_sqrt * v, float("nan"))
 
-    return solve, (values, vectors, finite)
+    return solve, limits
 
 
 class _State(NamedTuple):
@@ -240,11 +247,12 @@ def _trial(curves, state: _State, s):
 
     first_damping = tf.where(start, damping, state.first_damping)
     # The resolution of a float64 JᵀJ is the floor (`ScaledSystem`'s n·ε·scale).
-    solve, eigen = _scaled_solve(a, d, damping,
-                                 first_damping < lm_damping.EIGEN_MARGIN * floor, check)
     # A code deferred by the last (accepted) trial: confirmed here, at a step's start, unless
     # the undamped step is damping-limited (`convergence.deferred`).
-    confirmed = check & ~_damping_limited(eigen, b, d, floor, f0, tests)
+    solve, limited = _scaled_solve(a, d, damping,
+                                   first_damping < lm_damping.EIGEN_MARGIN * floor, check,
+                                   _damping_limited(b, d, floor, f0, tests))
+    confirmed = check & ~limited
     delta = solve(b)
     finite = tf.reduce_all(tf.math.is_finite(delta), -1)
     delta = tf.where(_col(finite), delta, 0.0)
@@ -278,19 +286,22 @@ def _trial(curves, state: _State, s):
             new_growth, code, check, confirmed)
 
 
-def _damping_limited(eigen, b, d, floor, f0, tests):
-    """`[N]` `convergence.damping_limited` of each curve's undamped step
+def _damping_limited(b, d, floor, f0, tests):
+    """`limited(values, vectors, finite) -> [N]` for `_scaled_solve`:
+    `convergence.damping_limited` of each curve's undamped step
     (`damping.ScaledSystem.undamped`: at the least damping `floor`, from the step's
-    eigendecomposition `eigen` of `D^-½ A D^-½` (`_scaled_solve`'s, made for the curves
-    checked) with negative eigenvalues clipped); false where that is not finite."""
-    values, vectors, finite = eigen
-    values = tf.maximum(values, 0.0)
-    w = tf.linalg.matvec(vectors, -tf.math.rsqrt(d) * b, transpose_a=True) / (
-        values + _col(floor))
-    weights = tf.square(w)
-    step_norm = tf.sqrt(tf.reduce_sum(weights, -1))  # ‖D^½ δ‖ = ‖S δ‖
-    predicted = tf.reduce_sum(weights * (values + 2.0 * _col(floor)), -1)
-    return finite & lm_convergence.damping_limited(tests, f0, step_norm, predicted)
+    eigendecomposition of `D^-½ A D^-½` with negative eigenvalues clipped); false where
+    that is not `finite`."""
+    def limited(values, vectors, finite):
+        values = tf.maximum(values, 0.0)
+        w = tf.linalg.matvec(vectors, -tf.math.rsqrt(d) * b, transpose_a=True) / (
+            values + _col(floor))
+        weights = tf.square(w)
+        step_norm = tf.sqrt(tf.reduce_sum(weights, -1))  # ‖D^½ δ‖ = ‖S δ‖
+        predicted = tf.reduce_sum(weights * (values + 2.0 * _col(floor)), -1)
+        return finite & lm_convergence.damping_limited(tests, f0, step_norm, predicted)
+
+    return limited
 
 
 def _finite_rows(jac):
