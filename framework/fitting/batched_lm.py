@@ -16,7 +16,10 @@ count and convergence test:
 3. geodesic acceleration bends the step (central differences of the residuals along δ, the
    correction kept when `2‖D^½a‖ ≤ α‖D^½δ‖`), a step longer than `MAX_RELATIVE_STEP` times
    the point is rejected unseen, the gain ratio accepts or rejects, Nielsen's rule updates λ
-   and ν, and MINPACK's ftol and xtol tests (and the stall and NaN tests) end a curve's fit.
+   and ν, and MINPACK's ftol and xtol tests (and the stall and NaN tests) end a curve's fit;
+   an accepted trial's ftol or xtol only at the next step's start, unless the undamped step
+   there is damping-limited (`convergence.deferred`: the running scale forgets there, and the
+   step's eigendecomposition gives the undamped step).
 
 A curve whose fit ended keeps its parameters bit for bit while the others go on; the loop ends
 when every curve has ended or spent `max_steps` steps. The Jacobian takes one backward pass:

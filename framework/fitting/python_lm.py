@@ -4,7 +4,8 @@ The traced loop of `batched_lm` is about 500 ops per trial: tracing it costs abo
 CPU, once per formula and process, and its first call another 0.2 s. For one curve, or a
 few, this module runs the SAME algorithm one curve at a time: the same rules and constants
 (Nielsen's damping, the running diagonal scale with geodesic acceleration's memory, λ's
-start, floor and top, MINPACK's ftol/xtol/gtol tests, the acceleration and its acceptance,
+start, floor and top, MINPACK's ftol/xtol/gtol tests with an accepted trial's ftol or xtol
+deferred to the next step's start (`convergence.deferred`), the acceleration and its acceptance,
 `MAX_RELATIVE_STEP`, the stall and NaN tests, `attempts_per_step`, the same `nfev`/`njev`
 counts) in NumPy, with the formula evaluated in NumPy too (`numpy_trial.NumpyCurve`: the
 values and the exact forward-mode Jacobian over the formula parser's own tree, bounds by the

@@ -69,7 +69,9 @@ class LevenbergMarquardt(SecondOrderOptimizer):
 
     With geodesic acceleration (`geodesic_acceleration`) the accepted point is x + δ + a/2.
 
-    It stops (`converged`, `convergence_reason`) on MINPACK's ftol, xtol and gtol tests.
+    It stops (`converged`, `convergence_reason`) on MINPACK's ftol, xtol and gtol tests; an
+    accepted trial's ftol or xtol is tested again at the next step's start, and ends the fit
+    there unless the undamped step is damping-limited (`convergence.deferred`).
     docs/guides/levenberg_marquardt.md explains the scaling, the m < n case, the Jacobian modes, the
     generalized Gauss–Newton matrix and the convergence tests, and names the functions
     (`update`, `trial`, `convergence`) that carry out each part. Leave dropout out of models
