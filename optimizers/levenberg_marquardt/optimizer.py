@@ -54,6 +54,18 @@ class _EvaluationCounts(tf.Module):
                 for name in ("function_evaluations", "jacobian_evaluations"))
 
 
+class _DeferredCode(tf.Module):
+    """The code of an accepted trial that met ftol or xtol, which the next step's start
+    confirms or drops (`convergence.deferred`; int64, 0 for none): a checkpoint part, so a
+    resumed fit steps as an unbroken one and checkpoints written before it restore."""
+
+    def __init__(self, scope):
+        super().__init__(name="deferred_convergence")
+        with tf.init_scope(), scope:
+            self.code = tf.Variable(NOT_CONVERGED, dtype=tf.int64, trainable=False,
+                                    name="code", aggregation=FIRST_REPLICA)
+
+
 @OPTIMIZERS.register
 class LevenbergMarquardt(SecondOrderOptimizer):
     """Levenberg–Marquardt: damped Gauss–Newton steps on the model's own variables.
@@ -187,13 +199,9 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         # (`checkpoint_parts`), not among the optimizer's own state, so checkpoints written
         # before they were counted restore as they are (their counts start at 0).
         self._counts = self._no_dependency(_EvaluationCounts(self.name_scope))
-        # The code of an accepted trial that met ftol or xtol, which the next step's start
-        # confirms or drops (`convergence.deferred`). Not checkpointed (checkpoints written
-        # before it restore as they are): a fit resumed from one takes one more step.
-        with tf.init_scope(), self.name_scope:
-            self._deferred = self._no_dependency(tf.Variable(
-                NOT_CONVERGED, dtype=tf.int64, trainable=False, name="deferred_convergence",
-                aggregation=FIRST_REPLICA))
+        # The code a trial deferred to the next step's start: a checkpoint part of its own.
+        self._deferred_part = self._no_dependency(_DeferredCode(self.name_scope))
+        self._deferred = self._deferred_part.code
         self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
         self._eps = None  # the machine epsilon of the trained variables, set by a step
         self._per_size: dict[str, dict[str, tf.Variable]] = {}  # n → its scale, cg_start
@@ -213,9 +221,11 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         return self._reason
 
     def checkpoint_parts(self) -> dict[str, tf.Module]:
-        """What a training checkpoint saves: this optimizer as `optimizer`, and its
-        evaluation counts as `evaluation_counts` (a part a checkpoint may lack)."""
-        return {"optimizer": self, "evaluation_counts": self._counts}
+        """What a training checkpoint saves: this optimizer as `optimizer`, its evaluation
+        counts as `evaluation_counts` and the code a trial deferred to the next step's start
+        as `deferred_convergence` (parts a checkpoint may lack)."""
+        return {"optimizer": self, "evaluation_counts": self._counts,
+                "deferred_convergence": self._deferred_part}
 
     @property
     def evaluations(self) -> tf.Variable:

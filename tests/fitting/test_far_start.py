@@ -97,3 +97,41 @@ def tf_(value, dtype="float64"):
     import tensorflow as tf
 
     return tf.constant(value, dtype)
+
+
+def _line_fit(epochs, directory=None):
+    x = np.linspace(-1.0, 1.0, 30)[:, None]
+    y = 3.0 * x - 1.0 + 0.01 * np.sin(20.0 * x)
+    model = gf.Sequential([layers.Dense(1)], input_shape=(1,), dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    model.set_weights([np.array([[0.1]]), np.array([0.0])])
+    callbacks = [] if directory is None else [
+        gf.callbacks.ModelCheckpoint(directory, monitor="loss")]
+    history = model.fit(x, y, batch_size=None, epochs=epochs, verbose=0, callbacks=callbacks)
+    return model, history, (x, y)
+
+
+def test_a_fit_resumed_between_deferring_and_confirming_stops_as_an_unbroken_one(
+        tmp_path, monkeypatch):
+    from graphfit.saving import checkpoints
+
+    unbroken, history, data = _line_fit(100)
+    epochs = len(history.epoch)  # the last epoch's step confirms the one before's code
+    assert 2 <= epochs < 100 and unbroken.stop_reason.startswith("LevenbergMarquardt conv")
+    _line_fit(epochs - 1, str(tmp_path / "new"))
+    resumed, _, _ = _line_fit(1)
+    assert checkpoints.restore_latest(resumed, str(tmp_path / "new"))["epoch"] == epochs - 1
+    again = resumed.fit(*data, batch_size=None, epochs=100, verbose=0)
+    assert len(again.epoch) == 1 and again.stop_reason == unbroken.stop_reason
+    for mine, theirs in zip(resumed.get_weights(), unbroken.get_weights()):
+        np.testing.assert_array_equal(mine, theirs)
+    # A checkpoint written before the code was saved restores; the fit then tests it anew.
+    monkeypatch.setattr(optimizers.LevenbergMarquardt, "checkpoint_parts",
+                        lambda self: {"optimizer": self})
+    _line_fit(epochs - 1, str(tmp_path / "old"))
+    monkeypatch.undo()
+    resumed, _, _ = _line_fit(1)
+    assert checkpoints.restore_latest(resumed, str(tmp_path / "old"))["epoch"] == epochs - 1
+    again = resumed.fit(*data, batch_size=None, epochs=100, verbose=0)
+    assert 1 <= len(again.epoch) < 100
+    assert again.stop_reason.startswith("LevenbergMarquardt converged")
