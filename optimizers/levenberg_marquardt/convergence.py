@@ -12,8 +12,9 @@ damping may have made its step short, far from the minimum. MINPACK tests xtol o
 radius, which only shrinks when trials fail; Nielsen's λ falls by at most 3 per accepted
 step, so a step that λ held short reads as a converged one (a·exp(b·x) from a = 1, b = 3:
 b's column of J collapses with a, the running scale keeps b damped, and the fit stopped on
-xtol at a ≈ 1e-8). The next step, at the accepted point, ends the fit only if the undamped
-(Gauss–Newton) step there would meet the tests too (`damping_limited`); otherwise it goes on.
+xtol at a ≈ 1e-8). The next step, at the accepted point, forgets the running scale
+(D = diag(JᵀJ) there) and ends the fit only if the undamped (Gauss–Newton) step there would
+meet the tests too (`damping_limited`); otherwise it goes on with that scale.
 A rejected trial that meets them still ends the fit: its step is short because no longer one
 reduced the loss, MINPACK's shrinking radius.
 """
