@@ -16,7 +16,10 @@ count and convergence test:
 3. geodesic acceleration bends the step (central differences of the residuals along δ, the
    correction kept when `2‖D^½a‖ ≤ α‖D^½δ‖`), a step longer than `MAX_RELATIVE_STEP` times
    the point is rejected unseen, the gain ratio accepts or rejects, Nielsen's rule updates λ
-   and ν, and MINPACK's ftol and xtol tests (and the stall and NaN tests) end a curve's fit.
+   and ν, and MINPACK's ftol and xtol tests (and the stall and NaN tests) end a curve's fit;
+   an accepted trial's ftol or xtol only at the next step's start, unless the undamped step
+   there is damping-limited (`convergence.deferred`: the running scale forgets there, and the
+   step's eigendecomposition gives the undamped step).
 
 A curve whose fit ended keeps its parameters bit for bit while the others go on; the loop ends
 when every curve has ended or spent `max_steps` steps. The Jacobian takes one backward pass:
@@ -136,12 +139,15 @@ class _Curves:
         return rows, formula_parser.zero_nan_slopes(rows, jac)  # 0·inf where r is finite
 
 
-def _scaled_solve(a, d, damping, near):
-    """`solve(b) -> δ = −(A + λD)⁻¹ b` per curve, in the scaled variables
-    (`damping.ScaledSystem`), one factorization for every right-hand side of the trial:
-    Cholesky, or where it fails and the step's first λ was `near` the resolution (below
-    `EIGEN_MARGIN` times it), the eigendecomposition with negative eigenvalues clipped.
-    A failed Cholesky elsewhere, and a non-finite system, give NaN (the trial is rejected)."""
+def _scaled_solve(a, d, damping, near, check, limited):
+    """`(solve, limited)` per curve, in the scaled variables (`damping.ScaledSystem`):
+    `solve(b) -> δ = −(A + λD)⁻¹ b`, one factorization for every right-hand side of the
+    trial: Cholesky, or where it fails and the step's first λ was `near` the resolution
+    (below `EIGEN_MARGIN` times it), the eigendecomposition with negative eigenvalues
+    clipped. A failed Cholesky elsewhere, and a non-finite system, give NaN (the trial is
+    rejected). The eigendecomposition of `P = D^-½ A D^-½` is made also where some curve
+    is to be `check`ed, and `limited(values, vectors, finite)` (`[N]` bool) is computed
+    from it there (false where no curve is)."""
     inv_sqrt = tf.math.rsqrt(d)
     p = _col(inv_sqrt) * a * tf.expand_dims(inv_sqrt, 1)
     finite = tf.reduce_all(tf.math.is_finite(p), axis=[1, 2])
@@ -151,8 +157,14 @@ def _scaled_solve(a, d, damping, near):
     ok = tf.reduce_all(tf.math.is_finite(factor), axis=[1, 2])
     factor = tf.where(_col(_col(ok)), factor, eye)
     # The eigendecomposition only when some curve needs it (else that of the identity).
-    values, vectors = tf.cond(tf.reduce_all(ok | ~near), lambda: (eye[:, 0], eye),
-                              lambda: tf.linalg.eigh(p))
+
+    def decomposed():
+        values, vectors = tf.linalg.eigh(p)
+        return values, vectors, limited(values, vectors, finite)
+
+    values, vectors, limits = tf.cond(tf.reduce_all((ok | ~near) & ~check),
+                                      lambda: (eye[:, 0], eye, tf.zeros_like(check)),
+                                      decomposed)
     inverse = 1.0 / (tf.maximum(values, 0.0) + _col(damping))
     usable = _col(finite & (ok | near))
 
@@ -163,7 +175,7 @@ def _scaled_solve(a, d, damping, near):
                          vectors, rhs, transpose_a=True)))
         return tf.where(usable, inv_sqrt * v, float("nan"))
 
-    return solve
+    return solve, limits
 
 
 class _State(NamedTuple):
@@ -181,6 +193,7 @@ class _State(NamedTuple):
     njev: tf.Tensor  # [N] Jacobian evaluations
     reason: tf.Tensor  # [N] int64, 0 while fitting
     active: tf.Tensor  # [N] bool
+    pending: tf.Tensor  # [N] int64: a deferred code the next step's start tests, or 0
 
 
 def _col(v):
@@ -218,6 +231,9 @@ def _trial(curves, state: _State, s):
     diag = tf.linalg.diag_part(a)
     start = state.new_step
     memory = tf.constant(lm_damping.SCALE_MEMORY if s["geodesic"] else 1.0, F64)
+    # Forgotten where a deferred code is tested (`convergence.deferred`).
+    check = start & (state.pending != lm_convergence.NOT_CONVERGED)
+    memory = tf.where(_col(check), tf.constant(0.0, F64), memory)
     kept = tf.where(tf.math.is_finite(diag), diag, state.scale)
     scale = tf.where(_col(start), tf.maximum(memory * state.scale, kept), state.scale)
     d = _floored(scale)
@@ -229,11 +245,17 @@ def _trial(curves, state: _State, s):
     # `convergence.convergence_tests(scale, ...)` in the optimizer.
     column_norms = tf.sqrt(d)
     x_norm = _norm(column_norms * state.params)
+    tests = lm_convergence.ConvergenceTests(s["ftol"], s["xtol"], column_norms, x_norm)
     gtol_met = start & _gradient_converged(b, diag, f0, s["gtol"])
 
     first_damping = tf.where(start, damping, state.first_damping)
     # The resolution of a float64 JᵀJ is the floor (`ScaledSystem`'s n·ε·scale).
-    solve = _scaled_solve(a, d, damping, first_damping < lm_damping.EIGEN_MARGIN * floor)
+    # A code deferred by the last (accepted) trial: confirmed here, at a step's start, unless
+    # the undamped step is damping-limited (`convergence.deferred`).
+    solve, limited = _scaled_solve(a, d, damping,
+                                   first_damping < lm_damping.EIGEN_MARGIN * floor, check,
+                                   _damping_limited(b, d, floor, f0, tests))
+    confirmed = check & ~limited
     delta = solve(b)
     finite = tf.reduce_all(tf.math.is_finite(delta), -1)
     delta = tf.where(_col(finite), delta, 0.0)
@@ -256,7 +278,6 @@ def _trial(curves, state: _State, s):
     new_damping, new_growth = lm_damping.nielsen_update(damping, state.growth, gain, accepted)
     new_damping = tf.clip_by_value(new_damping, floor, top)
     stalled = ~accepted & ((damping >= top) | ~tf.math.is_finite(f0))
-    tests = lm_convergence.ConvergenceTests(s["ftol"], s["xtol"], column_norms, x_norm)
     code = _convergence_code(tests, f0, f_new, predicted, gain, delta, finite & within,
                              stalled)
     code = tf.where(gtol_met, tf.constant(lm_convergence.GTOL, tf.int64), code)
@@ -265,7 +286,25 @@ def _trial(curves, state: _State, s):
     code = tf.where(singular, tf.constant(lm_convergence.NOT_FINITE, tf.int64), code)
     accepted &= ~gtol_met & ~singular
     return (scale, trial_params, r_new, jac_new, accepted, new_damping, first_damping,
-            new_growth, code)
+            new_growth, code, check, confirmed)
+
+
+def _damping_limited(b, d, floor, f0, tests):
+    """`limited(values, vectors, finite) -> [N]` for `_scaled_solve`:
+    `convergence.damping_limited` of each curve's undamped step
+    (`damping.ScaledSystem.undamped`: at the least damping `floor`, from the step's
+    eigendecomposition of `D^-½ A D^-½` with negative eigenvalues clipped); false where
+    that is not `finite`."""
+    def limited(values, vectors, finite):
+        values = tf.maximum(values, 0.0)
+        w = tf.linalg.matvec(vectors, -tf.math.rsqrt(d) * b, transpose_a=True) / (
+            values + _col(floor))
+        weights = tf.square(w)
+        step_norm = tf.sqrt(tf.reduce_sum(weights, -1))  # ‖D^½ δ‖ = ‖S δ‖
+        predicted = tf.reduce_sum(weights * (values + 2.0 * _col(floor)), -1)
+        return finite & lm_convergence.damping_limited(tests, f0, step_norm, predicted)
+
+    return limited
 
 
 def _finite_rows(jac):
@@ -320,13 +359,21 @@ def _convergence_code(tests, f0, f_new, predicted, gain, delta, finite, stalled)
 def _advance(curves, state: _State, s) -> _State:
     """The state after one trial of every active curve."""
     (scale, trial_params, r_new, jac_new, accepted, damping, first, growth,
-     code) = _trial(curves, state, s)
+     code, check, confirmed) = _trial(curves, state, s)
     active = state.active
+    # A curve whose deferred code this step's start confirmed, or that has no step left
+    # after dropping it, ends without its trial: nothing of it is kept or counted.
+    spent = check & (confirmed | (state.steps >= s["max_steps"]))
+    code = tf.where(confirmed, state.pending, tf.where(spent, tf.zeros_like(code), code))
+    accepted &= ~spent
+    deferred = lm_convergence.deferred(code, accepted)
+    pending = tf.where(deferred, code, tf.zeros_like(code))
+    code = code - pending
     trials = tf.where(state.new_step, tf.ones_like(state.trials), state.trials + 1)
-    steps = state.steps + tf.cast(state.new_step, tf.int64)
-    ended = (code != lm_convergence.NOT_CONVERGED) & active
+    steps = state.steps + tf.cast(state.new_step & ~spent, tf.int64)
+    ended = ((code != lm_convergence.NOT_CONVERGED) | spent) & active
     new_step = accepted | (trials >= s["attempts"])
-    out_of_steps = new_step & (steps >= s["max_steps"]) & ~ended
+    out_of_steps = new_step & (steps >= s["max_steps"]) & ~ended & ~deferred
 
     rows = _col(active)
     taken = active & accepted
@@ -336,7 +383,7 @@ def _advance(curves, state: _State, s) -> _State:
         return tf.where(where if rank == 1 else tf.reshape(where, [-1] + [1] * (rank - 1)),
                         new, old)
 
-    evaluations = tf.cast(active, tf.int64)
+    evaluations = tf.cast(active & ~spent, tf.int64)
     return _State(
         params=keep(trial_params, state.params, taken), r=keep(r_new, state.r, taken),
         jac=keep(jac_new, state.jac, taken),
@@ -347,7 +394,8 @@ def _advance(curves, state: _State, s) -> _State:
         nfev=state.nfev + evaluations * (3 if s["geodesic"] else 1),
         njev=state.njev + evaluations,
         reason=tf.where(ended, code, state.reason),
-        active=active & ~ended & ~out_of_steps)
+        active=active & ~ended & ~out_of_steps,
+        pending=keep(pending, state.pending))
 
 
 def _run(curves, params, s):
@@ -361,8 +409,10 @@ def _run(curves, params, s):
     one = tf.ones([count], tf.int64)
     state = _State(params, r, jac, zeros(F64) - 1.0, zeros(F64), zeros(F64) + 2.0,
                    tf.zeros([count, p], F64), tf.ones([count], tf.bool), zeros(tf.int64),
-                   zeros(tf.int64), one, one, zeros(tf.int64), tf.ones([count], tf.bool))
-    limit = tf.cast(s["max_steps"] * s["attempts"], tf.int32)
+                   zeros(tf.int64), one, one, zeros(tf.int64), tf.ones([count], tf.bool),
+                   zeros(tf.int64))
+    # (+ 1: a code deferred by the last trial is tested at the start of one more step.)
+    limit = tf.cast(s["max_steps"] * s["attempts"] + 1, tf.int32)
     state = tf.while_loop(
         lambda *st: tf.reduce_any(_State(*st).active),
         lambda *st: tuple(_advance(curves, _State(*st), s)),

@@ -4,7 +4,8 @@ The traced loop of `batched_lm` is about 500 ops per trial: tracing it costs abo
 CPU, once per formula and process, and its first call another 0.2 s. For one curve, or a
 few, this module runs the SAME algorithm one curve at a time: the same rules and constants
 (Nielsen's damping, the running diagonal scale with geodesic acceleration's memory, λ's
-start, floor and top, MINPACK's ftol/xtol/gtol tests, the acceleration and its acceptance,
+start, floor and top, MINPACK's ftol/xtol/gtol tests with an accepted trial's ftol or xtol
+deferred to the next step's start (`convergence.deferred`), the acceleration and its acceptance,
 `MAX_RELATIVE_STEP`, the stall and NaN tests, `attempts_per_step`, the same `nfev`/`njev`
 counts) in NumPy, with the formula evaluated in NumPy too (`numpy_trial.NumpyCurve`: the
 values and the exact forward-mode Jacobian over the formula parser's own tree, bounds by the
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 
 import numpy as np
 import tensorflow as tf
@@ -145,6 +147,9 @@ class _Curve:
         self.new_step, self.trials, self.steps = True, 0, 0
         self.nfev = self.njev = 1
         self.reason, self.active = lm_convergence.NOT_CONVERGED, True
+        # The code of an accepted trial that met ftol or xtol, which the next step's start
+        # confirms or drops (`convergence.deferred`).
+        self.pending = lm_convergence.NOT_CONVERGED
 
     def evaluate(self, delta, inverse, d, within):
         """(trial params, r, J, (‖r‖², JᵀJ, Jᵀr)) of the trial (at the params when not
@@ -173,6 +178,8 @@ def _step_start(c: _Curve, a, s):
     diag = np.diagonal(a)
     if c.new_step:
         memory = lm_damping.SCALE_MEMORY if s.geodesic_acceleration else 1.0
+        if c.pending != lm_convergence.NOT_CONVERGED:  # forgotten where a deferred code is
+            memory = 0.0                               # tested (`convergence.deferred`)
         kept = np.where(np.isfinite(diag), diag, c.scale)
         c.scale = np.maximum(memory * c.scale, kept)
     d = np.maximum(c.scale, max(c.scale.max() * 1e-300, 1e-300))
@@ -192,6 +199,23 @@ def _gradient_converged(b, diag, f0, gtol) -> bool:
     cosines = np.where(norms > 0, np.abs(b) / (norms * np.sqrt(max(f0, 1e-300))), 0.0)
     finite = _all_finite(b) and np.isfinite(f0)
     return bool(finite and ((cosines <= gtol).all() or not (b != 0).any()))
+
+
+def _damping_limited(a, b, d, floor, f0, x_norm, s) -> bool:
+    """`convergence.damping_limited` of the step's undamped step, in NumPy, as
+    `damping.ScaledSystem.undamped` gives it: solved at the least damping, `floor`, through
+    the eigendecomposition of `P = D^-½ A D^-½` with negative eigenvalues clipped."""
+    inv_sqrt = 1.0 / np.sqrt(d)
+    p = inv_sqrt[:, None] * a * inv_sqrt[None, :]
+    if not (_all_finite(p) and _all_finite(b)):
+        return False  # (TensorFlow's eigh decomposes the identity: NaN, not limited)
+    values, vectors = np.linalg.eigh(p)
+    values = np.maximum(values, 0.0)
+    w = (vectors.T @ (-inv_sqrt * b)) / (values + floor)
+    weights = w * w
+    step_norm = math.sqrt(float(weights.sum()))  # ‖D^½ δ‖ = ‖S δ‖: S = D^½ here
+    predicted = float((weights * (values + 2.0 * floor)).sum())
+    return step_norm > max(s.xtol, EPS) * x_norm and predicted > max(s.ftol, EPS) * f0
 
 
 def _code(s, f0, f_new, predicted, gain, step_norm, x_norm, finite, stalled) -> int:
@@ -216,6 +240,14 @@ def _trial(c: _Curve, s) -> None:
     diag, d, floor, top, damping = _step_start(c, a, s)
     column_norms = np.sqrt(d)
     x_norm = _norm(column_norms * c.params)
+    if c.pending != lm_convergence.NOT_CONVERGED:  # a new step: the last trial was accepted
+        if not _damping_limited(a, b, d, floor, f0, x_norm, s):
+            c.reason, c.active = c.pending, False
+            return
+        c.pending = lm_convergence.NOT_CONVERGED
+        if c.steps >= s.max_steps:
+            c.active = False
+            return
     gtol_met = c.new_step and _gradient_converged(b, diag, f0, s.gtol)
     solve = _Solver(a, b, d, damping, c.first_damping < lm_damping.EIGEN_MARGIN * floor)
     delta = solve.delta
@@ -250,14 +282,17 @@ def _trial(c: _Curve, s) -> None:
         c.params, c.r, c.jac, c.normal = trial_params, r_new, jac_new, normal
     c.nfev += 3 if s.geodesic_acceleration else 1
     c.njev += 1
+    if accepted and lm_convergence.FTOL <= code <= lm_convergence.FTOL_AND_XTOL:
+        c.pending, code = code, lm_convergence.NOT_CONVERGED  # `convergence.deferred`
     ended = code != lm_convergence.NOT_CONVERGED
     c.reason = code if ended else c.reason
-    c.active = not ended and not (c.new_step and c.steps >= s.max_steps)
+    c.active = not ended and not (c.new_step and c.steps >= s.max_steps
+                                  and c.pending == lm_convergence.NOT_CONVERGED)
 
 
 def _fit_one(trial, curve, params, fixed, x, y, weights, s) -> _Curve:
     curve = _Curve(trial, curve, params, fixed, x, y, weights, bool(s.geodesic_acceleration))
-    for _ in range(s.max_steps * s.attempts_per_step):
+    for _ in range(s.max_steps * s.attempts_per_step + 1):  # + the last deferred test
         if not curve.active:
             break
         _trial(curve, s)

@@ -6,6 +6,17 @@ the loss with the damping at its maximum, and NOT_FINITE, when it stops from a l
 or inf (labels with NaN under `fit(check_finite=False)`, an overflowing model). The codes are
 those of the optimizer's `convergence_reason` variable. docs/guides/levenberg_marquardt.md explains
 the tests and the defaults.
+
+An accepted trial that meets ftol or xtol does not end the fit at once (`deferred`): the
+damping may have made its step short, far from the minimum. MINPACK tests xtol on its trust
+radius, which only shrinks when trials fail; Nielsen's λ falls by at most 3 per accepted
+step, so a step that λ held short reads as a converged one (a·exp(b·x) from a = 1, b = 3:
+b's column of J collapses with a, the running scale keeps b damped, and the fit stopped on
+xtol at a ≈ 1e-8). The next step, at the accepted point, forgets the running scale
+(D = diag(JᵀJ) there) and ends the fit only if the undamped (Gauss–Newton) step there would
+meet the tests too (`damping_limited`); otherwise it goes on with that scale.
+A rejected trial that meets them still ends the fit: its step is short because no longer one
+reduced the loss, MINPACK's shrinking radius.
 """
 
 from __future__ import annotations
@@ -27,6 +38,8 @@ __all__ = [
     "ConvergenceTests",
     "convergence_code",
     "convergence_tests",
+    "damping_limited",
+    "deferred",
     "describe",
     "gradient_converged",
 ]
@@ -103,6 +116,34 @@ def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,
                     tf.where(f_ok, FTOL, tf.where(x_ok, XTOL, NOT_CONVERGED)))
     code = tf.where((code == NOT_CONVERGED) & stalled, STALLED, code)
     return tf.where(tf.math.is_finite(f0) | (code == NOT_CONVERGED), code, NOT_FINITE)
+
+
+def deferred(code: tf.Tensor, accepted: tf.Tensor) -> tf.Tensor:
+    """Whether a trial's `code` waits for the next step's `damping_limited` test: an
+    accepted trial that met ftol, xtol or both (a rejected one, or any other code, ends the
+    fit at once)."""
+    return accepted & (code >= FTOL) & (code <= FTOL_AND_XTOL)
+
+
+def damping_limited(tests: ConvergenceTests, f0: tf.Tensor, step_norm: tf.Tensor,
+                    predicted: tf.Tensor) -> tf.Tensor:
+    """Whether the undamped step keeps a fit going that a deferred ftol or xtol would end.
+
+    Args:
+        tests: the step's `ConvergenceTests` (at the point the deferred trial accepted).
+        f0: the loss there.
+        step_norm: `‖S δ‖` of the Gauss–Newton step there, `δ = −(A + λ₀D)⁻¹ b` with λ₀ the
+            least damping the solve resolves (`damping.ScaledSystem.undamped`); NaN where it
+            was not solved.
+        predicted: the reduction the quadratic model predicts for it.
+
+    Returns:
+        A bool tensor: the step is longer than xtol allows (`‖S δ‖ > xtol·‖S x‖`) and
+        predicts more than ftol allows (`predicted > ftol·f0`); false where either is NaN.
+        Either test met by the undamped step itself lets the fit end: then the damping did
+        not hold it back.
+    """
+    return (step_norm > tests.xtol * tests.x_norm) & (predicted > tests.ftol * f0)
 
 
 def gradient_converged(b: tf.Tensor, diag: tf.Tensor, f0: tf.Tensor, gtol: float) -> tf.Tensor:

@@ -147,9 +147,14 @@ class ScaledSystem:
             needs it reuses it (near a float32 minimum most trials do: one `eigh` of a 61 × 61
             matrix costs ten Cholesky factorizations). None: a trial decomposes when it needs
             to.
+        decompose: a bool tensor, or None: decompose once per step also where λ does not
+            start near the resolution, for `undamped_step` (the convergence test of a
+            deferred ftol or xtol, `convergence.damping_limited`); the trials still use the
+            decomposition only near the resolution, as without it.
     """
 
-    def __init__(self, matrix, b, rho, d, under, resolution=0.0, first_damping=None):
+    def __init__(self, matrix, b, rho, d, under, resolution=0.0, first_damping=None,
+                 decompose=None):
         self.matrix, self.b, self.d, self.under = matrix, b, d, under
         self.resolution = tf.cast(resolution, matrix.dtype)
         inv_sqrt = tf.math.rsqrt(d)
@@ -169,7 +174,7 @@ class ScaledSystem:
         # Built once, here: inside the trial loop tf.eye is five ops per trial.
         # (n static, as a Python int: no shape ops.)
         self._eye = tf.eye(self.p.shape[0] or tf.shape(self.p)[0], dtype=self.p.dtype)
-        self._eigen = None
+        self._eigen = self._decomposition = None
         if first_damping is not None:
             # Decomposed also a little above the resolution, where Cholesky can still fail
             # (JᵀJ's rounding grows with the rows of a chunk: float32 chunks of thousands of
@@ -178,9 +183,13 @@ class ScaledSystem:
             # inside the trial loop, for that rare case, would enlarge every traced step.
             n = self.p.shape[0] or tf.shape(self.p)[0]
             near = first_damping < EIGEN_MARGIN * self.resolution
-            self._eigen = tf.cond(near, self._decompose, lambda: (
+            wanted = near if decompose is None else near | decompose
+            self._decomposition = tf.cond(wanted, self._decompose, lambda: (
                 tf.fill([n], tf.constant(float("nan"), self.p.dtype)),
                 tf.zeros([n, n], self.p.dtype)))
+            # (Where only `decompose` asked for it, a trial whose Cholesky fails also solves
+            # by it: far above the resolution that is an overflowed JᵀJ, NaN either way.)
+            self._eigen = self._decomposition
 
     def _decompose(self):
         """`(values, vectors)` of P; values NaN when P is not finite (an overflowed JᵀJ:
@@ -220,6 +229,38 @@ class ScaledSystem:
         # per trial than a tf.cond, which the trial loop would run and trace every time.
         wide = tf.linalg.matvec(self.matrix, v, transpose_a=True) / self.d
         return tf.where(self.under, wide, self.inv_sqrt_d * v), ok
+
+    def undamped(self, column_norms=None) -> tuple[tf.Tensor, tf.Tensor]:
+        """`(‖S δ‖, predicted reduction)` of the Gauss–Newton step `δ = −(A + λ₀D)⁻¹ b` at
+        the least damping the solve resolves, λ₀ = the resolution, through the step's
+        eigendecomposition of P with negative eigenvalues clipped (as a trial's eigen
+        solve); for `convergence.damping_limited`.
+
+        A system made with `first_damping` reuses the decomposition made before the trials:
+        NaN unless `decompose` held there (or λ started near the resolution); without, it
+        decomposes here.
+
+        Args:
+            column_norms: S, or None for `S = D^½` (Marquardt's damping), whose lengths and
+                prediction the eigenbasis gives without forming δ: with `P = V Λ Vᵀ` and
+                `w = (Λ + λ₀)⁻¹ Vᵀ rhs`, `‖D^½δ‖² = Σ w²` and the prediction
+                `Σ w² (Λ + 2λ₀)`; in the underdetermined form each `w²` is weighted by Λ
+                (`δ = D⁻¹Cᵀ V w`, `‖D^½δ‖² = wᵀΛw`, `‖Cδ‖² = wᵀΛ²w`).
+        """
+        values, vectors = (self._decompose() if self._decomposition is None
+                           else self._decomposition)
+        values = tf.maximum(values, 0.0)
+        w = tf.linalg.matvec(vectors, self.rhs, transpose_a=True) / (values + self.resolution)
+        if column_norms is None:
+            square = tf.square(w)
+            weights = tf.where(self.under, values * square, square)
+            return (tf.sqrt(tf.reduce_sum(weights)),
+                    tf.reduce_sum(weights * (values + 2.0 * self.resolution)))
+        v = tf.linalg.matvec(vectors, w)
+        wide = tf.linalg.matvec(self.matrix, v, transpose_a=True) / self.d
+        delta = tf.where(self.under, wide, self.inv_sqrt_d * v)
+        return (tf.norm(column_norms * delta),
+                self.predicted_reduction(delta, self.resolution))
 
     def curvature(self, delta) -> tf.Tensor:
         """`δᵀ A δ` = ‖C δ‖² (A = JᵀJ overdetermined, C padded underdetermined)."""

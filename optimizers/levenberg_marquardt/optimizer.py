@@ -54,6 +54,18 @@ class _EvaluationCounts(tf.Module):
                 for name in ("function_evaluations", "jacobian_evaluations"))
 
 
+class _DeferredCode(tf.Module):
+    """The code of an accepted trial that met ftol or xtol, which the next step's start
+    confirms or drops (`convergence.deferred`; int64, 0 for none): a checkpoint part, so a
+    resumed fit steps as an unbroken one and checkpoints written before it restore."""
+
+    def __init__(self, scope):
+        super().__init__(name="deferred_convergence")
+        with tf.init_scope(), scope:
+            self.code = tf.Variable(NOT_CONVERGED, dtype=tf.int64, trainable=False,
+                                    name="code", aggregation=FIRST_REPLICA)
+
+
 @OPTIMIZERS.register
 class LevenbergMarquardt(SecondOrderOptimizer):
     """Levenberg–Marquardt: damped Gauss–Newton steps on the model's own variables.
@@ -69,7 +81,9 @@ class LevenbergMarquardt(SecondOrderOptimizer):
 
     With geodesic acceleration (`geodesic_acceleration`) the accepted point is x + δ + a/2.
 
-    It stops (`converged`, `convergence_reason`) on MINPACK's ftol, xtol and gtol tests.
+    It stops (`converged`, `convergence_reason`) on MINPACK's ftol, xtol and gtol tests; an
+    accepted trial's ftol or xtol is tested again at the next step's start, and ends the fit
+    there unless the undamped step is damping-limited (`convergence.deferred`).
     docs/guides/levenberg_marquardt.md explains the scaling, the m < n case, the Jacobian modes, the
     generalized Gauss–Newton matrix and the convergence tests, and names the functions
     (`update`, `trial`, `convergence`) that carry out each part. Leave dropout out of models
@@ -185,6 +199,9 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         # (`checkpoint_parts`), not among the optimizer's own state, so checkpoints written
         # before they were counted restore as they are (their counts start at 0).
         self._counts = self._no_dependency(_EvaluationCounts(self.name_scope))
+        # The code a trial deferred to the next step's start: a checkpoint part of its own.
+        self._deferred_part = self._no_dependency(_DeferredCode(self.name_scope))
+        self._deferred = self._deferred_part.code
         self._scale = None  # the running maximum of diag(JᵀJ), see _solver_state
         self._eps = None  # the machine epsilon of the trained variables, set by a step
         self._per_size: dict[str, dict[str, tf.Variable]] = {}  # n → its scale, cg_start
@@ -204,9 +221,11 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         return self._reason
 
     def checkpoint_parts(self) -> dict[str, tf.Module]:
-        """What a training checkpoint saves: this optimizer as `optimizer`, and its
-        evaluation counts as `evaluation_counts` (a part a checkpoint may lack)."""
-        return {"optimizer": self, "evaluation_counts": self._counts}
+        """What a training checkpoint saves: this optimizer as `optimizer`, its evaluation
+        counts as `evaluation_counts` and the code a trial deferred to the next step's start
+        as `deferred_convergence` (parts a checkpoint may lack)."""
+        return {"optimizer": self, "evaluation_counts": self._counts,
+                "deferred_convergence": self._deferred_part}
 
     @property
     def evaluations(self) -> tf.Variable:
@@ -259,6 +278,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         self._growth.assign(2.0)
         self._converged.assign(False)
         self._reason.assign(NOT_CONVERGED)
+        self._deferred.assign(NOT_CONVERGED)
         for state in (self._scale, self._cg_start):
             if state is not None:
                 state.assign(tf.zeros_like(state))
@@ -459,21 +479,37 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         # m < n form, where the steps stay plain.
         memory = 1.0 if rows_of is None else tf.where(
             linear.under, tf.constant(1.0, tf.float64), lm_damping.scale_memory(steps_per_pass))
+        # The code a trial of the last step deferred (`convergence.deferred`): this step's
+        # start ends the fit with it unless the undamped step here is damping-limited, and
+        # the running scale forgets its history here. The cg solver has no undamped step:
+        # its ftol and xtol end the fit at once.
+        deferred = self._deferred.value()
+        pending = deferred != NOT_CONVERGED
+        direct = not isinstance(linear, lm_matrix_free.MatrixFreeLinearization)
+        if direct:
+            memory = tf.where(pending, tf.constant(0.0, tf.float64), memory)
         scale = lm_damping.running_scale(self._scale.value(), linear.diag, memory)
         self._scale.assign(scale)
         d = lm_damping.scaling(scale, self.damping, eps)
         limits = lm_update.damping_range(linear.diag, d, n)
         lam = lm_update.starting_damping(self._damping.value(), self.initial_damping, limits)
-        if isinstance(linear, lm_matrix_free.MatrixFreeLinearization):
+        if not direct:
             system = lm_cg.MatrixFreeSystem(linear, d, self.cg_iterations, self.cg_tolerance,
                                             self._cg_start)
         else:  # JᵀJ's products are in the model's dtype: resolved to its epsilon
             system = lm_damping.ScaledSystem(linear.matrix, linear.b, linear.rho, d,
-                                             linear.under, n * eps * limits.scale, lam)
+                                             linear.under, n * eps * limits.scale, lam,
+                                             decompose=pending)
         f0 = tf.cast(loss0, tf.float64)
         steps = lm_trial.variable_steps(variables)
         tests = lm_convergence.convergence_tests(scale, steps.x0, self.ftol, self.xtol, eps)
         gradient_met = lm_convergence.gradient_converged(linear.b, linear.diag, f0, self.gtol)
+        stop, code_before = gradient_met, None
+        if direct:  # S = D^½ under Marquardt's damping: the eigenbasis gives ‖S δ‖
+            confirmed = pending & ~lm_convergence.damping_limited(tests, f0, *system.undamped(
+                None if self.damping == "marquardt" else tests.column_norms))
+            stop = gradient_met | confirmed
+            code_before = tf.where(confirmed, tf.cast(deferred, tf.int32), lm_convergence.GTOL)
 
         def evaluate():
             loss_new, aux_new = loss_fn()
@@ -488,12 +524,16 @@ class LevenbergMarquardt(SecondOrderOptimizer):
 
         result = lm_trial.trial_loop(problem, lam, self._growth.value(),
                                      [loss0, *flat0], self.attempts_per_step,
-                                     converged_before=gradient_met)
+                                     converged_before=stop, code_before=code_before)
         self._damping.assign(result.damping)
         self._growth.assign(result.growth)
         self._counts.function_evaluations.assign_add(result.evaluations)
         self._counts.jacobian_evaluations.assign_add(1)  # `linear`, at the start point
         code, values = result.code, result.values
+        if direct:
+            later = lm_convergence.deferred(code, result.accepted)
+            self._deferred.assign(tf.where(later, tf.cast(code, tf.int64), NOT_CONVERGED))
+            code = tf.where(later, NOT_CONVERGED, code)
         converged = code != NOT_CONVERGED
         self._reason.assign(tf.where(converged, tf.cast(code, tf.int64), self._reason))
         self._converged.assign(converged | self._converged)

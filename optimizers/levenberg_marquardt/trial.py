@@ -175,7 +175,7 @@ def attempt(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
 class TrialResult(NamedTuple):
     """`(λ, ν)` for the next step, the convergence code, `[loss, *aux]` of the point the
     step ends on, the trials run and their evaluations of the residuals (`Attempt`'s,
-    summed; int64)."""
+    summed; int64), and whether the last trial was accepted (False when none ran)."""
 
     damping: tf.Tensor
     growth: tf.Tensor
@@ -183,11 +183,13 @@ class TrialResult(NamedTuple):
     values: list
     trials: Any = 0
     evaluations: Any = 0
+    accepted: Any = False
 
 
 def trial_loop(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
                values: Sequence[tf.Tensor], attempts: int,
-               converged_before: tf.Tensor | None = None) -> TrialResult:
+               converged_before: tf.Tensor | None = None,
+               code_before: tf.Tensor | None = None) -> TrialResult:
     """Up to `attempts` trials (a `tf.while_loop`), until one is accepted or converges.
 
     Args:
@@ -196,8 +198,11 @@ def trial_loop(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
         growth: ν, the factor λ grows by after a rejected trial.
         values: `[loss, *aux]` at the start.
         attempts: the most trials (a Python int).
-        converged_before: a bool tensor: the gradient test was met before any trial, so the
-            loop runs none and returns GTOL with the starting `(λ, ν)` and values.
+        converged_before: a bool tensor: a test was met before any trial, so the loop runs
+            none and returns `code_before` with the starting `(λ, ν)` and values.
+        code_before: the int32 code it returns then: GTOL (the gradient test, the default),
+            or a deferred FTOL or XTOL that the step's start confirmed
+            (`convergence.damping_limited`).
 
     Returns:
         The `TrialResult`; when every trial was rejected the variables are back at the start
@@ -211,12 +216,14 @@ def trial_loop(problem: TrialProblem, damping: tf.Tensor, growth: tf.Tensor,
                 evaluations + result.evaluations, *result.values)
 
     skip = tf.constant(False) if converged_before is None else converged_before
-    code = tf.where(skip, lm_convergence.GTOL, lm_convergence.NOT_CONVERGED)
-    start = (0, damping, growth, skip, code, tf.constant(True), tf.constant(0, tf.int64),
+    # The code returned when no trial runs (the first trial's replaces it otherwise).
+    code = tf.constant(lm_convergence.GTOL) if code_before is None else code_before
+    # Nothing accepted when no trial runs: restoring the start then changes nothing.
+    start = (0, damping, growth, skip, code, tf.logical_not(skip), tf.constant(0, tf.int64),
              *values)
     out = tf.while_loop(lambda i, lam, nu, done, *rest: (i < attempts) & tf.logical_not(done),
                         body, start, maximum_iterations=attempts)
     # The last trial was rejected (or none ran): back to the start, bit for bit.
     with tf.control_dependencies(out):
         problem.restore(out[5])
-    return TrialResult(out[1], out[2], out[4], list(out[7:]), out[0], out[6])
+    return TrialResult(out[1], out[2], out[4], list(out[7:]), out[0], out[6], out[5])
