@@ -194,9 +194,14 @@ def _data(x, y, sigma, columns: int, single: bool, mask=None):
                              f"of shape {sigma.shape}") from None
         if mask is not None:
             sigma = np.where(_mask(mask, y, given_y), sigma, 1.0)
-        if np.any(~(sigma > 0)):
-            raise ValueError("sigma must be positive (standard deviations of y); received "
-                             "zeros, negatives or NaN.")
+        bad = ~(sigma > 0)
+        if np.any(bad):
+            where = np.argwhere(bad)[0]
+            place = (f"point {where[-1]}" if len(sigma) == 1 else
+                     f"data set {where[0]}, point {where[-1]}")
+            raise ValueError(f"sigma must be positive (standard deviations of y); received "
+                             f"{float(sigma[tuple(where)]):g} at {place} ({np.count_nonzero(bad)} "
+                             f"such value(s)). Mask such points (mask=) or give their sigma.")
         weights = 1.0 / sigma
     if mask is None:
         return x, y, weights, np.full(count, m)

@@ -115,6 +115,13 @@ def test_fit_curve_runs_fit_many_s_checks_with_the_shapes_passed():
             formula="a*x1+b*x2", x=X, y=DECAY, p0={"a": 1.0, "b": 0.3})
     _raises(r"sigma must broadcast to y's shape \(30,\)", fitting.fit_curve, x=X, y=DECAY,
             sigma=[0.01] * 29, **base)
+    zero = np.full(30, 0.01)
+    zero[[7, 9]] = 0.0
+    _raises(r"sigma must be positive .*received 0 at point 7 \(2 such", fitting.fit_curve,
+            x=X, y=DECAY, sigma=zero, **base)
+    _raises(r"received -0.5 at data set 1, point 4 \(1 such", fitting.fit_many, x=X,
+            y=np.stack([DECAY, DECAY]), sigma=np.where(np.arange(60).reshape(2, 30) == 34,
+                                                        -0.5, 0.01), **base)
     _raises(r"mask must be a bool array of y's shape \(30,\)", fitting.fit_curve, x=X,
             y=DECAY, mask=np.ones(29, bool), **base)
     for name in ("x", "x2"):
