@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from graphfit.core import Layer, step_context, update_hooks
+from graphfit.core import step_context, update_hooks
 from graphfit.core.autograph_scope import traced_function
 from graphfit.core.data_checks import DataCheckError
 from graphfit.core.step_types import unpack_data
@@ -31,10 +31,9 @@ __all__ = ["BatchChecks", "overrides_batch_checks"]
 
 
 def overrides_batch_checks(layer) -> bool:
-    """Whether `layer` states requirements of its batches (`Layer.batch_checks`,
-    `Layer.checks_batches`)."""
-    return bool(getattr(layer, "checks_batches", type(layer).batch_checks
-                        is not Layer.batch_checks))
+    """Whether `layer` states requirements of its batches (`Layer.checks_batches`; a layer
+    that is not graphfit's states none)."""
+    return bool(getattr(layer, "checks_batches", False))
 
 
 class BatchChecks:
