@@ -12,6 +12,9 @@ and not after the clock: a file without timestamps (older TensorFlow, a hand-wri
 with fewer timestamps than paths (cut short), or written on a clock ahead of this one gives
 it a list without them, and its next save would then orphan them (and graphfit's sweep of
 leftovers delete them). `repair_state_file` rewrites such a file before a manager opens it.
+A folder whose state file is gone (deleted, or not copied with the checkpoints) is read as
+one with a garbled file: its checkpoints are found by their index files, and the state file
+is rebuilt from the intact ones, so the next save does not sweep them away as leftovers.
 """
 
 from __future__ import annotations
@@ -94,26 +97,29 @@ def _absolute(folder: str, path: str) -> str:
     return path if os.path.isabs(path) else os.path.join(folder, path)
 
 
-def candidates(folder: str) -> tuple[list[str], bool]:
-    """(checkpoint prefixes newest first, whether the state file is garbled).
+def candidates(folder: str) -> tuple[list[str], str | None]:
+    """(checkpoint prefixes newest first, what is wrong with the state file: None,
+    "garbled" or "missing").
 
     With a readable state file these are the checkpoints it lists (files of a save killed
     midway are not listed and never trusted); with a garbled one, every checkpoint in the
-    folder, up to the newest the file still names when it was cut short.
+    folder, up to the newest the file still names when it was cut short; with none, every
+    checkpoint in the folder ("missing" only when there is one).
     """
     # TensorFlow joins a relative path in the state file to the folder it was given; an
     # absolute folder keeps that from being joined twice.
     folder = os.path.abspath(folder)
     state = _state(folder)
     if state is None:
-        return [], False
+        scanned = _scanned(folder)
+        return scanned, ("missing" if scanned else None)
     if state is False:
         newest = _newest_named(folder)
         return [p for p in _scanned(folder)
-                if newest is None or checkpoint_number(p) <= newest], True
+                if newest is None or checkpoint_number(p) <= newest], "garbled"
     listed = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
     listed = [_absolute(folder, p) for p in listed]
-    return sorted(set(listed), key=checkpoint_number, reverse=True), False
+    return sorted(set(listed), key=checkpoint_number, reverse=True), None
 
 
 def unreadable_reason(path: str) -> str | None:
@@ -147,17 +153,17 @@ def newest_intact(folder: str, warned: set | None = None,
     what was skipped and what is used instead (once per `warned` set). When none is left,
     the warning is left to a caller with `warn_when_none=False` (it falls back elsewhere).
     """
-    paths, garbled = candidates(folder)
+    paths, damage = candidates(folder)
     warned = set() if warned is None else warned
     skipped = []
     for path in paths:
         reason = unreadable_reason(path)
         if reason is None:
-            _report(folder, garbled, skipped, path, warned)
+            _report(folder, damage, skipped, path, warned)
             return path
         skipped.append(f"{path} ({reason})")
-    if (skipped or garbled) and warn_when_none:
-        _report(folder, garbled, skipped, None, warned)
+    if (skipped or damage) and warn_when_none:
+        _report(folder, damage, skipped, None, warned)
     return None
 
 
@@ -189,12 +195,12 @@ def best_instead_of_latest(directory: str, warned: set, quiet: bool = False) -> 
     return best
 
 
-def _report(folder, garbled, skipped, used, warned) -> None:
-    if not (garbled or skipped):
+def _report(folder, damage, skipped, used, warned) -> None:
+    if not (damage or skipped):
         return
     parts = []
-    if garbled:
-        parts.append(f"the state file {os.path.join(folder, STATE_FILE)} is garbled")
+    if damage:
+        parts.append(f"the state file {os.path.join(folder, STATE_FILE)} is {damage}")
     if skipped:
         parts.append(f"the checkpoint {'; '.join(skipped)} cannot be read")
     using = (f"using the newest intact checkpoint {used} instead" if used
@@ -211,8 +217,9 @@ def repair_state_file(folder: str) -> None:
     leaves them to be swept away as leftovers (that deleted every intact checkpoint).
 
     A garbled file is rebuilt from the intact checkpoints (see `candidates`) and kept as
-    `checkpoint.garbled`; a readable one keeps its list, sorted oldest first (the order the
-    manager drops them in), and gets the timestamps the manager needs: each checkpoint's
+    `checkpoint.garbled`; a missing one is written from the intact checkpoints found; a
+    readable one keeps its list, sorted oldest first (the order the manager drops them in),
+    and gets the timestamps the manager needs: each checkpoint's
     index file time (never after now), above a `last_preserved_timestamp` below them all.
     A file that needs none of this is left as it is. The new file replaces the old one
     atomically: a crash leaves one or the other, never none. A folder that cannot be
@@ -221,11 +228,11 @@ def repair_state_file(folder: str) -> None:
     """
     folder = os.path.abspath(folder)
     state = _state(folder)
-    if state is None:
-        return
     paths = sorted(candidates(folder)[0], key=checkpoint_number)  # oldest first
-    if state is False:
+    if not state:  # garbled or missing: only the intact checkpoints are listed again
         paths = [p for p in paths if unreadable_reason(p) is None]
+        if state is None and not paths:
+            return
     elif _managed_in_full(folder, state, paths):
         return
     try:

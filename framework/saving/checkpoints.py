@@ -241,8 +241,10 @@ class Checkpointer:
             folder = os.path.join(self.directory, which)
             # The state file's list too: a checkpoint it names is no leftover, even were the
             # manager not to manage it (see checkpoint_files.repair_state_file).
-            listed += [checkpoint_files.checkpoint_number(path)
-                       for path in checkpoint_files.candidates(folder)[0]]
+            paths, damage = checkpoint_files.candidates(folder)
+            if damage == "missing":  # not rebuilt: no intact one, only a killed save's files
+                paths = [p for p in paths if checkpoint_files.unreadable_reason(p) is None]
+            listed += [checkpoint_files.checkpoint_number(path) for path in paths]
             checkpoint_files.remove_leftovers(folder, max(listed, default=0))
             self._swept.add(which)
         # Never overwrite a listed checkpoint in place: that write would not be atomic.
