@@ -22,9 +22,7 @@ RECIPES = os.path.join(REPO, "recipes")
 # fit_many recipes fit a formula, with no model to train or inspect (tests/fitting).
 SHIPPED = sorted(f for f in os.listdir(RECIPES) if f.endswith(".yaml")
                  and not f.endswith("_many_fits.yaml"))
-# One epoch: a complete run folder (checkpoints, logs, metrics of every stage) is written by
-# the first epoch already; later epochs only repeat the compiled steps.
-SHORT = ["--set", "training.epochs=1", "--verbose", "0"]
+SHORT = ["--set", "training.epochs=2", "--verbose", "0"]
 
 
 def _train(path, run_dir, *extra):
@@ -53,7 +51,7 @@ def workdir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shipped_run(tmp_path_factory):
-    """`shipped_run(name)`: the shipped recipe `name` trained once for the module (1 epoch,
+    """`shipped_run(name)`: the shipped recipe `name` trained once for the module (2 epochs,
     its own settings, XLA included) with `graphfit train`, as (exit code, run folder, what it
     printed); a test that only needs such a run reuses it instead of training its own."""
     done = {}
@@ -95,14 +93,14 @@ def test_every_shipped_recipe_trains_into_a_complete_run(name, shipped_run):
     assert set(metrics) == stages
     assert all(np.isfinite(v) for stage in metrics.values() for v in stage.values())
     assert run_directory.read_json(str(run / "versions.json"))["graphfit"] == gf.__version__
-    assert (run / "overrides.yaml").read_text() == "- training.epochs=1\n"
+    assert (run / "overrides.yaml").read_text() == "- training.epochs=2\n"
     if name == "breast_cancer_auc.yaml":
         assert all("auc" in metrics[stage] for stage in ("train", "val", "test"))
 
 
 def test_finetune_keeps_the_frozen_base_as_trained(workdir, tmp_path):
     _, base = workdir
-    recipe = load_recipe(os.path.join(RECIPES, "finetune_frozen.yaml"), ["training.epochs=1"])
+    recipe = load_recipe(os.path.join(RECIPES, "finetune_frozen.yaml"), ["training.epochs=2"])
     assert recipe.model["base"]["run"] == base.run_dir  # runs/quickstart/latest, resolved
     result = training_run.train(recipe, run_dir=str(tmp_path / "fine"), verbose=0)
     model = result.model
@@ -121,7 +119,7 @@ def test_print_config_is_a_recipe_that_reproduces_the_run(tmp_path, capsys):
     source = os.path.join(RECIPES, "spirals_graph.yaml")
     # Without XLA, whose compile would be most of the two trainings' time; the round trip
     # and the equal runs are what is checked.
-    sets = ["training.epochs=2", "data.n_samples=120", "training.jit_compile=false"]
+    sets = ["training.epochs=2", "data.n_samples=300", "training.jit_compile=false"]
     overrides = [arg for item in sets for arg in ("--set", item)]
     assert cli.main(["print-config", source, *overrides]) == 0
     resolved_text = capsys.readouterr().out
@@ -245,7 +243,7 @@ def test_resume_reaches_the_weights_of_an_uninterrupted_run(tmp_path, capsys):
     source = os.path.join(RECIPES, "spirals_graph.yaml")
     # Without XLA (three models would each compile it): resuming under XLA is checked in
     # tests/framework/saving/test_checkpoints.py and test_run_safety.py.
-    small = ["data.n_samples=120", "training.batch_size=16", "training.jit_compile=false"]
+    small = ["data.n_samples=240", "training.batch_size=16", "training.jit_compile=false"]
     full = training_run.train(load_recipe(source, small + ["training.epochs=4"]),
                               run_dir=str(tmp_path / "full"), verbose=0)
     cut = tmp_path / "cut"
@@ -268,7 +266,7 @@ def test_resume_reaches_the_weights_of_an_uninterrupted_run(tmp_path, capsys):
     assert "has already trained 4 epochs (its recipe asks for 4); give --set " \
         "training.epochs=N with N > 4" in capsys.readouterr().err
     assert run_directory.read_yaml(str(cut / "overrides.yaml")) == [
-        "data.n_samples=120", "training.batch_size=16", "training.jit_compile=false",
+        "data.n_samples=240", "training.batch_size=16", "training.jit_compile=false",
         "training.epochs=2", "training.epochs=4"]
     assert cli.main(["train", "--resume", str(cut), "--set", "seed=3"]) == 2
     assert "only training.epochs=N" in capsys.readouterr().err
