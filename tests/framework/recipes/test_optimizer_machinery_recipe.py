@@ -11,6 +11,8 @@ import numpy as np
 from graphfit import cli
 from graphfit.recipes import load_run
 
+# Without XLA: its compiles (four runs here) would be most of the time, and what is checked is
+# how the recipe's optimizer arguments and SwapEMAWeights reach the run and its resume.
 RECIPE = """\
 data: {source: moons, n_samples: 64}
 model:
@@ -18,7 +20,7 @@ model:
   - {type: Dense, units: 1}
 loss: {type: BinaryCrossentropy, from_logits: true}
 optimizer: {type: Adam, learning_rate: 0.05, use_ema: true, gradient_accumulation_steps: 2}
-training: {epochs: 2, batch_size: 16}
+training: {epochs: 2, batch_size: 16, jit_compile: false}
 callbacks: [{type: SwapEMAWeights}]
 """
 

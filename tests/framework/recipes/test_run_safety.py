@@ -3,6 +3,7 @@
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -34,27 +35,36 @@ def _train(tmp_path, run="run", **kw):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """One finished run of MOONS (3 epochs) and its final metrics. The tests that damage,
+    """One finished run of MOONS (3 epochs) and its final metrics, trained as `graphfit
+    train` does without --run-dir: into <folder>/runs/moons/<run>, with the link
+    runs/moons/latest to it (its recipe at <folder>/moons.yaml). The tests that damage,
     resume, evaluate or lock such a run work on their own copy of it (`_finished_run`)
-    instead of training the same run again. It trains without XLA, and so do its resumes and
-    evaluations: the compiles would be most of those tests' time, and what they check is how
-    the run directory's files are read and written. (Resuming an XLA run is checked in
+    instead of training the same run again; the tests of the latest link and of a base run
+    read it as it is. It trains without XLA, and so do its resumes and evaluations: the
+    compiles would be most of those tests' time, and what they check is how the run
+    directory's files are read and written. (Resuming an XLA run is checked in
     test_history_follows_the_checkpoint_after_a_kill_before_its_write.)"""
     folder = tmp_path_factory.mktemp("trained")
-    result = _train(folder, overrides=["training.jit_compile=false"])
-    return folder / "run", result.metrics
+    result = training_run.train(_recipe(folder, overrides=["training.jit_compile=false"]),
+                                verbose=0, runs_root=str(folder / "runs"))
+    return pathlib.Path(result.run_dir), result.metrics
+
+
+def _moved_run(template, run, tmp_path):
+    """The run `template` copied to `run`, its recipe at tmp_path/moons.yaml."""
+    (tmp_path / "moons.yaml").write_text(MOONS)
+    shutil.copytree(template, run, symlinks=True)
+    record = run_directory.read_json(str(run / run_directory.USER_MODULES))
+    assert record == {"recipe_folder": str(template.parents[2]), "modules": []}
+    run_directory.write_json(str(run / run_directory.USER_MODULES),
+                             {**record, "recipe_folder": str(tmp_path)})
 
 
 def _finished_run(trained, tmp_path):
     """What `_train(tmp_path)` leaves (but trained without XLA), copied from the module's
     run: tmp_path/run, with its recipe at tmp_path/moons.yaml. Returns its final metrics."""
     template, metrics = trained
-    (tmp_path / "moons.yaml").write_text(MOONS)
-    shutil.copytree(template, tmp_path / "run", symlinks=True)
-    record = run_directory.read_json(str(tmp_path / "run" / run_directory.USER_MODULES))
-    assert record == {"recipe_folder": str(template.parent), "modules": []}
-    run_directory.write_json(str(tmp_path / "run" / run_directory.USER_MODULES),
-                             {**record, "recipe_folder": str(tmp_path)})
+    _moved_run(template, tmp_path / "run", tmp_path)
     return metrics
 
 
@@ -304,20 +314,20 @@ def test_a_run_with_user_modules_is_reused_from_its_directory_alone(tmp_path, mo
     _forget(module, code)
 
 
-def test_finetuning_must_reuse_the_base_runs_split(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    base = training_run.train(_recipe(tmp_path, overrides=["training.jit_compile=false"]),
-                              verbose=0, runs_root="runs")  # a base run: XLA is beside it
+def test_finetuning_must_reuse_the_base_runs_split(trained, monkeypatch):
+    run_dir = trained[0]  # a base run: XLA is beside the point
+    folder = run_dir.parents[2]  # where runs/moons/latest is
+    monkeypatch.chdir(folder)
     tune = ("seed: 1\n" + MOONS.replace(
         "model: [", "model:\n  base: {run: runs/moons/latest, drop: 1}\n  layers: [")
         .replace("units: 8, activation: relu}, {type: Dense, units: 1}]",
                  "units: 1}]"))
     with pytest.raises(RecipeError) as caught:
-        runner.prepare(_recipe(tmp_path, tune, "tune.yaml"))
+        runner.prepare(_recipe(folder, tune, "tune.yaml"))
     assert ":1:" in str(caught.value) and "seed: is 1 but the base run" in str(caught.value)
     assert "Set seed: 0 to reuse the base run's split" in str(caught.value)
-    tuned = runner.prepare(_recipe(tmp_path, tune.replace("seed: 1", "seed: 0"), "tune.yaml"))
-    assert tuned.recipe.model["base"]["run"] == base.run_dir  # latest, resolved to the run
+    tuned = runner.prepare(_recipe(folder, tune.replace("seed: 1", "seed: 0"), "tune.yaml"))
+    assert tuned.recipe.model["base"]["run"] == str(run_dir)  # latest, resolved to the run
 
 
 def test_shipped_finetune_recipe_splits_like_quickstart():
@@ -333,38 +343,37 @@ def test_shipped_finetune_recipe_splits_like_quickstart():
     assert seed(tune) == seed(quick)
 
 
-def test_latest_is_a_symlink_and_hparams_sessions_are_named_after_runs(tmp_path, monkeypatch):
+def test_latest_is_a_symlink_and_hparams_sessions_are_named_after_runs(trained):
     from tensorboard.backend.event_processing import event_accumulator
     from tensorboard.plugins.hparams import plugin_data_pb2
 
-    monkeypatch.chdir(tmp_path)
-    result = training_run.train(_recipe(tmp_path, overrides=["training.jit_compile=false"]),
-                                verbose=0)
-    latest = tmp_path / "runs" / "moons" / "latest"
-    assert latest.is_symlink() and os.path.realpath(latest) == result.run_dir
-    assert run_directory.find_run(str(latest)) == result.run_dir
-    events = event_accumulator.EventAccumulator(os.path.join(result.run_dir, "logs"))
+    run_dir = str(trained[0])  # trained into runs/, as without --run-dir
+    latest = trained[0].parent / "latest"
+    assert latest.is_symlink() and os.path.realpath(latest) == run_dir
+    assert run_directory.find_run(str(latest)) == run_dir
+    events = event_accumulator.EventAccumulator(os.path.join(run_dir, "logs"))
     events.Reload()
     start = plugin_data_pb2.HParamsPluginData.FromString(
         events.SummaryMetadata("_hparams_/session_start_info").plugin_data.content
     ).session_start_info
-    assert start.group_name == f"moons/{os.path.basename(result.run_dir)}"
+    assert start.group_name == f"moons/{os.path.basename(run_dir)}"
 
 
-def test_recipes_can_set_test_freq(tmp_path):
-    try:
-        recipe = _recipe(tmp_path, overrides=["training.test_freq=1",
-                                              "training.jit_compile=false"])
-    except RecipeError as error:
-        pytest.skip(f"the schema has no training.test_freq yet: {error}")
-    result = training_run.train(recipe, run_dir=str(tmp_path / "run"), verbose=0)
-    assert len(result.history["test_loss"]) == 3  # a test point every epoch, not only last
+@pytest.fixture(scope="module")
+def paced(tmp_path_factory):
+    """MOONS trained with training.test_freq=1 and training.steps_per_epoch=2: one run for
+    the two tests below (neither setting changes what the other one counts)."""
+    folder = tmp_path_factory.mktemp("paced")
+    return _train(folder, overrides=["training.test_freq=1", "training.steps_per_epoch=2",
+                                     "training.jit_compile=false"])
 
 
-def test_recipes_can_set_steps_per_epoch(tmp_path):
-    result = _train(tmp_path, overrides=["training.steps_per_epoch=2",
-                                         "training.jit_compile=false"])
-    assert int(result.model.optimizer.iterations) == 6  # 3 epochs of 2 batches, not of 7
+def test_recipes_can_set_test_freq(paced):
+    assert len(paced.history["test_loss"]) == 3  # a test point every epoch, not only last
+
+
+def test_recipes_can_set_steps_per_epoch(paced, tmp_path):
+    assert int(paced.model.optimizer.iterations) == 6  # 3 epochs of 2 batches, not of 7
     with pytest.raises(RecipeError, match="steps_per_epoch"):
         _recipe(tmp_path, overrides=["training.steps_per_epoch=0"])
 
@@ -456,19 +465,22 @@ def test_a_run_dir_that_cannot_be_created_names_the_path_and_why(tmp_path):
             run_directory.create_run("x", "/proc/x")
 
 
-def test_resume_through_the_latest_link_keeps_it_pointing_at_the_run(tmp_path, monkeypatch):
+def test_resume_through_the_latest_link_keeps_it_pointing_at_the_run(trained, tmp_path,
+                                                                     monkeypatch):
     # `--resume runs/<name>/latest` (as the README shows) used to finish by pointing latest
     # at itself, a link loop that broke the history's write and every later use of latest.
-    monkeypatch.chdir(tmp_path)
-    recipe = _recipe(tmp_path, overrides=["training.jit_compile=false", "training.epochs=2"])
-    first = training_run.train(recipe, verbose=0)
+    template = trained[0]
+    run = tmp_path / "runs" / "moons" / template.name
+    _moved_run(template, run, tmp_path)
     latest = tmp_path / "runs" / "moons" / "latest"
-    assert os.path.realpath(latest) == first.run_dir
-    assert cli.main(["train", "--resume", "runs/moons/latest", "--set", "training.epochs=3",
+    os.symlink(os.readlink(template.parent / "latest"), latest)  # the module run's own link
+    monkeypatch.chdir(tmp_path)
+    assert os.path.realpath(latest) == str(run)
+    assert cli.main(["train", "--resume", "runs/moons/latest", "--set", "training.epochs=4",
                      "--verbose", "0"]) == 0
-    assert os.path.islink(latest) and os.readlink(latest) == os.path.basename(first.run_dir)
+    assert os.path.islink(latest) and os.readlink(latest) == run.name
     history = json.loads((latest / "history.json").read_text())
-    assert len(history["loss"]) == 3
+    assert len(history["loss"]) == 4
 
 
 @pytest.mark.parametrize("checkpoint", [False, True], ids=["none", "written"])
@@ -492,11 +504,13 @@ def test_an_unfinished_run_is_sent_where_it_can_go(tmp_path, checkpoint):
 
 
 def _early_stopping_run(tmp_path, capsys, training: str, early_stopping: str):
-    """(history, metrics, stdout) of a sinc recipe run with EarlyStopping(restore_best_weights)."""
+    """(history, metrics, stdout) of a sinc recipe run with EarlyStopping(restore_best_weights),
+    without XLA (its compiles would be most of the time; what is checked is whose weights
+    end the run)."""
     run, captured = _train_recipe(
         tmp_path, capsys, "{source: sinc, n_samples: 64}", 4,
-        f"optimizer: {{type: SGD, learning_rate: 0.05}}\ntraining: {{epochs: 3, batch_size: 16"
-        f"{training}}}\ncallbacks: [{{type: EarlyStopping, {early_stopping}, "
+        f"optimizer: {{type: SGD, learning_rate: 0.05}}\ntraining: {{epochs: 3, batch_size: 16, "
+        f"jit_compile: false{training}}}\ncallbacks: [{{type: EarlyStopping, {early_stopping}, "
         f"restore_best_weights: true}}]\n", verbose="2", status=0)
     return (json.loads((run / "history.json").read_text()),
             json.loads((run / "metrics.json").read_text()), captured.out)
