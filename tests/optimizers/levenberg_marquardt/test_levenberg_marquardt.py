@@ -539,7 +539,9 @@ def test_digits_classification_with_the_generalized_gauss_newton_matrix():
     model.compile(optimizer=_lm(),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"], jit_compile=False)
-    model.fit(x[:1300], y[:1300], batch_size=None, epochs=10, verbose=0)
+    # 5 full-batch steps reach 97 % held out, as 10 do (from the test seed): each step of
+    # the 13,000-row Jacobian costs seconds of CPU.
+    model.fit(x[:1300], y[:1300], batch_size=None, epochs=5, verbose=0)
     accuracy = model.evaluate(x[1300:], y[1300:], verbose=0, return_dict=True)["accuracy"]
     assert accuracy >= 0.95
 
