@@ -136,46 +136,56 @@ def single(tmp_path_factory) -> dict:
             for name in ("history.json", "metrics.json")}
 
 
-def test_two_workers_match_one_process_and_only_the_chief_writes(single, tmp_path):
-    # With the end-of-run plots on: the confusion matrix's predict is a collective too.
-    chief, other = _workers(tmp_path, lambda i: ["train", RECIPE, *_distributed_sets(),
-                                                 "--run-dir", f"run{i}"],
-                            {"GRAPHFIT_PLOTS": "1"})
-    assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-3000:] + other.stderr
-    history = json.loads((tmp_path / "run0" / "history.json").read_text())
-    metrics = json.loads((tmp_path / "run0" / "metrics.json").read_text())
-    assert len(history["loss"]) == 4 and history["loss"][-1] < history["loss"][0]
-    assert _close(single["history.json"], history) < TOLERANCE
-    for stage in ("train", "val", "test"):
-        for key, value in single["metrics.json"][stage].items():
-            assert abs(metrics[stage][key] - value) < TOLERANCE, (stage, key)
-    # The chief writes everything; the other worker writes nothing and prints one notice.
-    written = {p.name for p in (tmp_path / "run0").iterdir()}
-    assert {"recipe.yaml", "history.json", "metrics.json", "checkpoints", "logs",
-            "learning_curves.png", "confusion_matrix.png"} <= written
-    assert any((tmp_path / "run0" / "logs").rglob("events.out.tfevents.*"))
-    assert not (tmp_path / "run1").exists()
-    assert "Epoch 4/4" in chief.stdout and "test: loss=" in chief.stdout
-    assert other.stdout == ""
-    assert other.stderr.strip().splitlines() == [
-        f"graphfit: worker 1 of 2: training with the cluster; the chief prints progress and "
-        f"writes the run directory ({'run1'})"], other.stderr
-
-
-def test_a_killed_worker_stops_the_chief_and_the_run_resumes(single, tmp_path):
+@pytest.fixture(scope="module")
+def killed_and_resumed(single, tmp_path_factory) -> dict:
+    """The two-worker run that worker 1's death stops after epoch 2 (each worker given its
+    own --run-dir), resumed on one device to epoch 3 (in this process) and then on two
+    workers to epoch 4 (with the end-of-run plots on: the confusion matrix's predict is a
+    collective too). One run serves the two tests below: what each phase left is kept here,
+    the assertions are theirs."""
+    from graphfit import cli
     from graphfit.saving import checkpoints
 
-    (tmp_path / "die_hook.py").write_text(DIE_HOOK)
+    folder = tmp_path_factory.mktemp("killed")
+    (folder / "die_hook.py").write_text(DIE_HOOK)
     hook = ["imports=[die_hook]", "callbacks=[{type: DieAt}]"]
+    run = folder / "run0"
     started = time.monotonic()
-    chief, other = _workers(tmp_path, lambda i: ["train", RECIPE, *_distributed_sets(hook),
-                                                 "--run-dir", "run", "--verbose", "0"],
-                            {"GRAPHFIT_TEST_DIE": "worker:1:1",  # after its 2nd epoch
-                             "GRAPHFIT_TEST_DIE_AFTER": str(tmp_path / "run" / "checkpoints"
-                                                            / "latest" / "ckpt-2.index")})
-    assert time.monotonic() - started < 90
-    assert other.returncode == 17
-    run = tmp_path / "run"
+    killed = _workers(folder, lambda i: ["train", RECIPE, *_distributed_sets(hook),
+                                         "--run-dir", f"run{i}", "--verbose", "0"],
+                      {"GRAPHFIT_TEST_DIE": "worker:1:1",  # after its 2nd epoch
+                       "GRAPHFIT_TEST_DIE_AFTER": str(run / "checkpoints" / "latest"
+                                                      / "ckpt-2.index")})
+    seconds = time.monotonic() - started
+    resume_point = checkpoints.resume_point(str(run / "checkpoints"))
+    metrics_after_kill = (run / "metrics.json").exists()
+
+    # Written under two workers, read on one device: epoch 3. In this process (as `single`
+    # was trained): one device needs no process of its own, and the run finds die_hook again
+    # from its record of the modules it imported.
+    path = list(sys.path)
+    try:
+        one_device = cli.main(["train", "--resume", str(run), "--set", "distribute=null",
+                               "--set", "training.epochs=3", "--verbose", "0"])
+    finally:  # the run put its modules' folders on sys.path
+        sys.modules.pop("die_hook", None)
+        sys.path[:] = path
+    one_device_history = json.loads((run / "history.json").read_text())
+
+    # Written on one device, read under two workers: epoch 4 and the final numbers.
+    resumed = _workers(folder, lambda i: ["train", "--resume", str(run), "--set",
+                                          "training.epochs=4"], {"GRAPHFIT_PLOTS": "1"})
+    return {"folder": folder, "run": run, "killed": killed, "seconds": seconds,
+            "resume_point": resume_point, "metrics_after_kill": metrics_after_kill,
+            "one_device": one_device, "one_device_history": one_device_history,
+            "resumed": resumed}
+
+
+def test_a_killed_worker_stops_the_chief_and_the_run_resumes(single, killed_and_resumed):
+    chief, other = killed_and_resumed["killed"]
+    run = killed_and_resumed["run"]
+    assert killed_and_resumed["seconds"] < 90
+    assert other.returncode == 17, other.stderr[-3000:]
     assert chief.returncode == 1, chief.stderr[-3000:]
     lost = [line for line in chief.stderr.splitlines() if "WorkerLost" in line]
     assert len(lost) == 1, chief.stderr[-3000:]  # one line, whatever TensorFlow logs around it
@@ -185,30 +195,19 @@ def test_a_killed_worker_stops_the_chief_and_the_run_resumes(single, tmp_path):
     assert "The checkpoints are intact up to epoch 2." in message, message
     assert message.endswith(f"graphfit train --resume {run}"), message
     assert "Traceback" not in chief.stderr
-    assert checkpoints.resume_point(str(run / "checkpoints")) == 2
-    assert not (run / "metrics.json").exists()
+    assert killed_and_resumed["resume_point"] == 2
+    assert not killed_and_resumed["metrics_after_kill"]
 
-    # Written under two workers, read on one device: epoch 3 as the uninterrupted run. In
-    # this process (as `single` was trained): one device needs no process of its own, and
-    # the run finds die_hook again from its record of the modules it imported.
-    from graphfit import cli
-
-    path = list(sys.path)
-    try:
-        assert cli.main(["train", "--resume", str(run), "--set", "distribute=null", "--set",
-                         "training.epochs=3", "--verbose", "0"]) == 0
-    finally:  # the run put its modules' folders on sys.path
-        sys.modules.pop("die_hook", None)
-        sys.path[:] = path
-    history = json.loads((run / "history.json").read_text())
+    # Resumed on one device: epoch 3 as the uninterrupted run (epochs 1-2 are the workers').
+    assert killed_and_resumed["one_device"] == 0
+    history = killed_and_resumed["one_device_history"]
     assert len(history["loss"]) == 3
     reference = {key: values[:3] for key, values in single["history.json"].items()
                  if not key.startswith("test_")}
     assert _close(reference, history) < TOLERANCE
 
-    # Written on one device, read under two workers: epoch 4 and the final numbers.
-    chief, other = _workers(tmp_path, lambda i: ["train", "--resume", str(run), "--set",
-                                                 "training.epochs=4"])
+    # Resumed on two workers: epoch 4 and the final numbers.
+    chief, other = killed_and_resumed["resumed"]
     assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-3000:] + other.stderr
     assert "Epoch 4/4" in chief.stdout and "Epoch 3/4" not in chief.stdout
     history = json.loads((run / "history.json").read_text())
@@ -218,6 +217,30 @@ def test_a_killed_worker_stops_the_chief_and_the_run_resumes(single, tmp_path):
     for stage in ("train", "val", "test"):
         for key, value in single["metrics.json"][stage].items():
             assert abs(metrics[stage][key] - value) < TOLERANCE, (stage, key)
+
+
+def test_two_workers_match_one_process_and_only_the_chief_writes(single, killed_and_resumed):
+    """Epochs 1-2 trained from scratch by the two workers, epoch 4 by two workers from a
+    checkpoint: every epoch's training and validation numbers and the final metrics are one
+    process's (the other test checks them phase by phase; here, the whole history)."""
+    folder, run = killed_and_resumed["folder"], killed_and_resumed["run"]
+    chief, other = killed_and_resumed["resumed"]
+    assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-3000:] + other.stderr
+    history = json.loads((run / "history.json").read_text())
+    assert len(history["loss"]) == 4 and history["loss"][-1] < history["loss"][0]
+    train_keys = {k: v for k, v in single["history.json"].items() if not k.startswith("test_")}
+    assert _close(train_keys, history) < TOLERANCE
+    # The chief writes everything; the other worker writes nothing and prints one notice.
+    written = {p.name for p in run.iterdir()}
+    assert {"recipe.yaml", "history.json", "metrics.json", "checkpoints", "logs",
+            "learning_curves.png", "confusion_matrix.png"} <= written
+    assert any((run / "logs").rglob("events.out.tfevents.*"))
+    assert not (folder / "run1").exists()  # the killed run gave worker 1 a folder of its own
+    assert "Epoch 4/4" in chief.stdout and "test: loss=" in chief.stdout
+    assert other.stdout == ""
+    assert other.stderr.strip().splitlines() == [
+        f"graphfit: worker 1 of 2: training with the cluster; the chief prints progress and "
+        f"writes the run directory ({run})"], other.stderr
 
 
 LM_SETS = ["training.epochs=2", "training.dtype=float64", "data.n_samples=200",
