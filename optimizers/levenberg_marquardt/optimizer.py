@@ -367,6 +367,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
             )
         lm_model_checks.warn_random_layers(batch.model)  # Python: once per trace
         lm_model_checks.warn_cancelled_biases(batch.model, self.damping)
+        lm_model_checks.warn_narrow_loss(batch.model, variables)
         n = sum(int(np.prod(v.shape.as_list())) for v in variables)
         solver = lm_cg.resolve_solver(self.solver, n, self.max_parameters)
         if solver == "direct":
