@@ -137,15 +137,33 @@ def _trained(tmp_path, optimizer=None):
     return model
 
 
+OPTIMIZERS = {"sgd_momentum": lambda: gf.optimizers.SGD(0.05, momentum=0.9),
+              "adam": lambda: gf.optimizers.Adam(0.01)}
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """`trained_run(optimizer)`: (folder, model) of a 2-epoch run with that optimizer, trained
+    once per module and shared by the tests that only read it (they restore its checkpoints
+    into other models and never change the folder or the model)."""
+    runs = {}
+
+    def get(optimizer="sgd_momentum"):
+        if optimizer not in runs:
+            folder = tmp_path_factory.mktemp(optimizer)
+            runs[optimizer] = str(folder), _trained(folder, OPTIMIZERS[optimizer]())
+        return runs[optimizer]
+
+    return get
+
+
 @pytest.mark.parametrize("optimizer", ["sgd_momentum", "adam"])
-def test_deferred_restore_fills_variables_and_slots_created_later(tmp_path, optimizer):
-    make = {"sgd_momentum": lambda: gf.optimizers.SGD(0.05, momentum=0.9),
-            "adam": lambda: gf.optimizers.Adam(0.01)}[optimizer]
-    saved = _trained(tmp_path, make())
+def test_deferred_restore_fills_variables_and_slots_created_later(trained_run, optimizer):
+    folder, saved = trained_run(optimizer)
     gf.set_seed(5)
-    fresh = _build_model(optimizer=make())
+    fresh = _build_model(optimizer=OPTIMIZERS[optimizer]())
     assert not fresh.variables and not fresh.optimizer.variables[2:]  # nothing built yet
-    state = checkpoints.restore_latest(fresh, str(tmp_path))
+    state = checkpoints.restore_latest(fresh, folder)
     assert state["epoch"] == 2
     assert int(checkpoints.fit_state(fresh).shuffle_seed) == int(
         checkpoints.fit_state(saved).shuffle_seed)
@@ -157,42 +175,42 @@ def test_deferred_restore_fills_variables_and_slots_created_later(tmp_path, opti
     assert np.any(fresh.optimizer.get_slot(fresh.trainable_variables[0], slot).numpy() != 0)
 
 
-def test_restore_into_a_built_model_creates_the_slots_first(tmp_path):
-    saved = _trained(tmp_path)
+def test_restore_into_a_built_model_creates_the_slots_first(trained_run):
+    folder, saved = trained_run()
     gf.set_seed(5)
     fresh = _build_model()
     fresh.build((None, 3))
     assert len(fresh.optimizer.variables) == 2  # iterations and learning rate: no slots yet
-    checkpoints.Checkpointer(str(tmp_path), fresh).restore("latest")
+    checkpoints.Checkpointer(folder, fresh).restore("latest")
     _assert_same_state(_full_state(saved), _full_state(fresh))
 
 
-def test_restore_best_and_the_recorded_best_value(tmp_path):
-    model = _trained(tmp_path)
-    checkpointer = checkpoints.Checkpointer(str(tmp_path), model)
+def test_restore_best_and_the_recorded_best_value(trained_run):
+    folder, model = trained_run()
+    checkpointer = checkpoints.Checkpointer(folder, model)
     best = checkpointer.latest_path("best")
     assert best is not None and checkpointer.recorded_best("best") == pytest.approx(
         min(model.history.history["loss"]))
     fresh = _build_model()
-    assert checkpoints.Checkpointer(str(tmp_path), fresh).restore("best")["path"] == best
+    assert checkpoints.Checkpointer(folder, fresh).restore("best")["path"] == best
 
 
-def test_a_mismatched_checkpoint_raises_and_leaves_the_model_as_it_was(tmp_path):
-    _trained(tmp_path)
+def test_a_mismatched_checkpoint_raises_and_leaves_the_model_as_it_was(trained_run):
+    folder, _ = trained_run()
     other = gf.Sequential([layers.Dense(5), layers.Dense(1)])
     other.compile(optimizer=gf.optimizers.SGD(0.1, momentum=0.9), loss="mse")
     other.build((None, 3))
     before = [v.numpy() for v in other.variables]
     with pytest.raises(ValueError, match="does not match model"):
-        checkpoints.restore_latest(other, str(tmp_path))
+        checkpoints.restore_latest(other, folder)
     for value, variable in zip(before, other.variables):
         np.testing.assert_array_equal(variable.numpy(), value)
 
 
 @pytest.mark.parametrize("built", [True, False], ids=["built", "deferred"])
-def test_a_checkpoint_of_another_optimizer_is_refused(tmp_path, built):
+def test_a_checkpoint_of_another_optimizer_is_refused(trained_run, built):
     # Slots are saved by position: Adam's "momentum" would fill SGD's, silently.
-    _trained(tmp_path, gf.optimizers.Adam(0.01))
+    folder, _ = trained_run("adam")
     other = _build_model(optimizer=gf.optimizers.SGD(0.05, momentum=0.9))
     if built:
         other.build((None, 3))
@@ -200,12 +218,12 @@ def test_a_checkpoint_of_another_optimizer_is_refused(tmp_path, built):
     with pytest.raises(ValueError, match=r"saved by an optimizer with the slots momentum, "
                                          r"velocity per variable, but this model's optimizer "
                                          r"\(SGD\) keeps momentum.*model.load_weights"):
-        checkpoints.restore_latest(other, str(tmp_path))
+        checkpoints.restore_latest(other, folder)
     for value, variable in zip(before, other.variables, strict=True):
         np.testing.assert_array_equal(variable.numpy(), value)
     assert int(checkpoints.fit_state(other).epoch) == 0
     if built:  # the weights alone still load, as the message says
-        path = checkpoints.Checkpointer(str(tmp_path), other).latest_path("latest")
+        path = checkpoints.Checkpointer(folder, other).latest_path("latest")
         other.load_weights(path)
 
 
@@ -241,8 +259,8 @@ def test_no_checkpoint_yet_and_nothing_created_before_a_save(tmp_path):
     assert not folder.exists()
 
 
-def test_save_weights_leaves_the_fit_state_and_optimizer_out(tmp_path):
-    model = _trained(tmp_path / "ckpt")
+def test_save_weights_leaves_the_fit_state_and_optimizer_out(trained_run, tmp_path):
+    _, model = trained_run()
     prefix = model.save_weights(str(tmp_path / "weights" / "model"))
     names = [name for name, _ in tf.train.list_variables(prefix)]
     assert names and all(n.startswith("model/") or n == "_CHECKPOINTABLE_OBJECT_GRAPH"

@@ -28,8 +28,11 @@ def _data():
 
 
 def _model():
+    """Without XLA: these tests are about the state file, and each fresh model's XLA compile
+    (a dozen of them in the resume-per-epoch runs) was most of this file's time."""
     model = gf.Sequential([layers.Dense(4, activation="relu"), layers.Dense(1)])
-    model.compile(optimizer=gf.optimizers.SGD(0.05, momentum=0.9), loss="mse")
+    model.compile(optimizer=gf.optimizers.SGD(0.05, momentum=0.9), loss="mse",
+                  jit_compile=False)
     return model
 
 

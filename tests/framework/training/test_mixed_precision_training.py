@@ -34,19 +34,28 @@ def _classifier(policy=None, seed=0):
 _LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
-@pytest.mark.parametrize("jit_compile, steps_per_execution", [(True, 4), (False, 3)])
-def test_xla_and_several_steps_per_call_give_the_same_mixed_training(jit_compile,
-                                                                      steps_per_execution):
+def _mixed_fit(jit_compile, steps_per_execution):
     x, y = _data()
-    results = []
-    for jit, steps in ((False, 1), (jit_compile, steps_per_execution)):
-        model = _classifier()
-        model.compile(optimizer=optimizers.SGD(0.1, momentum=0.9), loss=_LOSS, jit_compile=jit,
-                      steps_per_execution=steps, dtype_policy="mixed_bfloat16")
-        history = model.fit(x, y, epochs=2, batch_size=16, shuffle=False, verbose=0)
-        assert model.compile_state.jit_compile is jit
-        results.append((history.history["loss"], model.get_weights()))
-    (loss_a, weights_a), (loss_b, weights_b) = results
+    model = _classifier()
+    model.compile(optimizer=optimizers.SGD(0.1, momentum=0.9), loss=_LOSS,
+                  jit_compile=jit_compile, steps_per_execution=steps_per_execution,
+                  dtype_policy="mixed_bfloat16")
+    history = model.fit(x, y, epochs=2, batch_size=16, shuffle=False, verbose=0)
+    assert model.compile_state.jit_compile is jit_compile
+    return history.history["loss"], model.get_weights()
+
+
+@pytest.fixture(scope="module")
+def stepwise_mixed_fit():
+    """The reference of the comparisons below, trained once: no XLA, one step per call."""
+    return _mixed_fit(False, 1)
+
+
+@pytest.mark.parametrize("jit_compile, steps_per_execution", [(True, 4), (False, 3)])
+def test_xla_and_several_steps_per_call_give_the_same_mixed_training(
+        stepwise_mixed_fit, jit_compile, steps_per_execution):
+    loss_a, weights_a = stepwise_mixed_fit
+    loss_b, weights_b = _mixed_fit(jit_compile, steps_per_execution)
     assert loss_b[-1] < loss_b[0]
     # XLA fuses differently from TensorFlow's kernels: a few bfloat16 roundings apart.
     np.testing.assert_allclose(loss_a, loss_b, rtol=0.05)

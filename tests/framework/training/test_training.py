@@ -69,24 +69,33 @@ def test_steps_are_traced_once_across_epochs_fits_and_partial_batches(digits):
                       "predict_arrays": 1}
 
 
+@pytest.fixture(scope="module")
+def grouped_reference(digits):
+    """The initial and trained weights of the reference fit (every step in one call), shared
+    by the settings compared with it."""
+    x, y = digits
+    reference = _compile(_mlp(), steps_per_execution=1000, jit_compile=False)
+    reference.build((None, 64))
+    initial = reference.get_weights()
+    reference.fit(x[:400], y[:400], batch_size=32, epochs=2, verbose=0, shuffle=False)
+    return initial, reference.get_weights()
+
+
 @pytest.mark.parametrize("settings", [
     {"steps_per_execution": 1, "jit_compile": False},
     {"steps_per_execution": 5, "jit_compile": False},
     {"steps_per_execution": "auto", "jit_compile": True},
     {"run_eagerly": True},
 ])
-def test_grouping_and_compilation_do_not_change_the_numbers(digits, settings):
+def test_grouping_and_compilation_do_not_change_the_numbers(digits, grouped_reference,
+                                                            settings):
     x, y = digits
-    reference = _compile(_mlp(), steps_per_execution=1000, jit_compile=False)
-    reference.build((None, 64))
-    initial = reference.get_weights()
-    reference.fit(x[:400], y[:400], batch_size=32, epochs=2, verbose=0, shuffle=False)
-
+    initial, trained = grouped_reference
     model = _compile(_mlp(), **settings)
     model.build((None, 64))
     model.set_weights(initial)
     model.fit(x[:400], y[:400], batch_size=32, epochs=2, verbose=0, shuffle=False)
-    for a, b in zip(model.get_weights(), reference.get_weights()):
+    for a, b in zip(model.get_weights(), trained, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
