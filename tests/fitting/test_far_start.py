@@ -47,7 +47,8 @@ def test_fit_many_from_far_starts_reaches_scipys_optimum_for_each():
 
 def test_model_fit_with_levenberg_marquardt_does_not_stop_far_from_the_optimum():
     model = gf.Sequential([layers.Formula("a*exp(b*x)", params={"a": 1.0, "b": 3.0},
-                                          dtype="float64")], input_shape=(1,))
+                                          dtype="float64")], input_shape=(1,),
+                          dtype="float64")
     model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
     history = model.fit(X[:, None], Y[:, None], batch_size=40, epochs=300, verbose=0,
                         shuffle=False)

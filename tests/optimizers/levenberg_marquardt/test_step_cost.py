@@ -95,7 +95,8 @@ def test_a_formula_step_takes_its_jacobian_from_the_layer_hook():
     x = np.linspace(77.6, 790.0, 14)[:, None]
     y = 240.0 * (1 - np.exp(-5.5e-4 * x))
     model = gf.Sequential([layers.Formula("b1*(1-exp(-b2*x))", params={"b1": 500.0, "b2": 1e-4},
-                                          dtype="float64")], input_shape=(1,))
+                                          dtype="float64")], input_shape=(1,),
+                          dtype="float64")
     model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
     model.fit(x, y, batch_size=14, epochs=1, verbose=0)
     graph_def = model.compile_state.steps.train_step_graph().as_graph_def()
