@@ -122,7 +122,8 @@ def test_a_formula_fit_takes_the_same_steps_with_the_hook_as_with_pfor(monkeypat
     def fitted():
         model = gf.Sequential([layers.Formula("b1*(1-exp(-b2*x))",
                                               params={"b1": 500.0, "b2": 1e-4},
-                                              dtype="float64")], input_shape=(1,))
+                                              dtype="float64")], input_shape=(1,),
+                              dtype="float64")
         model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
         history = model.fit(x, y, batch_size=14, epochs=4, verbose=0, shuffle=False)
         graph = model.compile_state.steps.train_step_graph().as_graph_def()
