@@ -67,17 +67,13 @@ def warn_cancelled_biases(model, damping: str) -> None:
                 f"LevenbergMarquardt(damping='identity').", stacklevel=4)
 
 
-
 def warn_narrow_loss(model, variables) -> None:
     """Warns (once per traced step) when float64 variables are trained on a loss that the
     model computes in a narrower dtype: a `Formula(..., dtype="float64")` inside a default
-    (float32) `Sequential`. `fit` feeds the labels, and the loss computes, in the model's
-    dtype, so the loss resolves only float32's ~6e-8 of itself: near the minimum the gain
-    ratio compares rounding, trials fail, λ grows and the xtol test ends the fit about
-    √ε₃₂ ≈ 2e-4 standard errors short of float64's optimum (a·exp(b·x) from (1, 2): 6e-6
-    relative; sqrt(4·D·x) + c: 9e-5), and a start whose sum of squares passes 3.4e38 ends
-    the fit at once as a NaN or inf loss (a·exp(b·x) from (0.1, 5)). The float64 model
-    reaches SciPy's optimum to 5e-9 from each of these starts."""
+    (float32) `Sequential`. `fit` feeds the labels, and computes the loss, in the model's
+    dtype, so near the minimum the gain ratio compares rounding and the fit stops about
+    √ε₃₂ of a standard error short; a sum of squares past float32's range ends it at once
+    (docs/guides/levenberg_marquardt.md, "Fit in a float64 model", has the figures)."""
     dtype = tf.as_dtype(getattr(model, "dtype", None) or tf.float32)
     wide = [v.name for v in variables if v.dtype == tf.float64]
     if wide and dtype.is_floating and dtype.size < 8:
