@@ -139,7 +139,7 @@ class _Curves:
         return rows, formula_parser.zero_nan_slopes(rows, jac)  # 0·inf where r is finite
 
 
-def _scaled_solve(a, d, damping, near, check, limited):
+def _scaled_solve(a, d, damping, near, check, limited, column_floor, resolution):
     """`(solve, limited)` per curve, in the scaled variables (`damping.ScaledSystem`):
     `solve(b) -> δ = −(A + λD)⁻¹ b`, one factorization for every right-hand side of the
     trial: Cholesky, or where it fails and the step's first λ was `near` the resolution
@@ -153,7 +153,10 @@ def _scaled_solve(a, d, damping, near, check, limited):
     finite = tf.reduce_all(tf.math.is_finite(p), axis=[1, 2])
     eye = tf.eye(tf.shape(a)[-1], batch_shape=tf.shape(a)[:1], dtype=F64)
     p = tf.where(_col(_col(finite)), p, eye)
-    factor = tf.linalg.cholesky(p + _col(_col(damping)) * eye)
+    # Each column shifted by λ, or by its own resolution where that is larger
+    # (`damping.ScaledSystem.solve`).
+    factor = tf.linalg.cholesky(p + tf.expand_dims(tf.maximum(_col(damping), column_floor), 1)
+                                * eye)
     ok = tf.reduce_all(tf.math.is_finite(factor), axis=[1, 2])
     factor = tf.where(_col(_col(ok)), factor, eye)
     # The eigendecomposition only when some curve needs it (else that of the identity).
@@ -165,7 +168,7 @@ def _scaled_solve(a, d, damping, near, check, limited):
     values, vectors, limits = tf.cond(tf.reduce_all((ok | ~near) & ~check),
                                       lambda: (eye[:, 0], eye, tf.zeros_like(check)),
                                       decomposed)
-    inverse = 1.0 / (tf.maximum(values, 0.0) + _col(damping))
+    inverse = 1.0 / (tf.maximum(values, 0.0) + _col(tf.maximum(damping, resolution)))
     usable = _col(finite & (ok | near))
 
     def solve(b):
@@ -237,8 +240,11 @@ def _trial(curves, state: _State, s):
     kept = tf.where(tf.math.is_finite(diag), diag, state.scale)
     scale = tf.where(_col(start), tf.maximum(memory * state.scale, kept), state.scale)
     d = _floored(scale)
-    unit = tf.reduce_max(diag / d, -1)
-    floor, top = n * EPS * unit, lm_damping.MAX_DAMPING * unit
+    ratios = diag / d
+    unit = tf.reduce_max(ratios, -1)
+    resolution, top = n * EPS * unit, lm_damping.MAX_DAMPING * unit
+    column_floor = n * EPS * ratios
+    floor = lm_damping.least_damping(ratios, n * EPS)
     first = tf.where(state.damping < 0, s["tau"] * unit, state.damping)
     damping = tf.where(start, tf.clip_by_value(first, floor, top), state.damping)
     # MINPACK's S for the step bound and the xtol test: from the running scale, as
@@ -249,20 +255,22 @@ def _trial(curves, state: _State, s):
     gtol_met = start & _gradient_converged(b, diag, f0, s["gtol"])
 
     first_damping = tf.where(start, damping, state.first_damping)
-    # The resolution of a float64 JᵀJ is the floor (`ScaledSystem`'s n·ε·scale).
+    # The resolution of a float64 JᵀJ (`ScaledSystem`'s n·ε·scale); λ may go below it, where
+    # each column keeps its own resolution.
     # A code deferred by the last (accepted) trial: confirmed here, at a step's start, unless
     # the undamped step is damping-limited (`convergence.deferred`).
     solve, limited = _scaled_solve(a, d, damping,
-                                   first_damping < lm_damping.EIGEN_MARGIN * floor, check,
-                                   _damping_limited(b, d, floor, f0, tests))
+                                   first_damping < lm_damping.EIGEN_MARGIN * resolution, check,
+                                   _damping_limited(b, d, resolution, f0, tests),
+                                   column_floor, resolution)
     confirmed = check & ~limited
     delta = solve(b)
     finite = tf.reduce_all(tf.math.is_finite(delta), -1)
     delta = tf.where(_col(finite), delta, 0.0)
     within = (_norm(column_norms * delta) <= lm_update.MAX_RELATIVE_STEP * x_norm) | (
         x_norm <= 0)
-    predicted = tf.reduce_sum(delta * _product(a, delta, s["xla"]), -1) + (
-        2.0 * damping * tf.reduce_sum(d * tf.square(delta), -1))
+    predicted = tf.reduce_sum(delta * _product(a, delta, s["xla"]), -1) + 2.0 * tf.reduce_sum(
+        tf.maximum(_col(damping), column_floor) * d * tf.square(delta), -1)
     step = delta
     if s["geodesic"]:
         step = _accelerated(curves, state.params, r, jac, delta, solve, d, within,

@@ -89,23 +89,24 @@ class _Solver:
     `delta`: `δ = −(A + λD)⁻¹ b`; `inverse`: the matrix `−(A + λD)⁻¹` (for the
     acceleration's second solve, in the trial function)."""
 
-    def __init__(self, a, b, d, damping, near):
+    def __init__(self, a, b, d, damping, near, column_floor, resolution):
         inv_sqrt = 1.0 / np.sqrt(d)
         p = inv_sqrt[:, None] * a * inv_sqrt[None, :]
         eye = _eye(len(d))
         finite = _all_finite(p)
+        shift = np.maximum(damping, column_floor)
         # Right-hand sides: the step's, and the identity's columns for the inverse.
         rhs = -inv_sqrt[:, None] * np.concatenate([b[:, None], eye], 1)
         v = None
         try:
-            factor = np.linalg.cholesky((p if finite else eye) + damping * eye)
+            factor = np.linalg.cholesky((p if finite else eye) + np.diag(shift))
             if _all_finite(factor):
                 v = np.linalg.solve(factor.T, np.linalg.solve(factor, rhs))
         except np.linalg.LinAlgError:
             pass
         if v is None and near and finite:
             values, vectors = np.linalg.eigh(p)
-            inverse = 1.0 / (np.maximum(values, 0.0) + damping)
+            inverse = 1.0 / (np.maximum(values, 0.0) + max(damping, resolution))
             v = vectors @ (inverse[:, None] * (vectors.T @ rhs))
         if v is None or not finite:
             v = np.full_like(rhs, np.nan)
@@ -183,14 +184,18 @@ def _step_start(c: _Curve, a, s):
         kept = np.where(np.isfinite(diag), diag, c.scale)
         c.scale = np.maximum(memory * c.scale, kept)
     d = np.maximum(c.scale, max(c.scale.max() * 1e-300, 1e-300))
-    unit = float((diag / d).max())
-    floor, top = len(d) * EPS * unit, lm_damping.MAX_DAMPING * unit
+    ratios = diag / d
+    unit = float(ratios.max())
+    resolution, top = len(d) * EPS * unit, lm_damping.MAX_DAMPING * unit
+    # λ's floor (`damping.least_damping`): below it λ shifts no column.
+    floor = len(d) * EPS * float(np.where(ratios > 0, ratios, unit).min())
+    column_floor = len(d) * EPS * ratios
     damping = c.damping
     if c.new_step:
         first = s.initial_damping * unit if c.damping < 0 else c.damping
         damping = min(max(first, floor), top)
         c.first_damping = damping
-    return diag, d, floor, top, damping
+    return diag, d, floor, top, damping, resolution, column_floor
 
 
 def _gradient_converged(b, diag, f0, gtol) -> bool:
@@ -237,11 +242,11 @@ def _code(s, f0, f_new, predicted, gain, step_norm, x_norm, finite, stalled) -> 
 def _trial(c: _Curve, s) -> None:
     """One trial of `batched_lm._trial` and its bookkeeping (`batched_lm._advance`)."""
     f0, a, b = c.normal
-    diag, d, floor, top, damping = _step_start(c, a, s)
+    diag, d, floor, top, damping, resolution, column_floor = _step_start(c, a, s)
     column_norms = np.sqrt(d)
     x_norm = _norm(column_norms * c.params)
     if c.pending != lm_convergence.NOT_CONVERGED:  # a new step: the last trial was accepted
-        if not _damping_limited(a, b, d, floor, f0, x_norm, s):
+        if not _damping_limited(a, b, d, resolution, f0, x_norm, s):
             c.reason, c.active = c.pending, False
             return
         c.pending = lm_convergence.NOT_CONVERGED
@@ -249,14 +254,16 @@ def _trial(c: _Curve, s) -> None:
             c.active = False
             return
     gtol_met = c.new_step and _gradient_converged(b, diag, f0, s.gtol)
-    solve = _Solver(a, b, d, damping, c.first_damping < lm_damping.EIGEN_MARGIN * floor)
+    solve = _Solver(a, b, d, damping, c.first_damping < lm_damping.EIGEN_MARGIN * resolution,
+                    column_floor, resolution)
     delta = solve.delta
     finite = _all_finite(delta)
     if not finite:
         delta = np.zeros_like(delta)
     step_norm = _norm(column_norms * delta)
     within = step_norm <= lm_update.MAX_RELATIVE_STEP * x_norm or x_norm <= 0
-    predicted = float(delta @ (a @ delta) + 2.0 * damping * (d * delta * delta).sum())
+    predicted = float(delta @ (a @ delta) + 2.0 * (np.maximum(damping, column_floor) * d
+                                                   * delta * delta).sum())
     trial_params, r_new, jac_new, normal = c.evaluate(delta, solve.inverse, d, within)
     f_new = normal[0]
     actual = f0 - f_new

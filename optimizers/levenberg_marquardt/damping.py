@@ -9,9 +9,13 @@ It is solved in the scaled variables `u = D^½ δ`, `(Ã + λ I) u = −D^-½ b`
 of `diag(A)` over the steps so far (`running_scale`; with geodesic acceleration the earlier
 maximum is halved per pass over the data, `scale_memory`), so a parameter whose column of J
 has collapsed (a saturated exponential, a term that has faded) keeps the damping its (recent)
-effect earned instead of being free to jump to infinity. Below the damping at which rounding
-in JᵀJ can make the matrix indefinite (`ScaledSystem`'s resolution), an eigendecomposition
-with the negative eigenvalues clipped to zero solves it, computed once per step. The same
+effect earned instead of being free to jump to infinity. A float64 JᵀJ shifts each column
+of `Ã` by `max(λ, n·ε·Ã_jj)`, its own resolution where λ is below it, and λ's floor is the
+least λ that still shifts a column (`least_damping`): a column whose curvature fell far below
+its running scale is not damped by the largest column's resolution. A float32 JᵀJ keeps one
+resolution: below the damping at which rounding in JᵀJ can make the matrix indefinite, an
+eigendecomposition with the negative eigenvalues clipped to zero solves it, computed once
+per step. The same
 decomposition solves a trial whose Cholesky factorization fails (it yields NaN, which
 TensorFlow reports instead of raising) within `EIGEN_MARGIN` times the resolution; further
 above, such a trial is rejected.
@@ -29,8 +33,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-__all__ = ["scaling", "running_scale", "ScaledSystem", "nielsen_update", "MAX_DAMPING",
-           "EIGEN_MARGIN", "SCALE_MEMORY", "scale_memory"]
+__all__ = ["scaling", "running_scale", "ScaledSystem", "nielsen_update", "least_damping",
+           "MAX_DAMPING", "EIGEN_MARGIN", "SCALE_MEMORY", "scale_memory"]
 
 # Below this multiple of the resolution `ScaledSystem` decomposes JᵀJ once per step, before
 # the trials, so that a trial whose Cholesky fails there still has the eigen solve.
@@ -127,6 +131,28 @@ def running_scale(previous: tf.Tensor, diag: tf.Tensor, memory: float = 1.0) -> 
     return tf.maximum(kept, tf.where(tf.math.is_finite(diag), diag, previous))
 
 
+def least_damping(ratios: tf.Tensor, n_eps) -> tf.Tensor:
+    """λ's floor: `n·ε` times the smallest positive `diag(A)_j / D_j` (along the last axis;
+    the largest where none is positive).
+
+    Each column of `P = D^-½ A D^-½` is shifted by `max(λ, n·ε·P_jj)` (`ScaledSystem.solve`):
+    by λ, or by its own resolution, the least shift that keeps that column's Cholesky pivot
+    above the rounding in JᵀJ. Below this floor λ shifts no column, so it stops there. The
+    earlier floor, the resolution `n·ε·max_j P_jj`, damped every column whose curvature had
+    fallen below its running scale `D_j` by `max_j P_jj / P_jj`: with MINPACK's scale, which
+    never forgets (plain steps), a·exp(b·x) from a far start kept `a` damped about threefold
+    for thousands of steps (tests/fitting/test_far_start.py).
+
+    Example:
+
+        >>> import tensorflow as tf
+        >>> float(least_damping(tf.constant([1.0, 1e-16, 0.0], tf.float64), 2.0))
+        2e-16
+    """
+    largest = tf.reduce_max(ratios, -1, keepdims=True)
+    return n_eps * tf.reduce_min(tf.where(ratios > 0, ratios, largest), -1)
+
+
 class ScaledSystem:
     """The damped system of one step, ready to solve for any λ.
 
@@ -151,10 +177,20 @@ class ScaledSystem:
             start near the resolution, for `undamped_step` (the convergence test of a
             deferred ftol or xtol, `convergence.damping_limited`); the trials still use the
             decomposition only near the resolution, as without it.
+        column_resolution: each column's own resolution, `n·ε·P_jj` (P's diagonal is
+            `diag(A)/D`), or None. Given (a float64 JᵀJ, and λ's floor `least_damping`),
+            each column of P is shifted by `max(λ, column_resolution_j)` and Cholesky
+            solves at every λ (the eigen solve, where it fails, at no less than the
+            resolution): the eigendecomposition of P cannot resolve a column whose
+            curvature has fallen far below its running scale, Cholesky (invariant to the
+            scaling) can. None (a float32 JᵀJ, whose eigen solve below the resolution
+            converges in fewer steps near a minimum than a shift of `n·ε₃₂` per column
+            allows): one shift, `max(λ, resolution)`, and below the resolution the eigen
+            solve at λ.
     """
 
     def __init__(self, matrix, b, rho, d, under, resolution=0.0, first_damping=None,
-                 decompose=None):
+                 decompose=None, column_resolution=None):
         self.matrix, self.b, self.d, self.under = matrix, b, d, under
         self.resolution = tf.cast(resolution, matrix.dtype)
         inv_sqrt = tf.math.rsqrt(d)
@@ -171,6 +207,9 @@ class ScaledSystem:
         # P is Ã (over) or C D⁻¹ Cᵀ (under, zero-padded); rhs its right-hand side. Cholesky
         # and eigh read only its lower triangle, so rounding asymmetry does not matter.
         self.p, self.rhs = tf.cond(under, wide, over)
+        # The m × m form keeps the one resolution (its columns are not the parameters').
+        self.column_resolution = None if column_resolution is None else tf.where(
+            under, self.resolution, tf.cast(column_resolution, matrix.dtype))
         # Built once, here: inside the trial loop tf.eye is five ops per trial.
         # (n static, as a Python int: no shape ops.)
         self._eye = tf.eye(self.p.shape[0] or tf.shape(self.p)[0], dtype=self.p.dtype)
@@ -207,11 +246,19 @@ class ScaledSystem:
         rhs = self.rhs if b is None else tf.where(
             self.under, tf.fill(tf.shape(b), tf.constant(float("nan"), b.dtype)),
             -self.inv_sqrt_d * b)
-        # Below the resolution, the factor (of a safely shifted matrix) goes unused.
-        shifted = self.p + tf.maximum(damping, self.resolution) * self._eye
-        factor = tf.linalg.cholesky(shifted)
-        ok = tf.reduce_all(tf.math.is_finite(tf.linalg.band_part(factor, -1, 0))) & (
-            damping >= self.resolution)
+        # Each column shifted by λ, or by its own resolution where that is larger: at or
+        # above the resolution that is λ everywhere.
+        # (With one resolution, below it the factor of the safely shifted matrix goes
+        # unused: the eigen solve at λ takes over.)
+        uniform = self.column_resolution is None
+        factor = tf.linalg.cholesky(self.p + self._eye * (
+            tf.maximum(damping, self.resolution) if uniform else self.shift(damping)))
+        ok = tf.reduce_all(tf.math.is_finite(tf.linalg.band_part(factor, -1, 0)))
+        if uniform:
+            ok &= damping >= self.resolution
+        # Eigenvalues below the resolution are rounding: with column resolutions, λ below
+        # it would magnify them.
+        eigen_damping = damping if uniform else tf.maximum(damping, self.resolution)
 
         def cholesky():
             # Reshapes, not new axes and slices: two ops each instead of four, per trial.
@@ -219,7 +266,7 @@ class ScaledSystem:
 
         def eigen(values, vectors):
             # A non-finite P gives NaN, which the trial rejects.
-            inverse = 1.0 / (tf.maximum(values, 0.0) + damping)
+            inverse = 1.0 / (tf.maximum(values, 0.0) + eigen_damping)
             return tf.linalg.matvec(vectors, inverse * tf.linalg.matvec(vectors, rhs,
                                                                         transpose_a=True))
 
@@ -229,6 +276,13 @@ class ScaledSystem:
         # per trial than a tf.cond, which the trial loop would run and trace every time.
         wide = tf.linalg.matvec(self.matrix, v, transpose_a=True) / self.d
         return tf.where(self.under, wide, self.inv_sqrt_d * v), ok
+
+    def shift(self, damping) -> tf.Tensor:
+        """The damping matrix is `D·shift(λ)`: `max(λ, column_resolution_j)` per column, λ
+        itself wherever λ ≥ the resolution, and without column resolutions."""
+        if self.column_resolution is None:
+            return damping
+        return tf.maximum(damping, self.column_resolution)
 
     def undamped(self, column_norms=None) -> tuple[tf.Tensor, tf.Tensor]:
         """`(‖S δ‖, predicted reduction)` of the Gauss–Newton step `δ = −(A + λ₀D)⁻¹ b` at
@@ -269,8 +323,10 @@ class ScaledSystem:
                         tf.reduce_sum(delta * product))
 
     def predicted_reduction(self, delta, damping) -> tf.Tensor:
-        """`f − q(δ)` for the quadratic model `q` of `f = ‖r‖²`: `δᵀAδ + 2λ δᵀDδ` (≥ 0)."""
-        return self.curvature(delta) + 2.0 * damping * tf.reduce_sum(self.d * tf.square(delta))
+        """`f − q(δ)` for the quadratic model `q` of `f = ‖r‖²`: `δᵀAδ + 2 δᵀ(D·shift)δ`
+        (≥ 0; `shift(λ)` is λ at or above the resolution: `δᵀAδ + 2λ δᵀDδ`)."""
+        return self.curvature(delta) + 2.0 * tf.reduce_sum(
+            self.shift(damping) * self.d * tf.square(delta))
 
 
 def nielsen_update(damping, growth, gain, accepted):

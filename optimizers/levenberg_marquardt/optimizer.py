@@ -492,15 +492,18 @@ class LevenbergMarquardt(SecondOrderOptimizer):
         scale = lm_damping.running_scale(self._scale.value(), linear.diag, memory)
         self._scale.assign(scale)
         d = lm_damping.scaling(scale, self.damping, eps)
-        limits = lm_update.damping_range(linear.diag, d, n)
+        # Column resolutions for a float64 JᵀJ only (`ScaledSystem`'s column_resolution).
+        columns = direct and eps == float(np.finfo(np.float64).eps)
+        limits = lm_update.damping_range(linear.diag, d, n, eps if columns else None)
         lam = lm_update.starting_damping(self._damping.value(), self.initial_damping, limits)
         if not direct:
             system = lm_cg.MatrixFreeSystem(linear, d, self.cg_iterations, self.cg_tolerance,
                                             self._cg_start)
         else:  # JᵀJ's products are in the model's dtype: resolved to its epsilon
-            system = lm_damping.ScaledSystem(linear.matrix, linear.b, linear.rho, d,
-                                             linear.under, n * eps * limits.scale, lam,
-                                             decompose=pending)
+            system = lm_damping.ScaledSystem(
+                linear.matrix, linear.b, linear.rho, d, linear.under, n * eps * limits.scale,
+                lam, decompose=pending,
+                column_resolution=n * eps * linear.diag / d if columns else None)
         f0 = tf.cast(loss0, tf.float64)
         steps = lm_trial.variable_steps(variables)
         tests = lm_convergence.convergence_tests(scale, steps.x0, self.ftol, self.xtol, eps)

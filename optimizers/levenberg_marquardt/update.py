@@ -118,7 +118,8 @@ class DampingRange(NamedTuple):
 
     Attributes:
         scale: the largest diagonal entry of `D^-½ JᵀJ D^-½`, λ's unit.
-        floor: `n · ε₆₄ · scale`: keeps λ positive at float64's resolution.
+        floor: `n · ε₆₄ · scale`, or with the direct solve the least λ that changes a
+            column's shift (`damping_range`): keeps λ positive.
         top: `MAX_DAMPING · scale`: a λ this large means no step reduces the loss.
     """
 
@@ -127,12 +128,21 @@ class DampingRange(NamedTuple):
     top: tf.Tensor
 
 
-def damping_range(diag: tf.Tensor, d: tf.Tensor, n: int) -> DampingRange:
-    """The `DampingRange` of a step from `diag(JᵀJ)`, the damping diagonal `D` and n."""
-    scale = tf.reduce_max(diag / d)
+def damping_range(diag: tf.Tensor, d: tf.Tensor, n: int,
+                  column_eps: float | None = None) -> DampingRange:
+    """The `DampingRange` of a step from `diag(JᵀJ)`, the damping diagonal `D` and n.
+
+    `column_eps`: the epsilon of the direct solve's resolution, which shifts each column by
+    at least `n·ε·P_jj` (`damping.ScaledSystem.shift`): λ's floor is then
+    `damping.least_damping`'s, where λ stops changing any column's shift. None (the
+    conjugate-gradient solve): `n·ε₆₄·scale`."""
+    ratios = diag / d
+    scale = tf.reduce_max(ratios)
     # The floor only keeps λ positive at float64's resolution (the solve is in float64; when
     # rounding makes JᵀJ slightly indefinite the eigen fallback takes over).
     floor = n * float(np.finfo(np.float64).eps) * scale
+    if column_eps is not None:
+        floor = lm_damping.least_damping(ratios, n * column_eps)
     return DampingRange(scale, floor, lm_damping.MAX_DAMPING * scale)
 
 

@@ -136,3 +136,42 @@ def test_a_fit_resumed_between_deferring_and_confirming_stops_as_an_unbroken_one
     again = resumed.fit(*data, batch_size=None, epochs=100, verbose=0)
     assert 1 <= len(again.epoch) < 100
     assert again.stop_reason.startswith("LevenbergMarquardt converged")
+
+
+# Plain steps (no geodesic acceleration) keep MINPACK's running scale, which never forgets: from
+# (1, 3) and (0.1, 5) the column of a collapses a trillionfold below its running scale while b
+# comes down, and λ's old floor, n·ε times the largest scaled diagonal, damped a about
+# threefold at every step (relative error 0.71 and 0.95 after 1000 steps). λ's floor is now
+# the least that still shifts a column (`damping.least_damping`), each column keeping its own
+# resolution: about 100-150 steps, as MINPACK's par = 0 Gauss-Newton steps do.
+PLAIN_STARTS = [(1.0, 3.0), (1.0, 4.0), (0.1, 5.0)]
+
+
+def test_plain_steps_from_far_starts_reach_scipys_optimum_in_both_loops():
+    for start in PLAIN_STARTS:
+        fit = fitting.fit_curve("a*exp(b*x)", X, Y, p0=dict(zip("ab", start)), loop="python",
+                                geodesic_acceleration=False, max_steps=400)
+        assert fit.converged, (start, fit.reason, fit.steps)
+        np.testing.assert_allclose([fit.values["a"], fit.values["b"]], _scipy(start),
+                                   rtol=1e-6)
+    starts = np.array(PLAIN_STARTS)
+    fits = fitting.fit_many("a*exp(b*x)", X, np.stack([Y] * len(starts)), loop="traced",
+                            p0={"a": starts[:, 0], "b": starts[:, 1]},
+                            geodesic_acceleration=False, max_steps=400)
+    assert fits.converged.all(), fits.reasons
+    np.testing.assert_allclose(fits.params, [_scipy(start) for start in PLAIN_STARTS],
+                               rtol=1e-6)
+
+
+def test_model_fit_with_plain_steps_from_a_far_start_reaches_scipys_optimum():
+    model = gf.Sequential([layers.Formula("a*exp(b*x)", params={"a": 0.1, "b": 5.0},
+                                          dtype="float64")], input_shape=(1,),
+                          dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(geodesic_acceleration=False),
+                  loss="mse")
+    history = model.fit(X[:, None], Y[:, None], batch_size=40, epochs=400, verbose=0,
+                        shuffle=False)
+    values = model.layers[0].values()
+    assert len(history.history["loss"]) < 400, model.stop_reason
+    assert model.stop_reason.startswith("LevenbergMarquardt converged"), model.stop_reason
+    np.testing.assert_allclose([values["a"], values["b"]], _scipy((0.1, 5.0)), rtol=1e-6)

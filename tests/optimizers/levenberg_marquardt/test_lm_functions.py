@@ -478,6 +478,60 @@ def test_below_float32_resolution_the_solve_never_tries_a_failing_cholesky(monke
     assert not bool(plain.solve(_c(floor64))[1]) and not np.isfinite(factors[-1].numpy()).all()
 
 
+def test_column_resolutions_shift_each_column_and_cholesky_solves_below_the_resolution():
+    # A float64 JᵀJ with D unlike diag(A): P's diagonal is (1, 1/4, 1, 1e-18), the last
+    # column's curvature far below its running scale. With column resolutions n·ε·P_jj,
+    # each column is shifted by max(λ, n·ε·P_jj) and Cholesky solves at every λ:
+    # δ = −D^-½ (P + diag(shift))⁻¹ D^-½ b, and the prediction uses the damping matrix D·shift.
+    # With one resolution (the float32 case) λ below it goes to the eigen solve at λ, which
+    # cannot resolve the last column (its eigenvalue is below eigh's rounding of P).
+    rng = np.random.default_rng(3)
+    c = rng.normal(size=(30, 4))
+    matrix, b = c.T @ c, c.T @ rng.normal(size=30)
+    n = 4
+    d = np.diag(matrix) * np.array([1.0, 4.0, 1.0, 1e18])
+    p = matrix / np.sqrt(np.outer(d, d))
+    resolution = n * EPS * np.diag(p).max()
+    columns = n * EPS * np.diag(matrix) / d
+    system = lm_damping.ScaledSystem(_c(matrix), _c(b), tf.zeros(n, tf.float64), _c(d),
+                                     tf.constant(False), resolution,
+                                     column_resolution=_c(columns))
+    gauss_newton = -np.linalg.solve(matrix, b)
+    for lam in (lm_damping.least_damping(_c(np.diag(matrix) / d), n * EPS).numpy(),
+                0.01 * resolution, 10 * resolution, 1e-3):
+        shift = np.maximum(lam, columns)
+        delta, used_cholesky = system.solve(_c(lam))
+        assert bool(used_cholesky), lam
+        u = np.linalg.solve(p + np.diag(shift), -b / np.sqrt(d))
+        np.testing.assert_allclose(delta.numpy(), u / np.sqrt(d), rtol=1e-8)
+        predicted = delta.numpy() @ matrix @ delta.numpy() + 2.0 * np.sum(
+            shift * d * delta.numpy() ** 2)
+        np.testing.assert_allclose(float(system.predicted_reduction(delta, _c(lam))),
+                                   predicted, rtol=1e-9)
+    # At λ's floor the step is Gauss–Newton's to rounding, the last column included; with
+    # one resolution the least λ, the resolution, damps that column about 900-fold
+    # (λ·D_33 = 4ε·1e18·A_33).
+    floor = lm_damping.least_damping(_c(np.diag(matrix) / d), n * EPS)
+    delta, _ = system.solve(floor)
+    np.testing.assert_allclose(delta.numpy(), gauss_newton, rtol=1e-6)
+    uniform = lm_damping.ScaledSystem(_c(matrix), _c(b), tf.zeros(n, tf.float64), _c(d),
+                                      tf.constant(False), resolution)
+    delta, _ = uniform.solve(_c(resolution))
+    assert abs(delta.numpy()[3]) < 0.01 * abs(gauss_newton[3])
+
+
+def test_the_least_damping_is_where_lambda_stops_shifting_any_column():
+    # λ's floor is n·ε times the smallest positive diag(A)/D (the largest where none is);
+    # the optimizer's with column resolutions (float64), n·ε₆₄·scale without (float32, cg).
+    ratios = _c([[1.0, 1e-16, 0.5], [0.0, 0.25, 0.0], [0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(lm_damping.least_damping(ratios, 3 * EPS).numpy(),
+                               [3 * EPS * 1e-16, 3 * EPS * 0.25, 0.0], rtol=1e-15)
+    diag, d = _c([1.0, 1e-16]), _c([1.0, 1.0])
+    assert float(lm_update.damping_range(diag, d, 2).floor) == 2 * EPS
+    assert float(lm_update.damping_range(diag, d, 2, EPS).floor) == pytest.approx(
+        2 * EPS * 1e-16, rel=1e-12)
+
+
 def test_the_decomposition_below_resolution_is_computed_once_per_step(monkeypatch):
     # With the step's first λ given, the eigendecomposition runs once, before the trials,
     # when that λ is below the resolution; each trial below it gives the per-trial result.
