@@ -149,7 +149,7 @@ def _sigma_and_mask(sample_weight, points: int):
         raise ValueError(
             f"sample_weight must hold one weight >= 0 per point of y ({points}), as the fit "
             f"was given them. Received: sample_weight of shape {np.shape(sample_weight)} "
-            f"with values from {np.min(weights)!r} to {np.max(weights)!r}")
+            f"with values from {float(np.min(weights)):g} to {float(np.max(weights)):g}")
     used = weights > 0
     sigma = np.where(used, 1.0 / np.sqrt(np.where(used, weights, 1.0)), 1.0)
     return sigma, (None if used.all() else used)
