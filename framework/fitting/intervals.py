@@ -5,7 +5,9 @@
 - `profile_intervals` (a `layers.Formula` model): where the profile χ² — the χ² of a re-fit
   with the parameter held fixed at a value — crosses lmfit's F-test threshold
   `χ²_min (1 + F(level; 1, dof) / dof)` (lmfit's `conf_interval` with its `f_compare`). The
-  crossing is found by re-fits with `optimizers.LevenbergMarquardt`, on the signed root
+  crossing is found by Levenberg–Marquardt re-fits with the parameter held
+  (`fitting.profile_refits`: `fit_curve`'s Python loop for a float64 Formula, milliseconds
+  per re-fit; a traced `model.fit` for a global or float32 one), on the signed root
   `±sqrt(χ² − χ²_min)`, nearly linear in the parameter, bracketed from the linear interval
   and closed by regula falsi (Illinois). A side that reaches the parameter's bound without
   crossing ends there; one that does not cross within 30 doublings of the first step is NaN.
@@ -236,7 +238,9 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
         level: the intervals' probability (lmfit's F-test).
         names: the parameters to profile (default: every varied scalar one).
         report: the fit report at the solution (computed when not given).
-        epochs: the most LM steps of each re-fit.
+        epochs: the most LM steps of each re-fit (`fit_curve`'s `max_steps`, or the
+            traced re-fit's epochs, one step each); a re-fit that needs more has not
+            converged.
         tolerance: the relative accuracy of sqrt(Δχ²) at the ends.
 
     Returns:
@@ -247,7 +251,8 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
         the fit's (the fit was not at its minimum: fit again from there).
 
     Raises:
-        ValueError: for a model that is not one Formula, or an unknown or fixed name.
+        ValueError: for a model that is not one Formula, an unknown or fixed name, or
+            sample weights that are not one per point and >= 0.
     """
     from graphfit.fitting.report import fit_report
 
