@@ -5,7 +5,9 @@
 - `profile_intervals` (a `layers.Formula` model): where the profile χ² — the χ² of a re-fit
   with the parameter held fixed at a value — crosses lmfit's F-test threshold
   `χ²_min (1 + F(level; 1, dof) / dof)` (lmfit's `conf_interval` with its `f_compare`). The
-  crossing is found by re-fits with `optimizers.LevenbergMarquardt`, on the signed root
+  crossing is found by Levenberg–Marquardt re-fits with the parameter held
+  (`fitting.profile_refits`: `fit_curve`'s Python loop for a float64 Formula, milliseconds
+  per re-fit; a traced `model.fit` for a global or float32 one), on the signed root
   `±sqrt(χ² − χ²_min)`, nearly linear in the parameter, bracketed from the linear interval
   and closed by regula falsi (Illinois). A side that reaches the parameter's bound without
   crossing ends there; one that does not cross within 30 doublings of the first step is NaN.
@@ -45,6 +47,7 @@ import numpy as np
 
 from graphfit.fitting.jacobian import model_outputs, parameter_jacobian
 from graphfit.fitting.parameters import model_parameters
+from graphfit.fitting.profile_refits import held_refits
 
 __all__ = ["linear_intervals", "band", "profile_intervals", "t_quantile", "f_threshold"]
 
@@ -163,48 +166,6 @@ def _formula_of(model):
     return formulas[0]
 
 
-class _Profile:
-    """χ² of re-fits with one parameter held fixed (a clone of the Formula, one traced fit
-    reused for every value). Each re-fit starts from the converged re-fit nearest in the
-    held value (the fit's own values at first), so that far out the others follow along."""
-
-    def __init__(self, formula, name, x, y, sample_weight, epochs):
-        import graphfit as gf
-        from graphfit import layers, optimizers
-
-        config = formula.get_config()
-        params = dict(config["params"])
-        given = params[name] if isinstance(params[name], dict) else {"value": params[name]}
-        params[name] = {"value": given["value"], "vary": False}
-        self.best = formula.values()
-        self.clone = layers.Formula(config["expression"], params=params, dtype=formula.dtype)
-        self.model = gf.Sequential([self.clone], dtype=formula.dtype)
-        self.model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
-        x = np.asarray(x)
-        x = x[:, None] if x.ndim == 1 else x  # as fit reads one input column
-        self.data = (x, np.asarray(y, np.float64).reshape(len(x), -1), sample_weight)
-        self.name, self.epochs, self.evaluations = name, epochs, 0
-        self.starts = {float(self.best[name]): self.best}  # held value -> converged values
-        self.model(x[:1])  # builds the clone's variables
-
-    def chi_square(self, value: float) -> tuple[float, bool]:
-        """`(χ², converged)` of the re-fit with the parameter held at `value`."""
-        x, y, weights = self.data
-        nearest = min(self.starts, key=lambda held: abs(held - value))
-        self.clone.set_values({**self.starts[nearest], self.name: value})
-        self.model.optimizer.reset_state()
-        self.model.fit(x, y, sample_weight=weights, batch_size=None, epochs=self.epochs,
-                       verbose=0)
-        converged = self.model.stop_reason is not None
-        self.evaluations += 1
-        residuals = y - model_outputs(self.model, x)
-        w = 1.0 if weights is None else np.asarray(weights, np.float64).reshape(len(y), -1)
-        chi_square = float(np.sum(w * residuals ** 2))
-        if converged and math.isfinite(chi_square):
-            self.starts[float(value)] = self.clone.values()
-        return chi_square, converged
-
-
 class _NoEnd(Exception):
     """A profile side that cannot give an end (NaN), with the warning that says why."""
 
@@ -249,12 +210,12 @@ def _signed_root(profile, name: str, best: float, chi_min: float):
     def root(value: float) -> float:
         if value == best:
             return 0.0
-        chi_square, converged = profile.chi_square(value)
+        chi_square, converged, reason = profile.chi_square(value)
         if not converged or not math.isfinite(chi_square):
             raise _NoEnd(
                 f"profile_intervals: the re-fit with {name} held at {value:.8g} did not "
-                f"converge in {profile.epochs} epochs (χ² = {chi_square:.8g}): no end of "
-                f"{name}'s interval on that side (NaN). More epochs= may help.")
+                f"converge in {profile.epochs} LM steps ({reason}; χ² = {chi_square:.8g}): "
+                f"no end of {name}'s interval on that side (NaN). More epochs= may help.")
         if chi_square < chi_min * (1 - 1e-9):
             raise _NoEnd(
                 f"profile_intervals: the re-fit with {name} held at {value:.8g} reaches χ² = "
@@ -277,7 +238,9 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
         level: the intervals' probability (lmfit's F-test).
         names: the parameters to profile (default: every varied scalar one).
         report: the fit report at the solution (computed when not given).
-        epochs: the most LM steps of each re-fit.
+        epochs: the most LM steps of each re-fit (`fit_curve`'s `max_steps`, or the
+            traced re-fit's epochs, one step each); a re-fit that needs more has not
+            converged.
         tolerance: the relative accuracy of sqrt(Δχ²) at the ends.
 
     Returns:
@@ -288,7 +251,8 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
         the fit's (the fit was not at its minimum: fit again from there).
 
     Raises:
-        ValueError: for a model that is not one Formula, or an unknown or fixed name.
+        ValueError: for a model that is not one Formula, an unknown or fixed name, or
+            sample weights that are not one per point and >= 0.
     """
     from graphfit.fitting.report import fit_report
 
@@ -306,7 +270,7 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
     intervals = {}
     for name in chosen:
         parameter = report[name]
-        profile = _Profile(formula, name, x, y, sample_weight, epochs)
+        profile = held_refits(formula, name, x, y, sample_weight, epochs)
         root = _signed_root(profile, name, parameter.value, chi_min)
         step = t * parameter.stderr if parameter.stderr else max(abs(parameter.value), 1.0) * 0.1
         low = -math.inf if parameter.min is None else parameter.min

@@ -151,6 +151,31 @@ def test_profile_intervals_match_a_brute_force_grid_of_refits():
         assert abs(low - linear_low) > 1e-3 * width
 
 
+def _profile_reference(chi_square, report, name, level=0.95):
+    """The ends where `chi_square(value)` (an exact re-fit) crosses the F-test threshold,
+    by brentq, and the linear interval's width."""
+    threshold = intervals.f_threshold(report.statistics["chi_square"], report.dof, level)
+    low, high = intervals.linear_intervals(report, level)[name]
+    width, best = high - low, report[name].value
+    ends = [optimize.brentq(lambda v: chi_square(v) - threshold, a, b, xtol=1e-14)
+            for a, b in ((low - width, best), (best, high + width))]
+    return tuple(ends), width
+
+
+def test_profile_intervals_of_a_weighted_fit_match_exact_refits(weighted):
+    model, _ = weighted
+    report = model.fit_report(X, Y, sample_weight=1.0 / SIGMA ** 2)
+
+    def chi_square(k):  # a and c re-fitted in closed form (linear in them), weighted by 1/σ
+        basis = np.stack([np.exp(-k * X), np.ones_like(X)], 1) / SIGMA[:, None]
+        p, *_ = np.linalg.lstsq(basis, Y / SIGMA, rcond=None)
+        return float(np.sum((basis @ p - Y / SIGMA) ** 2))
+    expected, width = _profile_reference(chi_square, report, "k")
+    found = intervals.profile_intervals(model, X, Y, sample_weight=1.0 / SIGMA ** 2,
+                                        names=["k"], report=report)
+    assert found["k"] == pytest.approx(expected, abs=1e-6 * width), "weighted re-fits"
+
+
 def test_bounded_parameter_ends_on_its_bound_and_a_fixed_one_stays():
     # Unbounded, a is about 3.0: with max 2.5 the fit ends on the bound; c stays at 0.1.
     model, formula = _fitted({"a": {"value": 1.0, "max": 2.5}, "k": 0.3,
@@ -170,6 +195,20 @@ def test_bounded_parameter_ends_on_its_bound_and_a_fixed_one_stays():
     _, covariance = optimize.curve_fit(lambda x, k: _curve(x, 2.5, k, 0.1), X, Y, p0=[k])
     assert report["k"].stderr == pytest.approx(math.sqrt(covariance[0, 0]), rel=1e-5)
     assert "at upper bound" in str(report) and "fixed" in str(report)
+    # k's profile: each re-fit keeps a <= 2.5 and c at 0.1; a re-fitted in closed form,
+    # clipped to its bound, is the reference. a starts on its bound, 2.5 exactly (as a fit
+    # that ends there to rounding leaves it), where fit_curve takes no start.
+    formula.set_values({"a": 2.5})
+    assert formula.values()["a"] == 2.5
+
+    def chi_square(k):
+        shape = np.exp(-k * X)
+        a = min((shape @ (Y - 0.1)) / (shape @ shape), 2.5)
+        return float(np.sum((a * shape + 0.1 - Y) ** 2))
+    expected, width = _profile_reference(chi_square, report, "k")
+    found = intervals.profile_intervals(model, X, Y, report=report)
+    assert list(found) == ["k"]
+    assert found["k"] == pytest.approx(expected, abs=1e-6 * width), "re-fits beside a bound"
 
 
 def test_global_fit_with_a_shared_parameter_matches_scipy():

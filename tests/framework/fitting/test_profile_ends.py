@@ -49,9 +49,12 @@ def test_a_saturation_fit_off_its_minimum_warns_and_gives_no_ends():
     for message in messages:
         assert "below the fit's χ²" in message and "not at its minimum" in message
         held = float(re.search(r"a held at (\S+) reaches", message).group(1))
-        # SciPy's re-fit of b with a held there agrees: below χ²_min.
+        # SciPy's re-fit of b with a held there agrees: below χ²_min. With the exact
+        # Jacobian: out there (a ~ 1e12, b·x ~ 1e-13) 1 − exp(−b·x) keeps 3 digits, χ²(b) is
+        # a staircase, and curve_fit's finite differences can stall a step above the minimum.
         b, _ = optimize.curve_fit(lambda t, b, a=held: a * (1 - np.exp(-b * t)), x, y,
-                                  p0=[best["a"] * best["b"] / held])
+                                  p0=[best["a"] * best["b"] / held],
+                                  jac=lambda t, b, a=held: (a * t * np.exp(-b * t))[:, None])
         chi = float(np.sum((y - held * (1 - np.exp(-b[0] * x))) ** 2))
         assert chi < chi_min
         reported = float(re.search(r"reaches χ² = (\S+),", message).group(1))
