@@ -32,6 +32,8 @@ Example:
 
 from __future__ import annotations
 
+import numpy as np
+
 from graphfit.recipes.running import typed_streams
 
 __all__ = ["stream_options", "stream_splits", "whole_stream", "STREAM_KEYS", "deal_record",
@@ -172,20 +174,30 @@ def _separate(source: dict, stage: str, load_separate, data: dict, stream, table
               standardizer, batch: int):
     """A separate `validation_data` / `test_data` source through the training split's
     preprocessing: a typed stream's table preprocessor and class names (`table`: its
-    record) for a stream or a table, else the training's standardizer for a stream.
+    record) for a stream or a table, else the training's standardizer (a stream's records
+    as they are read, arrays' features at once).
 
     Raises:
         DataError: a source that the typed preprocessing cannot read (another kind, other
-            columns, another target).
+            columns, another target), or a dataset where the training is standardized.
     """
-    if table is None:
-        if standardizer is not None and source["source"] == "stream":
-            return whole_stream(source, batch, standardizer)
-        return load_separate(source, stage)
     from graphfit.recipes.running.data_loading import DataError
 
     name = {"val": "validation_data", "test": "test_data"}[stage]
     key = ("training", name)
+    if table is None:
+        if standardizer is None:
+            return load_separate(source, stage)
+        if source["source"] == "stream":
+            return whole_stream(source, batch, standardizer)
+        loaded = load_separate(source, stage)
+        if not isinstance(loaded, tuple):
+            raise DataError(key + ("source",), (
+                f"{source['source']!r} gives a tf.data.Dataset, which the training stream's "
+                f"standardization (data.standardize) cannot reach; give {name} as arrays "
+                f"(npz, csv, a function returning (x, y)) or as a stream"))
+        x, y = loaded
+        return standardizer(np.asarray(x)), y
     for option in ("target", "sample_weight"):
         if source.get(option) not in (None, data.get(option)):
             raise DataError(key + (option,), (

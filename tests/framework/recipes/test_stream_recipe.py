@@ -204,3 +204,22 @@ def test_a_separate_validation_stream_is_standardized_with_the_training_statisti
     np.testing.assert_allclose(first.numpy(), splits.standardizer(x[250:282]), rtol=1e-5,
                                atol=1e-5)
     assert abs(float(np.mean(first.numpy()))) < 1.0
+
+
+def test_a_separate_validation_array_source_is_standardized_with_the_training_statistics(folder):
+    # A stream trains, an npz file validates: its features go through the same statistics
+    # (they went in raw, so validation scored the model on inputs it never saw the like of).
+    from graphfit.recipes.running.data_loading import load_splits
+
+    base, x, _ = folder
+    _, y = datasets.load_digits()
+    np.savez(base / "validation.npz", x=x[250:300], y=y[250:300])
+    text = RECIPE.replace("shards/*.tfrecord", "shards/shard-0000[0-4]-of-00006.tfrecord")
+    text = text.replace("validation_split: 0.17, test_split: 0.17,", (
+        "validation_split: 0, test_split: 0, validation_data: {source: npz, path: "
+        f"{base / 'validation.npz'}}},"))
+    (base / "separate_npz.yaml").write_text(text)
+    splits = load_splits(load_recipe(str(base / "separate_npz.yaml")).config)
+    features, labels = splits.val
+    np.testing.assert_allclose(features, splits.standardizer(x[250:300]), rtol=1e-6)
+    np.testing.assert_array_equal(labels, y[250:300])
