@@ -2,9 +2,9 @@
 checked; everything that needs no TensorFlow.
 
 `graphfit validate`, `train` and `print-config` read the draft first, so a missing file, a
-YAML syntax error, a bad `--set` or an unknown section is reported in a fraction of a second;
-only a sound draft goes on to `recipe.check_draft`, whose checks import TensorFlow (the layer,
-optimizer and loss registries).
+YAML syntax error, a bad `--set` or a recipe that is not a mapping is reported in a fraction
+of a second; only a sound draft goes on to `recipe.check_draft`, whose checks import
+TensorFlow (the layer, optimizer and loss registries) and report every other problem at once.
 
 Example:
 

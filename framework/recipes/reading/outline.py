@@ -1,24 +1,28 @@
-"""A recipe's outline: the checks of its shape that need nothing but the YAML.
+"""A recipe's outline: is it a mapping of sections at all? Checked before TensorFlow.
 
-A recipe that is empty, is not a mapping of sections, or names a section that does not exist
-is reported from here, before the full check imports TensorFlow to look up layers,
-optimizers and losses (several seconds): these are the mistakes made most often while a
-recipe is being written. The full check (`sections.check_recipe`) runs only on a recipe
-whose outline is sound, so each problem is found in one place.
+A recipe that is empty or is not a mapping (a list, a scalar: a stray dash or colon) has
+nothing more to check, so it is reported from here, before the full check imports TensorFlow
+to look up layers, optimizers and losses (several seconds). The full check
+(`sections.check_recipe`) runs only on a recipe whose outline is sound, so each problem is
+found in one place.
+
+Everything inside the sections, unknown section names included, is left to the full check:
+a recipe reports every problem at once, and an unknown key belongs beside the others (a bad
+layer, a missing section) that need the registries.
 
 Example:
 
     >>> from graphfit.recipes.reading.schema import Checker
     >>> from graphfit.recipes.reading.yaml_source import parse_yaml
-    >>> checker = Checker(parse_yaml("data: {source: moons}\\ntrainig: {epochs: 3}\\n", "my.yaml"))
+    >>> checker = Checker(parse_yaml("- data\\n- model\\n", "my.yaml"))
     >>> check_outline(checker)
     >>> print(checker.problems[0])  # doctest: +ELLIPSIS
-    my.yaml:2:1: trainig: unknown key 'trainig'; did you mean 'training'? Valid keys: name, ...
+    my.yaml:1:1: a recipe must be a mapping of sections (name, seed, ...), got ['data', ...
 """
 
 from __future__ import annotations
 
-from graphfit.recipes.reading.schema import AnyValue, Checker, Field, Section, shown
+from graphfit.recipes.reading.schema import Checker, shown
 
 __all__ = ["RECIPE_SECTIONS", "check_outline", "is_many_fits"]
 
@@ -27,8 +31,6 @@ __all__ = ["RECIPE_SECTIONS", "check_outline", "is_many_fits"]
 RECIPE_SECTIONS = ("name", "seed", "imports", "data", "model", "loss", "metrics", "optimizer",
                    "training", "callbacks", "distribute", "run_dir", "tune")
 
-_OUTLINE = Section({name: Field(AnyValue(), None) for name in RECIPE_SECTIONS})
-
 
 def is_many_fits(config) -> bool:
     """Whether a (resolved or raw) recipe is a `fit_many:` recipe."""
@@ -36,8 +38,7 @@ def is_many_fits(config) -> bool:
 
 
 def check_outline(checker: Checker) -> None:
-    """Reports an empty recipe, one that is not a mapping, and unknown sections (a
-    `fit_many:` recipe's own keys are left to its schema)."""
+    """Reports a recipe that is empty or is not a mapping of sections."""
     data = checker.document.data
     if data is None:
         checker.report((), "the recipe is empty: it needs at least the sections data, model "
@@ -45,5 +46,3 @@ def check_outline(checker: Checker) -> None:
     elif not isinstance(data, dict):
         checker.report((), f"a recipe must be a mapping of sections ({', '.join(RECIPE_SECTIONS)})"
                            f", got {shown(data)}")
-    elif not is_many_fits(data):
-        _OUTLINE.check_unknown_keys(data, (), checker)

@@ -272,7 +272,7 @@ def import_user_modules(data: dict, checker: Checker) -> None:
 
 def check_recipe(checker: Checker, default_name: str) -> dict:
     """Checks the whole document, whose outline `outline.check_outline` found sound (a
-    mapping of known sections); returns the resolved recipe (problems go to `checker`)."""
+    mapping); returns the resolved recipe (problems go to `checker`)."""
     data = checker.document.data
     if is_many_fits(data):  # another kind of recipe: one formula, many data sets, no model
         return check_many_fits_recipe(checker, data, default_name)
