@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # --help and bad arguments end here, before TensorFlow
     if args.command == "list":
         return _list(args)
-    if not args.debug:
+    if not args.debug:  # --debug shows warnings in full (and TensorFlow's start-up lines)
         # graphfit's warnings are whole sentences: one line each, without Python's source echo.
         warnings.formatwarning = _one_line_warning
     if args.command not in _DRAFT_FIRST:
