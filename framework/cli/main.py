@@ -134,14 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # --help and bad arguments end here, before TensorFlow
     if args.command == "list":
         return _list(args)
-    if not args.debug:  # --debug shows TensorFlow's start-up lines, and warnings in full
+    if not args.debug:  # --debug shows warnings in full (and TensorFlow's start-up lines)
         # graphfit's warnings are whole sentences: one line each, without Python's source echo.
         warnings.formatwarning = _one_line_warning
-        from graphfit.cli.quiet_tensorflow import import_tensorflow
-
-        import_tensorflow()
-    if args.threads is not None:
-        threads.use_threads(args.threads)
+    if args.command not in _DRAFT_FIRST:
+        _start_tensorflow(args)
     from graphfit.recipes.reading.problems import RecipeError
     from graphfit.recipes.running import disk_faults
     from graphfit.recipes.running.disk_faults import DiskFault
@@ -182,6 +179,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphfit: {args.command} failed: {what}\n"
               f"(run again with --debug for the traceback)", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _start_tensorflow(args) -> None:
+    """Imports TensorFlow (quietly, unless --debug: then its start-up lines show) and sizes
+    its thread pools; once per command, before anything runs a TensorFlow op."""
+    if not args.debug:
+        from graphfit.cli.quiet_tensorflow import import_tensorflow
+
+        import_tensorflow()
+    if args.threads is not None:
+        threads.use_threads(args.threads)
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
@@ -228,22 +236,27 @@ def _resume(args):
 
 
 def _train(args) -> int:
-    from graphfit.recipes import load_recipe
-    from graphfit.recipes.running import (
-        distribution,
-        many_fits_run,
-        run_directory,
-        training_run,
-    )
+    from graphfit.recipes.reading.draft import read_draft
 
     if args.resume:
+        _start_tensorflow(args)
         result = _resume(args)
     elif args.recipe is None:
         raise _BadInput("train needs a recipe file, or --resume RUN_DIR")
     else:
         _check_run_dir_argument(args.run_dir)
+        draft = read_draft(args.recipe, args.overrides)  # its mistakes come before TensorFlow
+        _start_tensorflow(args)
+        from graphfit.recipes.reading.recipe import check_draft
+        from graphfit.recipes.running import (
+            distribution,
+            many_fits_run,
+            run_directory,
+            training_run,
+        )
+
         distribution.start_early(args.recipe, args.overrides)  # before any TensorFlow op
-        recipe = load_recipe(args.recipe, args.overrides)
+        recipe = check_draft(draft)
         if many_fits_run.is_many_fits(recipe.config):  # one formula, many data sets
             return _fit_many(recipe, args.run_dir)
         try:
@@ -291,11 +304,15 @@ def _check_run_dir_argument(run_dir: str | None) -> None:
 
 
 def _validate(args) -> int:
+    from graphfit.recipes.reading.draft import read_draft
+
+    draft = read_draft(args.recipe, args.overrides)  # its mistakes come before TensorFlow
+    _start_tensorflow(args)
     from graphfit.core.variables import count_parameters
-    from graphfit.recipes import load_recipe
+    from graphfit.recipes.reading.recipe import check_draft
     from graphfit.recipes.running import distribution, many_fits_run, runner
 
-    recipe = load_recipe(args.recipe, args.overrides, safe=args.safe)
+    recipe = check_draft(draft, safe=args.safe)
     if many_fits_run.is_many_fits(recipe.config):  # no user code: its data alone is loaded
         curves = many_fits_run.load_curves(recipe)
         section = recipe.config["fit_many"]
@@ -380,9 +397,13 @@ def _sizes(counts: dict) -> str:
 
 
 def _print_config(args) -> int:
-    from graphfit.recipes import load_recipe
+    from graphfit.recipes.reading.draft import read_draft
 
-    print(load_recipe(args.recipe, args.overrides).to_yaml(), end="")
+    draft = read_draft(args.recipe, args.overrides)  # its mistakes come before TensorFlow
+    _start_tensorflow(args)
+    from graphfit.recipes.reading.recipe import check_draft
+
+    print(check_draft(draft).to_yaml(), end="")
     return EXIT_OK
 
 
@@ -576,6 +597,10 @@ def _list(args) -> int:
         print(f"{name:34s} {summary}" if summary else name)
     return EXIT_OK
 
+
+# Commands that read a recipe's draft (file, YAML, overrides, outline) before they start
+# TensorFlow themselves: its mistakes are reported in a fraction of a second.
+_DRAFT_FIRST = frozenset({"train", "validate", "print-config"})
 
 _COMMANDS = {"train": _train, "validate": _validate, "print-config": _print_config,
              "evaluate": _evaluate, "predict": _predict, "list": _list, "inspect": _inspect,

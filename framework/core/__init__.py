@@ -1,48 +1,50 @@
 """The core: `Layer`, `InputSpec`, update hooks (UPDATE_OPS), layer outputs, constructor
 config, naming, the registry and seeding, and the one home of each shared helper: argument
 validators (`validation`), the thread-local `ContextStack`, "did you mean" (`did_you_mean`),
-`count_parameters` and `shape_text`. Nothing here imports the rest of graphfit."""
+`count_parameters` and `shape_text`. Nothing here imports the rest of graphfit.
 
-from graphfit.core.context_stack import ContextStack
-from graphfit.core.dtype_policy import DTypePolicy, dtype_policy
-from graphfit.core.input_spec import InputSpec
-from graphfit.core.layer import Layer
-from graphfit.core.registry import (
-                                    CALLBACKS,
-                                    LAYERS,
-                                    LOSSES,
-                                    OPTIMIZERS,
-                                    Registry,
-                                    closest,
-                                    did_you_mean,
-                                    register_layer,
-                                    unknown_name_error,
-)
-from graphfit.core.seeding import set_seed
-from graphfit.core.shapes import shape_text
-from graphfit.core.update_hooks import PendingUpdate, UpdateHook, apply_updates, collect_updates
-from graphfit.core.variables import count_parameters
+The names below load on first use (PEP 562, as `graphfit` itself): the registry's "did you
+mean" and the recipe checks that need no TensorFlow must not wait for it (several seconds)
+because they live in this package.
+"""
 
-__all__ = [
-    "CALLBACKS",
-    "ContextStack",
-    "DTypePolicy",
-    "InputSpec",
-    "LAYERS",
-    "LOSSES",
-    "Layer",
-    "OPTIMIZERS",
-    "PendingUpdate",
-    "Registry",
-    "UpdateHook",
-    "apply_updates",
-    "closest",
-    "collect_updates",
-    "count_parameters",
-    "did_you_mean",
-    "dtype_policy",
-    "register_layer",
-    "set_seed",
-    "shape_text",
-    "unknown_name_error",
-]
+import importlib
+
+# public name -> its module
+_LAZY = {
+    "CALLBACKS": "graphfit.core.registry",
+    "ContextStack": "graphfit.core.context_stack",
+    "DTypePolicy": "graphfit.core.dtype_policy",
+    "InputSpec": "graphfit.core.input_spec",
+    "LAYERS": "graphfit.core.registry",
+    "LOSSES": "graphfit.core.registry",
+    "Layer": "graphfit.core.layer",
+    "OPTIMIZERS": "graphfit.core.registry",
+    "PendingUpdate": "graphfit.core.update_hooks",
+    "Registry": "graphfit.core.registry",
+    "UpdateHook": "graphfit.core.update_hooks",
+    "apply_updates": "graphfit.core.update_hooks",
+    "closest": "graphfit.core.registry",
+    "collect_updates": "graphfit.core.update_hooks",
+    "count_parameters": "graphfit.core.variables",
+    "did_you_mean": "graphfit.core.registry",
+    "dtype_policy": "graphfit.core.dtype_policy",
+    "register_layer": "graphfit.core.registry",
+    "set_seed": "graphfit.core.seeding",
+    "shape_text": "graphfit.core.shapes",
+    "unknown_name_error": "graphfit.core.registry",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:  # a submodule not imported yet: `from graphfit.core import x` imports it
+        raise AttributeError(f"module 'graphfit.core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -7,12 +7,40 @@
     ...     "loss: {type: BinaryCrossentropy, from_logits: true}\\n", "moons.yaml")
     >>> recipe.training["epochs"], recipe.optimizer["type"], recipe.data["n_samples"]
     (10, 'Adam', 500)
+
+The names below load on first use (PEP 562): reading a recipe's file and YAML needs no
+TensorFlow, so `graphfit validate` reports a syntax error or a missing file before importing
+it; the runs (and the checks that look up layers and optimizers) import it when they start.
 """
 
-from graphfit.recipes.reading.problems import Position, Problem, RecipeError
-from graphfit.recipes.reading.recipe import Recipe, load_recipe, recipe_from_text
-from graphfit.recipes.running.runner import evaluate_run, load_run, prepare
-from graphfit.recipes.running.training_run import RunResult, resume, train
+import importlib
 
-__all__ = ["Position", "Problem", "Recipe", "RecipeError", "RunResult", "evaluate_run",
-           "load_recipe", "load_run", "prepare", "recipe_from_text", "resume", "train"]
+# public name -> its module
+_LAZY = {
+    "Position": "graphfit.recipes.reading.problems",
+    "Problem": "graphfit.recipes.reading.problems",
+    "Recipe": "graphfit.recipes.reading.recipe",
+    "RecipeError": "graphfit.recipes.reading.problems",
+    "RunResult": "graphfit.recipes.running.training_run",
+    "evaluate_run": "graphfit.recipes.running.runner",
+    "load_recipe": "graphfit.recipes.reading.recipe",
+    "load_run": "graphfit.recipes.running.runner",
+    "prepare": "graphfit.recipes.running.runner",
+    "recipe_from_text": "graphfit.recipes.reading.recipe",
+    "resume": "graphfit.recipes.running.training_run",
+    "train": "graphfit.recipes.running.training_run",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:  # a subpackage not imported yet: `from graphfit.recipes import x`
+        raise AttributeError(f"module 'graphfit.recipes' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

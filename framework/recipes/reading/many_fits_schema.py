@@ -43,7 +43,7 @@ from graphfit.recipes.reading.schema import (
     shown,
 )
 
-__all__ = ["MANY_FITS_RECIPE", "check_many_fits_recipe", "is_many_fits"]
+__all__ = ["MANY_FITS_RECIPE", "check_many_fits_recipe"]
 
 _DATA = Section({
     "path": Field(String(), doc="the data file: .csv (long form, a row per point) or .npz"),
@@ -129,11 +129,6 @@ MANY_FITS_RECIPE = Section({
     "run_dir": Field(Nullable(String()), None, "where the run is written (default "
                                                "runs/<name>/<timestamp>); never overwritten"),
 })
-
-
-def is_many_fits(config) -> bool:
-    """Whether a (resolved or raw) recipe is a `fit_many:` recipe."""
-    return isinstance(config, dict) and "fit_many" in config
 
 
 def check_many_fits_recipe(checker: Checker, data: dict, default_name: str) -> dict:

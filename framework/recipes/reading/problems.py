@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-__all__ = ["Position", "Problem", "RecipeError", "dotted", "shorten", "short_repr"]
+__all__ = ["Position", "Problem", "RecipeError", "dotted", "in_reading_order", "shorten",
+           "short_repr"]
 
 SHOWN_LENGTH = 80  # a value longer than this is cut in messages (a recipe may hold megabytes)
 _MESSAGE_LENGTH = 2000  # the last guard: no problem line is longer than this
@@ -99,3 +100,14 @@ class RecipeError(ValueError):
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
         super().__init__("\n".join(str(problem) for problem in self.problems))
+
+
+def in_reading_order(problems) -> list[Problem]:
+    """The problems sorted as the file reads: by line and column, overrides (line 0) last."""
+    def order(problem: Problem):
+        position = problem.position
+        is_override = position is None or position.line == 0
+        return (is_override, position.line if position else 0,
+                position.column if position else 0)
+
+    return sorted(problems, key=order)

@@ -1,4 +1,8 @@
-"""Loading a recipe: YAML with positions, overrides, imports, then the whole schema.
+"""Loading a recipe: its draft (YAML with positions, overrides, the outline), then imports
+and the whole schema.
+
+The draft needs no TensorFlow (`draft`); the whole schema does (the layer, optimizer and loss
+registries), so `check_draft` imports it on first use, not this module.
 
 Example:
 
@@ -12,19 +16,16 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import yaml
 
-from graphfit.recipes.reading.overrides import apply_overrides
-from graphfit.recipes.reading.problems import Position, Problem, RecipeError
+from graphfit.recipes.reading.draft import Draft, draft_from_text, read_draft
+from graphfit.recipes.reading.problems import Position, RecipeError, in_reading_order
 from graphfit.recipes.reading.schema import Checker
-from graphfit.recipes.reading.sections import check_recipe
 from graphfit.recipes.reading.user_code import code_references
-from graphfit.recipes.reading.yaml_source import MAX_BYTES, parse_yaml, size_problem
 
-__all__ = ["Recipe", "load_recipe", "recipe_from_text"]
+__all__ = ["Recipe", "check_draft", "load_recipe", "recipe_from_text"]
 
 
 @dataclasses.dataclass
@@ -75,22 +76,9 @@ def recipe_from_text(text: str, source: str, overrides=(), base_dir: str | None 
                      default_name: str = "recipe", safe: bool = False,
                      data_files: bool = True) -> Recipe:
     """Checks recipe text (see `load_recipe`); `source` is the name used in messages."""
-    document = parse_yaml(text, source, keep_going=True)
-    document.positions.setdefault((), Position(source, 1, 1))
-    overrides = list(overrides)
-    apply_overrides(document, overrides)
-    checker = Checker(document)
-    checker.problems.extend(document.problems)  # duplicate keys, reported with the rest
-    checker.base_dir = os.path.abspath(base_dir or os.getcwd())
-    checker.safe = safe
-    checker.data_files = data_files
-    checker.base_references = []  # the user code a `model.base` run's recipe would run
-    references = code_references(document.data, document.position)  # before checks add keys
-    config = check_recipe(checker, default_name)
-    if checker.problems:
-        raise RecipeError(sorted(checker.problems, key=_reading_order))
-    return Recipe(config, source, overrides, document.positions,
-                  references + checker.base_references, safe)
+    draft = draft_from_text(text, source, overrides, base_dir=base_dir,
+                            default_name=default_name)
+    return check_draft(draft, safe=safe, data_files=data_files)
 
 
 def load_recipe(path: str, overrides=(), safe: bool = False, data_files: bool = True) -> Recipe:
@@ -109,44 +97,28 @@ def load_recipe(path: str, overrides=(), safe: bool = False, data_files: bool = 
         The `Recipe`, defaults filled in, file paths made absolute.
 
     Raises:
-        RecipeError: listing every problem as `file:line:col: dotted.key: message`.
+        RecipeError: listing every problem as `file:line:col: dotted.key: message`. A problem
+            of the file, its YAML, an override or the outline (`draft.read_draft`) is reported
+            alone, before the rest is checked.
     """
-    if not os.path.isfile(path):
-        where = Position(path, 0, 0)
-        message = ("is a directory; give the recipe's .yaml file" if os.path.isdir(path)
-                   else "recipe file not found")
-        raise RecipeError([Problem((), message, where)])
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)  # never more: a huge file is refused unread
-            size = max(os.fstat(handle.fileno()).st_size, len(raw))
-    except OSError as error:
-        raise RecipeError([Problem((), f"cannot read the recipe: {error}",
-                                   Position(path, 0, 0))]) from None
-    too_large = size_problem(raw, size, path)
-    if too_large:
-        raise RecipeError([too_large])
-    text = _decode(raw, path)
-    stem = os.path.splitext(os.path.basename(path))[0]
-    return recipe_from_text(text, path, overrides, base_dir=os.path.dirname(os.path.abspath(path)),
-                            default_name=stem, safe=safe, data_files=data_files)
+    return check_draft(read_draft(path, overrides), safe=safe, data_files=data_files)
 
 
-def _decode(raw: bytes, path: str) -> str:
-    """The recipe's text; bytes that are not UTF-8 are reported at their line and column."""
-    try:
-        return raw.decode("utf-8-sig")  # a byte-order mark from an editor is harmless
-    except UnicodeDecodeError as error:
-        start = error.start
-        line_start = raw.rfind(b"\n", 0, start) + 1
-        line = raw.count(b"\n", 0, start) + 1
-        column = len(raw[line_start:start].decode("utf-8", errors="replace")) + 1
-        raise RecipeError([Problem((), f"the recipe is not UTF-8 text: the byte "
-                                       f"0x{raw[start]:02x} cannot be read; save the file as "
-                                       f"UTF-8", Position(path, line, column))]) from None
+def check_draft(draft: Draft, safe: bool = False, data_files: bool = True) -> Recipe:
+    """Checks a draft against the whole schema (imports TensorFlow: the registries), with
+    its duplicate keys; `safe` and `data_files` as for `load_recipe`."""
+    from graphfit.recipes.reading.sections import check_recipe
 
-
-def _reading_order(problem: Problem):
-    position = problem.position
-    is_override = position is None or position.line == 0
-    return (is_override, position.line if position else 0, position.column if position else 0)
+    document = draft.document
+    checker = Checker(document)
+    checker.problems.extend(document.problems)  # duplicate keys, reported with the rest
+    checker.base_dir = draft.base_dir
+    checker.safe = safe
+    checker.data_files = data_files
+    checker.base_references = []  # the user code a `model.base` run's recipe would run
+    references = code_references(document.data, document.position)  # before checks add keys
+    config = check_recipe(checker, draft.default_name)
+    if checker.problems:
+        raise RecipeError(in_reading_order(checker.problems))
+    return Recipe(config, draft.source, draft.overrides, document.positions,
+                  references + checker.base_references, safe)

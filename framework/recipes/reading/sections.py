@@ -22,8 +22,9 @@ from graphfit.recipes.reading.components import (
 )
 from graphfit.recipes.reading.data_schema import DATA_DOC, check_data_source
 from graphfit.recipes.reading.distribute_schema import DISTRIBUTE_DOC, check_distribute
-from graphfit.recipes.reading.many_fits_schema import check_many_fits_recipe, is_many_fits
+from graphfit.recipes.reading.many_fits_schema import check_many_fits_recipe
 from graphfit.recipes.reading.model_schema import MODEL_DOC, check_model
+from graphfit.recipes.reading.outline import is_many_fits
 from graphfit.recipes.reading.schema import (
     INVALID,
     Boolean,
@@ -270,16 +271,9 @@ def import_user_modules(data: dict, checker: Checker) -> None:
 
 
 def check_recipe(checker: Checker, default_name: str) -> dict:
-    """Checks the whole document; returns the resolved recipe (problems go to `checker`)."""
+    """Checks the whole document, whose outline `outline.check_outline` found sound (a
+    mapping); returns the resolved recipe (problems go to `checker`)."""
     data = checker.document.data
-    if data is None:
-        checker.report((), "the recipe is empty: it needs at least the sections data, model "
-                           "and loss (see recipes/quickstart.yaml)")
-        return {}
-    if not isinstance(data, dict):
-        checker.report((), f"a recipe must be a mapping of sections ({', '.join(RECIPE.fields)})"
-                           f", got {shown(data)}")
-        return {}
     if is_many_fits(data):  # another kind of recipe: one formula, many data sets, no model
         return check_many_fits_recipe(checker, data, default_name)
     import_user_modules(data, checker)

@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from graphfit.recipes.reading.many_fits_schema import is_many_fits
+from graphfit.recipes.reading.outline import is_many_fits
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe
 from graphfit.recipes.running import many_fits_curves, run_directory
