@@ -250,7 +250,7 @@ def _trial(curves, state: _State, s):
     # MINPACK's S for the step bound and the xtol test: from the running scale, as
     # `convergence.convergence_tests(scale, ...)` in the optimizer.
     column_norms = tf.sqrt(d)
-    x_norm = _norm(column_norms * state.params)
+    x_norm = _norm(tf.where(scale > 0, column_norms, 0.0) * state.params)
     tests = lm_convergence.ConvergenceTests(s["ftol"], s["xtol"], column_norms, x_norm)
     gtol_met = start & _gradient_converged(b, diag, f0, s["gtol"])
 

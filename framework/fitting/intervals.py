@@ -79,6 +79,8 @@ def t_quantile(level: float, dof: int) -> float:
 def f_threshold(chi_square: float, dof: int, level: float, fixed: int = 1) -> float:
     """The χ² at which lmfit's F-test gives probability `level` for `fixed` parameters held."""
     level = _check_level(level)
+    if dof <= 0:  # as `t_quantile`: no threshold without degrees of freedom
+        return math.nan
     return chi_square * (1.0 + fixed * float(_scipy_stats().f.ppf(level, fixed, dof)) / dof)
 
 
@@ -251,8 +253,9 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
         the fit's (the fit was not at its minimum: fit again from there).
 
     Raises:
-        ValueError: for a model that is not one Formula, an unknown or fixed name, or
-            sample weights that are not one per point and >= 0.
+        ValueError: for a model that is not one Formula, an unknown or fixed name,
+            sample weights that are not one per point and >= 0, or a fit without degrees
+            of freedom.
     """
     from graphfit.fitting.report import fit_report
 
@@ -264,6 +267,12 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
     if unknown:
         raise ValueError(f"names: {unknown} are not varied scalar parameters of the fit "
                          f"(those are {[p.name for p in varied]})")
+    if report.dof <= 0:
+        raise ValueError(f"profile_intervals needs degrees of freedom: the fit has "
+                         f"{report.statistics['points']} points for "
+                         f"{report.statistics['varying_parameters']} varied parameters (dof "
+                         f"{report.dof}), so its χ² says nothing of how far a parameter may "
+                         f"move; fit more points than parameters, or fix some")
     chi_min = report.statistics["chi_square"]
     target = math.sqrt(f_threshold(chi_min, report.dof, level) - chi_min)
     t = t_quantile(level, report.dof)

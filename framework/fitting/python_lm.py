@@ -244,7 +244,8 @@ def _trial(c: _Curve, s) -> None:
     f0, a, b = c.normal
     diag, d, floor, top, damping, resolution, column_floor = _step_start(c, a, s)
     column_norms = np.sqrt(d)
-    x_norm = _norm(column_norms * c.params)
+    # ‖S x‖ over the columns that have had an effect (`convergence.convergence_tests`).
+    x_norm = _norm(np.where(c.scale > 0, column_norms, 0.0) * c.params)
     if c.pending != lm_convergence.NOT_CONVERGED:  # a new step: the last trial was accepted
         if not _damping_limited(a, b, d, resolution, f0, x_norm, s):
             c.reason, c.active = c.pending, False

@@ -67,14 +67,19 @@ class ConvergenceTests(NamedTuple):
 
 def convergence_tests(diag: tf.Tensor, x0: tf.Tensor, ftol: float, xtol: float,
                       eps: float) -> ConvergenceTests:
-    """The tests of one step, from `diag(JᵀJ)` and the flat starting point `x0` (float64).
+    """The tests of one step, from `diag(JᵀJ)` (the running scale) and the flat starting
+    point `x0` (float64).
 
-    A tolerance below `eps` (the model dtype's machine epsilon) acts as `eps`.
+    A tolerance below `eps` (the model dtype's machine epsilon) acts as `eps`. `x_norm`
+    leaves out the parameters whose column has had no effect yet (a zero running scale,
+    which `scaling` floors at 1e-300): at a start like a = 0 in a·exp(−b·x), b's column is
+    zero, and its floored 1e-150·|b| made the step bound `MAX_RELATIVE_STEP · ‖S x‖` reject
+    every step (MINPACK counts such a column as 1, and its x = 0 case as no bound).
     """
     # Each parameter counts by its effect on the residuals, whatever the damping.
     column_norms = tf.sqrt(lm_damping.scaling(diag, "marquardt", eps))
-    return ConvergenceTests(max(ftol, eps), max(xtol, eps), column_norms,
-                            tf.norm(column_norms * x0))
+    live = tf.where(diag > 0, column_norms, tf.zeros_like(column_norms))
+    return ConvergenceTests(max(ftol, eps), max(xtol, eps), column_norms, tf.norm(live * x0))
 
 
 def convergence_code(tests: ConvergenceTests, f0: tf.Tensor, f_new: tf.Tensor,

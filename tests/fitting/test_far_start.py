@@ -175,3 +175,26 @@ def test_model_fit_with_plain_steps_from_a_far_start_reaches_scipys_optimum():
     assert len(history.history["loss"]) < 400, model.stop_reason
     assert model.stop_reason.startswith("LevenbergMarquardt converged"), model.stop_reason
     np.testing.assert_allclose([values["a"], values["b"]], _scipy((0.1, 5.0)), rtol=1e-6)
+
+
+def test_a_start_at_zero_amplitude_fits_in_every_loop():
+    # a = 0 makes b's column of J zero: its running scale is floored at 1e-300, and ‖S x‖ was
+    # 1e-150·|b|, so the step bound (10 ‖S x‖) refused every step and the fit "stalled" at
+    # the start (all three loops). ‖S x‖ now leaves out columns without effect, as MINPACK
+    # does for x = 0: the fit reaches SciPy's optimum in about 10 steps.
+    x = np.linspace(1.0, 10.0, 50)
+    y = 3.0 * np.exp(-0.4 * x) + 0.01 * np.random.default_rng(0).standard_normal(50)
+    expected, _ = curve_fit(lambda t, a, b: a * np.exp(-b * t), x, y, p0=[0.0, 1.0],
+                            xtol=1e-14, ftol=1e-14)
+    for loop in ("python", "traced"):
+        fit = fitting.fit_curve("a*exp(-b*x)", x, y, p0={"a": 0.0, "b": 1.0}, loop=loop)
+        assert fit.converged, (loop, fit.reason)
+        np.testing.assert_allclose([fit.values["a"], fit.values["b"]], expected, rtol=1e-7)
+    model = gf.Sequential([layers.Formula("a*exp(-b*x)", params={"a": 0.0, "b": 1.0},
+                                          dtype="float64")], input_shape=(1,),
+                          dtype="float64")
+    model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse")
+    model.fit(x[:, None], y[:, None], batch_size=50, epochs=100, verbose=0)
+    assert model.stop_reason.startswith("LevenbergMarquardt converged"), model.stop_reason
+    values = model.layers[0].values()
+    np.testing.assert_allclose([values["a"], values["b"]], expected, rtol=1e-7)

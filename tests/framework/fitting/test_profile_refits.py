@@ -80,3 +80,54 @@ def test_a_one_parameter_profile_is_its_chi_square_and_for_a_line_the_linear_int
     report = model.fit_report(X, Y)
     found = intervals.profile_intervals(model, X, Y, report=report)
     assert found["a"] == pytest.approx(intervals.linear_intervals(report)["a"], rel=1e-9)
+
+
+def test_a_profile_next_to_a_two_sided_bound_ends_where_the_exact_profile_crosses():
+    # b ≤ 0.298 (its optimum 0.2948 lies inside) or ≤ 0.29 (the fit ends on the bound): the
+    # re-fits of b end on the bound as a moves out, and the next re-fit started one float
+    # inside it, where the sigmoid's slope is about 1e-16: it stopped at once on ftol, and
+    # a's lower end came out 5.0892 instead of 5.0225 with no warning. The reference: the
+    # profile χ² by SciPy's bounded 1-D minimisation over b, which must cross the threshold
+    # at each end.
+    from scipy import optimize
+
+    rng = np.random.default_rng(3)
+    x = np.linspace(0.0, 10.0, 40)
+    y = 5.0 * np.exp(0.3 * x) * (1.0 + 0.02 * rng.standard_normal(40))
+
+    def profile(a, b_max):
+        best = optimize.minimize_scalar(lambda b: np.sum((a * np.exp(b * x) - y) ** 2),
+                                        bounds=(0.0, b_max), method="bounded",
+                                        options={"xatol": 1e-13})
+        return best.fun
+
+    for b_max in (0.298, 0.29):
+        formula = layers.Formula("a*exp(b*x)", params={"a": 1.0, "b": {
+            "value": 0.25, "min": 0.0, "max": b_max}}, dtype="float64")
+        model = gf.Sequential([formula], input_shape=(1,), dtype="float64")
+        model.compile(optimizer="LevenbergMarquardt", loss="mse")
+        model.fit(x[:, None], y[:, None], batch_size=None, epochs=500, verbose=0)
+        report = model.fit_report(x[:, None], y[:, None])
+        chi_min = report.statistics["chi_square"]
+        threshold = intervals.f_threshold(chi_min, report.dof, 0.95)
+        low, high = intervals.profile_intervals(model, x[:, None], y[:, None], names=["a"],
+                                                report=report)["a"]
+        for end in (low, high):  # sqrt(Δχ²) to the profile's tolerance (1e-6) and more
+            np.testing.assert_allclose(np.sqrt(profile(end, b_max) - chi_min),
+                                       np.sqrt(threshold - chi_min), rtol=1e-5,
+                                       err_msg=f"b ≤ {b_max}: a's end {end}")
+
+
+def test_a_fit_without_degrees_of_freedom_has_no_profile_and_says_why():
+    # 3 points, 3 parameters: the F-test threshold divides by dof = 0 (a bare
+    # ZeroDivisionError before); a clear ValueError now, and no linear interval either.
+    x, y = np.array([0.0, 1.0, 2.0]), np.array([1.0, 2.5, 3.2])
+    formula = layers.Formula("a + b*x + c*x**2", params={"a": 0.0, "b": 0.0, "c": 0.0},
+                             dtype="float64")
+    model = gf.Sequential([formula], input_shape=(1,), dtype="float64")
+    model.compile(optimizer="LevenbergMarquardt", loss="mse")
+    model.fit(x[:, None], y[:, None], batch_size=None, epochs=50, verbose=0)
+    with pytest.raises(ValueError, match=r"3 points for 3 varied parameters \(dof 0\)"):
+        intervals.profile_intervals(model, x[:, None], y[:, None])
+    assert intervals.linear_intervals(model.fit_report(x[:, None], y[:, None]))["a"] is None
+    assert np.isnan(intervals.f_threshold(1.0, 0, 0.95))
