@@ -7,7 +7,7 @@ The names below load on first use (PEP 562), so `import graphfit` and the comman
 `--help` do not pay for importing TensorFlow until something needs it.
 """
 
-import importlib
+from graphfit.core.lazy_names import lazy_names as _lazy_names
 
 __version__ = "0.1.0"
 
@@ -47,17 +47,4 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'graphfit' has no attribute {name!r}")
-    module_name, attribute = _LAZY[name]
-    module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY, globals())

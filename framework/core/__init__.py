@@ -8,7 +8,7 @@ mean" and the recipe checks that need no TensorFlow must not wait for it (severa
 because they live in this package.
 """
 
-import importlib
+from graphfit.core.lazy_names import lazy_names as _lazy_names
 
 # public name -> its module
 _LAZY = {
@@ -36,15 +36,4 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    if name not in _LAZY:  # a submodule not imported yet: `from graphfit.core import x` imports it
-        raise AttributeError(f"module 'graphfit.core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY, globals())

@@ -13,7 +13,7 @@ TensorFlow, so `graphfit validate` reports a syntax error or a missing file befo
 it; the runs (and the checks that look up layers and optimizers) import it when they start.
 """
 
-import importlib
+from graphfit.core.lazy_names import lazy_names as _lazy_names
 
 # public name -> its module
 _LAZY = {
@@ -32,15 +32,4 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    if name not in _LAZY:  # a subpackage not imported yet: `from graphfit.recipes import x`
-        raise AttributeError(f"module 'graphfit.recipes' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY, globals())
