@@ -146,10 +146,10 @@ def _label_specs(model, state, loss_set, batch_size: int):
 
 
 def _optimizer_for_tracing(optimizer, variables):
-    """The optimizer when it already has slots for `variables` (tracing creates nothing);
-    else a fresh copy from its config, so the user's optimizer gets no slots from us."""
-    position = getattr(getattr(optimizer, "_index", None), "position", None)
-    if position is not None and all(v.ref() in position for v in variables):
+    """The optimizer when it already has its state for `variables` (tracing creates
+    nothing); else a fresh copy from its config, so the user's optimizer gets no slots from
+    us."""
+    if optimizer.built_for(variables):
         return optimizer
     try:
         return type(optimizer).from_config(optimizer.get_config())
