@@ -12,23 +12,6 @@ from graphfit import inspect as gf_inspect
 from graphfit import layers, optimizers
 from graphfit.core import step_context
 from graphfit.inspect import flops, flops_tracing
-from graphfit.training import steps
-
-
-@pytest.fixture
-def traces(monkeypatch):
-    """Each trace of the default train step, in order: "probed copy" (count_flops's own) or
-    "compiled" (the model's compiled train step)."""
-    seen = []
-    original = steps.train_step
-
-    @tf.autograph.experimental.do_not_convert
-    def counted(model, data, **kwargs):
-        seen.append("probed copy" if kwargs.get("probe") is not None else "compiled")
-        return original(model, data, **kwargs)
-
-    monkeypatch.setattr(steps, "train_step", counted)
-    return seen
 
 
 def _mlp_sgd():
@@ -81,37 +64,38 @@ def _labels(model):
 @pytest.mark.parametrize("make", [_mlp_sgd, _batch_norm_dropout, _adam,
                                   _one_loss_of_two_outputs],
                          ids=["sgd", "batch_norm_dropout_xla", "adam", "one_loss_of_two"])
-def test_the_compiled_step_is_counted_on_its_own_graph_with_the_same_counts(make, traces):
+def test_the_compiled_step_is_counted_on_its_own_graph_with_the_same_counts(
+        make, train_step_traces):
     model = make()
     expected = flops.count_flops(model, batch_size=4)  # its own probed copy of the step
     # (traced twice where the copy of the optimizer creates its slots in the trace)
-    assert set(traces) == {"probed copy"}
-    traces.clear()
+    assert set(train_step_traces) == {"probed copy"}
+    train_step_traces.clear()
     counts, notes = gf_inspect.step_flops(model, 4, y=_labels(model))
-    assert traces == ["compiled"], "the training step was traced more than once"
+    assert train_step_traces == ["compiled"], "the training step was traced more than once"
     assert notes == []
     assert counts == expected  # every key: totals, per layer, uncounted ops, notes, method
     assert model.compile_state.steps.tracing_counts()["train_step"] == 1
     report = gf_inspect.step_graph(model, "train", batch_size=4, y=_labels(model), flops=False)
-    assert traces == ["compiled"]  # the report reuses the trace the FLOPs were counted on
+    assert train_step_traces == ["compiled"]  # the report reuses the trace counted on
     assert report.signature.startswith("x: ")
 
 
-def test_one_loss_of_two_outputs_leaves_the_other_head_out(traces):
+def test_one_loss_of_two_outputs_leaves_the_other_head_out(train_step_traces):
     model = _one_loss_of_two_outputs()
     counts, _ = gf_inspect.step_flops(model, 4, y=_labels(model))
-    assert traces == ["compiled"]
+    assert train_step_traces == ["compiled"]
     assert counts["per_layer"]["is_even"]["forward_train"] == 0  # pruned: nothing needs it
     assert counts["per_layer"]["is_even"]["forward"] == 2 * 4 * 4 * 1 + 4  # inference runs it
     assert any("left out" in note for note in counts["notes"])
 
 
-def test_a_train_step_report_with_flops_traces_the_step_once(traces):
+def test_a_train_step_report_with_flops_traces_the_step_once(train_step_traces):
     model = _mlp_sgd()
     report = gf_inspect.step_graph(model, "train", batch_size=5)
-    assert traces == ["compiled"]
+    assert train_step_traces == ["compiled"]
     assert report.flops == model.flops(batch_size=5)  # the probed copy, traced now
-    assert traces == ["compiled", "probed copy"]
+    assert train_step_traces == ["compiled", "probed copy"]
     assert report.flops["per_layer"]["hidden"]["backward"] == 2 * 5 * 4 * 3 + (5 * 3 - 3)
 
 
@@ -124,7 +108,7 @@ def _step_trace(model, x_spec, y_spec):
     return trace
 
 
-def test_levenberg_marquardt_is_counted_on_a_traced_copy(traces):
+def test_levenberg_marquardt_is_counted_on_a_traced_copy(train_step_traces):
     # Its step computes the loss gradient only when asked to record it, which count_flops's
     # copy asks: the compiled graph, which fit runs, is another graph.
     model = gf.Sequential([layers.Dense(4, activation="tanh"), layers.Dense(1)])
@@ -134,14 +118,14 @@ def test_levenberg_marquardt_is_counted_on_a_traced_copy(traces):
     trace = _step_trace(model, x_spec, tf.TensorSpec([8, 1]))
     assert trace.gradients == {}  # observed, not asked for: none computed
     assert "minimize reported no gradients" in trace.unusable_for(x_spec)
-    traces.clear()
+    train_step_traces.clear()
     counts = flops.count_flops(model, 8, step=trace)
-    assert "probed copy" in traces
+    assert "probed copy" in train_step_traces
     assert counts == flops.count_flops(model, 8)
     assert counts["training_step"] > 0
 
 
-def test_a_step_traced_before_or_for_other_shapes_is_not_reused(traces):
+def test_a_step_traced_before_or_for_other_shapes_is_not_reused():
     model = _mlp_sgd()
     x_spec, y_spec = tf.TensorSpec([5, 4]), tf.TensorSpec([5, 2])
     first = _step_trace(model, x_spec, y_spec)
@@ -152,7 +136,7 @@ def test_a_step_traced_before_or_for_other_shapes_is_not_reused(traces):
     assert flops.count_flops(model, 5, step=again) == flops.count_flops(model, 5, step=first)
 
 
-def test_an_overridden_train_step_is_not_the_step_counted(traces):
+def test_an_overridden_train_step_is_not_the_step_counted():
     class Custom(gf.Model):
         def __init__(self):
             super().__init__(name="custom")
