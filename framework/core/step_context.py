@@ -11,9 +11,10 @@ It is the one channel between a step and its parts:
   added during its forward pass to the compiled loss.
 - **gradients out**: `minimize` reports the gradients it computed with `record_gradients`
   when something records them (TensorBoard's gradient histograms), and the scale it
-  multiplied the loss by with `record_loss_scale` (a `LossScaleOptimizer`). An
-  `observing_gradients()` block also keeps them, without asking for any (`graphfit.inspect`
-  reads the backward pass off a compiled step's graph, which must stay the one `fit` runs).
+  multiplied the loss by with `record_loss_scale` (a `LossScaleOptimizer`).
+- **observers**: an `observing(observer)` block lets `graphfit.inspect` watch a step traced
+  inside without changing it: the default `train_step` marks its phases for the observer,
+  and the gradients `minimize` reports reach it without being asked for.
 - **recorders**: what the step records besides its update (`graphfit.training.recorders`).
 - **what `fit` knows of the step**: the most examples its batches hold
   (`step_types.BatchBound`) and the steps one pass over the training data takes; and the
@@ -52,7 +53,8 @@ from graphfit.core.context_stack import ContextStack
 from graphfit.core.variables import as_tf_variable
 
 __all__ = ["StepContext", "training_step", "checking", "current", "labels_for", "add_loss",
-           "record_gradients", "record_loss_scale", "records_gradients", "observing_gradients"]
+           "record_gradients", "record_loss_scale", "records_gradients", "observing",
+           "current_observer"]
 
 
 @dataclasses.dataclass
@@ -105,8 +107,8 @@ class StepContext:
 
 
 _contexts: ContextStack[StepContext] = ContextStack()
-# The dicts of the open `observing_gradients` blocks, innermost last.
-_observers: ContextStack[dict] = ContextStack()
+# The observers of the open `observing` blocks, innermost last.
+_observers: ContextStack[Any] = ContextStack()
 
 
 @contextlib.contextmanager
@@ -220,7 +222,7 @@ def records_gradients() -> bool:
 @graphfit_api
 def record_gradients(gradients: Sequence[Any], variables: Sequence[tf.Variable]) -> None:
     """Reports the gradients of the loss a `minimize` computed; a no-op unless the open step
-    records them or an `observing_gradients` block is open.
+    records them or an `observing` block is open.
 
     The base `minimize` reports the raw gradients, as the tape returns them (before clipping
     and weight decay). A custom `train_step`, or a `minimize` override with a gradient of the
@@ -230,7 +232,7 @@ def record_gradients(gradients: Sequence[Any], variables: Sequence[tf.Variable])
     records = [] if context is None or context.gradients is None else [context.gradients]
     observer = _observers.top()
     if observer is not None:
-        records.append(observer)
+        records.append(observer.gradients)
     for gradient, variable in zip(gradients, variables):
         if gradient is not None:
             for record in records:
@@ -238,27 +240,37 @@ def record_gradients(gradients: Sequence[Any], variables: Sequence[tf.Variable])
 
 
 @contextlib.contextmanager
-def observing_gradients() -> Iterator[dict]:
-    """Keeps the gradients `minimize` reports inside the block, `{variable.ref(): gradient}`
-    in the dict it yields, without asking for any: `records_gradients()` answers as it would
-    without the block, so a step traced inside is the one `fit` runs (Levenberg–Marquardt
-    computes no loss gradient it does not need). `graphfit.inspect` observes a compiled step
-    this way to count the FLOPs of its backward pass on its own graph.
+def observing(observer) -> Iterator[Any]:
+    """Lets `observer` watch the training steps traced inside the block, without changing
+    them; yields it. The default `train_step` calls `observer.mark(phase)` where each of its
+    phases starts (a `graphfit.training.steps.StepProbe`), and the gradients `minimize`
+    reports go into `observer.gradients` (a dict, `{variable.ref(): gradient}`) without
+    asking for any: `records_gradients()` answers as without the block, so the step traced is
+    the one `fit` runs (Levenberg–Marquardt computes no loss gradient it does not need).
+    `graphfit.inspect` observes the trace of a compiled step this way, to count its FLOPs on
+    its own graph.
 
     Example:
 
+        >>> import types
         >>> import tensorflow as tf
         >>> from graphfit.core import step_context
         >>> w = tf.Variable(1.0)
-        >>> with step_context.observing_gradients() as observed:
+        >>> watcher = types.SimpleNamespace(gradients={}, mark=lambda phase: None)
+        >>> with step_context.observing(watcher):
         ...     with step_context.training_step(None):
         ...         asked = step_context.records_gradients()
         ...         step_context.record_gradients([tf.constant(2.0)], [w])
-        >>> asked, float(observed[w.ref()])
+        >>> asked, float(watcher.gradients[w.ref()])
         (False, 2.0)
     """
-    with _observers.push({}) as observed:
-        yield observed
+    with _observers.push(observer):
+        yield observer
+
+
+def current_observer():
+    """The observer of the innermost open `observing` block, or None."""
+    return _observers.top()
 
 
 def record_loss_scale(scale) -> None:

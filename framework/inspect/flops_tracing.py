@@ -56,10 +56,12 @@ def _op_count() -> int:
 
 class _OpCountProbe(steps.StepProbe):
     """Records the op count of the graph being traced where each phase starts, and what a
-    `StepTrace` checks: the graphs marked in, a phase marked twice, a step with recorders."""
+    `StepTrace` checks: the graphs marked in, a phase marked twice, a step with recorders;
+    as a step's observer (`step_context.observing`), the gradients `minimize` reports."""
 
     def __init__(self, marks: dict):
         self.marks = marks
+        self.gradients: dict = {}
         self.graphs: list[tf.Graph] = []
         self.repeated = False
         self.recorders = False
@@ -162,12 +164,11 @@ class StepTrace:
     its own graph (`count_flops(model, ..., step=trace)`) instead of tracing the step again.
 
     Open `recording()` around the first trace of the compiled train step (that is what
-    `graphfit.inspect.step_graph` does): the default `train_step` marks where its phases start
-    (`steps.probing`), an op callback notes which layer creates each op, and the gradients
-    `minimize` reports are observed without being asked for
-    (`step_context.observing_gradients`), so the graph stays the one `fit` runs. The graph is
-    that of the copy `count_flops` would trace, and counts the same, unless `unusable` says
-    why not (`unusable_for`); `count_flops` then traces the copy as without a trace.
+    `graphfit.inspect.step_graph` does): as the step's observer (`step_context.observing`) it
+    gets the default `train_step`'s phase marks and the gradients `minimize` reports, without
+    asking for any, so the graph stays the one `fit` runs; an op callback notes which layer
+    creates each op. The graph is that of the copy `count_flops` would trace, and counts the
+    same, unless `unusable_for` says why not; `count_flops` then traces the copy instead.
 
     Args:
         model: the built model whose compiled train step is traced inside `recording()`.
@@ -178,16 +179,18 @@ class StepTrace:
         self.owners = flops_graph.LayerOwners(model)
         self.marks: dict = {}
         self._probe = _OpCountProbe(self.marks)
-        self.gradients: dict = {}
 
     @contextlib.contextmanager
     def recording(self) -> Iterator["StepTrace"]:
         """Records the training step traced inside the block; yields this trace."""
-        with self.owners.recording(), steps.probing(self._probe), \
-                step_context.observing_gradients() as observed:
+        with self.owners.recording(), step_context.observing(self._probe):
             yield self
-        self.gradients = observed
-        self.marks["gradients"] = list(observed.values())
+        self.marks["gradients"] = list(self.gradients.values())
+
+    @property
+    def gradients(self) -> dict:
+        """{variable.ref(): gradient} that `minimize` reported in the recorded step."""
+        return self._probe.gradients
 
     @property
     def graph(self) -> tf.Graph | None:

@@ -13,30 +13,29 @@ One training step (traced once, optionally compiled by XLA):
 `fit`, `graphfit.inspect` and `model.flops()` all trace this one function: `inspect` through
 the compiled steps, `flops` with a `StepProbe` that marks where each phase begins: passed to
 a copy of the step it traces, or, where `inspect` traces the compiled step anyway, opened
-around that trace with `probing(probe)`, so that the step is traced once.
+around that trace as the step's observer (`core.step_context.observing`), so that the step
+is traced once.
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator
-
 import tensorflow as tf
 
 from graphfit.core import autograph_scope, step_context, update_hooks
-from graphfit.core.context_stack import ContextStack
 from graphfit.core.step_types import ForwardPass, StepBatch, StepResult, unpack_data
 from graphfit.training import cross_replica, distribution
 from graphfit.training.losses import AddedLossesOnly, no_loss_to_compute
 
-__all__ = ["StepProbe", "probing", "train_step", "test_step", "predict_step",
-           "compute_loss", "added_by_name"]
+__all__ = ["StepProbe", "train_step", "test_step", "predict_step", "compute_loss",
+           "added_by_name"]
 
 
 class StepProbe:
     """Called where each phase of the training step begins; does nothing by default.
 
-    `graphfit.inspect.flops` subclasses it to count the ops of each phase. The phases, in
+    `graphfit.inspect.flops` subclasses it to count the ops of each phase, on a copy of the
+    step it traces or as the observer of a compiled step (`step_context.observing`, which
+    also hands it the gradients `minimize` reports in `gradients`). The phases, in
     order: "step" (the default `train_step` begins), "forward", "loss", "minimize" (the first
     forward pass only: a second-order optimizer runs more), then "update_hooks".
     """
@@ -47,21 +46,6 @@ class StepProbe:
 
 
 _NO_PROBE = StepProbe()
-# The probes of the open `probing` blocks, innermost last.
-_probes: ContextStack[StepProbe] = ContextStack()
-
-
-@contextlib.contextmanager
-def probing(probe: StepProbe) -> Iterator[StepProbe]:
-    """Has the default `train_step` traced inside the block, the compiled one included, mark
-    its phases for `probe` (unless it is given a probe of its own); yields `probe`.
-
-    A step already traced is not traced again, so nothing is marked then: `graphfit.inspect`
-    opens the block around the first trace of a compiled train step, to count the FLOPs on
-    its graph instead of tracing a probed copy of the step.
-    """
-    with _probes.push(probe):
-        yield probe
 
 
 def _compiled_loss(model, caller: str):
@@ -146,15 +130,15 @@ def train_step(model, data, *, probe: StepProbe | None = None, loss_set=None,
     Args:
         model: the compiled model.
         data: (x,), (x, y) or (x, y, sample_weight).
-        probe: marks the phases of the step (for FLOP counts); None: the probe of the
-            innermost open `probing` block, if any.
+        probe: marks the phases of the step (for FLOP counts); None: the observer of an
+            open `step_context.observing` block, if any.
         loss_set, optimizer: stand-ins for the compiled ones (FLOP counts trace with copies,
             so that counting creates no optimizer slots and builds no loss).
 
     Returns:
         The `StepResult` with the loss and outputs before the update.
     """
-    probe = probe or _probes.top(_NO_PROBE)
+    probe = probe or step_context.current_observer() or _NO_PROBE
     probe.mark("step")
     loss_set = loss_set or _compiled_loss(model, "fit")
     loss_set.bind(model)

@@ -3,6 +3,8 @@ count_flops's traced copy of the step, with the training step traced once; where
 not the copy's (Levenberg-Marquardt, a step traced before, an overridden train_step), the copy
 is traced and counted instead."""
 
+import types
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -147,15 +149,18 @@ def test_an_overridden_train_step_is_not_the_step_counted():
     assert "overrides train_step" in trace.unusable_for(x_spec)
 
 
-def test_observing_gradients_keeps_them_without_asking_for_them():
+def test_an_observer_gets_the_gradients_without_asking_for_them():
     w = tf.Variable([1.0, 2.0])
-    with step_context.observing_gradients() as observed:
+    watcher = types.SimpleNamespace(gradients={}, mark=lambda phase: None)
+    with step_context.observing(watcher):
+        assert step_context.current_observer() is watcher
         with step_context.training_step(None) as context:
             assert not step_context.records_gradients()
             step_context.record_gradients([tf.constant([3.0, 4.0]), None], [w, tf.Variable(0.)])
         assert context.gradients is None  # the step itself records nothing
-    np.testing.assert_array_equal(observed[w.ref()].numpy(), [3.0, 4.0])
-    assert len(observed) == 1  # a None gradient is skipped
+    assert step_context.current_observer() is None
+    np.testing.assert_array_equal(watcher.gradients[w.ref()].numpy(), [3.0, 4.0])
+    assert len(watcher.gradients) == 1  # a None gradient is skipped
     with step_context.training_step(None, record_gradients=True) as context:
-        step_context.record_gradients([tf.constant(5.0)], [w])  # no observer: unchanged
+        step_context.record_gradients([tf.constant(5.0)], [w])  # no observer: as before
     assert float(context.gradients[w.ref()]) == 5.0
