@@ -458,8 +458,9 @@ def step_flops(model, batch_size: int | None = 32, *, x=None, y=None,
     compiled train step, traced here as `step_graph(model, "train", ...)` traces it for the
     same arguments, which then reports on this trace: a caller that wants the FLOPs apart
     from the step reports (`graphfit inspect` prints them once for all stages) traces the
-    training step once. A model without a compiled train step (no loss, run eagerly) is
-    counted by `model.flops()` alone.
+    training step once. A model without a compiled train step (no loss, run eagerly), or a
+    step for any batch size (`batch_size=None`, counted at 1), is counted by `model.flops()`
+    alone.
 
     Args:
         model, batch_size, x, y, keep_shapes: as for `step_graph`.
@@ -469,6 +470,8 @@ def step_flops(model, batch_size: int | None = 32, *, x=None, y=None,
     """
     batch_size = validation.positive_int("batch_size", batch_size, allow_none=True)
     inputs = x if keep_shapes else None
+    if batch_size is None and not keep_shapes:  # a step for any batch: FLOPs need fixed ones
+        return model_flops(model, batch_size, inputs)
     try:
         steps, x_spec, y_spec = _prepared_steps(model, "train", batch_size, x, y, keep_shapes)
         return _traced_with_flops(model, steps.train_step, ((x_spec, y_spec, None),),
