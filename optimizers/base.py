@@ -7,6 +7,8 @@ optimizers, and a second-order optimizer (`SecondOrderOptimizer`) overrides what
     build(variables)            creates the optimizer's state before the first trace (outside
                                 it, under `tf.init_scope`), so a compiled step only reads and
                                 assigns it
+    built_for(variables)        whether that state exists for every variable, so a step
+                                traced now creates nothing; False when it cannot tell
     minimize(loss_fn, variables, batch)
                                 one step; `loss_fn() -> (loss, ForwardPass)`; `batch`, a
                                 `StepBatch`, holds what re-running the model takes and what
@@ -118,6 +120,14 @@ class BaseOptimizer(tf.Module):
         """Creates the state for `variables` before the first step is traced; the default
         has none."""
         del variables
+
+    def built_for(self, variables) -> bool:
+        """Whether `build(variables)` has nothing left to create: a step traced now with
+        these variables creates no optimizer state (`model.flops()` traces with a copy of an
+        optimizer that would). The base class cannot tell what a subclass's `build` creates
+        and says False; an optimizer that can tell overrides it."""
+        del variables
+        return False
 
     def minimize(self, loss_fn: Callable[[], tuple[Any, Any]], variables,
                  batch=None) -> tuple[Any, Any]:

@@ -380,6 +380,12 @@ class Optimizer(BaseOptimizer):
                 # eagerly here, never inside a trace.
                 self._slots.append(slots)
 
+    def built_for(self, variables: Iterable[tf.Variable]) -> bool:
+        """Whether `build` has made the slots of every variable in `variables` (a variable
+        without slots, as under plain SGD, counts once `build` has seen it), so that `build`
+        creates nothing more for them."""
+        return all(as_tf_variable(v).ref() in self._index.position for v in variables)
+
     def slot_initial_value(self, slot_name: str, variable: tf.Variable) -> tf.Tensor:
         """The initial value of a slot (zeros of the variable's shape and dtype)."""
         del slot_name

@@ -99,7 +99,8 @@ def run(args) -> int:
     if x is not None:
         y = y[:batch_size]
     stages = gf_inspect.STAGES if args.stage == "all" else (args.stage,)
-    flops, notes = gf_inspect.model_flops(model, batch_size, inputs=x)
+    # Counted on the compiled train step's graph, traced here once: its report reuses it.
+    flops, notes = gf_inspect.step_flops(model, batch_size, x=x, y=y, keep_shapes=x is not None)
     print(f"{args.recipe}: model {model.name!r} ({len(model.layers)} layers, dtype policy "
           f"{model.dtype_policy.name}), steps traced for {traced_for}; nothing was run or "
           f"trained.")

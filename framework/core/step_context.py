@@ -12,6 +12,9 @@ It is the one channel between a step and its parts:
 - **gradients out**: `minimize` reports the gradients it computed with `record_gradients`
   when something records them (TensorBoard's gradient histograms), and the scale it
   multiplied the loss by with `record_loss_scale` (a `LossScaleOptimizer`).
+- **observers**: an `observing(observer)` block lets `graphfit.inspect` watch a step traced
+  inside without changing it: the default `train_step` marks its phases for the observer,
+  and the gradients `minimize` reports reach it without being asked for.
 - **recorders**: what the step records besides its update (`graphfit.training.recorders`).
 - **what `fit` knows of the step**: the most examples its batches hold
   (`step_types.BatchBound`) and the steps one pass over the training data takes; and the
@@ -50,7 +53,8 @@ from graphfit.core.context_stack import ContextStack
 from graphfit.core.variables import as_tf_variable
 
 __all__ = ["StepContext", "training_step", "checking", "current", "labels_for", "add_loss",
-           "record_gradients", "record_loss_scale", "records_gradients"]
+           "record_gradients", "record_loss_scale", "records_gradients", "observing",
+           "current_observer"]
 
 
 @dataclasses.dataclass
@@ -103,6 +107,8 @@ class StepContext:
 
 
 _contexts: ContextStack[StepContext] = ContextStack()
+# The observers of the open `observing` blocks, innermost last.
+_observers: ContextStack[Any] = ContextStack()
 
 
 @contextlib.contextmanager
@@ -216,18 +222,55 @@ def records_gradients() -> bool:
 @graphfit_api
 def record_gradients(gradients: Sequence[Any], variables: Sequence[tf.Variable]) -> None:
     """Reports the gradients of the loss a `minimize` computed; a no-op unless the open step
-    records them.
+    records them or an `observing` block is open.
 
     The base `minimize` reports the raw gradients, as the tape returns them (before clipping
     and weight decay). A custom `train_step`, or a `minimize` override with a gradient of the
     loss, may report it the same way; None gradients are skipped.
     """
     context = current()
-    if context is None or context.gradients is None:
-        return
+    records = [] if context is None or context.gradients is None else [context.gradients]
+    observer = _observers.top()
+    if observer is not None:
+        records.append(observer.gradients)
     for gradient, variable in zip(gradients, variables):
         if gradient is not None:
-            context.gradients[as_tf_variable(variable).ref()] = gradient
+            for record in records:
+                record[as_tf_variable(variable).ref()] = gradient
+
+
+@contextlib.contextmanager
+def observing(observer) -> Iterator[Any]:
+    """Lets `observer` watch the training steps traced inside the block, without changing
+    them; yields it. The default `train_step` calls `observer.mark(phase)` where each of its
+    phases starts (a `graphfit.training.steps.StepProbe`), and the gradients `minimize`
+    reports go into `observer.gradients` (a dict, `{variable.ref(): gradient}`) without
+    asking for any: `records_gradients()` answers as without the block, so the step traced is
+    the one `fit` runs (Levenberg–Marquardt computes no loss gradient it does not need).
+    `graphfit.inspect` observes the trace of a compiled step this way, to count its FLOPs on
+    its own graph.
+
+    Example:
+
+        >>> import types
+        >>> import tensorflow as tf
+        >>> from graphfit.core import step_context
+        >>> w = tf.Variable(1.0)
+        >>> watcher = types.SimpleNamespace(gradients={}, mark=lambda phase: None)
+        >>> with step_context.observing(watcher):
+        ...     with step_context.training_step(None):
+        ...         asked = step_context.records_gradients()
+        ...         step_context.record_gradients([tf.constant(2.0)], [w])
+        >>> asked, float(watcher.gradients[w.ref()])
+        (False, 2.0)
+    """
+    with _observers.push(observer):
+        yield observer
+
+
+def current_observer():
+    """The observer of the innermost open `observing` block, or None."""
+    return _observers.top()
 
 
 def record_loss_scale(scale) -> None:

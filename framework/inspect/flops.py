@@ -35,7 +35,9 @@ uses are left out, as `tf.function` prunes them (`flops_graph`). The keys:
 - training_step: the whole step, `forward_train + loss + backward + update`. It is traced like
   the compiled train step (`CompiledSteps._train_step`: forward pass, loss, `minimize`, update
   hooks); with an optimizer that has no slots yet, a copy from its config is traced, so the
-  model and its optimizer are left as they were.
+  model and its optimizer are left as they were. Where the compiled train step is traced
+  anyway (`graphfit.inspect.step_graph`, `graphfit inspect`), the step is not traced again:
+  its graph is counted, with the same counts (`step=`, `flops_tracing.StepTrace`).
 - per_layer: {layer name: {"forward", "forward_train", "backward"}}: a forward op counts for
   the innermost layer whose `call` created it, a gradient op for the layer that owns the name
   scope after `gradient_tape/`; `outside_layers` holds the rest (the loss's gradient, the
@@ -81,14 +83,10 @@ Pitfalls (the report's `notes` says which ones the model met):
 
 from __future__ import annotations
 
-import copy
-
 import tensorflow as tf
 
-from graphfit.core import step_context, update_hooks, validation
-from graphfit.core.step_types import unpack_data
-from graphfit.inspect import flops_graph
-from graphfit.training import steps
+from graphfit.core import validation
+from graphfit.inspect import flops_graph, flops_tracing
 
 __all__ = ["count_flops", "output_rows"]
 
@@ -106,7 +104,8 @@ _UNCOMPILED_STEP = ("model not compiled: gradient of the sum of the outputs (tra
                     "with respect to the trainable variables; no update")
 
 
-def count_flops(model, batch_size: int = 1, inputs=None) -> dict:
+def count_flops(model, batch_size: int = 1, inputs=None, *,
+                step: flops_tracing.StepTrace | None = None) -> dict:
     """Counts the FLOPs of `model`'s forward pass and training step at `batch_size`.
 
     Args:
@@ -119,6 +118,12 @@ def count_flops(model, batch_size: int = 1, inputs=None) -> dict:
             rows are not the examples: a graph batch's nodes and edges. The labels then have
             a row per row of the model's output (per graph), and `batch_size` is not used.
             Only shapes and dtypes matter.
+        step: a `flops_tracing.StepTrace` recorded while the model's compiled train step was
+            traced for these inputs (`graphfit.inspect.step_graph` records one): the training
+            step is counted on that graph instead of being traced again. The counts are the
+            same; where that graph is not the step counted here (`StepTrace.unusable_for`: a
+            step traced before the recording, an overridden `train_step`, a
+            Levenberg-Marquardt step), the step is traced as without it.
 
     Returns:
         A dict with "forward", "backward", "update", "training_step" (ints), "per_layer"
@@ -139,23 +144,34 @@ def count_flops(model, batch_size: int = 1, inputs=None) -> dict:
     batch_size = validation.positive_int("batch_size", batch_size)
     model.require_built("flops()")
     if inputs is None:
-        x_spec = _at_batch(model.built_input_spec, batch_size, model, "inputs")
+        x_spec = flops_tracing.at_batch(model.built_input_spec, batch_size, model, "inputs")
     else:
         x_spec = tf.nest.map_structure(_spec_of, model.arrange_inputs(inputs))
         batch_size = output_rows(model, x_spec)
     state = model.compile_state
     compiled = state is not None and state.loss_set is not None and state.optimizer is not None
-    owners = flops_graph.LayerOwners(model)
+    reused = compiled and step is not None and step.unusable_for(x_spec) is None
+    owners = step.owners if reused else flops_graph.LayerOwners(model)
 
     with owners.recording():
-        forward_graph = _trace(lambda x: model(x, training=False), x_spec)
-        if compiled:
-            train_graph, marks = _trace_training_step(model, state, x_spec, batch_size)
-        else:
-            train_graph, marks = _trace_output_gradient(model, x_spec)
+        forward_graph = flops_tracing.trace(lambda x: model(x, training=False), x_spec)
+    # The training step's graph: the compiled step's, recorded as it was traced, else a copy.
+    # Counted as the copy is: its loss alone (what only the compiled step's other outputs
+    # use, such as outputs without a loss, is left out of both) and without the compiled
+    # step's own ops around the default train_step (its context's reads).
+    loss_only, outside = None, ()
+    if reused:
+        train_graph, marks, loss_only = step.graph, step.marks, [step.loss]
+        outside = step.wrapper_ops()
+    elif compiled:
+        train_graph, marks = flops_tracing.trace_training_step(model, state, x_spec,
+                                                               batch_size, owners)
+    else:
+        train_graph, marks = flops_tracing.trace_output_gradient(model, x_spec, owners)
     forward_stats, train_stats = flops_graph.GraphStats(), flops_graph.GraphStats()
     forward_ops = _ranked(forward_graph, flops_graph.op_flops(forward_graph, forward_stats))
-    train_ops = _ranked(train_graph, flops_graph.op_flops(train_graph, train_stats))
+    train_ops = _ranked(train_graph, flops_graph.op_flops(train_graph, train_stats,
+                                                          outputs=loss_only, outside=outside))
     phase_of = _phases(train_graph, marks)
 
     per_layer = {layer.name: {"forward": 0, "forward_train": 0, "backward": 0}
@@ -228,122 +244,6 @@ def _shapes_text(spec) -> str:
     else:
         parts = [str(list(s.shape)) for s in tf.nest.flatten(spec)]
     return "the shapes " + ", ".join(parts)
-
-
-def _at_batch(spec, batch_size: int, model, what: str):
-    """The spec structure with the batch axis set to `batch_size`; every shape static."""
-
-    def fix(s):
-        if s is None:
-            return None
-        shape = [batch_size, *s.shape.as_list()[1:]]
-        if None in shape:
-            raise ValueError(
-                f"FLOPs are counted from static shapes, but model {model.name!r} has {what} of "
-                f"shape {tuple(s.shape.as_list())} with unknown dimensions besides the batch "
-                f"axis. Build it for a fixed shape, e.g. model.build((None, 28, 28, 1))."
-            )
-        return tf.TensorSpec(shape, s.dtype)
-
-    return tf.nest.map_structure(fix, spec)
-
-
-def _trace(fn, *specs) -> tf.Graph:
-    return tf.function(fn).get_concrete_function(*specs).graph
-
-
-def _op_count() -> int:
-    return len(tf.compat.v1.get_default_graph().get_operations())
-
-
-class _OpCountProbe(steps.StepProbe):
-    """Records the op count of the graph being traced where each phase starts."""
-
-    def __init__(self, marks: dict):
-        self.marks = marks
-
-    def mark(self, phase: str) -> None:
-        self.marks[phase] = _op_count()
-
-
-def _trace_training_step(model, state, x_spec, batch_size: int):
-    """The compiled training step's computation, traced: (graph, marks of where each part
-    starts in the graph's op order)."""
-    variables = list(model.trainable_variables)
-    loss_set = state.loss_set
-    if not loss_set.built:  # build a copy: the compiled LossSet is left as it was
-        loss_set = copy.copy(loss_set)
-        loss_set.build(model.output_names, model.dtype)
-    y_spec, weight_spec = _label_specs(model, state, loss_set, batch_size)
-    optimizer = _optimizer_for_tracing(state.optimizer, variables)
-    marks: dict = {}
-
-    probe = _OpCountProbe(marks)
-
-    def step(x, y, sample_weight):
-        with step_context.training_step(None, record_gradients=True) as context:
-            gradients = context.gradients  # what minimize reports
-            result = steps.train_step(model, (x, y, sample_weight), probe=probe,
-                                      loss_set=loss_set, optimizer=optimizer)
-        marks["gradients"] = list(gradients.values())
-        return result.loss
-
-    return _trace(step, x_spec, y_spec, weight_spec), marks
-
-
-def _trace_output_gradient(model, x_spec):
-    """An uncompiled model's stand-in step: the gradient of the sum of its outputs."""
-    variables = list(model.trainable_variables)
-    marks: dict = {}
-
-    def step(x):
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(variables)
-            marks["forward"] = _op_count()
-            with update_hooks.collect_updates():  # dropped: nothing is assigned
-                outputs = model(x, training=True)
-            marks["loss"] = _op_count()
-            total = tf.add_n([tf.reduce_sum(o) for o in tf.nest.flatten(outputs)])
-        marks["minimize"] = _op_count()
-        gradients = tape.gradient(total, variables) if variables else []
-        marks["gradients"] = gradients
-        marks["update_hooks"] = _op_count()
-        return total, gradients
-
-    return _trace(step, x_spec), marks
-
-
-def _label_specs(model, state, loss_set, batch_size: int):
-    """Label and sample-weight specs: those of the traced train step when fit ran, else
-    labels like the outputs (integer class ids for a sparse categorical loss)."""
-    signature = state.steps.train_data_spec if state.steps else None
-    if signature is not None:
-        _, y_spec, weight_spec = unpack_data(signature)
-        return (_at_batch(y_spec, batch_size, model, "labels"),
-                _at_batch(weight_spec, batch_size, model, "sample weights"))
-
-    def label(output_spec, output):
-        shape = [batch_size, *output_spec.shape.as_list()[1:]]
-        if loss_set.kind(output).labels == "sparse_categorical":
-            return tf.TensorSpec(shape[:-1], tf.int32)
-        return tf.TensorSpec(shape, output_spec.dtype)
-
-    names, spec = model.output_names, model.output_spec
-    if names is None:
-        return label(spec, None), None
-    return {name: label(spec[name], name) for name in names if name in loss_set.losses}, None
-
-
-def _optimizer_for_tracing(optimizer, variables):
-    """The optimizer when it already has slots for `variables` (tracing creates nothing);
-    else a fresh copy from its config, so the user's optimizer gets no slots from us."""
-    position = getattr(getattr(optimizer, "_index", None), "position", None)
-    if position is not None and all(v.ref() in position for v in variables):
-        return optimizer
-    try:
-        return type(optimizer).from_config(optimizer.get_config())
-    except (AttributeError, NotImplementedError, TypeError, ValueError):
-        return optimizer  # builds its slots (zeros) as the first fit would
 
 
 # ------------------------------------------------------------------------- attribution

@@ -151,15 +151,17 @@ def _profile(graph: tf.Graph) -> tuple[dict[str, int], int]:
     return per_op, int(match.group(1)) if match else 0
 
 
-def _live_ops(graph: tf.Graph) -> set[str] | None:
+def _live_ops(graph: tf.Graph, needed=None) -> set[str] | None:
     """Names of the ops a function call runs: its stateful ops, its control outputs and what
     they or its outputs depend on. TensorFlow prunes the other (stateless, unused) ops when it
     instantiates a function, e.g. the input gradient of a first convolution that the tape never
-    asked for. None for a graph that is not a function (every op counts)."""
+    asked for. None for a graph that is not a function (every op counts). `needed`: the only
+    outputs whose inputs count; the others' own ops are kept, what only they use is not."""
     outputs = getattr(graph, "outputs", None)
     if outputs is None:
         return None
-    stack = [t.op for t in outputs if t is not None] + list(graph.control_outputs)
+    roots = outputs if needed is None else needed
+    stack = [t.op for t in roots if t is not None] + list(graph.control_outputs)
     stack += [op for op in graph.get_operations() if _is_stateful(op)]
     live: set[str] = set()
     while stack:
@@ -168,6 +170,8 @@ def _live_ops(graph: tf.Graph) -> set[str] | None:
             live.add(op.name)
             stack.extend(t.op for t in op.inputs)
             stack.extend(op.control_inputs)
+    if needed is not None:  # the other outputs' own ops (identities) are returned
+        live.update(t.op.name for t in outputs if t is not None)
     return live
 
 
@@ -209,12 +213,15 @@ class _Counter:
         self.registered = _registered_types()
         self.function_totals: dict[str, int] = {}
 
-    def ops(self, graph: tf.Graph) -> dict[str, int]:
+    def ops(self, graph: tf.Graph, needed=None, outside=frozenset()) -> dict[str, int]:
         per_op, incomplete = _profile(graph)
         self.stats.incomplete_shapes += incomplete
-        live = _live_ops(graph)
+        live = _live_ops(graph, needed)
         totals = {}
         for op in graph.get_operations():
+            if op.name in outside:
+                totals[op.name] = 0
+                continue
             flops = per_op.get(op.name, 0)
             if op.type in _CONVOLUTION_GRADIENTS and not flops:
                 flops = _convolution_gradient_flops(op, *_CONVOLUTION_GRADIENTS[op.type](op))
@@ -253,18 +260,25 @@ class _Counter:
         return self.function_totals[name]
 
 
-def op_flops(graph: tf.Graph, stats: GraphStats | None = None) -> dict[str, int]:
+def op_flops(graph: tf.Graph, stats: GraphStats | None = None, outputs=None,
+             outside=frozenset()) -> dict[str, int]:
     """FLOPs of each op of `graph`, with the FLOPs of the functions it calls added to it.
 
     Args:
         graph: a traced graph (a `ConcreteFunction.graph`) with static shapes.
         stats: a `GraphStats` that receives what the counting met (loops, conditionals,
             ops counted 0); a new one when None.
+        outputs: the outputs of `graph` to count for, None: all. Ops that only the other
+            outputs use are left out as unused (a compiled train step counted as the loss
+            alone needs it).
+        outside: names of ops that are not part of what is counted (a compiled step's own
+            ops around the training step counted): 0 FLOPs, and not in `stats`.
 
     Returns:
         {op name: FLOPs} for every op of `graph`, in the graph's creation order.
     """
-    return _Counter(graph, stats if stats is not None else GraphStats()).ops(graph)
+    counter = _Counter(graph, stats if stats is not None else GraphStats())
+    return counter.ops(graph, outputs, frozenset(outside))
 
 
 class LayerOwners:

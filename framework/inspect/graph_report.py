@@ -26,12 +26,13 @@ import tensorflow as tf
 from graphfit.core import validation
 from graphfit.inspect import flops as flops_lib
 from graphfit.inspect import grappler, xla_report
+from graphfit.inspect.flops_tracing import StepTrace
 from graphfit.inspect.grappler import OpCounts, PassEffect
 from graphfit.inspect.xla_report import XlaReport
 from graphfit.training.feeds import SpecFeed
 
-__all__ = ["GraphReport", "ModelCounts", "function_graph", "step_graph", "model_flops",
-           "flops_line", "STAGES"]
+__all__ = ["GraphReport", "ModelCounts", "function_graph", "step_graph", "step_flops",
+           "model_flops", "flops_line", "STAGES"]
 
 STAGES = ("train", "test", "predict")
 
@@ -399,8 +400,12 @@ def step_graph(model, stage: str = "train", batch_size: int | None = 32, *, x=No
     else:
         function = steps.train_step if stage == "train" else steps.test_step
         args = ((x_spec, y_spec, None),)
-    flop_counts, notes = (model_flops(model, batch_size, x if keep_shapes else None)
-                          if flops else (None, []))
+    flop_counts, notes = None, []
+    if flops and stage == "train":
+        flop_counts, notes = _traced_with_flops(model, function, args, batch_size,
+                                                x if keep_shapes else None)
+    elif flops:
+        flop_counts, notes = model_flops(model, batch_size, x if keep_shapes else None)
     setting = model.compile_state.jit_compile_setting
     # fit, evaluate and predict call the model's loops under its optimizer's Grappler
     # settings (CompiledSteps), so the pipeline shown is the one they run.
@@ -426,11 +431,50 @@ def _setting_text(setting, jit: bool, model) -> str:
     return f"jit_compile={setting}"
 
 
-def model_flops(model, batch_size: int | None,
-                inputs=None) -> tuple[dict | None, list[str]]:
+def model_flops(model, batch_size: int | None, inputs=None, *,
+                step: StepTrace | None = None) -> tuple[dict | None, list[str]]:
     """(`model.flops(batch_size=..., inputs=...)`, []) from `graphfit.inspect.flops`, or
-    (None, [why not])."""
+    (None, [why not]); `step`: the compiled train step's `StepTrace`, to count on its graph
+    (`count_flops`)."""
     try:
-        return model.flops(batch_size=batch_size or 1, inputs=inputs), []
+        return flops_lib.count_flops(model, batch_size or 1, inputs, step=step), []
     except Exception as error:  # FLOPs are one line of the report; keep the rest
         return None, [f"FLOPs not computed: {type(error).__name__}: {error}"]
+
+
+def _traced_with_flops(model, train_step, args, batch_size, inputs):
+    """Traces the compiled `train_step` for `args` (unless it was traced before), recording
+    the trace, and counts the model's FLOPs on its graph: the step is traced once, for its
+    report and its FLOPs. A step traced before is counted as `model.flops()` counts."""
+    trace = StepTrace(model)
+    with trace.recording():
+        train_step.get_concrete_function(*args)
+    return model_flops(model, batch_size, inputs, step=trace)
+
+
+def step_flops(model, batch_size: int | None = 32, *, x=None, y=None,
+               keep_shapes: bool = False) -> tuple[dict | None, list[str]]:
+    """(FLOPs, notes) as `model_flops` gives them, counted on the graph of the model's
+    compiled train step, traced here as `step_graph(model, "train", ...)` traces it for the
+    same arguments, which then reports on this trace: a caller that wants the FLOPs apart
+    from the step reports (`graphfit inspect` prints them once for all stages) traces the
+    training step once. A model without a compiled train step (no loss, run eagerly), or a
+    step for any batch size (`batch_size=None`, counted at 1), is counted by `model.flops()`
+    alone.
+
+    Args:
+        model, batch_size, x, y, keep_shapes: as for `step_graph`.
+
+    Returns:
+        (`model.flops(...)`'s dict, []), or (None, [why not]).
+    """
+    batch_size = validation.positive_int("batch_size", batch_size, allow_none=True)
+    inputs = x if keep_shapes else None
+    if batch_size is None and not keep_shapes:  # a step for any batch: FLOPs need fixed ones
+        return model_flops(model, batch_size, inputs)
+    try:
+        steps, x_spec, y_spec = _prepared_steps(model, "train", batch_size, x, y, keep_shapes)
+        return _traced_with_flops(model, steps.train_step, ((x_spec, y_spec, None),),
+                                  batch_size, inputs)
+    except Exception:  # no train step to trace: count alone, as the report would say why
+        return model_flops(model, batch_size, inputs)

@@ -11,7 +11,10 @@ One training step (traced once, optionally compiled by XLA):
     update hooks applied, once, after the optimizer's update
 
 `fit`, `graphfit.inspect` and `model.flops()` all trace this one function: `inspect` through
-the compiled steps, `flops` with a `StepProbe` that marks where each phase begins.
+the compiled steps, `flops` with a `StepProbe` that marks where each phase begins: passed to
+a copy of the step it traces, or, where `inspect` traces the compiled step anyway, opened
+around that trace as the step's observer (`core.step_context.observing`), so that the step
+is traced once.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ __all__ = ["StepProbe", "train_step", "test_step", "predict_step", "compute_loss
 class StepProbe:
     """Called where each phase of the training step begins; does nothing by default.
 
-    `graphfit.inspect.flops` subclasses it to count the ops of each phase. The phases, in
-    order: "forward", "loss", "minimize" (the first forward pass only: a second-order
-    optimizer runs more), then "update_hooks".
+    `graphfit.inspect.flops` subclasses it to count the ops of each phase, on a copy of the
+    step it traces or as the observer of a compiled step (`step_context.observing`, which
+    also hands it the gradients `minimize` reports in `gradients`). The phases, in
+    order: "step" (the default `train_step` begins), "forward", "loss", "minimize" (the first
+    forward pass only: a second-order optimizer runs more), then "update_hooks".
     """
 
     def mark(self, phase: str) -> None:
@@ -114,7 +119,7 @@ def _step_batch(model, loss_set, data, losses: _TrainingLoss, context):
     return batch, replicas.combined_loss
 
 
-def train_step(model, data, *, probe: StepProbe = _NO_PROBE, loss_set=None,
+def train_step(model, data, *, probe: StepProbe | None = None, loss_set=None,
                optimizer=None) -> StepResult:
     """The default `Model.train_step`: one optimizer step on `data`.
 
@@ -125,13 +130,16 @@ def train_step(model, data, *, probe: StepProbe = _NO_PROBE, loss_set=None,
     Args:
         model: the compiled model.
         data: (x,), (x, y) or (x, y, sample_weight).
-        probe: marks the phases of the step (for FLOP counts).
+        probe: marks the phases of the step (for FLOP counts); None: the observer of an
+            open `step_context.observing` block, if any.
         loss_set, optimizer: stand-ins for the compiled ones (FLOP counts trace with copies,
             so that counting creates no optimizer slots and builds no loss).
 
     Returns:
         The `StepResult` with the loss and outputs before the update.
     """
+    probe = probe or step_context.current_observer() or _NO_PROBE
+    probe.mark("step")
     loss_set = loss_set or _compiled_loss(model, "fit")
     loss_set.bind(model)
     optimizer = optimizer or model.optimizer

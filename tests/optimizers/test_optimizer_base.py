@@ -41,6 +41,19 @@ def test_minimize_requires_a_pair():
         optimizers.SGD().minimize(lambda: w * w, [w])
 
 
+def test_built_for_says_whether_build_would_create_anything():
+    w, b = tf.Variable([1.0, 2.0]), tf.Variable(0.0)
+    adam, plain = optimizers.Adam(0.1), optimizers.SGD(0.1)  # plain SGD keeps no slots
+    for optimizer in (adam, plain):
+        assert not optimizer.built_for([w])
+        optimizer.build([w])
+        assert optimizer.built_for([w]) and not optimizer.built_for([w, b])
+        assert optimizer.built_for([])
+    assert adam.get_slot(w, "momentum") is not None  # what built_for stands for: its slots
+    # The base class cannot tell what a subclass's build creates: it says no.
+    assert not optimizers.LevenbergMarquardt().built_for([w])
+
+
 def test_missing_gradients_warn_once_per_trace_and_skip_the_variable():
     used, unused = tf.Variable(1.0, name="used"), tf.Variable(1.0, name="unused")
     optimizer = optimizers.Adam(0.1)

@@ -34,10 +34,14 @@ def workdir(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_every_shipped_recipe_is_inspected(name, workdir, capsys):
+def test_every_shipped_recipe_is_inspected(name, workdir, capsys, train_step_traces):
     before = sorted(os.listdir(workdir / "runs"))
     assert cli.main(["inspect", os.path.join(RECIPES, name)]) == 0
     out = capsys.readouterr().out
+    # The compiled train step is traced once, for its report and its FLOPs; a probed copy of
+    # the step besides only where that graph is not the one counted (Levenberg-Marquardt,
+    # a dataset's unknown batch size, at which no FLOPs can be counted).
+    assert train_step_traces.count("compiled") == 1, train_step_traces
     for stage in gf_inspect.STAGES:
         assert re.search(rf"\n{stage} step of model '\w+' \(x: ", out)
     assert out.count("  Grappler (TensorFlow's graph optimizer") == 3
@@ -45,6 +49,7 @@ def test_every_shipped_recipe_is_inspected(name, workdir, capsys):
     assert "nothing was run or trained" in out and "\nvariables: " in out
     assert sorted(os.listdir(workdir / "runs")) == before  # nothing written
     if name == "quickstart.yaml":
+        assert train_step_traces == ["compiled"], "inspect traced the training step twice"
         # Dense 64 -> BatchNormalization -> Dropout -> Dense 10 on 64 pixels.
         assert re.search(r"variables: 6 trainable \(4,938 parameters\), 2 non-trainable \(128 "
                          r"values\), 2 update hooks \((batch_normalization\w*)/moving_mean "
