@@ -166,3 +166,23 @@ def test_no_retrace_for_new_data_lengths_starts_or_fixed_values(bounded):
 def test_bad_bounds_fixed_and_masks_are_named(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_a_start_one_float_inside_a_two_sided_bound_still_moves():
+    # One float below max the sigmoid's slope is about 1e-16·(max − min): the fit stopped at
+    # once on ftol with b still on its bound (χ² 43.87 where the bounded optimum has 39.10).
+    # A start that close begins sqrt(ε)·(max − min) inside now, in both loops.
+    from scipy.optimize import minimize_scalar
+
+    rng = np.random.default_rng(3)
+    x = np.linspace(0.0, 10.0, 40)
+    y = 5.0 * np.exp(0.3 * x) * (1.0 + 0.02 * rng.standard_normal(40))
+    best = minimize_scalar(lambda b: np.sum((y - 5.0886 * np.exp(b * x)) ** 2),
+                           bounds=(0.0, 0.298), method="bounded", options={"xatol": 1e-14})
+    for loop in ("python", "traced"):
+        fit = fitting.fit_curve("a*exp(b*x)", x, y, loop=loop, p0={
+            "a": {"value": 5.0886, "vary": False},
+            "b": {"value": np.nextafter(0.298, 0.0), "min": 0.0, "max": 0.298}})
+        assert fit.converged, (loop, fit.reason)
+        np.testing.assert_allclose(fit.values["b"], best.x, rtol=1e-7)
+        np.testing.assert_allclose(fit.chi_square, best.fun, rtol=1e-9)
