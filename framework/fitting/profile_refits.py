@@ -128,22 +128,15 @@ class CurveRefits:
 
     def _inside(self, starts: dict) -> dict:
         """Starts strictly inside their bounds, as `fit_curve` takes them: a value that
-        rounded onto a one-sided bound (a parameter that ended there) moves to the next
-        float inside; one within `sqrt(ε)·(max − min)` of either end of a two-sided bound
-        moves to that distance. There the sigmoid's slope dp/du is about 1e-8·(max − min),
-        enough for LM to come off the bound; one float inside it is about 1e-16, and the
-        re-fit stopped at once on ftol with the parameter still on its bound (χ² 43.9
-        against 39.1: an interval cut short by 40 % without a warning)."""
+        rounded onto a bound (a parameter that ended there) moves to the next float inside,
+        and `fit_curve` starts it `sqrt(ε)·(max − min)` inside a two-sided bound, where the
+        transform's slope lets it come off (as any `fit_curve` start)."""
         inside = dict(starts)
-        margin = math.sqrt(np.finfo(np.float64).eps)
         for spec in self.held.specs.values():
-            if not spec.bounded:
-                continue
-            low, high = np.nextafter(spec.min, math.inf), np.nextafter(spec.max, -math.inf)
-            if math.isfinite(spec.min) and math.isfinite(spec.max):
-                low, high = (spec.min + margin * (spec.max - spec.min),
-                             spec.max - margin * (spec.max - spec.min))
-            inside[spec.name] = float(np.clip(starts[spec.name], low, high))
+            if spec.bounded:
+                inside[spec.name] = float(np.clip(starts[spec.name],
+                                                  np.nextafter(spec.min, math.inf),
+                                                  np.nextafter(spec.max, -math.inf)))
         return inside
 
     def _evaluated(self, value: float) -> Refit:
