@@ -328,6 +328,8 @@ def _default_labels(model, state, batch_size):
             return None
         if not state.loss_set.built:  # its kinds are known once it has the outputs
             state.loss_set.build(model.output_names, model.dtype)
+            # `needed` was counted from the losses before they were built (none yet)
+            needed = state.outputs_needing_labels(names)
         return labels(None) if names is None else {n: labels(n) for n in needed}
 
     return default_labels
