@@ -2,7 +2,8 @@
 
 A training checkpoint holds everything a fit needs to carry on as if it had never stopped:
 
-- the model's variables, Dropout generators' states and moving statistics included;
+- the model's variables, Dropout generators' states and moving statistics included, and the
+  seed state of the Keras layers inside it (`graphfit.saving.random_state`);
 - the optimizer's `iterations`, learning rate and slots (momentum, Adam moments);
 - the model's `FitState`: the epochs completed and the shuffle seed of the fit, so a resumed
   fit draws the same per-epoch sample orders;
@@ -44,6 +45,7 @@ import tensorflow as tf
 from graphfit.core import validation
 from graphfit.saving import checkpoint_files, weights_io
 from graphfit.saving.input_position import input_position, share_input_position
+from graphfit.saving.random_state import random_state
 
 __all__ = ["Checkpointer", "FitState", "fit_state", "optimizer_parts", "restore_latest",
            "resume_point", "share_fit_state"]
@@ -201,6 +203,9 @@ class Checkpointer:
             objects["records"] = self._records
         if position:
             objects["input_position"] = input_position(self.model)
+        seeds = random_state(self.model)
+        if seeds is not None:
+            objects["random_state"] = seeds
         objects.update(optimizer_parts(optimizer))
         return objects
 
@@ -388,11 +393,12 @@ def optimizer_parts(optimizer) -> dict:
 
 
 def _present_in(saved: dict, objects: dict, optional=()) -> dict:
-    """`objects` less an optional part ("input_position", and the optimizer's parts other
-    than itself, `optional`: a loss scale, evaluation counts) that the checkpoint (`saved`:
-    its variable names) does not hold: it keeps its value."""
+    """`objects` less an optional part ("input_position", "random_state" (a checkpoint
+    written before seed state was saved), and the optimizer's parts other than itself,
+    `optional`: a loss scale, evaluation counts) that the checkpoint (`saved`: its variable
+    names) does not hold: it keeps its value."""
     return {k: v for k, v in objects.items()
-            if k not in ("loss_scale", "input_position", *optional)
+            if k not in ("loss_scale", "input_position", "random_state", *optional)
             or any(key.startswith(k + "/") for key in saved)}
 
 

@@ -101,6 +101,33 @@ def test_resumed_fit_equals_an_uninterrupted_one(tmp_path, jit_compile, steps_pe
                                   uninterrupted.variables[0].numpy())
 
 
+def test_a_keras_layer_s_dropout_resumes_its_random_stream(tmp_path):
+    # Keras's SeedGenerator state is not among the Keras layer's weights or checkpoint
+    # dependencies: the checkpoint's `random_state` part carries it, so the resumed fit
+    # draws the masks the uninterrupted one drew.
+    import keras
+
+    def build():
+        model = gf.Sequential([layers.Dense(8, activation="relu"),
+                               layers.KerasLayer(keras.layers.Dropout(0.4, seed=3)),
+                               layers.Dense(1)])
+        model.compile(optimizer=gf.optimizers.SGD(0.05), loss="mse")
+        return model
+
+    gf.set_seed(0)
+    uninterrupted = build()
+    _fit(uninterrupted, str(tmp_path / "a"), epochs=4)
+    gf.set_seed(0)
+    _fit(build(), str(tmp_path / "b"), epochs=2)
+    saved = dict(tf.train.list_variables(str(tmp_path / "b" / "latest" / "ckpt-2")))
+    assert [name for name in saved if name.startswith("random_state/")] == [
+        "random_state/seeds/0/.ATTRIBUTES/VARIABLE_VALUE"]
+    resumed = build()
+    checkpoints.restore_latest(resumed, str(tmp_path / "b"))
+    _fit(resumed, str(tmp_path / "b"), epochs=4, initial_epoch=2)
+    _assert_same_state(_full_state(uninterrupted), _full_state(resumed))
+
+
 def test_fit_draws_a_shuffle_seed_only_when_starting_and_counts_epochs():
     x, y = _data()
     model = _build_model()
