@@ -235,9 +235,24 @@ def _resume(args):
         raise _BadInput(error) from None
 
 
-def _train(args) -> int:
+def _checked_recipe(args, safe: bool = False, start_workers: bool = False):
+    """`args.recipe` with `args.overrides`, checked (`check_draft`). Its file, YAML and
+    `--set` mistakes are reported before TensorFlow starts; `start_workers`: a multi-worker
+    recipe's strategy is created before the check runs any TensorFlow op."""
     from graphfit.recipes.reading.draft import read_draft
 
+    draft = read_draft(args.recipe, args.overrides)
+    _start_tensorflow(args)
+    from graphfit.recipes.reading.recipe import check_draft
+
+    if start_workers:
+        from graphfit.recipes.running import distribution
+
+        distribution.start_early(args.recipe, args.overrides)
+    return check_draft(draft, safe=safe)
+
+
+def _train(args) -> int:
     if args.resume:
         _start_tensorflow(args)
         result = _resume(args)
@@ -245,18 +260,9 @@ def _train(args) -> int:
         raise _BadInput("train needs a recipe file, or --resume RUN_DIR")
     else:
         _check_run_dir_argument(args.run_dir)
-        draft = read_draft(args.recipe, args.overrides)  # its mistakes come before TensorFlow
-        _start_tensorflow(args)
-        from graphfit.recipes.reading.recipe import check_draft
-        from graphfit.recipes.running import (
-            distribution,
-            many_fits_run,
-            run_directory,
-            training_run,
-        )
+        recipe = _checked_recipe(args, start_workers=True)
+        from graphfit.recipes.running import many_fits_run, run_directory, training_run
 
-        distribution.start_early(args.recipe, args.overrides)  # before any TensorFlow op
-        recipe = check_draft(draft)
         if many_fits_run.is_many_fits(recipe.config):  # one formula, many data sets
             return _fit_many(recipe, args.run_dir)
         try:
@@ -304,15 +310,10 @@ def _check_run_dir_argument(run_dir: str | None) -> None:
 
 
 def _validate(args) -> int:
-    from graphfit.recipes.reading.draft import read_draft
-
-    draft = read_draft(args.recipe, args.overrides)  # its mistakes come before TensorFlow
-    _start_tensorflow(args)
+    recipe = _checked_recipe(args, safe=args.safe)
     from graphfit.core.variables import count_parameters
-    from graphfit.recipes.reading.recipe import check_draft
     from graphfit.recipes.running import distribution, many_fits_run, runner
 
-    recipe = check_draft(draft, safe=args.safe)
     if many_fits_run.is_many_fits(recipe.config):  # no user code: its data alone is loaded
         curves = many_fits_run.load_curves(recipe)
         section = recipe.config["fit_many"]
@@ -397,13 +398,7 @@ def _sizes(counts: dict) -> str:
 
 
 def _print_config(args) -> int:
-    from graphfit.recipes.reading.draft import read_draft
-
-    draft = read_draft(args.recipe, args.overrides)  # its mistakes come before TensorFlow
-    _start_tensorflow(args)
-    from graphfit.recipes.reading.recipe import check_draft
-
-    print(check_draft(draft).to_yaml(), end="")
+    print(_checked_recipe(args).to_yaml(), end="")
     return EXIT_OK
 
 
