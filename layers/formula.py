@@ -155,7 +155,7 @@ class Formula(Layer):
             )
         self._check_columns(int(columns) - (1 if self.data_sets else 0), input_shape)
         for param, spec in self.specs.items():
-            initial = spec.internal(spec.value)
+            initial = spec.internal_start(spec.value)  # off a two-sided bound
             self._parameters[param] = self.add_weight(
                 param, np.shape(initial), initializer=_constant(initial),
                 trainable=spec.vary)

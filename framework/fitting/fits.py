@@ -465,18 +465,11 @@ def _details(expression, specs, result, fixed, x) -> tuple:
 
 
 def _internal(spec, starts: np.ndarray) -> np.ndarray:
-    """A bounded parameter's starts (strictly inside its bounds) as internal values.
-
-    A start within `sqrt(ε)·(max − min)` of either end of a two-sided bound starts that far
-    inside: one float inside the bound the sigmoid's slope dp/du is about 1e-16·(max − min),
-    and the fit stopped at once on ftol with the parameter still there (χ² 43.9 where the
-    optimum has 39.1); at sqrt(ε) it is about 1e-8·(max − min), enough to come off."""
+    """A bounded parameter's starts (strictly inside its bounds) as internal values, those
+    next to a two-sided bound moved off it (`ParameterSpec.internal_start`)."""
     outside = ~((starts > spec.min) & (starts < spec.max))
     if spec.bounded and np.any(outside):
         raise ValueError(f"p0: the starts of {spec.name!r} must lie strictly inside its bounds "
                          f"[{spec.min:g}, {spec.max:g}] (the transformed parameter reaches a "
                          f"bound only in the limit). Received: {starts[outside][:3].tolist()}")
-    if spec.bounded and np.isfinite(spec.min) and np.isfinite(spec.max):
-        margin = np.sqrt(np.finfo(np.float64).eps) * (spec.max - spec.min)
-        starts = np.clip(starts, spec.min + margin, spec.max - margin)
-    return spec.internal(starts)
+    return spec.internal_start(starts)

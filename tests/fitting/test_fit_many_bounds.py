@@ -186,3 +186,20 @@ def test_a_start_one_float_inside_a_two_sided_bound_still_moves():
         assert fit.converged, (loop, fit.reason)
         np.testing.assert_allclose(fit.values["b"], best.x, rtol=1e-7)
         np.testing.assert_allclose(fit.chi_square, best.fun, rtol=1e-9)
+
+
+def test_a_formula_layer_started_next_to_a_bound_starts_off_it_as_fit_curve_does():
+    # The layer's variable starts by fit_curve's rule (ParameterSpec.internal_start): one
+    # float inside, dp/du was about 1e-16·(max − min) and Adam (its epsilon 1e-7 dwarfs such
+    # a gradient) left b where it began; sqrt(ε)·(max − min) inside, it comes off.
+    x = np.linspace(0.0, 10.0, 40)
+    y = 5.0 * np.exp(0.25 * x)
+    formula = layers.Formula("a*exp(b*x)", params={
+        "a": {"value": 5.0, "vary": False},
+        "b": {"value": np.nextafter(0.298, 0.0), "min": 0.0, "max": 0.298}}, dtype="float64")
+    model = gf.Sequential([formula], input_shape=(1,), dtype="float64")
+    margin = np.sqrt(np.finfo(np.float64).eps) * 0.298
+    np.testing.assert_allclose(formula.values()["b"], 0.298 - margin, rtol=1e-15)
+    model.compile(optimizer=optimizers.Adam(0.1), loss="mse")
+    model.fit(x, y, batch_size=None, epochs=100, verbose=0)
+    assert formula.values()["b"] < 0.298 - 1e3 * margin
