@@ -410,10 +410,9 @@ def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile,
     jtj = np.zeros((len(y), len(specs), len(specs)))
     jtj[:, vary[:, None] & vary[None, :]] = (
         result.jtj * scale[:, :, None] * scale[:, None, :]).reshape(len(y), -1)
-    status = report.parameter_status(params, [s.min for s in specs], [s.max for s in specs],
-                                     vary)
-    free = status == "varied"
     chi_square = np.sum(np.square(result.residuals), -1)  # the residuals are r/σ
+    status = _statuses(params, specs, vary, jtj, chi_square, points, absolute_sigma)
+    free = status == "varied"
     dof = points - np.count_nonzero(free, axis=1)
     cov = covariances(jtj, chi_square, dof, bool(absolute_sigma), free)
     errors = np.sqrt(np.abs(np.diagonal(cov, axis1=1, axis2=2)))
@@ -429,6 +428,23 @@ def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile,
                     bounds=(tuple(s.min for s in specs), tuple(s.max for s in specs)),
                     details=_details(expression, specs, result, starts[:, ~vary], x),
                     weighted=np.any((weights != 0) & (weights != 1), axis=1))
+
+
+def _statuses(params, specs, vary, jtj, chi_square, points, absolute_sigma) -> np.ndarray:
+    """`report.parameter_status` `[N, p]`; for a data set with a parameter near a bound,
+    against the standard errors of its varying parameters all taken as free."""
+    lows, highs = [s.min for s in specs], [s.max for s in specs]
+    near = report.parameter_status(params, lows, highs, vary)
+    rows = np.any((near != "varied") & (near != "fixed"), axis=1)
+    if not np.any(rows):
+        return near
+    free = np.broadcast_to(vary, near.shape)[rows]
+    cov = covariances(jtj[rows], chi_square[rows], points[rows] - np.count_nonzero(vary),
+                      bool(absolute_sigma), free)
+    errors = np.sqrt(np.abs(np.diagonal(cov, axis1=1, axis2=2)))
+    status = near.copy()
+    status[rows] = report.parameter_status(params[rows], lows, highs, vary, errors)
+    return status
 
 
 def _details(expression, specs, result, fixed, x) -> tuple:
