@@ -127,16 +127,21 @@ class CurveRefits:
         return Refit(fit.chi_square, converged, fit.reason)
 
     def _inside(self, starts: dict) -> dict:
-        """Starts strictly inside their bounds, as `fit_curve` takes them: a value that
-        rounded onto a bound (a parameter that ended there) moves to the next float inside,
-        and `fit_curve` starts it `sqrt(ε)·(max − min)` inside a two-sided bound, where the
-        transform's slope lets it come off (as any `fit_curve` start)."""
+        """Starts strictly inside their bounds, as `fit_curve` takes them. `fit_curve` starts
+        a value next to a two-sided bound `sqrt(ε)·(max − min)` inside it; a value on a
+        one-sided bound (a parameter that ended there) starts `sqrt(ε)·max(1, |bound|)`
+        inside here. One float inside, the softplus's slope dp/du equals the gap (5e-324
+        from 0) and the re-fit never moved the parameter off the bound, where the profile
+        with it free is lower: an interval 44 % short."""
         inside = dict(starts)
         for spec in self.held.specs.values():
             if spec.bounded:
-                inside[spec.name] = float(np.clip(starts[spec.name],
-                                                  np.nextafter(spec.min, math.inf),
-                                                  np.nextafter(spec.max, -math.inf)))
+                low, high = np.nextafter(spec.min, math.inf), np.nextafter(spec.max, -math.inf)
+                if not math.isfinite(spec.max):  # min only
+                    low = _one_sided_start(spec.min, 1)
+                elif not math.isfinite(spec.min):  # max only
+                    high = _one_sided_start(spec.max, -1)
+                inside[spec.name] = float(np.clip(starts[spec.name], low, high))
         return inside
 
     def _evaluated(self, value: float) -> Refit:
@@ -151,6 +156,11 @@ class CurveRefits:
             residuals = curve.residuals(np.zeros((1, 0)))
         self.evaluations += 1
         return Refit(float(np.sum(np.square(residuals))), True, "nothing to fit")
+
+
+def _one_sided_start(bound: float, side: int) -> float:
+    """The nearest start to a one-sided `bound` a re-fit begins at (`side` 1: a min)."""
+    return bound + side * math.sqrt(np.finfo(np.float64).eps) * max(1.0, abs(bound))
 
 
 def _sigma_and_mask(sample_weight, points: int):

@@ -118,6 +118,41 @@ def test_a_profile_next_to_a_two_sided_bound_ends_where_the_exact_profile_crosse
                                        err_msg=f"b ≤ {b_max}: a's end {end}")
 
 
+def test_a_profile_with_another_parameter_on_a_one_sided_bound_lets_it_come_off():
+    # c >= 0 ends on its bound; profiling k, the re-fits started c one float inside (5e-324,
+    # where the softplus's slope is the gap) and left it there, so k's upper end was the
+    # profile's with c held at 0 and below: 0.7016 where it is 0.7050 (44 % of the half
+    # width short). The reference: the profile χ² by SciPy's bounded least_squares, a and c
+    # free, c >= 0, at each end graphfit gives, against graphfit's own threshold.
+    from scipy import optimize
+
+    rng = np.random.default_rng(5)
+    x = np.linspace(0.0, 5.0, 30)
+    y = 2.0 * np.exp(-0.7 * x) + 0.003 + rng.normal(0.0, 0.01, 30)
+
+    def profile(k):
+        best = optimize.least_squares(lambda q: q[0] * np.exp(-k * x) + q[1] - y, [2.0, 0.01],
+                                      bounds=([-np.inf, 0.0], np.inf), xtol=1e-15, ftol=1e-15)
+        return 2.0 * best.cost
+
+    formula = layers.Formula("a*exp(-k*x) + c", params={
+        "a": 1.0, "k": 0.3, "c": {"value": 0.1, "min": 0.0}}, dtype="float64")
+    model = gf.Sequential([formula], input_shape=(1,), dtype="float64")
+    model.compile(optimizer="LevenbergMarquardt", loss="mse")
+    model.fit(x[:, None], y[:, None], batch_size=None, epochs=500, verbose=0)
+    report = model.fit_report(x[:, None], y[:, None])
+    assert report.parameters[2].status == "at lower bound"
+    chi_min = report.statistics["chi_square"]
+    threshold = intervals.f_threshold(chi_min, report.dof, 0.95)
+    low, high = intervals.profile_intervals(model, x[:, None], y[:, None], names=["k"],
+                                            report=report)["k"]
+    assert high > 0.704  # c comes off its bound on this side
+    for end in (low, high):
+        np.testing.assert_allclose(np.sqrt(profile(end) - chi_min),
+                                   np.sqrt(threshold - chi_min), rtol=1e-5,
+                                   err_msg=f"k's end {end}")
+
+
 def test_a_fit_without_degrees_of_freedom_has_no_profile_and_says_why():
     # 3 points, 3 parameters: the F-test threshold divides by dof = 0 (a bare
     # ZeroDivisionError before); a clear ValueError now, and no linear interval either.
