@@ -416,6 +416,12 @@ def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile,
     dof = points - np.count_nonzero(free, axis=1)
     cov = covariances(jtj, chi_square, dof, bool(absolute_sigma), free)
     errors = np.sqrt(np.abs(np.diagonal(cov, axis1=1, axis2=2)))
+    # Where the covariance is defined, an inf error is a parameter the data do not determine
+    # (`covariances`' pseudo-inverse), as the report names it.
+    defined = np.all(np.isfinite(jtj), axis=(1, 2)) & np.isfinite(chi_square) & (
+        (dof > 0) | bool(absolute_sigma))
+    status = np.where(free & defined[:, None] & np.isinf(errors), "undetermined",
+                      status).astype(object)
     with np.errstate(divide="ignore", invalid="ignore"):
         plain = np.where(weights > 0, result.residuals / weights, 0.0)
     return ManyFits(names=names, params=params, standard_errors=errors,

@@ -114,7 +114,8 @@ class CurveFit:
             point and, with geodesic acceleration, two more per trial).
         jacobian_evaluations: evaluations of the Jacobian (SciPy's njev: the start and
             each trial point).
-        status: `{name: "varied", "fixed", "at lower bound" or "at upper bound"}`.
+        status: `{name: "varied", "fixed", "at lower bound", "at upper bound" or
+            "undetermined"}` (varied, but the data do not determine it: no standard error).
         dof: points minus the parameters that vary and are not on a bound.
         chi_square: `Σ (r/σ)²`, the weighted sum the fit minimises (`rss` without sigma).
 
@@ -169,7 +170,8 @@ class ManyFits:
         total: `[N]` `Σ w (y − ȳ_w)²` (w = 1/σ²), the denominator of R².
         absolute_sigma: whether σ was read as known errors.
         points: `[N]` the points of each data set (padding excluded).
-        status: `[N, p]` "varied", "fixed", "at lower bound" or "at upper bound".
+        status: `[N, p]` "varied", "fixed", "at lower bound", "at upper bound" or
+            "undetermined" (varied, but the data do not determine it: no standard error).
         jacobian_evaluations: `[N]` evaluations of the Jacobian (SciPy's njev: the start
             and each trial point, with that point's residuals in one backward pass).
         bounds: `(min [p], max [p])` the parameters' bounds (-inf, inf: none).
@@ -230,8 +232,9 @@ class ManyFits:
 
     @property
     def free(self) -> np.ndarray:
-        """`[N, p]` bool: the parameter varied and did not end on a bound."""
-        return self.status == "varied"
+        """`[N, p]` bool: the parameter varied and did not end on a bound (undetermined
+        parameters included: they count in the dof, as in the report)."""
+        return np.isin(self.status, ("varied", "undetermined"))
 
     @property
     def at_bound(self) -> np.ndarray:

@@ -40,6 +40,9 @@ def test_degenerate_model_keeps_the_determined_standard_errors():
     assert single["k"].stderr == pytest.approx(k_error, rel=1e-6)
     assert fit.standard_errors["k"] == pytest.approx(k_error, rel=1e-6)
     assert np.isinf(fit.standard_errors["a"]) and np.isinf(fit.standard_errors["b"])
+    # The statuses say what the report says; a and b still count in the dof.
+    assert fit.status == {"a": "undetermined", "b": "undetermined", "k": "varied"}
+    assert fit.dof == X.size - 3
     assert np.all(np.isinf(fit.covariance[:2, :2])) and np.isfinite(fit.covariance[2, 2])
     for report in (fit.report(), fitting.fit_many(
             DEGENERATE, X, np.stack([Y, Y]), p0={"a": 1.0, "b": 1.0, "k": 0.5}).report(1)):
@@ -52,6 +55,8 @@ def test_degenerate_model_keeps_the_determined_standard_errors():
     many = fitting.fit_many(DEGENERATE, X, np.stack([Y, 2.0 * Y]),
                             p0={"a": 1.0, "b": 1.0, "k": 0.5})
     assert np.isinf(many.standard_errors[:, :2]).all()
+    assert (many.status[:, :2] == "undetermined").all() and many.free.all()
+    assert many.statistics()["varying_parameters"].tolist() == [3, 3]
     np.testing.assert_allclose(many.standard_errors[0, 2], k_error, rtol=1e-6)
     assert np.isfinite(many.standard_errors[1, 2])
 
