@@ -9,7 +9,7 @@ from typing import Mapping
 import numpy as np
 
 from graphfit.core import validation
-from graphfit.fitting import arguments, batched_lm, python_lm, report
+from graphfit.fitting import arguments, batched_lm, bound_status, python_lm, report
 from graphfit.fitting.results import CurveFit, ManyFits, covariances
 from graphfit.optimizers.levenberg_marquardt import convergence as lm_convergence
 
@@ -437,10 +437,10 @@ def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile,
 
 
 def _statuses(params, specs, vary, jtj, chi_square, points, absolute_sigma) -> np.ndarray:
-    """`report.parameter_status` `[N, p]`; for a data set with a parameter near a bound,
+    """`bound_status.parameter_status` `[N, p]`; for a data set with a parameter near a bound,
     against the standard errors of its varying parameters all taken as free."""
     lows, highs = [s.min for s in specs], [s.max for s in specs]
-    near = report.parameter_status(params, lows, highs, vary)
+    near = bound_status.parameter_status(params, lows, highs, vary)
     rows = np.any((near != "varied") & (near != "fixed"), axis=1)
     if not np.any(rows):
         return near
@@ -449,7 +449,7 @@ def _statuses(params, specs, vary, jtj, chi_square, points, absolute_sigma) -> n
                       bool(absolute_sigma), free)
     errors = np.sqrt(np.abs(np.diagonal(cov, axis1=1, axis2=2)))
     status = near.copy()
-    status[rows] = report.parameter_status(params[rows], lows, highs, vary, errors)
+    status[rows] = bound_status.parameter_status(params[rows], lows, highs, vary, errors)
     return status
 
 

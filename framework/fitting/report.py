@@ -48,6 +48,12 @@ from typing import Any
 import numpy as np
 
 from graphfit.fitting import arguments, covariance, text
+from graphfit.fitting.bound_status import (
+    BOUND_ERROR_FRACTION,
+    BOUND_TOLERANCE,
+    model_statuses,
+    parameter_status,
+)
 from graphfit.fitting.covariance import RANK_TOLERANCE
 from graphfit.fitting.jacobian import model_outputs, parameter_jacobian
 from graphfit.fitting.parameters import model_parameters
@@ -58,14 +64,6 @@ __all__ = ["FitReport", "ParameterResult", "fit_report", "assemble", "fit_statis
 
 # |correlation| above this is flagged.
 STRONG_CORRELATION = 0.9
-# A parameter within this fraction of its range (or of max(1, |bound|) with one bound) of a
-# bound is reported on it, when also within BOUND_ERROR_FRACTION of its standard error.
-BOUND_TOLERANCE = 1e-7
-# ... of its standard error as a free parameter: a bound that holds a parameter leaves it
-# 1e-14 of its error or less from the bound (or exactly on it), while an optimum inside the
-# bounds may lie closer than BOUND_TOLERANCE's scale (a rate of 5e-8 with min 0, or 0.05 in
-# [0, 1e6]) yet hundreds of its errors away.
-BOUND_ERROR_FRACTION = 1e-3
 
 
 @dataclasses.dataclass
@@ -183,40 +181,6 @@ def _plain(value):
     return value
 
 
-def parameter_status(values, lows, highs, vary, free_errors=None) -> np.ndarray:
-    """Each parameter's status, `[N, p]` text for values `[N, p]` and per-parameter bounds
-    and `vary`: "fixed", "at lower bound", "at upper bound" or "varied".
-
-    A parameter is on a bound within `BOUND_TOLERANCE` of its range (or of max(1, |bound|)
-    with one bound) and, where `free_errors` `[N, p]` gives its standard error as a free
-    parameter (finite and positive), within `BOUND_ERROR_FRACTION` of that error.
-    """
-    values = np.asarray(values, np.float64)
-    lows, highs = np.asarray(lows, np.float64), np.asarray(highs, np.float64)
-    both = np.isfinite(lows) & np.isfinite(highs)
-    one = np.where(np.isfinite(lows), lows, highs)
-    with np.errstate(invalid="ignore"):
-        scale = np.where(both, highs - lows, np.maximum(1.0, np.abs(one))) * BOUND_TOLERANCE
-        if free_errors is not None:
-            errors = np.asarray(free_errors, np.float64)
-            known = np.isfinite(errors) & (errors > 0)
-            scale = np.where(known, np.minimum(scale, BOUND_ERROR_FRACTION * errors), scale)
-        low = np.isfinite(lows) & (values - lows <= scale)
-        high = np.isfinite(highs) & (highs - values <= scale)
-    status = np.where(low, "at lower bound", np.where(high, "at upper bound", "varied"))
-    return np.where(np.asarray(vary, bool), status, "fixed").astype(object)
-
-
-def free_errors(weighted_jacobian, names, chi_square: float, dof: int,
-                absolute_sigma: bool) -> np.ndarray:
-    """The standard errors of `names` all taken as free (`[p]`; inf where the data do not
-    determine one): what `parameter_status` compares a distance to a bound with."""
-    solved = covariance.from_jacobian(weighted_jacobian, list(names))
-    scale = 1.0 if absolute_sigma else (chi_square / dof if dof > 0 else math.inf)
-    errors = dict(zip(solved["free"], np.sqrt(np.abs(np.diag(solved["covariance"])) * scale)))
-    return np.array([errors.get(name, math.inf) for name in names], np.float64)
-
-
 def _weights(sample_weight, shape) -> np.ndarray:
     if sample_weight is None:
         return np.ones(shape)
@@ -271,7 +235,7 @@ def fit_report(model, x, y, sample_weight=None, absolute_sigma: bool = False,
     free = [i for i, p in enumerate(parameters) if p.vary]
     jacobian = parameter_jacobian(model, x, [parameters[i] for i in free]) if free else \
         np.zeros((fitted.size, 0))
-    statuses = _statuses(parameters, free, jacobian * rows[:, None],
+    statuses = model_statuses(parameters, free, jacobian * rows[:, None],
                          float(np.sum(np.square(residuals * rows))), points, absolute_sigma)
     keep = [k for k, i in enumerate(free) if statuses[i] == "varied"]
     varying, jacobian = [parameters[free[k]] for k in keep], jacobian[:, keep]
@@ -281,23 +245,6 @@ def fit_report(model, x, y, sample_weight=None, absolute_sigma: bool = False,
                     strong_correlation, _fit_state(model), _data_sets(
                         model, x, residuals, rows, observed.ravel(), parameters),
                     weighted=_is_weighted(weights))
-
-
-def _statuses(parameters, free, weighted_jacobian, chi_square: float, points: int,
-              absolute_sigma: bool) -> list[str]:
-    """`parameter_status` of a model's parameters; `free`: the indices of those that vary,
-    the columns of `weighted_jacobian`."""
-    def row(attribute):
-        return np.array([[getattr(p, attribute) for p in parameters]], np.float64)
-
-    near = parameter_status(row("value"), row("min"), row("max"), [p.vary for p in parameters])
-    errors = None
-    if np.any((near != "varied") & (near != "fixed")):  # near a bound: how near, in errors?
-        errors = np.full((1, len(parameters)), np.nan)
-        errors[0, free] = free_errors(weighted_jacobian, [parameters[i].name for i in free],
-                                      chi_square, points - len(free), absolute_sigma)
-    return [str(s) for s in parameter_status(row("value"), row("min"), row("max"),
-                                             [p.vary for p in parameters], errors)[0]]
 
 
 def assemble(parameters, statuses, solved: dict[str, Any], statistics: dict[str, Any],

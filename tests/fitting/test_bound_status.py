@@ -1,5 +1,5 @@
 """Which parameters a fit reports on a bound: near it in the bounds' scale and within a
-fraction of its standard error (`report.BOUND_ERROR_FRACTION`), so an optimum inside the
+fraction of its standard error (`bound_status.BOUND_ERROR_FRACTION`), so an optimum inside the
 bounds keeps its standard error however small it is next to the bounds' scale.
 
 Reference: SciPy's `curve_fit` on the same data without bounds (the optimum lies inside
@@ -12,7 +12,7 @@ from scipy.optimize import curve_fit
 
 import graphfit as gf
 from graphfit import fitting, layers, optimizers
-from graphfit.fitting import report
+from graphfit.fitting import bound_status
 
 
 def _decay(x, a, k):
@@ -72,11 +72,11 @@ def test_a_bound_that_holds_its_parameter_is_still_reported():
 def test_the_error_fraction_decides_only_near_a_bound():
     values = np.array([[5e-8, 1e-17, 0.5]])
     lows, highs, vary = [0.0, 0.0, 0.0], [np.inf, np.inf, 1.0], [True, True, True]
-    assert report.parameter_status(values, lows, highs, vary).tolist() == [
+    assert bound_status.parameter_status(values, lows, highs, vary).tolist() == [
         ["at lower bound", "at lower bound", "varied"]]
     errors = np.array([[1.5e-10, 5e-3, 1e9]])
-    assert report.parameter_status(values, lows, highs, vary, errors).tolist() == [
+    assert bound_status.parameter_status(values, lows, highs, vary, errors).tolist() == [
         ["varied", "at lower bound", "varied"]]
     unknown = np.array([[np.inf, np.nan, 0.0]])  # no error: the distance alone decides
-    assert report.parameter_status(values, lows, highs, vary, unknown).tolist() == [
+    assert bound_status.parameter_status(values, lows, highs, vary, unknown).tolist() == [
         ["at lower bound", "at lower bound", "varied"]]
