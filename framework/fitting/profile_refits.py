@@ -118,31 +118,14 @@ class CurveRefits:
         """The re-fit with the parameter held at `value`."""
         if not any(spec.vary for spec in self.held.specs.values()):
             return self._evaluated(value)  # nothing else to fit: χ² at `value` itself
-        fit = fit_curve(self.held, self.x, self.y, p0=self._inside(self.starts.nearest(value)),
-                        sigma=self.sigma, mask=self.mask, max_steps=self.epochs)
+        starts = _off_bounds(self.held, self.starts.nearest(value))
+        fit = fit_curve(self.held, self.x, self.y, p0=starts, sigma=self.sigma, mask=self.mask,
+                        max_steps=self.epochs)
         self.evaluations += 1
         converged = fit.reason_code != lm_convergence.NOT_CONVERGED  # not max_steps
         if converged and math.isfinite(fit.chi_square):
             self.starts.add(value, fit.values)
         return Refit(fit.chi_square, converged, fit.reason)
-
-    def _inside(self, starts: dict) -> dict:
-        """Starts strictly inside their bounds, as `fit_curve` takes them. `fit_curve` starts
-        a value next to a two-sided bound `sqrt(ε)·(max − min)` inside it; a value on a
-        one-sided bound (a parameter that ended there) starts `sqrt(ε)·max(1, |bound|)`
-        inside here. One float inside, the softplus's slope dp/du equals the gap (5e-324
-        from 0) and the re-fit never moved the parameter off the bound, where the profile
-        with it free is lower: an interval 44 % short."""
-        inside = dict(starts)
-        for spec in self.held.specs.values():
-            if spec.bounded:
-                low, high = np.nextafter(spec.min, math.inf), np.nextafter(spec.max, -math.inf)
-                if not math.isfinite(spec.max):  # min only
-                    low = _one_sided_start(spec.min, 1)
-                elif not math.isfinite(spec.min):  # max only
-                    high = _one_sided_start(spec.max, -1)
-                inside[spec.name] = float(np.clip(starts[spec.name], low, high))
-        return inside
 
     def _evaluated(self, value: float) -> Refit:
         specs = tuple(self.held.specs.values())
@@ -158,9 +141,30 @@ class CurveRefits:
         return Refit(float(np.sum(np.square(residuals))), True, "nothing to fit")
 
 
-def _one_sided_start(bound: float, side: int) -> float:
-    """The nearest start to a one-sided `bound` a re-fit begins at (`side` 1: a min)."""
-    return bound + side * math.sqrt(np.finfo(np.float64).eps) * max(1.0, abs(bound))
+def _off_bounds(formula, starts: dict) -> dict:
+    """A re-fit's starts moved off the bounds a parameter ended on: `sqrt(ε)·(max − min)`
+    inside a two-sided bound, `sqrt(ε)·max(1, |bound|)` inside a one-sided one (ε of the
+    formula's dtype). On a bound, the transform's slope dp/du is 0 (the sigmoid saturates)
+    or the gap itself (the softplus: 5e-324 one float above 0), and the re-fit never moved
+    the parameter off it, where the profile with it free is lower: an interval 44 % short."""
+    import tensorflow as tf
+
+    resolution = math.sqrt(np.finfo(tf.as_dtype(formula.dtype).as_numpy_dtype).eps)
+    moved = dict(starts)
+    for spec in formula.specs.values():
+        if not spec.bounded:
+            continue
+        if math.isfinite(spec.min) and math.isfinite(spec.max):
+            low = spec.min + resolution * (spec.max - spec.min)
+            high = spec.max - resolution * (spec.max - spec.min)
+        else:
+            bound = spec.min if math.isfinite(spec.min) else spec.max
+            margin = resolution * max(1.0, abs(bound))
+            low, high = (spec.min + margin, math.inf) if math.isfinite(spec.min) else \
+                (-math.inf, spec.max - margin)
+        value = np.clip(np.asarray(starts[spec.name], np.float64), low, high)
+        moved[spec.name] = value.tolist() if value.ndim else float(value)
+    return moved
 
 
 def _sigma_and_mask(sample_weight, points: int):
@@ -203,7 +207,7 @@ class ModelRefits:
     def chi_square(self, value: float) -> Refit:
         """The re-fit with the parameter held at `value`."""
         x, y, weights = self.data
-        self.clone.set_values(self.starts.nearest(value))
+        self.clone.set_values(_off_bounds(self.clone, self.starts.nearest(value)))
         self.model.optimizer.reset_state()
         self.model.fit(x, y, sample_weight=weights, batch_size=None, epochs=self.epochs,
                        verbose=0)
