@@ -248,7 +248,7 @@ def _checked_recipe(args, safe: bool = False, start_workers: bool = False):
     if start_workers:
         from graphfit.recipes.running import distribution
 
-        distribution.start_early(args.recipe, args.overrides)
+        distribution.start_early_from(draft.document)
     return check_draft(draft, safe=safe)
 
 

@@ -30,7 +30,8 @@ from graphfit.recipes.reading.problems import Problem, RecipeError
 from graphfit.recipes.reading.schema import INVALID, Checker
 from graphfit.recipes.reading.yaml_source import MAX_BYTES, parse_yaml
 
-__all__ = ["check_environment", "strategy_for", "start_early", "is_chief", "describe_worker"]
+__all__ = ["check_environment", "strategy_for", "start_early", "start_early_from", "is_chief",
+           "describe_worker"]
 
 _CREATED: dict = {}  # (strategy, devices, timeout) -> the strategy made for it in this process
 
@@ -179,6 +180,12 @@ def start_early(path: str, overrides=()):
         apply_overrides(document, list(overrides))
     except (OSError, UnicodeDecodeError, RecipeError):
         return None
+    return start_early_from(document)
+
+
+def start_early_from(document):
+    """`start_early` of a recipe already read (a `Document`, its overrides applied: a
+    `Draft`'s), which the command line reads before TensorFlow starts."""
     value = document.data.get("distribute") if isinstance(document.data, dict) else None
     if value is None:
         return None

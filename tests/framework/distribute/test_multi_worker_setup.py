@@ -73,6 +73,15 @@ def test_start_early_reads_the_section_and_its_overrides_only(tmp_path, monkeypa
     path.write_text(RECIPE.replace("epochs: 1", "epochs: -3"))
     assert distribution.start_early(str(path), ["distribute.timeout=30"]) == "strategy"
     assert made == [30.0]
+    # The command line's way: the draft it read before TensorFlow started, not the file again.
+    from graphfit.recipes.reading.draft import read_draft
+
+    monkeypatch.setattr(distribution, "_CREATED", {})
+    draft = read_draft(str(path), ["distribute.timeout=20"])
+    path.unlink()
+    assert distribution.start_early_from(draft.document) == "strategy" and made == [30.0, 20.0]
+    made.pop()
+    path.write_text(RECIPE)
     # Without TF_CONFIG the full check reports it at its key; nothing is created.
     monkeypatch.delenv("TF_CONFIG")
     assert distribution.start_early(str(path)) is None and made == [30.0]
