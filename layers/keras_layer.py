@@ -36,7 +36,9 @@ class KerasLayer(Layer):
     generator state) is not assigned on the spot: the layer runs inside
     `keras.StatelessScope()` and each recorded assignment becomes a graphfit update hook
     (`add_update`), applied once per training step after the optimizer update, or at once
-    when called eagerly outside `fit`. Freezing the adapter freezes the Keras layer
+    when called eagerly outside `fit`. A call with `training=False` leaves the seed state
+    as it was (Keras's LSTM and GRU advance it at inference too), so evaluating and
+    predicting do not move training's random stream. Freezing the adapter freezes the Keras layer
     (`keras_layer.trainable = False`; a Keras BatchNormalization then runs in inference
     mode). `training` is passed on only when the Keras layer's `call` accepts it.
 
@@ -210,7 +212,11 @@ class KerasLayer(Layer):
             outputs = self.keras_layer(*arguments, **kwargs)
         for loss in scope.losses:  # the Keras layer's add_loss and activity regularizer
             self.add_loss(loss)
-        for variable in self.keras_layer.variables:
+        # Keras's LSTM draws dropout masks at inference too: that seed advance is left out,
+        # so evaluating or predicting leaves training's random stream where it was.
+        kept = self.keras_layer.weights if training is False or training is None \
+            else self.keras_layer.variables
+        for variable in kept:
             new_value = scope.get_current_value(variable)
             if new_value is not None:
                 self.add_update(_tf_variable(variable), new_value)

@@ -35,9 +35,11 @@ only the operating system's write-back protects.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import warnings
 import weakref
 
 import tensorflow as tf
@@ -203,9 +205,7 @@ class Checkpointer:
             objects["records"] = self._records
         if position:
             objects["input_position"] = input_position(self.model)
-        seeds = random_state(self.model)
-        if seeds is not None:
-            objects["random_state"] = seeds
+        objects["random_state"] = random_state(self.model)
         objects.update(optimizer_parts(optimizer))
         return objects
 
@@ -351,6 +351,12 @@ class Checkpointer:
                               optional=set(optimizer_parts(optimizer)) - {"optimizer"})
         if "input_position" not in objects:  # saved at an epoch's end: start it afresh
             input_position(model).batch.assign(0)
+        if "random_state" not in objects and random_state(model).seeds:
+            warnings.warn(
+                f"The checkpoint {path!r} holds no random state for the Keras layers of model "
+                f"{model.name!r} (written by a graphfit that did not save it): their dropout "
+                f"starts from its initial seeds, so the resumed fit will not end with the "
+                f"weights of an uninterrupted one.", stacklevel=4)
         checkpoint = tf.train.Checkpoint(**objects)
         slots = optimizer is not None and _holds_slots(saved)
         if slots:
@@ -359,8 +365,10 @@ class Checkpointer:
         if not built:
             checkpoint.read(path).expect_partial()
             return self._restored(path)
-        if slots:
-            optimizer.build(model.trainable_variables)  # restore fills these slots
+        if slots:  # restore fills these slots; mirrored, as the model's variables are
+            strategy = getattr(getattr(model, "compile_state", None), "strategy", None)
+            with strategy.scope() if strategy is not None else contextlib.nullcontext():
+                optimizer.build(model.trainable_variables)
         variables = _variables_of(model, optimizer, self.fit_state, self._best_value) + [
             input_position(model).batch]
         before = [v.numpy() for v in variables]

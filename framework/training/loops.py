@@ -17,6 +17,7 @@ from graphfit.callbacks import CallbackList
 from graphfit.core import validation
 from graphfit.saving import checkpoints
 from graphfit.saving.input_position import input_position
+from graphfit.saving.random_state import random_state
 from graphfit.training import distribution
 from graphfit.training.batch_hooks import HookSchedule
 from graphfit.training.feeds import make_feed, refuse_python_iterators
@@ -233,6 +234,9 @@ def fit(model, x, y, *, batch_size, epochs, verbose, callbacks, validation_data,
     for stage, feed in feeds.items():
         if feed is not None:
             prepare(model, state, feed, stage)
+    # Built now: the seeds its Keras layers made when built join the model's random state,
+    # filled by a checkpoint restored before (`saving.random_state`).
+    random_state(model)
     # The optimizer's own first (`fit_callbacks`: the end-of-fit finalization of use_ema).
     own = state.optimizer.fit_callbacks() if state.optimizer is not None else []
     callbacks = CallbackList(

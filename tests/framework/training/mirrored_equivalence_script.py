@@ -27,6 +27,7 @@ import keras  # noqa: E402
 
 import graphfit as gf  # noqa: E402
 from graphfit import layers, optimizers  # noqa: E402
+from graphfit.saving import Checkpointer  # noqa: E402
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(96, 5))
@@ -121,6 +122,16 @@ def adam_clipnorm() -> dict:
         fresh = _compile(_mlp(1), optimizers.Adam(0.01), "mse", [])
         fresh.load_weights(path)
         result["checkpoint"] = _max_diff([fresh.predict(X, verbose=0)], [predicted])
+        # A training checkpoint restored outside the scope into a model made inside it: the
+        # restore builds Adam's slots mirrored, as the model's variables are.
+        Checkpointer(os.path.join(folder, "run"), mirrored).save_latest(2)
+        with STRATEGY.scope():
+            again = _compile(_mlp(1), optimizers.Adam(0.01), "mse", [])
+        gf.checkpoints.restore_latest(again, os.path.join(folder, "run"))
+        result["restored_slot_kinds"] = sorted({type(v).__name__
+                                                for v in again.optimizer.variables})
+        result["restored_slots"] = _max_diff([v.numpy() for v in again.optimizer.variables],
+                                             [v.numpy() for v in mirrored.optimizer.variables])
     return result
 
 

@@ -41,6 +41,8 @@ def test_adam_global_clipnorm_auc_evaluate_predict_checkpoint(results):
     assert case["predict_rows"] == 96 and case["predict"] < TOLERANCE
     assert case["predict_dataset"] < TOLERANCE and case["evaluate_dataset"] < TOLERANCE
     assert case["checkpoint"] < TOLERANCE  # written under the strategy, read on one device
+    # restored outside the scope: the slots it builds are mirrored all the same
+    assert case["restored_slot_kinds"] == ["MirroredVariable"] and case["restored_slots"] == 0
 
 
 def test_batch_norm_moving_statistics(results):
