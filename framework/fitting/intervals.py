@@ -11,8 +11,9 @@
   `±sqrt(χ² − χ²_min)`, nearly linear in the parameter, bracketed from the linear interval
   and closed by regula falsi (Illinois). A side that reaches the parameter's bound without
   crossing ends there; one that does not cross within 30 doublings of the first step is NaN.
-  A re-fit below χ²_min (the fit was not at its minimum) or one that does not converge
-  makes its side NaN, with a warning naming the value.
+  A re-fit that does not converge makes its side NaN; one below χ²_min (the fit was not at
+  its minimum) makes every interval NaN, since none is measured from the right χ²; both
+  with a warning naming the value.
 - `band`: the delta method: Var f(x₀) = g C gᵀ, g = ∂f(x₀)/∂p; the confidence band is
   f ± t·sqrt(g C gᵀ), the prediction band f ± t·sqrt(g C gᵀ + s²σ₀²) with s² the reduced χ²
   and σ₀ the new measurement's σ (`sigma=`; 1 without weights), or f ± t·sqrt(g C gᵀ + σ₀²)
@@ -172,6 +173,11 @@ class _NoEnd(Exception):
     """A profile side that cannot give an end (NaN), with the warning that says why."""
 
 
+class _BelowMinimum(_NoEnd):
+    """A re-fit below the fit's χ²: the fit was not at its minimum, so no end measured from
+    its χ² is right, on either side of any parameter."""
+
+
 def _crossing(root, best: float, step: float, side: int, target: float, limit: float,
               tolerance: float) -> float:
     """Where `root(v)` (0 at `best`, growing away from it) reaches `target` on one side:
@@ -219,11 +225,11 @@ def _signed_root(profile, name: str, best: float, chi_min: float):
                 f"converge in {profile.epochs} LM steps ({reason}; χ² = {chi_square:.8g}): "
                 f"no end of {name}'s interval on that side (NaN). More epochs= may help.")
         if chi_square < chi_min * (1 - 1e-9):
-            raise _NoEnd(
+            raise _BelowMinimum(
                 f"profile_intervals: the re-fit with {name} held at {value:.8g} reaches χ² = "
                 f"{chi_square:.8g}, below the fit's χ² = {chi_min:.8g}: the fit was not at "
                 f"its minimum. Fit again (e.g. from {name} = {value:.8g}) and profile that "
-                f"fit; no end of {name}'s interval on that side (NaN).")
+                f"fit; no interval is measured from this one (NaN).")
         return math.sqrt(chi_square - chi_min)
 
     return root
@@ -249,8 +255,9 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
         `{name: (lower, upper)}`; an end is the bound where the profile reaches a bound
         first, NaN where it never crosses within the search (30 doublings of the first
         step, t·stderr: the data do not limit the parameter there), and NaN, with a
-        warning naming the value, where a re-fit does not converge or reaches a χ² below
-        the fit's (the fit was not at its minimum: fit again from there).
+        warning naming the value, where a re-fit does not converge; every end is NaN, with
+        that warning, when a re-fit reaches a χ² below the fit's (the fit was not at its
+        minimum: fit again from there).
 
     Raises:
         ValueError: for a model that is not one Formula, an unknown or fixed name,
@@ -289,6 +296,9 @@ def profile_intervals(model, x, y, sample_weight=None, level: float = 0.95,
             try:
                 ends.append(_crossing(root, parameter.value, step, side, target, limit,
                                       tolerance))
+            except _BelowMinimum as reason:
+                warnings.warn(str(reason), stacklevel=2)
+                return {n: (math.nan, math.nan) for n in chosen}
             except _NoEnd as reason:
                 warnings.warn(str(reason), stacklevel=2)
                 ends.append(math.nan)
