@@ -17,7 +17,7 @@ import argparse
 import dataclasses
 import sys
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "recipe_file", "run"]
 
 STAGE_CHOICES = ("train", "test", "predict", "all")
 
@@ -59,11 +59,10 @@ def _graph_batch(prepared, batch_size):
                    f"{len(first['node_features'])} nodes, {len(first['senders'])} edges")
 
 
-def _recipe_file(path: str) -> str | None:
+def recipe_file(path: str) -> str | None:
     """The recipe to inspect: `path` itself, or the saved recipe of the run directory `path`
     names (None, after saying why, for a directory that is not a finished run)."""
     import os
-    import sys
 
     from graphfit.recipes.running import run_directory
 
@@ -77,16 +76,12 @@ def _recipe_file(path: str) -> str | None:
         return None
 
 
-def run(args) -> int:
-    """Runs `graphfit inspect`; returns the exit code (RecipeError is reported by cli.main)."""
+def run(args, recipe) -> int:
+    """Runs `graphfit inspect` on the checked `recipe` (of `recipe_file(args.recipe)`);
+    returns the exit code."""
     from graphfit import inspect as gf_inspect
-    from graphfit.recipes import load_recipe
     from graphfit.recipes.running import runner
 
-    path = _recipe_file(args.recipe)
-    if path is None:
-        return 2
-    recipe = load_recipe(path, args.overrides)
     if "fit_many" in recipe.config:
         print(f"graphfit: {args.recipe} is a fit_many recipe: it has no model whose steps "
               f"could be inspected (graphfit train fits its formula to every data set)",

@@ -235,13 +235,14 @@ def _resume(args):
         raise _BadInput(error) from None
 
 
-def _checked_recipe(args, safe: bool = False, start_workers: bool = False):
-    """`args.recipe` with `args.overrides`, checked (`check_draft`). Its file, YAML and
-    `--set` mistakes are reported before TensorFlow starts; `start_workers`: a multi-worker
-    recipe's strategy is created before the check runs any TensorFlow op."""
+def _checked_recipe(args, safe: bool = False, start_workers: bool = False,
+                    path: str | None = None):
+    """`args.recipe` (or `path`) with `args.overrides`, checked (`check_draft`). Its file,
+    YAML and `--set` mistakes are reported before TensorFlow starts; `start_workers`: a
+    multi-worker recipe's strategy is created before the check runs any TensorFlow op."""
     from graphfit.recipes.reading.draft import read_draft
 
-    draft = read_draft(args.recipe, args.overrides)
+    draft = read_draft(path or args.recipe, args.overrides)
     _start_tensorflow(args)
     from graphfit.recipes.reading.recipe import check_draft
 
@@ -578,7 +579,10 @@ def _serve(args) -> int:
 def _inspect(args) -> int:
     from graphfit.cli import inspect_command as cli_inspect
 
-    return cli_inspect.run(args)
+    path = cli_inspect.recipe_file(args.recipe)
+    if path is None:
+        return EXIT_BAD_INPUT
+    return cli_inspect.run(args, _checked_recipe(args, path=path))
 
 
 def _tuning(args) -> int:  # graphfit tune, graphfit compare
@@ -595,7 +599,7 @@ def _list(args) -> int:
 
 # Commands that read a recipe's draft (file, YAML, overrides, outline) before they start
 # TensorFlow themselves: its mistakes are reported in a fraction of a second.
-_DRAFT_FIRST = frozenset({"train", "validate", "print-config"})
+_DRAFT_FIRST = frozenset({"train", "validate", "print-config", "inspect"})
 
 _COMMANDS = {"train": _train, "validate": _validate, "print-config": _print_config,
              "evaluate": _evaluate, "predict": _predict, "list": _list, "inspect": _inspect,

@@ -1,10 +1,11 @@
 """The mistakes made while writing a recipe are reported before TensorFlow is imported.
 
 A missing file, a YAML syntax error, a malformed `--set` and a recipe that is not a mapping
-need nothing but the file's text; `graphfit validate`, `train` and `print-config` report them
-with the messages and exit code of the full check, in a fraction of a second instead of after
-TensorFlow's start-up (several seconds). One fresh interpreter runs every case (a process
-that had imported TensorFlow would prove nothing) and says whether TensorFlow was imported.
+need nothing but the file's text; `graphfit validate`, `train`, `print-config` and `inspect`
+report them with the messages and exit code of the full check, in a fraction of a second
+instead of after TensorFlow's start-up (several seconds). One fresh interpreter runs every
+case (a process that had imported TensorFlow would prove nothing) and says whether TensorFlow
+was imported.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ CASES = {
     "override into a list recipe": (
         ["validate", "list.yaml", "--set", "training.epochs=3"], {"list.yaml": "- data\n"},
         "--set training.epochs=3: the recipe is not a mapping, so it has no keys to set"),
+    "yaml syntax error, inspect": (
+        ["inspect", "syntax.yaml"],
+        {"syntax.yaml": "data: {source: moons\nmodel: [{type: Dense, units: 1}]\n"},
+        "syntax.yaml:2:6: YAML syntax error: expected ',' or '}', but got ':' (while parsing "
+        "a flow mapping at line 1, column 7)"),
 }
 
 _PROBE = """
