@@ -7,6 +7,8 @@ import json
 import os
 import time
 
+import numpy as np
+
 __all__ = ["optuna", "make_sampler", "make_pruner", "open_storage", "open_study",
            "shown_url", "StudyError", "FAIL_REASON", "RUN_DIR", "fail_reason"]
 
@@ -37,11 +39,15 @@ def _options(entry: dict) -> dict:
     return {key: value for key, value in entry.items() if key != "type"}
 
 
-def make_sampler(plan, index: int):
+def make_sampler(plan, index: int, trials_before: int = 0):
     """The plan's sampler; process `index` of a study gets seed + index, so two processes
-    never draw the same random points."""
+    never draw the same random points. A study resumed with `trials_before` trials in its
+    storage mixes that count into the seed: the same seed would replay the random points of
+    the first run's trials (TPE's and the random sampler's start draw them from the seed)."""
     samplers = optuna().samplers
     entry, seed = plan.tune["sampler"], plan.seed + index
+    if trials_before:
+        seed = int(np.random.SeedSequence([plan.seed, index, trials_before]).generate_state(1)[0])
     kind, options = entry["type"], _options(entry)
     try:
         if kind == "grid":
@@ -128,6 +134,8 @@ def open_study(plan, storage, index: int = 0):
     study = module.create_study(storage=storage, study_name=plan.study_name,
                                 direction=plan.direction, load_if_exists=True,
                                 sampler=make_sampler(plan, index), pruner=make_pruner(plan))
+    if study.trials:  # resumed: new random points, not the first run's again
+        study.sampler = make_sampler(plan, index, len(study.trials))
     space = json.dumps({"space": plan.tune["space"], "metric": plan.metric}, sort_keys=True)
     stored = study.user_attrs.get(SPACE_ATTR)
     if stored is None:
