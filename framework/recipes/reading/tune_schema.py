@@ -131,7 +131,10 @@ def _choice(spec: dict, path, checker: Checker, depth: int):
         if None in branches.values():
             return None
         return {"type": "choice", "choices": list(options), "branches": branches}
-    if not isinstance(options, list) or not options:
+    if isinstance(options, list) and not options:
+        checker.report(path, "choice has no options; give at least two")
+        return None
+    if not isinstance(options, list):
         checker.report(path, f"choice takes a list of values (or {{option: {{its keys}}}}), "
                              f"got {shown(options)}")
         return None

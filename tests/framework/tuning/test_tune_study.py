@@ -156,6 +156,8 @@ BAD = {
                       "no item 7 here (the list has 4)"),
     "choice without its keys": (["tune.space={optimizer.type: {choice: [SGD, Adam]}}"],
                                 "Adam has no argument 'momentum'"),
+    "choice of nothing": (["tune.space={training.batch_size: {choice: []}}"],
+                          "choice has no options; give at least two"),
     "metric not logged": (["tune.metric=val_auc"], "'val_auc' is not logged"),
     "test metric": (["tune.metric=test_accuracy"], "must not see"),
     "grid of reals": (["tune.sampler=grid"], "the grid sampler needs a finite list"),
