@@ -146,9 +146,11 @@ def _check_metric(plan: StudyPlan, first_corner) -> None:
                    f"(the best trial's test numbers would be too good); use the validation "
                    f"split's {'val_' + metric[5:]!r}")
     elif metric not in keys:
-        hint = did_you_mean(metric, keys, "; did you mean {!r}", otherwise="")
+        hint = did_you_mean(metric, keys, " (did you mean {!r}?)", otherwise="")
+        validation = "" if any(key.startswith("val_") for key in keys) else \
+            " (val_*: add training.validation_split)"
         message = (f"{metric!r} is not logged by this recipe's runs{hint}. They log: "
-                   f"{', '.join(keys)} (val_*: add training.validation_split)")
+                   f"{', '.join(keys)}{validation}")
     else:
         plan.metric = metric
         plan.direction = direction_of({**plan.tune, "metric": metric})

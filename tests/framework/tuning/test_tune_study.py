@@ -159,6 +159,8 @@ BAD = {
     "choice of nothing": (["tune.space={training.batch_size: {choice: []}}"],
                           "choice has no options; give at least two"),
     "metric not logged": (["tune.metric=val_auc"], "'val_auc' is not logged"),
+    "metric misspelt": (["tune.metric=val_acuracy"], "'val_acuracy' is not logged by this "
+                        "recipe's runs (did you mean 'val_accuracy'?). They log: loss, "),
     "test metric": (["tune.metric=test_accuracy"], "must not see"),
     "grid of reals": (["tune.sampler=grid"], "the grid sampler needs a finite list"),
     "unknown pruner option": (["tune.pruner={type: median, patience: 3}"], "patience"),
