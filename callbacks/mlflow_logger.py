@@ -102,6 +102,7 @@ class MLflowLogger(Callback):
         self._client = None
         self._epoch = 0
         self._training = False
+        self._epoch_tests: dict = {}  # the test_* numbers logged with the last epoch
 
     def use_recipe(self, config: dict, run_dir: str) -> None:
         """Called by a recipe run: log its resolved recipe, and its files when it ends."""
@@ -169,6 +170,7 @@ class MLflowLogger(Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._log(logs, epoch)
+        self._epoch_tests = {k: v for k, v in (logs or {}).items() if k.startswith("test_")}
 
     def on_test_end(self, logs=None, stage="test"):
         if not self._training and self._client is not None and stage == "test":
@@ -176,6 +178,12 @@ class MLflowLogger(Callback):
 
     def on_train_end(self, logs=None):
         self._training = False
+        # Training that stopped early (a pruned trial, EarlyStopping) or restored other
+        # weights is tested once more, after its last epoch: logged at that epoch's step, as
+        # a run that trained all its epochs logs its last test.
+        tests = {k: v for k, v in (logs or {}).items()
+                 if k.startswith("test_") and self._epoch_tests.get(k) != v}
+        self._log(tests, self._epoch)
         if self.run_dir is None:  # not a recipe run: nothing more will come
             self.end()
 

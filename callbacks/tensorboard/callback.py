@@ -248,8 +248,11 @@ class TensorBoard(Callback):
         self._stop_profiler()
         self._training = False
         if self.hparams and self._session_written:
+            from graphfit.callbacks.stop_reasons import UnsuccessfulStop
+
+            reason = getattr(self.model, "stop_reason", None)
             with self._runs.writer(tbw.ROOT).as_default():
-                tbw.write_session_end()
+                tbw.write_session_end(success=not isinstance(reason, UnsuccessfulStop))
         self._runs.close()
         self._drop_scratch()
 

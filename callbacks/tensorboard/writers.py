@@ -180,11 +180,13 @@ def write_hparams(hparams: dict, trial_id: str | None = None) -> None:
     hp.hparams(hparams, trial_id=trial_id)
 
 
-def write_session_end() -> None:
-    """Marks the HParams session of the default writer's run as finished successfully (a
-    run that crashed keeps the status "unknown")."""
+def write_session_end(success: bool = True) -> None:
+    """Marks the HParams session of the default writer's run as finished: SUCCESS, or
+    FAILURE for a run stopped as not worth finishing (`UnsuccessfulStop`: a pruned trial;
+    a run that crashed keeps the status "unknown")."""
     from tensorboard.plugins.hparams import api_pb2
     from tensorboard.plugins.hparams import summary as hparams_summary
 
-    proto = hparams_summary.session_end_pb(api_pb2.STATUS_SUCCESS)
+    proto = hparams_summary.session_end_pb(api_pb2.STATUS_SUCCESS if success else
+                                           api_pb2.STATUS_FAILURE)
     tf.summary.experimental.write_raw_pb(proto.SerializeToString(), step=0)

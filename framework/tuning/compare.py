@@ -1,6 +1,7 @@
 """`graphfit compare RUN...`: the runs' final metrics next to the hyperparameters that differ.
 
-A study folder stands for all of its trials' finished runs.
+A study folder stands for all of its trials' finished runs; a study's trials get a `state`
+column (`complete`, `pruned after epoch 1`) from their `trial.json`.
 
 Example:
 
@@ -41,10 +42,11 @@ def expand_runs(paths: list[str]) -> list[str]:
             if not (os.path.realpath(run) in seen or seen.add(os.path.realpath(run)))]
 
 
-def load_runs(runs: list[str]) -> list[tuple[str, dict, dict]]:
-    """(name, flattened recipe, final metrics) of each run directory."""
+def load_runs(runs: list[str]) -> list[tuple[str, dict, dict, str | None]]:
+    """(name, flattened recipe, final metrics, trial state or None) of each run directory."""
     from graphfit.recipes.running import run_directory
     from graphfit.recipes.running.run_callbacks import hyperparameters
+    from graphfit.tuning.trial_state import read_trial_state, state_text
 
     loaded = []
     for run in runs:
@@ -54,13 +56,21 @@ def load_runs(runs: list[str]) -> list[tuple[str, dict, dict]]:
                              f"graphfit train --resume {run})")
         config = run_directory.read_yaml(run_directory.read_recipe(run))
         name = os.path.relpath(run) if len(os.path.relpath(run)) < len(run) else run
-        loaded.append((name, hyperparameters(config), run_directory.read_json(metrics_file)))
+        record = read_trial_state(run)
+        loaded.append((name, hyperparameters(config), run_directory.read_json(metrics_file),
+                       None if record is None else state_text(record)))
     return loaded
 
 
 def comparison_table(loaded) -> tuple[list[str], list[list]]:
-    """(header, rows): run, each stage's final metrics, then every hyperparameter whose value
-    is not the same in all runs."""
+    """(header, rows): run, its trial state when some run is a study's trial, each stage's
+    final metrics, then every hyperparameter whose value is not the same in all runs.
+
+    Args:
+        loaded: (name, params, metrics) or (name, params, metrics, state) per run.
+    """
+    states = [entry[3] if len(entry) > 3 else None for entry in loaded]
+    loaded = [entry[:3] for entry in loaded]
     metric_keys = []
     for _, _, metrics in loaded:
         for stage in _STAGES:
@@ -74,14 +84,15 @@ def comparison_table(loaded) -> tuple[list[str], list[list]]:
     differing = [key for key in names
                  if len({repr(params.get(key)) for _, params, _ in loaded}) > 1]
     rows = []
-    for run, params, metrics in loaded:
+    for (run, params, metrics), state in zip(loaded, states):
         values = []
         for key in metric_keys:
             stage, _, name = key.partition("_")
             stage, name = (stage, name) if stage in ("val", "test") and name else ("train", key)
             values.append((metrics.get(stage) or {}).get(name))
-        rows.append([run, *values, *[params.get(key) for key in differing]])
-    return ["run", *metric_keys, *differing], rows
+        shown = [state] if any(states) else []
+        rows.append([run, *shown, *values, *[params.get(key) for key in differing]])
+    return ["run", *(["state"] if any(states) else []), *metric_keys, *differing], rows
 
 
 def _cell(value) -> str:

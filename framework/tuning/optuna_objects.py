@@ -84,14 +84,22 @@ def shown_url(url: str) -> str:
         return url[:80]
 
 
-STALE_REASON = ("its process stopped during the trial (killed or crashed: no heartbeat); its "
-                "run directory can be continued with graphfit train --resume RUN_DIR")
+STALE_REASON = "its process stopped during the trial (killed or crashed: no heartbeat)"
 
 
 def fail_reason(trial) -> str:
     """Why a failed trial failed: what the trial recorded, else its process died (Optuna
-    marked it failed when its heartbeats stopped, or it was interrupted before recording)."""
-    return trial.user_attrs.get(FAIL_REASON) or STALE_REASON
+    marked it failed when its heartbeats stopped, or it was interrupted before recording);
+    then whether its run directory can be continued (it holds an intact checkpoint)."""
+    recorded = trial.user_attrs.get(FAIL_REASON)
+    if recorded:
+        return recorded
+    run = trial.user_attrs.get(RUN_DIR)
+    if not run:
+        return STALE_REASON
+    from graphfit.tuning.resume_hint import resume_hint
+
+    return f"{STALE_REASON}; {resume_hint(run)}"
 
 
 def open_storage(url: str, plan):

@@ -123,6 +123,18 @@ def _in_processes(plan: StudyPlan, settings: StudySettings, shares: list[int]) -
                            f"command again to resume the study")
 
 
+def _check_locations(settings: StudySettings) -> None:
+    """The --storage and --mlflow places, checked before the study folder is made."""
+    from graphfit.tuning.locations import check_sqlite_folder, check_tracking_uri
+
+    if settings.storage:
+        check_sqlite_folder(settings.storage, "--storage")
+    uri = settings.mlflow or (os.environ.get("MLFLOW_TRACKING_URI") if
+                              settings.mlflow is not None else None)
+    if uri:
+        check_tracking_uri(uri)
+
+
 def run_study(plan: StudyPlan, settings: StudySettings):
     """Runs (or resumes) the plan's study; writes the study folder's report.
 
@@ -130,13 +142,21 @@ def run_study(plan: StudyPlan, settings: StudySettings):
         The `optuna.Study`.
 
     Raises:
-        StudyError: the storage cannot be opened, or holds another study of that name.
+        StudyError: the storage cannot be opened (a SQLite or MLflow folder that does not
+            exist: refused before anything is created), or holds another study of that name.
     """
     from graphfit.tuning.report import write_report
 
+    _check_locations(settings)  # before anything is created
+    created = not os.path.isdir(settings.study_dir)
     os.makedirs(settings.study_dir, exist_ok=True)
-    storage = objects.open_storage(settings.url, plan)
-    study = objects.open_study(plan, storage)
+    try:
+        storage = objects.open_storage(settings.url, plan)
+        study = objects.open_study(plan, storage)
+    except objects.StudyError:
+        if created and not os.listdir(settings.study_dir):
+            os.rmdir(settings.study_dir)  # leave no empty study folder behind
+        raise
     objects.optuna().storages.fail_stale_trials(study)
     remaining = plan.tune["n_trials"] - counted_trials(study)
     if settings.verbose:
@@ -145,6 +165,11 @@ def run_study(plan: StudyPlan, settings: StudySettings):
               f"{max(remaining, 0)} of {plan.tune['n_trials']} trials to run"
               + (f" ({done} before)" if done else "")
               + f"; {plan.direction} {plan.metric}", flush=True)
+    if remaining <= 0:  # also with --quiet: it is why nothing runs
+        done = plan.tune["n_trials"] - remaining
+        print(f"the study already has its tune.n_trials={plan.tune['n_trials']} trials "
+              f"(failed and pruned ones count); to run more, raise it, e.g. "
+              f"--set tune.n_trials={done + plan.tune['n_trials']}", flush=True)
     tracker = _tracker(plan, settings, study)  # the study's MLflow run, before any trial
     try:
         if remaining > 0 and settings.jobs <= 1:

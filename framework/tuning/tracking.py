@@ -49,6 +49,17 @@ class StudyTracker:
                             parent_run_id=self.parent_run_id, log_model=False,
                             tags={"optuna.trial": trial.number})
 
+    def tag_state(self, run_id: str, state: str, epochs: int | None) -> None:
+        """Tags a trial's run with its end state (`graphfit.trial_state`: complete, pruned or
+        failed) and the epochs it trained (`graphfit.trial_epochs`)."""
+        from mlflow.tracking import MlflowClient
+
+        from graphfit.tuning.trial_state import EPOCHS_TAG, STATE_TAG
+
+        client = MlflowClient(tracking_uri=self.tracking_uri)
+        client.set_tag(run_id, STATE_TAG, state)
+        if epochs is not None:
+            client.set_tag(run_id, EPOCHS_TAG, str(epochs))
 
     def finish(self, study_dir: str) -> None:
         """Logs the study's report (table, best recipe, plots) to the study's run."""

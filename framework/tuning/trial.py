@@ -4,7 +4,8 @@ The run directory is `<study folder>/trials/<number>` (recipe, checkpoints, Tens
 with the trial's hyperparameters, plots), so `graphfit evaluate`, `predict`, `export` and
 `train --resume` work on it. A pruned trial stops after the epoch its pruner says so and
 still finishes its run; a failed one (a non-finite loss, a recipe error at that point) records
-why, and the study goes on.
+why, and the study goes on. Each trial's end state is written beside its run's metrics.json
+(`trial.json`, see `trial_state`) and tagged on its MLflow run.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import os
 import time
 
 from graphfit.callbacks.callback import Callback
+from graphfit.callbacks.stop_reasons import UnsuccessfulStop
 from graphfit.tuning.optuna_objects import FAIL_REASON, RUN_DIR, optuna
 from graphfit.tuning.plan import StudyPlan, trial_recipe
+from graphfit.tuning.resume_hint import resume_hint
 from graphfit.tuning.space import describe
+from graphfit.tuning.trial_state import write_trial_state
 
 __all__ = ["PruningCallback", "Objective", "TRIALS", "final_value"]
 
@@ -69,6 +73,9 @@ class PruningCallback(Callback):
         if self.trial.should_prune():
             self.pruned_at = epoch
             self.model.stop_training = True
+            # Not a success: TensorBoard's HParams session of the run ends as FAILURE.
+            self.model.stop_reason = UnsuccessfulStop(
+                f"pruned by the study's pruner after epoch {epoch + 1}")
 
 
 def final_value(metrics: dict, metric: str) -> float:
@@ -104,6 +111,16 @@ class Objective:
         if self.verbose:
             print(text, flush=True)
 
+    def _record(self, trial, run: str, logger, state: str, epochs: int | None,
+                end: str | None = None) -> None:
+        """The trial's state in its run directory (trial.json) and on its MLflow run (a tag;
+        a pruned trial's run stays FINISHED: it trained and wrote its files as planned)."""
+        write_trial_state(run, trial.number, state, epochs)
+        if logger is not None and logger.run_id is not None:
+            self.tracker.tag_state(logger.run_id, state, epochs)
+        if logger is not None and end is not None:
+            logger.end(end)
+
     def __call__(self, trial) -> float:
         from graphfit.recipes.running.training_run import train
 
@@ -124,20 +141,20 @@ class Objective:
             if not math.isfinite(value):
                 raise ValueError(f"{plan.metric} is {value}")
         except KeyboardInterrupt:
-            if logger:
-                logger.end("KILLED")
-            trial.set_user_attr(FAIL_REASON, f"interrupted (Ctrl-C); the run directory can be "
-                                             f"continued with graphfit train --resume {run}")
+            self._record(trial, run, logger, "failed", None, "KILLED")
+            trial.set_user_attr(FAIL_REASON, f"interrupted (Ctrl-C); {resume_hint(run)}")
             raise
         except Exception as error:
             reason = _reason(error)
-            if logger:
-                logger.end("FAILED")
+            self._record(trial, run, logger, "failed", None, "FAILED")
             trial.set_user_attr(FAIL_REASON, reason)
             self._say(f"trial {trial.number} failed after {time.monotonic() - started:.1f} s "
                       f"[{point}]: {reason.splitlines()[0]}")
             raise
         seconds = time.monotonic() - started
+        epochs = len(result.history.get("loss", []))
+        self._record(trial, run, logger, "pruned" if pruning.pruned_at is not None
+                     else "complete", epochs)
         if pruning.pruned_at is not None:
             self._say(f"trial {trial.number} pruned after epoch {pruning.pruned_at + 1} "
                       f"({plan.metric}={value:.4f}, {seconds:.1f} s) [{point}]")
