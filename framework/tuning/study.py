@@ -17,6 +17,7 @@ import sys
 
 from graphfit.tuning import optuna_objects as objects
 from graphfit.tuning.plan import StudyPlan, plan_study
+from graphfit.tuning.termination import Terminated, sigterm_as_interrupt
 from graphfit.tuning.trial import Objective
 
 __all__ = ["run_study", "run_worker", "StudySettings", "counted_trials"]
@@ -91,7 +92,8 @@ def run_worker(path: str, overrides: list, settings: StudySettings, index: int,
     storage = objects.open_storage(settings.url, plan)
     study = objects.open_study(plan, storage, index)
     try:
-        _work(plan, settings, study, share)
+        with sigterm_as_interrupt():
+            _work(plan, settings, study, share)
     except KeyboardInterrupt:
         sys.exit(130)
 
@@ -112,7 +114,10 @@ def _in_processes(plan: StudyPlan, settings: StudySettings, shares: list[int]) -
     try:
         for process in processes:
             process.join()
-    except KeyboardInterrupt:  # Ctrl-C reached them too: each marks its trial failed
+    except KeyboardInterrupt as interrupt:  # Ctrl-C reached them too: each marks its trial
+        if isinstance(interrupt, Terminated):  # SIGTERM reached this process only
+            for process in processes:
+                process.terminate()
         for process in processes:
             process.join()
         raise
@@ -172,11 +177,12 @@ def run_study(plan: StudyPlan, settings: StudySettings):
               f"--set tune.n_trials={done + plan.tune['n_trials']}", flush=True)
     tracker = _tracker(plan, settings, study)  # the study's MLflow run, before any trial
     try:
-        if remaining > 0 and settings.jobs <= 1:
-            _work(plan, settings, study, remaining)
-        elif remaining > 0:
-            _in_processes(plan, settings, _shares(remaining, settings.jobs))
-    finally:  # the report of what ran, also after Ctrl-C
+        with sigterm_as_interrupt():
+            if remaining > 0 and settings.jobs <= 1:
+                _work(plan, settings, study, remaining)
+            elif remaining > 0:
+                _in_processes(plan, settings, _shares(remaining, settings.jobs))
+    finally:  # the report of what ran, also after Ctrl-C or SIGTERM
         write_report(study, plan, settings.study_dir, settings.verbose)
         if tracker is not None:
             tracker.finish(settings.study_dir)

@@ -20,6 +20,7 @@ from graphfit.tuning.optuna_objects import FAIL_REASON, RUN_DIR, optuna
 from graphfit.tuning.plan import StudyPlan, trial_recipe
 from graphfit.tuning.resume_hint import resume_hint
 from graphfit.tuning.space import describe
+from graphfit.tuning.termination import Terminated
 from graphfit.tuning.trial_state import write_trial_state
 
 __all__ = ["PruningCallback", "Objective", "TRIALS", "final_value"]
@@ -140,9 +141,10 @@ class Objective:
             value = final_value(result.metrics, plan.metric)
             if not math.isfinite(value):
                 raise ValueError(f"{plan.metric} is {value}")
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             self._record(trial, run, logger, "failed", None, "KILLED")
-            trial.set_user_attr(FAIL_REASON, f"interrupted (Ctrl-C); {resume_hint(run)}")
+            how = "SIGTERM" if isinstance(interrupt, Terminated) else "Ctrl-C"
+            trial.set_user_attr(FAIL_REASON, f"interrupted ({how}); {resume_hint(run)}")
             raise
         except Exception as error:
             reason = _reason(error)

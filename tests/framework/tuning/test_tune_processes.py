@@ -1,6 +1,7 @@
 """`graphfit tune` as processes: a study resumed after its process is killed mid-trial,
-`--jobs 2` on SQLite, and two tune processes sharing a real PostgreSQL server (started here,
-on a free port under a temporary folder, by `pgserver`'s binaries)."""
+one ended by SIGTERM with its report, `--jobs 2` on SQLite, and two tune processes sharing
+a real PostgreSQL server (started here, on a free port under a temporary folder, by
+`pgserver`'s binaries)."""
 
 import contextlib
 import csv
@@ -65,6 +66,23 @@ def test_a_study_resumes_after_its_process_is_killed_mid_trial(tmp_path, capsys)
     assert "its process stopped during the trial" in rows[1]["reason"]
     assert rows[1]["run_dir"].endswith(os.path.join("trials", "0001"))  # kept, not lost
     assert os.path.isfile(os.path.join(rows[1]["run_dir"], "recipe.yaml"))
+
+
+def test_sigterm_ends_a_study_as_ctrl_c_does_with_its_report(tmp_path):
+    # `docker stop`, Slurm and Kubernetes send SIGTERM: Python's default ended the process at
+    # once, with no trials.csv and the trial left running in storage.
+    study = tmp_path / "study"
+    with open(tmp_path / "tune.log", "w") as log:
+        tune = subprocess.Popen(_tune(study, trials=2), stdout=log, stderr=subprocess.STDOUT)
+        _wait_for(lambda: (study / "trials" / "0001" / "recipe.yaml").is_file()
+                  or tune.poll() is not None)
+        tune.send_signal(signal.SIGTERM)  # mid-trial 1
+        assert tune.wait(timeout=120) == 130
+    rows = _rows(study)
+    assert [(row["trial"], row["state"]) for row in rows] == [("0", "complete"), ("1", "fail")]
+    assert rows[1]["reason"].startswith("interrupted (SIGTERM)")
+    assert (study / "best_recipe.yaml").is_file()
+    assert "graphfit: interrupted" in (tmp_path / "tune.log").read_text()
 
 
 def test_jobs_2_on_sqlite_runs_each_trial_once(tmp_path, capfd):
