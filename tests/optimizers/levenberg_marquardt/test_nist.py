@@ -221,14 +221,18 @@ _COMPILED = {}
 
 
 def _compiled(name):
-    """One compiled model per problem, shared by its two starts (tracing dominates)."""
-    if name not in _COMPILED:
-        problem = nist.read(nist.DATA / f"{name}.dat")
+    """The problem and a compiled model for it (tracing dominates): one model per formula and
+    number of observations, shared by the two starts of a problem and by problems of the
+    same formula and size (Gauss1 and Gauss2: 250 points each), as `_fit` sets every
+    parameter and resets the optimizer's state before each fit."""
+    problem = nist.read(nist.DATA / f"{name}.dat")
+    key = (MODELS[name], len(problem.y))
+    if key not in _COMPILED:
         model = gf.Sequential([NistCurve(MODELS[name], problem.starts[0])], input_shape=(1,),
                               dtype="float64")
         model.compile(optimizer=optimizers.LevenbergMarquardt(), loss="mse", jit_compile=False)
-        _COMPILED[name] = (problem, model)
-    return _COMPILED[name]
+        _COMPILED[key] = model
+    return problem, _COMPILED[key]
 
 
 @pytest.mark.parametrize("name, start", [
