@@ -291,13 +291,13 @@ def test_a_step_report_runs_the_optimizer_s_grappler_settings(dense):
 def test_a_model_with_a_loss_on_one_of_two_outputs_gets_labels_for_that_output_only():
     # The default labels are counted once the losses are built: counted before, no output
     # had a loss yet and the step was traced without the labels its loss reads.
-    inputs = gf.Input(shape=(4,))
+    inputs = gf.Input(shape=(4,), name="features")
     hidden = layers.Dense(8, activation="relu")(inputs)
     model = gf.Model(inputs, {"a": layers.Dense(1, name="a")(hidden),
                               "b": layers.Dense(3, name="b")(hidden)})
     model.compile(optimizer="sgd", loss={"a": "mse"})
     with pytest.warns(UserWarning, match=r"Gradients do not exist for variables \['b/"):
         report = gf_inspect.step_graph(model, "train", batch_size=8, flops=False)
-    assert report.signature == ("x: {input_layer: float32[8, 4]}, y: {a: float32[8, 1]}, "
+    assert report.signature == ("x: {features: float32[8, 4]}, y: {a: float32[8, 1]}, "
                                 "sample_weight: None")
     assert report.before.by_type["AssignVariableOp"] == 4  # b has no loss: not updated
