@@ -2,9 +2,9 @@
 
 `model.stop_reason` is text (`EarlyStopping`'s "no improvement ..."), and a run stopped that
 way still ended well. A callback that stops training because the run is not worth finishing
-(a study's pruner) sets an `UnsuccessfulStop` instead: it is still the text every report
-prints, and `TensorBoard` ends the run's HParams session with the status FAILURE rather than
-SUCCESS (the HParams plugin has no status for "stopped early on purpose").
+(a study's pruner; `TerminateOnNaN`) sets an `UnsuccessfulStop` instead: it is still the text
+every report prints, and `TensorBoard` ends the run's HParams session with the status FAILURE
+rather than SUCCESS (the HParams plugin has no status for "stopped early on purpose").
 
 Example:
 

@@ -6,6 +6,7 @@ import math
 
 from graphfit.callbacks.callback import Callback
 from graphfit.callbacks.early_stopping import clear_stop_reason, set_stop_reason
+from graphfit.callbacks.stop_reasons import UnsuccessfulStop
 from graphfit.core.registry import CALLBACKS
 
 __all__ = ["TerminateOnNaN"]
@@ -119,7 +120,8 @@ class TerminateOnNaN(Callback):
             raise RuntimeError(reason)
         print(reason)
         self.model.stop_training = True
-        set_stop_reason(self.model, reason)
+        # Not a success: TensorBoard's HParams session of the run ends as FAILURE.
+        set_stop_reason(self.model, UnsuccessfulStop(reason))
 
     def _step(self) -> int:
         iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)

@@ -38,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -212,6 +213,7 @@ class TensorBoard(Callback):
         self._profiling = False
         self._profile_done = False
         self._session_written = False
+        self._last_loss_finite = True  # the HParams session of a diverged run is a FAILURE
         self._warned_no_gradients = False
         self._gradients: GradientTaps | None = None  # histogram_freq: the gradient taps
 
@@ -223,6 +225,7 @@ class TensorBoard(Callback):
     # ------------------------------------------------------------------ whole runs
     def on_train_begin(self, logs=None):
         self._training = True
+        self._last_loss_finite = True
         self._write_here_if_chief()
         self._first_step = self._last_batch_step = self._global_step()
         self._graph_pending = self.write_graph
@@ -251,8 +254,9 @@ class TensorBoard(Callback):
             from graphfit.callbacks.stop_reasons import UnsuccessfulStop
 
             reason = getattr(self.model, "stop_reason", None)
+            success = self._last_loss_finite and not isinstance(reason, UnsuccessfulStop)
             with self._runs.writer(tbw.ROOT).as_default():
-                tbw.write_session_end(success=not isinstance(reason, UnsuccessfulStop))
+                tbw.write_session_end(success=success)
         self._runs.close()
         self._drop_scratch()
 
@@ -260,6 +264,9 @@ class TensorBoard(Callback):
         self._epoch = epoch
 
     def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None:
+            self._last_loss_finite = math.isfinite(float(loss))
         by_stage: dict[str, dict] = {"train": {}, "val": {}}
         for key, value in (logs or {}).items():
             stage = next((s for s in _STAGES if key.startswith(s + "_")), "train")

@@ -182,7 +182,8 @@ def write_hparams(hparams: dict, trial_id: str | None = None) -> None:
 
 def write_session_end(success: bool = True) -> None:
     """Marks the HParams session of the default writer's run as finished: SUCCESS, or
-    FAILURE for a run stopped as not worth finishing (`UnsuccessfulStop`: a pruned trial;
+    FAILURE for a run stopped as not worth finishing (`UnsuccessfulStop`: a pruned trial, a
+    loss that turned NaN under `TerminateOnNaN`) or whose last training loss is not finite;
     a run that crashed keeps the status "unknown")."""
     from tensorboard.plugins.hparams import api_pb2
     from tensorboard.plugins.hparams import summary as hparams_summary

@@ -355,3 +355,23 @@ def test_recipe_arguments_are_plain_data_and_construction_touches_no_file(tmp_pa
     assert TensorBoard(profile_batch=3)._profile_range == (3, 3)
     assert TensorBoard(profile_batch=0)._profile_range is None
     assert not log_dir.exists()
+
+
+def _session_status(log_dir):
+    return plugin_data_pb2.HParamsPluginData.FromString(
+        _events(log_dir).SummaryMetadata("_hparams_/session_end_info").plugin_data.content
+    ).session_end_info.status
+
+
+@pytest.mark.parametrize("guard", [False, True])
+def test_a_run_whose_loss_turned_nan_ends_its_hparams_session_as_failure(tmp_path, guard):
+    model = gf.Sequential([layers.Dense(1)])
+    model.compile(optimizer=gf.optimizers.SGD(1e30), loss="mse")
+    board = TensorBoard(str(tmp_path), hparams={"learning_rate": 1e30})
+    extra = [gf.callbacks.TerminateOnNaN()] if guard else []
+    x = np.linspace(-3, 3, 16, dtype="float32")[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(x, 5 * x, batch_size=4, epochs=3, verbose=0, callbacks=[board, *extra])
+    assert not np.isfinite(model.history.history["loss"][-1])
+    assert _session_status(tmp_path) == api_pb2.STATUS_FAILURE
