@@ -1,7 +1,8 @@
 """`graphfit compare RUN...`: the runs' final metrics next to the hyperparameters that differ.
 
-A study folder stands for all of its trials' finished runs; a study's trials get a `state`
-column (`complete`, `pruned after epoch 1`) from their `trial.json`.
+A study folder stands for all of its trials' runs: the finished ones, and the failed ones (a
+row with the state `failed` and no metrics); a study's trials get a `state` column
+(`complete`, `pruned after epoch 1`, `failed`) from their `trial.json`.
 
 Example:
 
@@ -24,15 +25,18 @@ _STAGES = ("train", "val", "test")
 
 
 def expand_runs(paths: list[str]) -> list[str]:
-    """Run directories from the arguments: a study folder gives its trials' finished runs."""
+    """Run directories from the arguments: a study folder gives its trials' runs (finished,
+    or with a `trial.json` that says how the trial ended)."""
     from graphfit.recipes.running import run_directory
+    from graphfit.tuning.trial_state import TRIAL_FILE
 
     runs = []
     for path in paths:
         trials = os.path.join(path, "trials")
         if os.path.isdir(trials) and not os.path.isfile(os.path.join(path, "recipe.yaml")):
             runs.extend(os.path.join(trials, name) for name in sorted(os.listdir(trials))
-                        if os.path.isfile(os.path.join(trials, name, "metrics.json")))
+                        if any(os.path.isfile(os.path.join(trials, name, file))
+                               for file in ("metrics.json", TRIAL_FILE)))
             continue
         runs.append(run_directory.find_run(path))
     if not runs:
@@ -51,13 +55,15 @@ def load_runs(runs: list[str]) -> list[tuple[str, dict, dict, str | None]]:
     loaded = []
     for run in runs:
         metrics_file = os.path.join(run, "metrics.json")
-        if not os.path.isfile(metrics_file):
+        record = read_trial_state(run)
+        finished = os.path.isfile(metrics_file)
+        if not finished and (record is None or record.get("state") != "failed"):
             raise ValueError(f"{run} has no metrics.json: it did not finish (continue it with "
                              f"graphfit train --resume {run})")
         config = run_directory.read_yaml(run_directory.read_recipe(run))
         name = os.path.relpath(run) if len(os.path.relpath(run)) < len(run) else run
-        record = read_trial_state(run)
-        loaded.append((name, hyperparameters(config), run_directory.read_json(metrics_file),
+        metrics = run_directory.read_json(metrics_file) if finished else {}
+        loaded.append((name, hyperparameters(config), metrics,
                        None if record is None else state_text(record)))
     return loaded
 

@@ -16,6 +16,7 @@ import time
 
 from graphfit.callbacks.callback import Callback
 from graphfit.callbacks.stop_reasons import UnsuccessfulStop
+from graphfit.tuning.failure_log import quiet_failure
 from graphfit.tuning.optuna_objects import FAIL_REASON, RUN_DIR, optuna
 from graphfit.tuning.plan import StudyPlan, trial_recipe
 from graphfit.tuning.resume_hint import resume_hint
@@ -88,15 +89,16 @@ def final_value(metrics: dict, metric: str) -> float:
     return float(metrics["train"][metric])
 
 
-def _reason(error: BaseException) -> str:
+def _reason(error: BaseException) -> tuple[str, bool]:
+    """(why the trial failed, whether it is the user's to fix: no traceback then)."""
     from graphfit.recipes.reading.problems import RecipeError
     from graphfit.recipes.running.training_run import TrainingFailed
 
     if isinstance(error, RecipeError):
-        return f"the recipe is not valid at this point: {error}"
+        return f"the recipe is not valid at this point: {error}", True
     if isinstance(error, TrainingFailed):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
+        return str(error), True
+    return f"{type(error).__name__}: {error}", False
 
 
 class Objective:
@@ -123,7 +125,7 @@ class Objective:
             logger.end(end)
 
     def __call__(self, trial) -> float:
-        from graphfit.recipes.running.training_run import train
+        from graphfit.recipes.running.training_run import TrainingFailed, train
 
         plan, started = self.plan, time.monotonic()
         assignment = plan.space.suggest(trial)
@@ -140,14 +142,16 @@ class Objective:
             result = train(recipe, run_dir=run, verbose=0, callbacks=extra)
             value = final_value(result.metrics, plan.metric)
             if not math.isfinite(value):
-                raise ValueError(f"{plan.metric} is {value}")
+                raise TrainingFailed(f"{plan.metric} is {value}")
         except KeyboardInterrupt as interrupt:
             self._record(trial, run, logger, "failed", None, "KILLED")
             how = "SIGTERM" if isinstance(interrupt, Terminated) else "Ctrl-C"
             trial.set_user_attr(FAIL_REASON, f"interrupted ({how}); {resume_hint(run)}")
             raise
         except Exception as error:
-            reason = _reason(error)
+            reason, expected = _reason(error)
+            if expected:
+                quiet_failure(trial.number)
             self._record(trial, run, logger, "failed", None, "FAILED")
             trial.set_user_attr(FAIL_REASON, reason)
             self._say(f"trial {trial.number} failed after {time.monotonic() - started:.1f} s "
