@@ -32,6 +32,7 @@ import zlib
 import numpy as np
 
 from graphfit.core.registry import did_you_mean
+from graphfit.datasets.precision import warn_if_merged
 from graphfit.datasets.synthetic import make_blobs, make_moons, make_sinc, make_spirals
 
 __all__ = [
@@ -183,7 +184,7 @@ def _all_int32(cells: list[str]) -> bool:
 
 def load_csv(path: str | os.PathLike, features: list[str] | str | None = None,
              target: list[str] | str | None = None,
-             delimiter: str = ",") -> tuple[np.ndarray, np.ndarray | None]:
+             delimiter: str = ",", dtype="float32") -> tuple[np.ndarray, np.ndarray | None]:
     """Reads a CSV file with a header row into (x, y) arrays.
 
     Only the selected columns must hold numbers, so an id or text column can stay in the file
@@ -195,11 +196,13 @@ def load_csv(path: str | os.PathLike, features: list[str] | str | None = None,
             that is not a target.
         target: the label column's name, a list of names, or None for no labels.
         delimiter: the character between fields.
+        dtype: the floating dtype of the numbers, "float32" or "float64" (a float64 model:
+            float32 holds about 7 digits, so 1700000020 reads as 1700000000).
 
     Returns:
-        (x, y): x float32 of shape (n, len(features)). y is None without a target; for one
+        (x, y): x of `dtype` and shape (n, len(features)). y is None without a target; for one
         target column it has shape (n,) and is int32 when every cell is written as an integer
-        (class labels: "3", not "3.0"), float32 otherwise; several target columns give float32
+        (class labels: "3", not "3.0"), `dtype` otherwise; several target columns give `dtype`
         of shape (n, k).
 
     Raises:
@@ -251,14 +254,30 @@ def load_csv(path: str | os.PathLike, features: list[str] | str | None = None,
                 column.append(row[index])
     names_ = features + targets
     values = [_parse_column(c, lines, n, path) for c, n in zip(cells, names_)]
-    x = np.stack(values[:len(features)], axis=1).astype(np.float32)
+    floating = _floating(dtype)
+    if floating is np.float32:
+        for column, name in zip(values, names_):  # one warning per file is enough
+            if warn_if_merged(f"column {name!r}", column, column.astype(np.float32), path,
+                              _KEEP_FLOAT64):
+                break
+    x = np.stack(values[:len(features)], axis=1).astype(floating)
     if not targets:
         return x, None
     if len(targets) == 1:
         label_cells = cells[len(features)]
-        dtype = np.int32 if _all_int32(label_cells) else np.float32
-        return x, values[-1].astype(dtype)
-    return x, np.stack(values[len(features):], axis=1).astype(np.float32)
+        return x, values[-1].astype(np.int32 if _all_int32(label_cells) else floating)
+    return x, np.stack(values[len(features):], axis=1).astype(floating)
+
+
+_KEEP_FLOAT64 = ("read it as float64 (`training.dtype: float64` in a recipe, dtype='float64' "
+                 "in Python)")
+
+
+def _floating(dtype) -> type:
+    """np.float32 or np.float64 for `dtype` (a name or a NumPy dtype)."""
+    if np.dtype(dtype) not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64. Received: dtype={dtype!r}")
+    return np.dtype(dtype).type
 
 
 def _open_npz(path: str):
@@ -303,18 +322,19 @@ def npz_keys(path: str | os.PathLike) -> list[str]:
 
 
 def load_npz(path: str | os.PathLike, x_key: str = "x",
-             y_key: str | None = "y") -> tuple[np.ndarray, np.ndarray | None]:
+             y_key: str | None = "y", dtype="float32") -> tuple[np.ndarray, np.ndarray | None]:
     """Reads (x, y) arrays from an .npz archive.
 
     Args:
         path: the .npz file (as written by `np.savez` or `np.savez_compressed`).
         x_key: the name of the features array.
         y_key: the name of the labels array, or None for no labels.
+        dtype: the floating dtype arrays become, "float32" or "float64" (a float64 model).
 
     Returns:
-        (x, y): a floating x becomes float32, an integer x (token ids, raw pixels) keeps its
-        dtype and a boolean one becomes float32; an integer or boolean y becomes int32 labels, a
-        floating y float32. Shapes are kept. y is None when `y_key` is None.
+        (x, y): a floating x becomes `dtype`, an integer x (token ids, raw pixels) keeps its
+        dtype and a boolean one becomes `dtype`; an integer or boolean y becomes int32 labels,
+        a floating y `dtype`. Shapes are kept. y is None when `y_key` is None.
 
     Raises:
         FileNotFoundError: if there is no such file.
@@ -348,14 +368,21 @@ def load_npz(path: str | os.PathLike, x_key: str = "x",
     if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_) or x.ndim == 0:
         raise ValueError(f"{path}: {x_key!r} must be an array of numbers with a sample axis; "
                          f"found dtype {x.dtype} and shape {x.shape}.")
+    floating = _floating(dtype)
     if np.issubdtype(x.dtype, np.floating) or x.dtype == np.bool_:
-        x = x.astype(np.float32)
+        if floating is np.float32 and x.dtype == np.float64:
+            flat = x.reshape(len(x), -1) if x.ndim > 1 else x[:, None]
+            for j in range(min(flat.shape[1], 64)):  # feature columns; images are float32
+                if warn_if_merged(f"{x_key!r}[:, {j}]", flat[:, j],
+                                  flat[:, j].astype(np.float32), path, _KEEP_FLOAT64):
+                    break
+        x = x.astype(floating)
     if y is None:
         return x, None
     if np.issubdtype(y.dtype, np.integer) or y.dtype == np.bool_:
         y = y.astype(np.int32)
     elif np.issubdtype(y.dtype, np.floating):
-        y = y.astype(np.float32)
+        y = y.astype(floating)
     else:
         raise ValueError(f"{path}: {y_key!r} must be an array of numbers; found dtype {y.dtype}.")
     if y.ndim == 0 or len(y) != len(x):

@@ -27,6 +27,8 @@ import math
 
 import numpy as np
 
+from graphfit.datasets.precision import warn_if_merged
+
 __all__ = ["TYPES", "MISSING", "Column", "TableError", "infer_type", "raw_values", "is_missing",
            "TRUE_WORDS", "FALSE_WORDS"]
 
@@ -191,14 +193,18 @@ def raw_values(column: Column, cells, lines=None, source: str = "the table") -> 
                          f"the value, or declare the column's type", column.name)
 
     if column.type == "numeric":
-        out = np.empty(len(cells), np.float32)
+        exact = np.empty(len(cells), np.float64)
         for index, cell in enumerate(cells):
             if is_missing(cell):
-                out[index] = np.nan
+                exact[index] = np.nan
             elif not _is_number(cell):
                 bad(index, "a number")
             else:
-                out[index] = float(cell)
+                exact[index] = float(cell)
+        out = exact.astype(np.float32)
+        warn_if_merged(f"numeric column {column.name!r}", exact, out, source,
+                       "read the file with `source: csv` (or npz) under `training.dtype: "
+                       "float64`: a table's numbers are float32")
         return out
     out = np.array(["" if is_missing(cell) else _text(cell) for cell in cells], dtype=object)
     if column.type == "boolean":

@@ -75,8 +75,9 @@ def check_finite(named: dict[str, object]) -> None:
             infs = int(np.isinf(array).sum())
             raise NonFiniteData(
                 f"{leaf_name} contains {nans} NaN and {infs} infinite values; the first is at "
-                f"index {tuple(int(i) for i in bad)}. Clean or impute the data, or pass "
-                f"check_finite=False to train anyway."
+                f"index {tuple(int(i) for i in bad)}. Clean or impute the data (check_finite=False "
+                f"lets them through, for a model that handles NaN itself; any other model's "
+                f"loss turns NaN at the first batch that holds one)."
             )
 
 

@@ -16,13 +16,24 @@ from graphfit.training.frozen_split import is_stochastic
 __all__ = ["check_trainable", "warn_random_layers", "warn_cancelled_biases", "warn_narrow_loss"]
 
 
-def check_trainable(variables) -> None:
-    """Raises a ValueError when there is nothing to fit."""
-    if not variables:
+def check_trainable(variables, model=None) -> None:
+    """Raises a ValueError when there is nothing to fit, naming the layers that are not
+    frozen but hold only non-trainable variables (a Formula whose parameters are all fixed)."""
+    if variables:
+        return
+    fixed = [] if model is None else [
+        f"{layer.name!r} ({type(layer).__name__})"
+        for layer in model.flatten_layers(include_self=False)
+        if layer.trainable and layer.weights and not layer.trainable_weights]
+    if fixed:
         raise ValueError(
-            "LevenbergMarquardt has no trainable variables to fit: every layer of the model "
-            "is frozen (trainable=False) or has no variables. Unfreeze the layers to train, "
-            "or call evaluate/predict instead of fit.")
+            f"LevenbergMarquardt has no trainable variables to fit: the variables of "
+            f"{', '.join(fixed)} are all fixed (in a Formula, every parameter has vary: false). "
+            f"Let at least one parameter vary, or call evaluate/predict instead of fit.")
+    raise ValueError(
+        "LevenbergMarquardt has no trainable variables to fit: every layer of the model "
+        "is frozen (trainable=False) or has no variables. Unfreeze the layers to train, "
+        "or call evaluate/predict instead of fit.")
 
 
 def warn_random_layers(model) -> None:

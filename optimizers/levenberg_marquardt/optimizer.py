@@ -358,7 +358,7 @@ class LevenbergMarquardt(SecondOrderOptimizer):
                 above `max_parameters`.
         """
         variables = [as_tf_variable(v) for v in variables]
-        lm_model_checks.check_trainable(variables)
+        lm_model_checks.check_trainable(variables, None if batch is None else batch.model)
         if batch is None:
             raise ValueError(
                 "LevenbergMarquardt needs the model's residuals, not only the loss value: use it "

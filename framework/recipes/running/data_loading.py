@@ -19,7 +19,7 @@ from graphfit import datasets
 from graphfit.recipes.reading import user_code
 from graphfit.recipes.running import stream_loading
 
-__all__ = ["Splits", "load_splits", "load_source", "Standardizer", "DataError"]
+__all__ = ["Splits", "load_splits", "load_source", "file_dtype", "Standardizer", "DataError"]
 
 _GENERATORS = {"moons": datasets.make_moons, "spirals": datasets.make_spirals,
                "blobs": datasets.make_blobs, "sinc": datasets.make_sinc,
@@ -63,8 +63,10 @@ class Standardizer:
         return cls(mean, np.where(std > 0, std, 1.0))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        """x standardized, in float32, or in float64 for float64 x (a float64 recipe's)."""
         flat = x.reshape(len(x), -1)
-        return ((flat - self.mean) / self.std).astype(np.float32).reshape(x.shape)
+        floating = np.float64 if x.dtype == np.float64 else np.float32
+        return ((flat - self.mean) / self.std).astype(floating).reshape(x.shape)
 
     def to_json(self) -> dict:
         return {"mean": self.mean.tolist(), "std": self.std.tolist()}
@@ -102,9 +104,18 @@ class Splits:
     start_at: Any = None
 
 
-def load_source(source: dict, seed: int, path: tuple, batch_size: int = 32):
+def file_dtype(training: dict) -> str:
+    """The floating dtype a recipe reads CSV and NPZ numbers as: its model's, float64 for
+    `training.dtype: float64` (float32 would round them to about 7 digits first: a time
+    stamp 1700000020 to 1700000000), else float32."""
+    return "float64" if training.get("dtype") == "float64" else "float32"
+
+
+def load_source(source: dict, seed: int, path: tuple, batch_size: int = 32,
+                dtype: str = "float32"):
     """(x, y) arrays, or a `tf.data.Dataset`, from one resolved data source mapping
-    (`batch_size`: the batches of a `stream`, read whole)."""
+    (`batch_size`: the batches of a `stream`, read whole; `dtype`: the floating dtype of a
+    CSV's or NPZ's numbers, `file_dtype`)."""
     kind = source["source"]
     if kind == "digits":
         return datasets.load_digits(as_images=source["as_images"])
@@ -116,9 +127,11 @@ def load_source(source: dict, seed: int, path: tuple, batch_size: int = 32):
         return _GENERATORS[kind](seed=seed, **options)
     if kind == "csv":
         return datasets.load_csv(source["path"], features=source["features"],
-                                 target=source["target"], delimiter=source["delimiter"])
+                                 target=source["target"], delimiter=source["delimiter"],
+                                 dtype=dtype)
     if kind == "npz":
-        return datasets.load_npz(source["path"], x_key=source["x_key"], y_key=source["y_key"])
+        return datasets.load_npz(source["path"], x_key=source["x_key"], y_key=source["y_key"],
+                                 dtype=dtype)
     if kind in _FILE_SOURCES:
         return _FILE_SOURCES[kind](source, path)
     if kind == "stream":
@@ -261,9 +274,10 @@ def _load_array_splits(config: dict, table: dict | None = None, strategy=None) -
         return stream_loading.stream_splits(
             config, Splits, Standardizer, separate,
             lambda source, stage: load_source(
-                source, seed, ("training", f"{_long(stage)}_data"), training["batch_size"]),
+                source, seed, ("training", f"{_long(stage)}_data"), training["batch_size"],
+                file_dtype(training)),
             table, strategy)
-    loaded = load_source(data, seed, ("data",))
+    loaded = load_source(data, seed, ("data",), dtype=file_dtype(training))
     from graphfit.recipes.running import source_splits
 
     if source_splits.splits_itself(loaded):  # an image folder (by file), a time series (by time)
@@ -285,7 +299,8 @@ def _load_array_splits(config: dict, table: dict | None = None, strategy=None) -
     for stage, source in separate.items():
         if source is not None:
             key = ("training", f"{_long(stage)}_data")
-            stages[stage] = load_source(source, seed, key, training["batch_size"])
+            stages[stage] = load_source(source, seed, key, training["batch_size"],
+                                        file_dtype(training))
             if training["check_finite"] and isinstance(stages[stage], tuple):
                 _check_finite(stages[stage], key)
     standardizer = Standardizer.fit(_float_features(stages["train"][0])) \
@@ -331,8 +346,10 @@ def _check_finite(pair: tuple, key: tuple) -> None:
             sample = int(np.argmax(bad.any(axis=1)))
             raise DataError(key, f"the data holds NaN or infinite values ({name} of sample "
                                  f"{sample}, counting from 0 in the source's order, and "
-                                 f"{int(bad.any(axis=1).sum())} sample(s) in all); clean the "
-                                 f"data, or set training.check_finite: false to train anyway")
+                                 f"{int(bad.any(axis=1).sum())} sample(s) in all); delete or "
+                                 f"fill those rows. (training.check_finite: false lets them "
+                                 f"through, for a model that handles NaN itself; any other "
+                                 f"model's loss turns NaN at the first batch that holds one)")
 
 
 def _long(stage: str) -> str:
@@ -350,6 +367,6 @@ def _dataset_splits(dataset, data, training, separate, seed) -> Splits:
         raise DataError(("data", "standardize"), "standardize needs arrays; the function "
                                                  "returned a tf.data.Dataset")
     stages = {stage: load_source(source, seed, ("training", f"{_long(stage)}_data"),
-                                 training["batch_size"])
+                                 training["batch_size"], file_dtype(training))
               if source is not None else None for stage, source in separate.items()}
     return Splits(dataset, stages["val"], stages["test"], None, None)

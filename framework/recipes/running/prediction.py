@@ -73,7 +73,7 @@ def read_inputs(path: str, preprocessing: dict, form: InputFormat = InputFormat(
             "graph_index" in preprocessing["input_shape"]:
         return _read_graphs(path, preprocessing)
     if path.endswith(".npz"):
-        x, _ = datasets.load_npz(path, x_key=form.x_key, y_key=None)
+        x, _ = datasets.load_npz(path, x_key=form.x_key, y_key=None, dtype="float64")
         names = None
     else:
         x, names = _read_csv(path, preprocessing.get("feature_names"), form)
@@ -91,7 +91,9 @@ def read_inputs(path: str, preprocessing: dict, form: InputFormat = InputFormat(
     if x.reshape(len(x), -1).shape[1] != width:
         raise ValueError(f"the inputs have {x.reshape(len(x), -1).shape[1]} values per row but "
                          f"the model takes {width} (shape {tuple(shape)})")
-    x = x.reshape((len(x), *shape)).astype(np.float32)
+    # A float64 model reads its inputs in float64 (float32 keeps about 7 digits).
+    floating = np.float64 if preprocessing.get("input_dtype") == "float64" else np.float32
+    x = x.reshape((len(x), *shape)).astype(floating)
     record = preprocessing.get("standardize")
     return Standardizer.from_json(record)(x) if record else x
 
@@ -202,7 +204,8 @@ def _read_csv(path: str, names: list[str] | None,
     if not all(_is_number(cell) for cell in first):
         if names is None:  # every column is a feature, but the id column
             names = [name for name in first if name != form.id_column]
-        x = datasets.load_csv(path, features=names, target=None, delimiter=form.delimiter)[0]
+        x = datasets.load_csv(path, features=names, target=None, delimiter=form.delimiter,
+                              dtype="float64")[0]
         return x, names
     if form.id_column is not None:
         raise ValueError(f"--id-column {form.id_column}: the file has no header row (its first "

@@ -27,6 +27,7 @@ from graphfit.recipes.running.data_loading import (
     DataError,
     Splits,
     Standardizer,
+    file_dtype,
     load_source,
 )
 
@@ -74,7 +75,8 @@ def _separate(config: dict, stage: str):
     source = config["training"][f"{long}_data"]
     if source is None:
         return None
-    return load_source(source, config["seed"], ("training", f"{long}_data"))
+    return load_source(source, config["seed"], ("training", f"{long}_data"),
+                       dtype=file_dtype(config["training"]))
 
 
 def _image_splits(folder: ImageFolder, config: dict) -> Splits:

@@ -24,6 +24,16 @@ def test_a_model_with_nothing_to_train_is_refused_with_what_to_do():
         _fit(model)
 
 
+def test_a_formula_with_every_parameter_fixed_is_named_with_what_to_do():
+    formula = layers.Formula("a*x1 + b*x2", params={"a": {"value": 1.0, "vary": False},
+                                                    "b": {"value": 2.0, "vary": False}},
+                             name="line")
+    model = gf.Sequential([formula], input_shape=(3,), dtype="float64")
+    with pytest.raises(ValueError, match=r"'line' \(Formula\) are all fixed .*vary: false\)"
+                                         r"\. Let at least one parameter vary"):
+        _fit(model)
+
+
 def test_dropout_in_the_model_is_named_in_a_warning():
     model = gf.Sequential([layers.Dense(4), layers.Dropout(0.2, name="drop"), layers.Dense(1)],
                           input_shape=(3,), dtype="float64")
