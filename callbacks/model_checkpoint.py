@@ -86,6 +86,11 @@ class ModelCheckpoint(Callback):
             `py_function`).
         max_to_keep: checkpoints kept in each of `latest/` and `best/`; None keeps all.
         verbose: 0 silent, 1 a line per save.
+        save_weights_only: accepted for Keras's scripts and changes nothing: a checkpoint
+            always holds the weights and the optimizer's state (a resume needs both), and
+            `model.load_weights(filepath + "/best")` reads only the weights from it.
+        initial_value_threshold: the monitored value `best/` must beat at its first save
+            (Keras's), or None: the first epoch's value is saved.
 
     Raises:
         ValueError: for a bad argument, or `mode="auto"` with a monitor whose direction
@@ -108,7 +113,8 @@ class ModelCheckpoint(Callback):
 
     def __init__(self, filepath: str, monitor: str = "val_loss", mode: str = "auto",
                  save_best_only: bool = False, save_freq="epoch", max_to_keep: int | None = 3,
-                 verbose: int = 0, save_input_position: bool = False):
+                 verbose: int = 0, save_input_position: bool = False,
+                 save_weights_only: bool = False, initial_value_threshold: float | None = None):
         super().__init__()
         if not isinstance(filepath, (str, os.PathLike)) or not os.fspath(filepath):
             raise ValueError(f"filepath must be a folder path. Received: filepath={filepath!r}")
@@ -132,6 +138,15 @@ class ModelCheckpoint(Callback):
             raise ValueError(
                 "save_freq must be 'epoch' or a positive number of batches between saves. "
                 f"Received: save_freq={save_freq!r}")
+        if not isinstance(save_weights_only, bool):
+            raise ValueError(f"save_weights_only must be True or False. Received: "
+                             f"save_weights_only={save_weights_only!r}")
+        if initial_value_threshold is not None and not (
+                isinstance(initial_value_threshold, (int, float, np.number))
+                and not isinstance(initial_value_threshold, bool)
+                and math.isfinite(float(initial_value_threshold))):
+            raise ValueError(f"initial_value_threshold must be a finite number or None. "
+                             f"Received: initial_value_threshold={initial_value_threshold!r}")
         if not isinstance(save_input_position, bool):
             raise ValueError(f"save_input_position must be True or False. Received: "
                              f"save_input_position={save_input_position!r}")
@@ -144,6 +159,9 @@ class ModelCheckpoint(Callback):
         self.mode = mode
         self.direction = _direction(monitor, mode)
         self.save_best_only = save_best_only
+        self.save_weights_only = save_weights_only
+        self.initial_value_threshold = (None if initial_value_threshold is None
+                                        else float(initial_value_threshold))
         self.save_freq = save_freq
         self.save_input_position = save_input_position or save_freq != "epoch"
         self.max_to_keep = max_to_keep
@@ -179,15 +197,17 @@ class ModelCheckpoint(Callback):
     def on_train_begin(self, logs=None):
         self.checkpointer = Checkpointer(self.filepath, self.model, self.max_to_keep,
                                          input_position=self.save_input_position)
-        self.best = None
+        self.best = self.initial_value_threshold
         self.records = []
         self._warned_missing = False
         # A flag left by an earlier fit is not this fit's (TerminateOnNaN resets it anyway).
         self._nonfinite_at_begin = getattr(self.model, "nonfinite_step", None)
         if int(fit_state(self.model).epoch.numpy()) > 0:
             # Resuming: the best so far is the one the interrupted run recorded.
-            self.best = self.checkpointer.recorded_best(
+            recorded_best = self.checkpointer.recorded_best(
                 "best" if self.save_best_only else "latest")
+            if recorded_best is not None:
+                self.best = recorded_best
             self.checkpointer.best_value = self.best
             epoch = int(fit_state(self.model).epoch.numpy())
             recorded = self.checkpointer.recorded_records(

@@ -242,13 +242,15 @@ class Optimizer(BaseOptimizer):
     # ----------------------------------------------------------------------------- state
 
     @property
-    def learning_rate(self) -> tf.Tensor:
+    def learning_rate(self) -> tf.Tensor | tf.Variable:
         """The learning rate of the next step: the schedule at `iterations`, or the constant.
 
-        A constant rate is a float64 tensor, a Keras schedule's is float32; each update casts
-        it to the variable's dtype. Setting a float (or a scalar tensor) assigns the variable,
-        so a compiled step sees it at its next execution without retracing. Setting a
-        schedule replaces the rule; steps traced before keep the old one until retraced.
+        A constant rate is the optimizer's float64 variable itself, as Keras returns its
+        variable, so `optimizer.learning_rate.assign(0.01)` works; a Keras schedule's is a
+        float32 tensor. Each update casts it to the variable's dtype. Setting a float (or a
+        scalar tensor) assigns the variable, so a compiled step sees it at its next execution
+        without retracing. Setting a schedule replaces the rule; steps traced before keep the
+        old one until retraced.
 
         Raises:
             TypeError: when setting a float on an optimizer built with a schedule (Keras).
@@ -258,7 +260,7 @@ class Optimizer(BaseOptimizer):
             return tf.convert_to_tensor(self._schedule(self._iterations))
         if self._schedule is not None:  # Keras: a callable is called with no argument
             return tf.convert_to_tensor(self._schedule())
-        return tf.convert_to_tensor(self._learning_rate_variable)
+        return self._learning_rate_variable
 
     @learning_rate.setter
     def learning_rate(self, value) -> None:

@@ -455,7 +455,8 @@ def restore_latest(model, directory) -> dict | None:
     `Checkpointer.restore`); then `model.fit(..., initial_epoch=state["epoch"])` carries on
     exactly where the saved run was.
 
-    When no checkpoint of `latest/` can be read, the newest intact one of `best/` is
+    When no checkpoint of `latest/` can be read, or `latest/` holds none (a
+    `ModelCheckpoint(save_best_only=True)` folder), the newest intact one of `best/` is
     restored instead, with a warning.
 
     Args:
@@ -476,6 +477,14 @@ def restore_latest(model, directory) -> dict | None:
     if path is not None:
         return checkpointer._restore_path("latest", path)
     best = checkpoint_files.best_instead_of_latest(checkpointer.directory, checkpointer._warned)
+    if best is None:  # no latest/ at all: a ModelCheckpoint(save_best_only=True) folder
+        best = checkpoint_files.newest_intact(os.path.join(checkpointer.directory, "best"),
+                                              checkpointer._warned, warn_when_none=False)
+        if best is not None:
+            epoch = int(tf.train.load_checkpoint(best).get_tensor(_EPOCH_KEY))
+            warnings.warn(f"{latest} holds no checkpoint (ModelCheckpoint(save_best_only=True) "
+                          f"writes only best/): restoring the best one, {best}, after epoch "
+                          f"{epoch}; the fit resumes from there.", RuntimeWarning, stacklevel=2)
     return None if best is None else checkpointer._restore_path("best", best)
 
 

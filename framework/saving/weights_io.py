@@ -59,7 +59,11 @@ def load(model, filepath: str) -> None:
     if os.path.isdir(filepath):
         latest = tf.train.latest_checkpoint(filepath)
         if latest is None:
-            raise FileNotFoundError(f"No checkpoint found in the folder {filepath!r}.")
+            inside = [name for name in ("latest", "best")
+                      if tf.train.latest_checkpoint(os.path.join(filepath, name))]
+            hint = (f" It holds a ModelCheckpoint's {' and '.join(f'{n}/' for n in inside)}: "
+                    f"load {os.path.join(filepath, inside[0])!r}." if inside else "")
+            raise FileNotFoundError(f"No checkpoint found in the folder {filepath!r}.{hint}")
         filepath = latest
     if not os.path.exists(filepath + ".index"):
         raise FileNotFoundError(

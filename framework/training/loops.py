@@ -145,7 +145,7 @@ def _layer_counters(model) -> dict[str, int]:
 
 def _check_fit_arguments(epochs, initial_epoch, validation_freq, test_freq, shuffle,
                          **steps) -> None:
-    validation.positive_int("epochs", epochs)
+    validation.non_negative_int("epochs", epochs)  # 0 trains nothing, as Keras
     _check_validation_freq(validation_freq)
     if shuffle not in (True, False, "batch"):
         raise validation.invalid("shuffle", shuffle, "True, False or 'batch'")

@@ -66,6 +66,9 @@ def _restored_epoch_stamp(folder, which):
     ({"max_to_keep": 0}, "max_to_keep must be a positive integer"),
     ({"verbose": 2}, "verbose must be 0 or 1"),
     ({"monitor": "val_custom"}, "mode='auto' cannot tell"),
+    ({"save_weights_only": 1}, "save_weights_only must be True or False"),
+    ({"initial_value_threshold": "0.5"}, "initial_value_threshold must be a finite number"),
+    ({"initial_value_threshold": float("nan")}, "initial_value_threshold must be a finite"),
 ])
 def test_bad_arguments_raise_naming_the_argument(tmp_path, kwargs, message):
     arguments = {"filepath": str(tmp_path), **kwargs}
@@ -120,6 +123,31 @@ def test_save_best_only_writes_no_latest(tmp_path):
                 [{"loss": 1, "val_loss": v} for v in (1.0, 2.0, 0.5)])
     assert _numbers(folder, "best") == [1, 3]
     assert not os.path.exists(os.path.join(folder, "latest"))
+
+
+def test_save_best_only_folder_resumes_from_best_and_load_weights_names_it(tmp_path):
+    folder = str(tmp_path)
+    _run_epochs(ModelCheckpoint(folder, save_best_only=True, save_weights_only=True), _model(),
+                [{"loss": 1, "val_loss": v} for v in (1.0, 0.5, 2.0)])
+    fresh = _model()
+    with pytest.warns(RuntimeWarning, match=r"holds no checkpoint .*save_best_only=True.* "
+                                            r"after epoch 2"):
+        state = checkpoints.restore_latest(fresh, folder)
+    assert state["epoch"] == 2 and float(fresh.variables[0].numpy().flat[0]) == 2.0
+    with pytest.raises(FileNotFoundError, match=r"ModelCheckpoint's best/: load .*best'"):
+        _model().load_weights(folder)
+    loaded = _model()
+    loaded.load_weights(os.path.join(folder, "best"))
+    assert float(loaded.variables[0].numpy().flat[0]) == 2.0
+
+
+@pytest.mark.parametrize("save_best_only", [False, True])
+def test_initial_value_threshold_is_the_value_best_must_beat(tmp_path, save_best_only):
+    folder = str(tmp_path)
+    callback = ModelCheckpoint(folder, save_best_only=save_best_only,
+                               initial_value_threshold=0.8)
+    _run_epochs(callback, _model(), [{"loss": 1, "val_loss": v} for v in (1.0, 0.9, 0.7, 0.75)])
+    assert _numbers(folder, "best") == [3] and callback.best == 0.7
 
 
 def test_a_missing_monitor_warns_once_and_latest_is_still_written(tmp_path):

@@ -167,6 +167,14 @@ def test_schedule_is_evaluated_at_iterations():
     assert float(w) == pytest.approx(-0.7)
 
 
+def test_learning_rate_is_a_variable_that_assign_sets_as_in_keras():
+    w = tf.Variable(0.0)
+    optimizer = optimizers.SGD(0.1)
+    optimizer.learning_rate.assign(0.5)  # Keras's idiom: its learning_rate is a variable
+    optimizer.apply_gradients([(tf.constant(1.0), w)])
+    assert float(optimizer.learning_rate) == 0.5 and float(w) == -0.5
+
+
 def test_learning_rate_setter_rules():
     optimizer = optimizers.SGD(keras.optimizers.schedules.ExponentialDecay(0.4, 1, 0.5))
     with pytest.raises(TypeError, match="cannot be set to a number"):

@@ -93,8 +93,12 @@ def test_bad_fit_arguments(model, data):
     x, y = data
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         model.fit(x, y, batch_size=0, verbose=0)
-    with pytest.raises(ValueError, match="epochs must be a positive integer"):
-        model.fit(x, y, epochs=0, verbose=0)
+    with pytest.raises(ValueError, match="epochs must be a non-negative integer"):
+        model.fit(x, y, epochs=-1, verbose=0)
+    weights = [w.numpy() for w in model.weights]
+    assert model.fit(x, y, epochs=0, verbose=0).history == {}  # nothing trained, as Keras
+    for before, after in zip(weights, model.weights):
+        np.testing.assert_array_equal(before, after.numpy())
     with pytest.raises(ValueError, match="validation_data must be"):
         model.fit(x, y, validation_data=[x], verbose=0)
     with pytest.raises(ValueError, match="already yields the labels"):
