@@ -32,6 +32,8 @@ class Embedding(Layer):
             in Keras.
         embeddings_regularizer, embeddings_constraint: a Keras regularizer and constraint
             of `embeddings`. activity_regularizer: a Keras regularizer of the outputs.
+        mask_zero: False only (Keras's argument, kept so its scripts read; True is refused:
+            graphfit layers pass no masks).
         name: the layer's name. dtype: the floating dtype of the vectors (None inherits the
             model's).
         trainable: False freezes the vectors.
@@ -60,11 +62,18 @@ class Embedding(Layer):
         embeddings_initializer="uniform",
         embeddings_regularizer=None,
         embeddings_constraint=None,
+        mask_zero: bool = False,
         activity_regularizer=None,
         name: str | None = None,
         dtype=None,
         trainable: bool = True,
     ):
+        if mask_zero is not False:
+            raise ValueError(
+                "Embedding(mask_zero=True) is not supported: graphfit layers pass no masks, so "
+                "no later layer could skip the padded steps. Keep id 0 as an ordinary token "
+                "(the model learns to ignore padding), or train that model in Keras. "
+                f"Received: mask_zero={mask_zero!r}")
         super().__init__(name=name, dtype=dtype, trainable=trainable,
                          activity_regularizer=activity_regularizer)
         self._weight_options = arguments.set_weight_options(

@@ -28,6 +28,12 @@ class _Recurrent(KerasBacked):
     graphfit_defaults = {"unroll": None}
 
     def _keras_arguments(self, given: dict) -> dict:
+        if given.get("return_state"):
+            raise ValueError(
+                f"{type(self).__name__}(return_state=True) is not supported: a graphfit layer "
+                f"has one output, and the states would be extra ones. Use "
+                f"return_sequences=True for every step's output (the last step's is the "
+                f"state h), or build that model in Keras. Received: return_state=True")
         self._auto_unroll = given.get("unroll") is None
         if self._auto_unroll:
             given["unroll"] = False

@@ -410,7 +410,8 @@ def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile,
     jtj = np.zeros((len(y), len(specs), len(specs)))
     jtj[:, vary[:, None] & vary[None, :]] = (
         result.jtj * scale[:, :, None] * scale[:, None, :]).reshape(len(y), -1)
-    chi_square = np.sum(np.square(result.residuals), -1)  # the residuals are r/σ
+    with np.errstate(over="ignore"):  # inf: a fit stopped as not finite says why (_details)
+        chi_square = np.sum(np.square(result.residuals), -1)  # the residuals are r/σ
     status = _statuses(params, specs, vary, jtj, chi_square, points, absolute_sigma)
     free = status == "varied"
     dof = points - np.count_nonzero(free, axis=1)
@@ -422,10 +423,11 @@ def _fit(expression, specs, p0, data, absolute_sigma, settings, jit_compile,
         (dof > 0) | bool(absolute_sigma))
     status = np.where(free & defined[:, None] & np.isinf(errors), "undetermined",
                       status).astype(object)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         plain = np.where(weights > 0, result.residuals / weights, 0.0)
+        rss = np.sum(np.square(plain), -1)
     return ManyFits(names=names, params=params, standard_errors=errors,
-                    covariance=cov, jtj=jtj, rss=np.sum(np.square(plain), -1), dof=dof,
+                    covariance=cov, jtj=jtj, rss=rss, dof=dof,
                     reason_codes=result.reason, steps=result.steps,
                     evaluations=result.nfev, chi_square=chi_square,
                     total=report.total_sum_of_squares(y, weights ** 2),
@@ -463,6 +465,16 @@ def _details(expression, specs, result, fixed, x) -> tuple:
     for index in np.flatnonzero(result.reason == lm_convergence.NOT_FINITE):
         r = result.residuals[index]
         if not np.all(np.isfinite(r)):
+            # The data are finite (checked first) and no step is taken to a non-finite
+            # point: the model itself is not finite at the start.
+            bad = np.flatnonzero(~np.isfinite(r))
+            at = x[index, int(bad[0])]
+            details[index] = (
+                f"not finite: the model is inf or NaN at the start, at point {int(bad[0])} "
+                f"(x = {float(at[0]) if at.size == 1 else at.tolist()!r}"
+                f"{f', and {bad.size - 1} more point(s)' if bad.size > 1 else ''}): start "
+                f"where the formula is finite on the data (an exp(k*x) overflows for "
+                f"k*x above about 709)")
             continue
         with np.errstate(all="ignore"):
             curve = numpy_trial.NumpyCurve(expression, specs, fixed[index], x[index],

@@ -160,7 +160,13 @@ class Model(CompiledView, Layer):
         against the built model."""
         input_spec = self.arrange_inputs(input_spec)
         if self._signature.inputs is None:
-            self._trace_forward(input_spec)
+            try:
+                self._trace_forward(input_spec)
+            except Exception:
+                # Not built for inputs it failed on: a call with the right ones builds it.
+                self._signature.inputs = self._signature.outputs = None
+                self.built = False
+                raise
             return
         built, given = tf.nest.flatten(self._signature.inputs), None
         try:

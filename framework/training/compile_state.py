@@ -155,7 +155,15 @@ class CompileState:
         """
         # Under a tf.distribute strategy the weights are created mirrored, one per replica.
         with distribution.strategy_scope(self.strategy):
-            model.build_for(feed.element_spec[0], feed.names[0])
+            try:
+                model.build_for(feed.element_spec[0], feed.names[0])
+            except ValueError as error:
+                if type(error) is not ValueError or not getattr(feed, "is_dataset", False):
+                    raise
+                # Keras's usual slip: its error names shapes, and the fix is .batch().
+                raise ValueError(
+                    f"{error} ({feed.names[0]} is a tf.data.Dataset: if it yields single "
+                    f"samples, not batches, batch it first: dataset.batch(32).)") from None
         names = model.output_names
         feed.arrange_targets(names, self.outputs_needing_labels(names))
         y_spec = feed.element_spec[1]

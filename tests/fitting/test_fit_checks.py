@@ -5,6 +5,8 @@ genuinely infinite Jacobian (the fit stops at once, naming the point), and the a
 checks fit_curve shares with fit_many (`fitting.arguments`), each message with the shapes
 the user passed. SciPy's `curve_fit` is the reference for the fits."""
 
+import warnings
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -88,6 +90,19 @@ def test_a_start_whose_squared_residuals_overflow_says_so():
     assert not fit.converged
     assert "residuals' sum of squares overflows at the start" in fit.reason
     assert "pick a start nearer the data, or rescale" in fit.reason
+
+
+@pytest.mark.parametrize("loop", ["python", "traced"])
+def test_a_start_where_the_model_overflows_names_the_point_without_numpy_warnings(loop):
+    x = np.linspace(0.0, 10.0, 20)
+    y = 2.0 * np.exp(0.3 * x) + 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "overflow encountered in square" from NumPy
+        fit = fitting.fit_curve("a*exp(k*x) + c", x, y, p0={"a": 1.0, "k": 100.0, "c": 0.0},
+                                loop=loop)
+    assert fit.reason_code == 6 and not fit.converged
+    assert fit.reason.startswith("not finite: the model is inf or NaN at the start, at point "
+                                 "14 (x = 7.368421052631579, and 5 more point(s))"), fit.reason
 
 
 def _raises(match, call, **kwargs):

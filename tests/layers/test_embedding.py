@@ -48,3 +48,10 @@ def test_embedding_accepts_int64_and_whole_float_indices_and_gradients_reach_row
 def test_embedding_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         layers.Embedding(**kwargs)
+
+
+def test_mask_zero_true_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match=r"mask_zero=True\) is not supported: graphfit layers "
+                                         r"pass no masks"):
+        layers.Embedding(10, 4, mask_zero=True)
+    assert layers.Embedding(10, 4, mask_zero=False).output_dim == 4

@@ -184,3 +184,10 @@ def test_recipe_with_lstm_and_gru_validates_and_trains_from_the_cli(tmp_path, ca
     bad.write_text(_RECIPE.replace("units: 3,", "unitz: 3,"))
     assert cli.main(["validate", str(bad)]) != 0
     assert "model.layers[0].unitz: LSTM has no argument 'unitz'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_return_state_is_refused_when_the_layer_is_made(kind):
+    with pytest.raises(ValueError, match=rf"{kind}\(return_state=True\) is not supported: .*"
+                                         r"return_sequences=True"):
+        getattr(layers, kind)(4, return_state=True)

@@ -156,3 +156,15 @@ def test_a_keras_optimizer_object_is_refused_with_the_graphfit_equivalent():
     model = gf.Sequential([layers.Dense(1)])
     with pytest.raises(ValueError, match="graphfit.optimizers.Adam"):
         model.compile(optimizer=keras.optimizers.Adam(), loss="mse")
+
+
+@pytest.mark.parametrize("with_input", [True, False])
+def test_an_unbatched_dataset_is_told_to_batch(with_input):
+    x = np.ones((8, 4), np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1]))  # single samples
+    model = gf.Sequential(([gf.Input((4,))] if with_input else []) + [layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(ValueError, match=r"x is a tf.data.Dataset: if it yields single samples, "
+                                         r"not batches, batch it first: dataset.batch\(32\)"):
+        model.fit(dataset, verbose=0)
+    model.fit(dataset.batch(4), verbose=0)  # the fix works
