@@ -71,13 +71,15 @@ def _intervals(report) -> dict | None:
         return None
 
 
-def write_run_report(run: str, model, x, y, sample_weight=None):
+def write_run_report(run: str, model, x, y, sample_weight=None,
+                     absolute_sigma: bool = False):
     """Computes the run's fit report on its training data, weighted by the sample weights
-    the fit used (read as 1/σ², as `model.fit_report` reads them), and writes its files;
-    returns the `FitReport`."""
+    the fit used (read as 1/σ², as `model.fit_report` reads them; `absolute_sigma`: as
+    known errors), and writes its files; returns the `FitReport`."""
     from graphfit.fitting.report import fit_report
 
-    report = fit_report(model, x, y, sample_weight=sample_weight)
+    report = fit_report(model, x, y, sample_weight=sample_weight,
+                        absolute_sigma=absolute_sigma)
     content = report.to_dict()
     content["intervals_95"] = _intervals(report)
     _write(os.path.join(run, FIT_REPORT_JSON), json.dumps(content, indent=2))

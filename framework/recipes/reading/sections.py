@@ -216,6 +216,9 @@ _TRAINING = Section({
                                             "the rest on their outputs (fit's cache_frozen)"),
     "test_freq": Field(Nullable(Integer(min=1)), None, "evaluate the test split every N epochs "
                                                        "(null: every epoch), as fit's test_freq"),
+    "absolute_sigma": Field(Boolean(), False, "a curve fit's report: the sample weights are "
+                                              "1/σ² of known errors (SciPy's absolute_sigma); "
+                                              "false scales the errors by the reduced χ²"),
 })
 
 RECIPE = Section({

@@ -302,7 +302,8 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
     if not recorder.writes:  # a worker other than the chief: the chief writes the files
         return RunResult(run, metrics, recorder.history, model, restored_epoch)
     run_directory.write_json(os.path.join(run, "metrics.json"), _finite_or_null(metrics))
-    fit_report = _write_fit_report(run, model, splits.train, splits.train_weight)
+    fit_report = _write_fit_report(run, model, splits.train, splits.train_weight,
+                                   prepared.recipe.config["training"]["absolute_sigma"])
     model.save_weights(os.path.join(run, run_directory.CHECKPOINT))
     if os.path.basename(os.path.dirname(run)) == prepared.recipe.config["name"]:
         run_directory.update_latest(run)  # runs/<name>/latest -> this run
@@ -313,18 +314,21 @@ def _finish(run: str, prepared: Prepared, recorder: _HistoryFile,
     return RunResult(run, metrics, recorder.history, model, restored_epoch, fit_report)
 
 
-def _write_fit_report(run: str, model, train, sample_weight=None):
+def _write_fit_report(run: str, model, train, sample_weight=None,
+                      absolute_sigma: bool = False):
     """fit_report.json / .txt (and fitted_curve.json) of a curve-fit run, else None; a report
     that cannot be computed warns instead of failing a run that trained well. The training
     rows' sample weights (a table's `sample_weight` column, read as 1/σ²) weigh the report
-    as they weighed the fit."""
+    as they weighed the fit; `absolute_sigma` (`training.absolute_sigma`) reads them as
+    known errors."""
     from graphfit.fitting import run_report
 
     x, y = train if isinstance(train, tuple) else (train, None)
     if not run_report.is_curve_fit(model, x, y):
         return None
     try:
-        return run_report.write_run_report(run, model, x, y, sample_weight=sample_weight)
+        return run_report.write_run_report(run, model, x, y, sample_weight=sample_weight,
+                                           absolute_sigma=absolute_sigma)
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
         warnings.warn(f"no fit report for {run}: {error}", stacklevel=2)
         return None

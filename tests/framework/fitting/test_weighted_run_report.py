@@ -91,6 +91,24 @@ def test_weighted_table_run_reports_the_weighted_fit(tmp_path, capsys, data):
     assert _number(shown, "chi-square         = ") == pytest.approx(chi_square, rel=1e-6)
 
 
+def test_absolute_sigma_reads_the_weights_as_known_errors(tmp_path, capsys, data):
+    x, y, sigma = data
+    rows = "".join(f"{a!r},{b!r},{1.0 / s ** 2!r}\n"
+                   for a, b, s in zip(x.tolist(), y.tolist(), sigma.tolist()))
+    (tmp_path / "weighted.csv").write_text("x,y,w\n" + rows)
+    (tmp_path / "weighted.yaml").write_text(RECIPE)
+    run = tmp_path / "run"
+    code = cli.main(["train", str(tmp_path / "weighted.yaml"), "--run-dir", str(run),
+                     "--verbose", "0", "--set", "training.absolute_sigma=true"])
+    assert code == 0, capsys.readouterr().err
+    _, covariance = optimize.curve_fit(_curve, x, y, p0=[1.0, 0.3, 0.0], sigma=sigma,
+                                       absolute_sigma=True)
+    report = json.loads((run / "fit_report.json").read_text())
+    assert report["absolute_sigma"] is True
+    np.testing.assert_allclose([p["stderr"] for p in report["parameters"]],
+                               np.sqrt(np.diag(covariance)), rtol=1e-5)
+
+
 def _number(text: str, line_start: str, before: str | None = None) -> float:
     """The number after `before` (or after `line_start`) on the line starting so (after
     its indent)."""
