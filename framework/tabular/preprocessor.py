@@ -83,6 +83,15 @@ def _one_hot(part, size: int):
     return encoder
 
 
+def _scaled_variance(variance):
+    """The variance a part is standardized by: 1 where the training rows held one value.
+    Keras's `Normalization` divides by max(std, 1e-7) there, so a later value (a date's
+    year after a year of data) would arrive at the model 1e7 times too large; a constant
+    part carries no information, and 1 keeps it centered and in range."""
+    variance = np.asarray(variance, np.float64)
+    return np.where(variance > 0, variance, 1.0).astype(np.float32)
+
+
 class _Numbers:
     """numeric, boolean and date columns: float parts, missing cells NaN until filled."""
 
@@ -93,7 +102,7 @@ class _Numbers:
         stats = record or {}
         if "mean" in stats:
             self.norm = layers.Normalization(axis=-1, mean=stats["mean"],
-                                             variance=stats["variance"])
+                                             variance=_scaled_variance(stats["variance"]))
             self.norm.build((None, self.width))  # sets its mean and variance
         else:
             self.norm = layers.Normalization(axis=-1)
@@ -150,7 +159,7 @@ class _Numbers:
         if not self.norm.built:
             self.norm.build((None, self.width))
         self.norm.adapt_mean.assign(mean)
-        self.norm.adapt_variance.assign(variance)
+        self.norm.adapt_variance.assign(_scaled_variance(variance))
         self.norm.finalize_state()
         if self._quantiles():
             self.bins.finalize_state()

@@ -43,7 +43,7 @@ from graphfit.recipes.reading.schema import (
     shown,
 )
 
-__all__ = ["MANY_FITS_RECIPE", "check_many_fits_recipe"]
+__all__ = ["MANY_FITS_RECIPE", "check_many_fits_recipe", "varying_parameters"]
 
 _DATA = Section({
     "path": Field(String(), doc="the data file: .csv (long form, a row per point) or .npz"),
@@ -150,6 +150,12 @@ def check_many_fits_recipe(checker: Checker, data: dict, default_name: str) -> d
     return resolved
 
 
+def varying_parameters(params: dict) -> list[str]:
+    """The names of the checked `params` that vary (not `vary: false`)."""
+    return [name for name, start in params.items()
+            if not (isinstance(start, dict) and start.get("vary", True) is False)]
+
+
 def _check_formula(section: dict, checker: Checker) -> None:
     """The formula parses with the parameters named, and every parameter is used."""
     from graphfit.layers import formula_parser
@@ -167,6 +173,9 @@ def _check_formula(section: dict, checker: Checker) -> None:
             checker.report(("fit_many", "params", name), f"the parameter {name!r} is not used "
                                                          f"in the formula {expression!r}: "
                                                          f"remove it")
+    if not varying_parameters(params):
+        checker.report(("fit_many", "params"), "every parameter is fixed (vary: false): "
+                                               "nothing to fit. Let at least one vary")
     columns = max([1] + [int(n[1:]) for n in parsed.inputs if n != "x"])
     data = section.get("data")
     if isinstance(data, dict) and isinstance(data.get("x"), list) \

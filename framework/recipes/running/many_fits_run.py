@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 
+from graphfit.recipes.reading.many_fits_schema import varying_parameters
 from graphfit.recipes.reading.outline import is_many_fits
 from graphfit.recipes.reading.problems import Position, Problem, RecipeError
 from graphfit.recipes.reading.recipe import Recipe
@@ -108,11 +109,29 @@ def load_curves(recipe: Recipe) -> Curves:
     data = recipe.config["fit_many"]["data"]
     loader = _load_npz if data["path"].endswith(".npz") else _load_csv
     try:
-        return loader(data)
+        curves = loader(data)
     except _DataProblem as error:
         raise _problem(recipe, error.key, str(error)) from None
     except (OSError, ValueError) as error:
         raise _problem(recipe, "path", f"cannot read {data['path']}: {error}") from None
+    _check_lengths(recipe, curves)
+    return curves
+
+
+def _check_lengths(recipe: Recipe, curves: Curves) -> None:
+    """Every data set has at least as many points as varying parameters, or the first that
+    has not is named by its curve id."""
+    varying = varying_parameters(recipe.config["fit_many"]["params"])
+    counts = (np.count_nonzero(curves.mask, axis=1) if curves.mask is not None
+              else np.full(len(curves.ids), curves.y.shape[1]))
+    short = np.flatnonzero(counts < len(varying))
+    if short.size:
+        first = int(short[0])
+        more = f" ({short.size - 1} more data set(s) too)" if short.size > 1 else ""
+        raise _problem(recipe, "", (
+            f"curve {curves.ids[first]!r} has {int(counts[first])} point(s), fewer than the "
+            f"{len(varying)} varying parameters {varying}{more}: a fit needs at least as many "
+            f"points as unknowns. Give it more points, or delete its rows"))
 
 
 def _load_npz(data: dict) -> Curves:

@@ -135,6 +135,26 @@ def test_fit_many_validate_refuses_a_fixed_parameter_outside_its_bounds(tmp_path
         "outside its own bounds [-inf, 0.5]" in err
 
 
+def test_fit_many_validate_refuses_every_parameter_fixed(tmp_path, capsys):
+    _many_csv(tmp_path / "many.csv")
+    err = _validate(_many_recipe(tmp_path, "{a: {value: 1.0, vary: false}, "
+                                           "k: {value: 0.3, vary: false}}"), capsys)
+    assert "many.yaml:3:3: fit_many.params: every parameter is fixed (vary: false): nothing " \
+        "to fit. Let at least one vary" in err
+
+
+def test_fit_many_validate_names_the_curve_with_too_few_points(tmp_path, capsys):
+    _many_csv(tmp_path / "many.csv")
+    text = (tmp_path / "many.csv").read_text().splitlines()
+    # curve c1 keeps one point of its own
+    kept = [row for row in text if not row.startswith("c1,")] + \
+        [next(row for row in text if row.startswith("c1,"))]
+    (tmp_path / "many.csv").write_text("\n".join(kept) + "\n")
+    err = _validate(_many_recipe(tmp_path), capsys)
+    assert "fit_many.data: curve 'c1' has 1 point(s), fewer than the 2 varying parameters " \
+        "['a', 'k']" in err
+
+
 @pytest.fixture
 def draws(monkeypatch):
     pytest.importorskip("matplotlib")

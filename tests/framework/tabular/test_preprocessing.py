@@ -74,6 +74,26 @@ def test_date_parts_and_weekday(prep):
     assert start > 0
 
 
+def test_a_part_constant_in_training_is_centered_not_blown_up():
+    # One year of sign-ups: the year part has variance 0, where Keras's Normalization divides
+    # by 1e-7 and a later year would reach the model as 1e7.
+    prep = TablePreprocessor([Column("signup", "date"), Column("age", "numeric")])
+    prep.adapt_arrays({"signup": np.array(["2023-01-05", "2023-06-01", "2023-11-30"], object),
+                       "age": np.array([30.0, 30.0, 30.0], np.float32)})
+    new = {"signup": np.array(["2024-06-01"], object), "age": np.array([42.0], np.float32)}
+    out = prep.transform_arrays(new)[0]
+    names = prep.output_names()
+    assert out[names.index("signup.year")] == 1.0 and out[names.index("age")] == 12.0
+    rebuilt = TablePreprocessor.from_record(json.loads(json.dumps(prep.to_record())))
+    np.testing.assert_array_equal(rebuilt.transform_arrays(new)[0], out)
+    # A record written before (variance 0 saved) reads the same way.
+    record = json.loads(json.dumps(prep.to_record()))
+    record["statistics"]["age"]["variance"] = [0.0]
+    record["statistics"]["signup"]["variance"][0] = 0.0
+    np.testing.assert_array_equal(TablePreprocessor.from_record(record).transform_arrays(new)[0],
+                                  out)
+
+
 def test_record_round_trip_gives_the_same_outputs_and_is_plain_json(prep):
     record = json.loads(json.dumps(prep.to_record()))
     again = TablePreprocessor.from_record(record)
