@@ -34,6 +34,7 @@ import numpy as np
 from graphfit.core.registry import did_you_mean
 from graphfit.datasets.precision import warn_if_merged
 from graphfit.datasets.synthetic import make_blobs, make_moons, make_sinc, make_spirals
+from graphfit.datasets.text_encoding import not_utf8_message
 
 __all__ = [
     "csv_columns",
@@ -225,7 +226,7 @@ def load_csv(path: str | os.PathLike, features: list[str] | str | None = None,
     targets = [] if target is None else _column_list(target, "target")
     path = os.fspath(path)
     with _open_text(path, "CSV") as text:
-        reader = csv.reader(text, delimiter=delimiter)
+        reader = csv.reader(_utf8_lines(text, path), delimiter=delimiter)
         header = _read_header(reader, path)
         if features is None:
             for name in targets:
@@ -271,6 +272,14 @@ def load_csv(path: str | os.PathLike, features: list[str] | str | None = None,
 
 _KEEP_FLOAT64 = ("read it as float64 (`training.dtype: float64` in a recipe, dtype='float64' "
                  "in Python)")
+
+
+def _utf8_lines(text, path: str):
+    """The lines of `text`; a file that is not UTF-8 is named with its line (ValueError)."""
+    try:
+        yield from text
+    except UnicodeDecodeError:
+        raise ValueError(not_utf8_message(path)) from None
 
 
 def _floating(dtype) -> type:

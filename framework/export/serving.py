@@ -28,7 +28,8 @@ import json
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["decode_request", "decode_arrays", "request_body", "serving_call"]
+__all__ = ["decode_request", "decode_arrays", "request_body", "serving_call",
+           "missing_allowed"]
 
 
 def _json_cell(value, dtype: tf.DType):
@@ -47,7 +48,9 @@ def _json_cell(value, dtype: tf.DType):
     return float("nan") if value is None and dtype.is_floating else value
 
 
-def _as_batch(values, spec: tf.TensorSpec, where: str) -> np.ndarray:
+def _as_batch(values, spec: tf.TensorSpec, where: str, finite: bool = False) -> np.ndarray:
+    if finite and spec.dtype.is_floating:
+        _check_plain_numbers(values, where)
     if isinstance(values, list):
         values = _json_cell(values, spec.dtype)
     try:
@@ -61,6 +64,23 @@ def _as_batch(values, spec: tf.TensorSpec, where: str) -> np.ndarray:
         raise ValueError(f"{where}: each example has shape {array.shape[1:]}, the signature "
                          f"takes {tuple(spec.shape[1:])}")
     return array
+
+
+def _check_plain_numbers(values, where: str, index: tuple = ()) -> None:
+    """A model without a table's missing-value handling takes finite numbers only: null,
+    NaN, infinity and true/false are refused, naming the example and the position (the
+    model would answer for them, with a number that means nothing)."""
+    if isinstance(values, list):
+        for i, value in enumerate(values):
+            _check_plain_numbers(value, where, index + (i,))
+        return
+    bad = values is None or isinstance(values, bool) or (
+        isinstance(values, float) and not np.isfinite(values))
+    if bad:
+        at = f"{where}[{']['.join(map(str, index))}]" if index else where
+        raise ValueError(f"{at} is {json.dumps(values)}: this model takes finite numbers only "
+                         f"(it was not trained on a table with missing-value handling). Fill "
+                         f"or drop that value before sending it")
 
 
 def _ordered_rows(instances: list, names: list[str]) -> list:
@@ -111,7 +131,8 @@ def _named_rows(rows: list, names: list[str]) -> list:
     return rows
 
 
-def _columns(columns, specs: dict, feature_names: list[str]) -> dict[str, np.ndarray]:
+def _columns(columns, specs: dict, feature_names: list[str], finite: bool = False
+             ) -> dict[str, np.ndarray]:
     """The columnar format: the one input's batch, {input name: batch}, or (one input read
     by named columns) {column name: values}."""
     names = list(specs)
@@ -126,7 +147,7 @@ def _columns(columns, specs: dict, feature_names: list[str]) -> dict[str, np.nda
     if not isinstance(columns, dict) or set(columns) != set(names):
         given = f' (got {", ".join(map(str, columns))})' if isinstance(columns, dict) else ""
         raise ValueError(f'"inputs" must give the inputs {", ".join(names)} by name{given}')
-    return {n: _as_batch(columns[n], specs[n], f'inputs["{n}"]') for n in names}
+    return {n: _as_batch(columns[n], specs[n], f'inputs["{n}"]', finite) for n in names}
 
 
 def decode_request(body, signature, feature_names=()) -> dict[str, tf.Tensor]:
@@ -146,10 +167,13 @@ def decode_request(body, signature, feature_names=()) -> dict[str, tf.Tensor]:
     return {name: tf.constant(array) for name, array in arrays.items()}
 
 
-def decode_arrays(body, specs: dict, feature_names=()) -> dict[str, np.ndarray]:
+def decode_arrays(body, specs: dict, feature_names=(), missing_allowed: bool = True
+                  ) -> dict[str, np.ndarray]:
     """`decode_request` as NumPy arrays, for the signature's input `specs` ({name: spec});
     a server batches these before it calls the signature. Also refuses unknown columns or
-    inputs."""
+    inputs, and, unless `missing_allowed` (a table's export, whose numeric columns fill a
+    missing cell), null, NaN, infinite and true/false values of a floating input."""
+    finite = not missing_allowed
     body = request_body(body)
     names = list(specs)
     if ("instances" in body) == ("inputs" in body):
@@ -157,7 +181,7 @@ def decode_arrays(body, specs: dict, feature_names=()) -> dict[str, np.ndarray]:
                          '"inputs" (columnar format)')
     feature_names = [n.decode() if isinstance(n, bytes) else str(n) for n in feature_names]
     if "inputs" in body:
-        return _columns(body["inputs"], specs, feature_names)
+        return _columns(body["inputs"], specs, feature_names, finite)
     rows = body["instances"]
     if not isinstance(rows, list) or not rows:
         raise ValueError('"instances" must be a non-empty list, one entry per example')
@@ -166,25 +190,36 @@ def decode_arrays(body, specs: dict, feature_names=()) -> dict[str, np.ndarray]:
         raise ValueError("instances mix dicts and plain values: give every instance the same "
                          "way")
     if len(names) == 1 and not all(dicts):
-        return {names[0]: _as_batch(rows, specs[names[0]], "instances")}
+        return {names[0]: _as_batch(rows, specs[names[0]], "instances", finite)}
     if len(names) == 1 and feature_names and names[0] not in rows[0]:
         return {names[0]: _as_batch(_ordered_rows(rows, feature_names), specs[names[0]],
-                                    "instances")}
+                                    "instances", finite)}
     if not all(dicts):
         raise ValueError(f"with several inputs ({', '.join(names)}) each instance is a dict "
                          f"{{input name: value}}")
     rows = _named_rows(rows, names)
-    return {n: _row_batch(rows, n, specs[n]) for n in names}
+    return {n: _row_batch(rows, n, specs[n], finite) for n in names}
 
 
-def _row_batch(rows: list, name: str, spec: tf.TensorSpec) -> np.ndarray:
+def _row_batch(rows: list, name: str, spec: tf.TensorSpec, finite: bool) -> np.ndarray:
     """Input `name`'s batch from dict rows; a cell that does not fit names its row."""
     try:
-        return _as_batch([row[name] for row in rows], spec, f'instances[...]["{name}"]')
+        return _as_batch([row[name] for row in rows], spec, f'instances[...]["{name}"]',
+                         finite)
     except ValueError:
         for index, row in enumerate(rows):
-            _as_batch([row[name]], spec, f'instances[{index}]["{name}"]')
+            where = f'instances[{index}]["{name}"]'
+            if finite and spec.dtype.is_floating:
+                _check_plain_numbers(row[name], where)
+            _as_batch([row[name]], spec, where)
         raise
+
+
+def missing_allowed(loaded) -> bool:
+    """Whether a loaded export fills missing values itself: a table's (its preprocessing
+    layers impute a numeric column's gap); an export from before this was recorded too."""
+    layers = getattr(loaded, "preprocessing_layers", None)
+    return layers is None or len(layers) > 0
 
 
 def serving_call(loaded, body) -> dict[str, np.ndarray]:
@@ -205,5 +240,7 @@ def serving_call(loaded, body) -> dict[str, np.ndarray]:
     signature = loaded.signatures[name]
     names = getattr(loaded, "feature_names", None)
     names = [] if names is None else names.numpy().tolist()
-    outputs = signature(**decode_request(body, signature, names))
+    arrays = decode_arrays(body, signature.structured_input_signature[1], names,
+                           missing_allowed(loaded))
+    outputs = signature(**{key: tf.constant(array) for key, array in arrays.items()})
     return {key: value.numpy() for key, value in outputs.items()}

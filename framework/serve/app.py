@@ -148,7 +148,8 @@ def create_app(server):
             raise HTTPProblem(400, f"the model has no signature {signature!r} (it has "
                                    f"{', '.join(sorted(current.signatures))})")
         try:
-            arrays = decode_arrays(body, current.specs[signature], current.feature_names)
+            arrays = decode_arrays(body, current.specs[signature], current.feature_names,
+                                   current.missing_allowed)
         except ValueError as error:
             raise HTTPProblem(400, str(error)) from None
         rows = rows_of(arrays)
@@ -159,9 +160,8 @@ def create_app(server):
         try:
             outputs = await server.run(current, signature, arrays)
         except Exception as error:  # TensorFlow refused the values (InvalidArgumentError)
-            message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
             raise HTTPProblem(400, f"the model could not run on these values: "
-                                   f"{message}") from None
+                                   f"{op_message(error)}") from None
         return answer_body(outputs, "instances" in body)
 
     async def metrics(request):
@@ -174,6 +174,16 @@ def create_app(server):
     routes = [Route("/v1/models/{rest:path}", models, methods=["GET", "POST"]),
               Route("/metrics", metrics, methods=["GET"])]
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+
+
+def op_message(error: Exception) -> str:
+    """The line of a TensorFlow error that says what was wrong: not "Graph execution
+    error:", the node's traceback or its [[node ...]] line."""
+    lines = [line.strip() for line in str(getattr(error, "message", error)).splitlines()]
+    said = [line for line in lines if line and line != "Graph execution error:"
+            and not line.startswith(("Detected at node", "File ", "[[", "{{"))
+            and not line.endswith(":")]
+    return said[-1] if said else (lines[0] if lines and lines[0] else repr(error))
 
 
 async def run_in(executor, function, *args):

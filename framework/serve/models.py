@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from graphfit.datasets.graph_set import INDEX_KEYS
+from graphfit.export.serving import missing_allowed
 from graphfit.export.serving_layout import read_warmup, versions
 
 __all__ = ["ModelVersion", "ServedModel", "find_source", "RETRIES"]
@@ -56,6 +57,7 @@ class ModelVersion:
             n.decode() for n in names.numpy().tolist()]
         self.specs = {name: signature.structured_input_signature[1]
                       for name, signature in self.signatures.items()}
+        self.missing_allowed = missing_allowed(self.loaded)  # a table's export fills gaps
         # A graph batch's index inputs number nodes and graphs within one request: requests
         # cannot be concatenated, so such a signature runs request by request.
         self.batchable = {name: not set(specs) & set(INDEX_KEYS)

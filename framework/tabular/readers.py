@@ -23,6 +23,7 @@ import gzip
 import json
 import os
 
+from graphfit.datasets.text_encoding import not_utf8_message
 from graphfit.tabular.columns import TableError
 
 __all__ = ["Table", "read_table", "table_format", "FORMATS"]
@@ -85,17 +86,20 @@ def read_table(path: str, format: str | None = None, delimiter: str | None = Non
             fields, a JSON line that is not an object, pyarrow missing for Parquet.
     """
     kind = table_format(path, format)
-    if kind == "parquet":
-        table = _read_parquet(path)
-    elif kind == "json_lines":
-        table = _read_json_lines(path)
-    else:
-        if delimiter is None:
-            delimiter = "\t" if path.endswith((".tsv", ".tsv.gz")) else ","
-        table = _read_csv(path, delimiter)
+    try:
+        if kind == "parquet":
+            table = _read_parquet(path)
+        elif kind == "json_lines":
+            table = _read_json_lines(path)
+        else:
+            if delimiter is None:
+                delimiter = "\t" if path.endswith((".tsv", ".tsv.gz")) else ","
+            table = _read_csv(path, delimiter)
+    except UnicodeDecodeError:
+        raise TableError(not_utf8_message(path)) from None
     if len(table) == 0:
         raise TableError(f"{path} has no data rows (only a header, or nothing): there is "
-                         f"nothing to train on")
+                         f"nothing to read")
     return table
 
 

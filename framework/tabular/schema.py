@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+from graphfit.datasets.text_encoding import not_utf8_message
 from graphfit.tabular.columns import Column, TableError, infer_type
 from graphfit.tabular.readers import Table
 
@@ -81,8 +82,12 @@ def read_text_folder(path: str, extensions=(".txt",)) -> Table:
         folder = os.path.join(path, label)
         for name in sorted(os.listdir(folder)):
             if name.endswith(tuple(extensions)):
-                with open(os.path.join(folder, name), encoding="utf-8") as handle:
-                    texts.append(handle.read().strip())
+                file = os.path.join(folder, name)
+                try:  # utf-8-sig: a byte-order mark is no part of the first word
+                    with open(file, encoding="utf-8-sig") as handle:
+                        texts.append(handle.read().strip())
+                except UnicodeDecodeError:
+                    raise TableError(not_utf8_message(file)) from None
                 labels.append(label)
                 files.append(os.path.join(label, name))
     if not texts:

@@ -22,6 +22,7 @@ import urllib.request
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import graphfit as gf
 from graphfit import datasets, layers
@@ -123,6 +124,12 @@ def test_predict_by_rows_and_by_columns_equals_graphfit_predict(served):
     ({"instances": [[0.0] * 64], "signature_name": "embed"}, 400, "no signature 'embed'"),
     ({"rows": []}, 400, "exactly one of"),
     ({"instances": [[0.0] * 64] * 1025}, 413, "at most 1024 per request"),
+    # A plain model has no missing-value handling: it would answer for these with a number.
+    ({"instances": [[None] + [0.0] * 63]}, 400, r"instances\[0\]\[0\] is null: this model "
+                                                r"takes finite numbers only"),
+    ({"instances": [[0.0] * 63 + [float("nan")]]}, 400, r"instances\[0\]\[63\] is NaN"),
+    ({"inputs": {"x": [[0.0] * 63 + [1e400]]}}, 400, r'inputs\["x"\]\[0\]\[63\] is Infinity'),
+    ({"instances": [{"x": [True] + [0.0] * 63}]}, 400, r'instances\[0\]\["x"\]\[0\] is true'),
 ])
 def test_bad_requests_get_a_4xx_json_error_and_it_keeps_serving(served, body, status, message):
     import re
@@ -300,3 +307,16 @@ def test_named_columns_of_strings_and_numbers_pass_through(tmp_path):
         assert status == 400 and "lacks the input(s) age" in body["error"]
     finally:
         server.stop()
+
+
+def test_a_tensorflow_error_is_answered_with_its_own_line_not_graph_execution_error():
+    from graphfit.serve.app import op_message
+
+    @tf.function(input_signature=[tf.TensorSpec([None]), tf.TensorSpec([None])])
+    def needs_equal_lengths(a, b):
+        return a + b
+
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        needs_equal_lengths(tf.ones([2]), tf.ones([3]))
+    message = op_message(caught.value)
+    assert message != "Graph execution error:" and "Incompatible shapes" in message, message
