@@ -179,11 +179,18 @@ def create_app(server):
 def op_message(error: Exception) -> str:
     """The line of a TensorFlow error that says what was wrong: not "Graph execution
     error:", the node's traceback or its [[node ...]] line."""
-    lines = [line.strip() for line in str(getattr(error, "message", error)).splitlines()]
-    said = [line for line in lines if line and line != "Graph execution error:"
-            and not line.startswith(("Detected at node", "File ", "[[", "{{"))
-            and not line.endswith(":")]
-    return said[-1] if said else (lines[0] if lines and lines[0] else repr(error))
+    in_traceback = False
+    for line in str(getattr(error, "message", error)).splitlines():
+        if line.startswith("Detected at node"):
+            in_traceback = True  # the indented lines after it are where the node was made
+            continue
+        if in_traceback and (line[:1].isspace() or not line):
+            continue
+        in_traceback = False
+        text = line.strip()
+        if text and text != "Graph execution error:" and not text.startswith("[["):
+            return text
+    return repr(error)
 
 
 async def run_in(executor, function, *args):

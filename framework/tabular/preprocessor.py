@@ -121,9 +121,16 @@ class _Numbers:
         if self.column.type == "boolean":
             true = tf.reduce_any(tf.equal(text[:, None], tf.constant(TRUE_WORDS)), axis=1)
             false = tf.reduce_any(tf.equal(text[:, None], tf.constant(FALSE_WORDS)), axis=1)
-            value = tf.where(true, 1.0, tf.where(false, 0.0, np.nan))
+            # A served request is checked here (files are checked when read, `raw_values`):
+            # an unknown word would otherwise pass as a missing cell.
+            known = tf.debugging.assert_equal(
+                tf.reduce_all(true | false | tf.equal(text, "")), True, message=(
+                    f"column {self.column.name!r} holds a value that is not a boolean "
+                    f"({'/'.join(TRUE_WORDS + FALSE_WORDS)}, or empty for a missing cell)"))
+            with tf.control_dependencies([known]):
+                value = tf.where(true, 1.0, tf.where(false, 0.0, np.nan))
             return tf.reshape(value, [-1, 1])
-        return _date_parts(text)
+        return _date_parts(text, self.column.name)
 
     def adapt(self, data) -> None:
         """Statistics of `data`: one 1-D tensor (`begin`, `update`, `finish`)."""
@@ -232,13 +239,26 @@ def _merged_moments(moments, batch):
     return count, merged, variance
 
 
-def _date_parts(text):
-    """[batch, 4] year, month, day, weekday (Monday 0) of YYYY-MM-DD strings, NaN for ""."""
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _date_parts(text, name: str = "date"):
+    """[batch, 4] year, month, day, weekday (Monday 0) of YYYY-MM-DD strings, NaN for "";
+    a date that does not exist (2022-13-45, 2022-02-30) fails with the column's name."""
     present = tf.strings.length(text) >= 10
     safe = tf.where(present, text, "1970-01-01")
     year = tf.strings.to_number(tf.strings.substr(safe, 0, 4), tf.int64)
     month = tf.strings.to_number(tf.strings.substr(safe, 5, 2), tf.int64)
     day = tf.strings.to_number(tf.strings.substr(safe, 8, 2), tf.int64)
+    leap = ((year % 4 == 0) & (year % 100 != 0)) | (year % 400 == 0)
+    days = tf.gather(tf.constant(_MONTH_DAYS, tf.int64), tf.clip_by_value(month - 1, 0, 11)) \
+        + tf.cast(leap & tf.equal(month, 2), tf.int64)
+    real = (month >= 1) & (month <= 12) & (day >= 1) & (day <= days)
+    exists = tf.debugging.assert_equal(tf.reduce_all(real | ~present), True, message=(
+        f"column {name!r} holds a date that does not exist (YYYY-MM-DD: a month 1 to 12 "
+        f"and a day that month has)"))
+    with tf.control_dependencies([exists]):
+        year = tf.identity(year)
     # Days since 1970-01-01 (the proleptic Gregorian calendar), then the weekday.
     y = year - tf.cast(month <= 2, tf.int64)
     era = tf.math.floordiv(y, 400)

@@ -226,3 +226,21 @@ def test_json_lines_and_parquet_read_the_same_cells(tmp_path):
                                                        ("country", "categorical")]
         np.testing.assert_array_equal(tabular.raw_values(columns[0], table.columns["age"]),
                                       [31.0, np.nan])
+
+
+@pytest.mark.parametrize("date, flag, message", [
+    ("2022-13-45", "yes", "column 'signup' holds a date that does not exist"),
+    ("2022-02-30", "yes", "column 'signup' holds a date that does not exist"),
+    ("2023-01-01", "maybe", "column 'partner' holds a value that is not a boolean"),
+])
+def test_a_served_cell_of_the_wrong_type_fails_in_the_graph(date, flag, message):
+    # Files are checked when read (`raw_values`); a request to an export reaches the graph.
+    prep = TablePreprocessor([Column("signup", "date"), Column("partner", "boolean")])
+    prep.adapt_arrays({"signup": np.array(["2023-01-05", "2024-02-29"], object),
+                       "partner": np.array(["yes", "no"], object)})
+    good = prep.transform_arrays({"signup": np.array(["2024-02-29", ""], object),
+                                  "partner": np.array(["t", ""], object)})
+    assert np.isfinite(good).all()
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        prep.transform_arrays({"signup": np.array([date], object),
+                               "partner": np.array([flag], object)})
