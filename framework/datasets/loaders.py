@@ -34,7 +34,7 @@ import numpy as np
 from graphfit.core.registry import did_you_mean
 from graphfit.datasets.precision import warn_if_merged
 from graphfit.datasets.synthetic import make_blobs, make_moons, make_sinc, make_spirals
-from graphfit.datasets.text_encoding import not_utf8_message
+from graphfit.datasets.text_encoding import delimiter_hint, not_utf8_message
 
 __all__ = [
     "csv_columns",
@@ -151,9 +151,9 @@ def _column_list(value, name: str) -> list[str]:
     return list(names_)
 
 
-def _column_index(name: str, header: list[str], path: str) -> int:
+def _column_index(name: str, header: list[str], path: str, delimiter: str = ",") -> int:
     if name not in header:
-        hint = did_you_mean(name, header)
+        hint = did_you_mean(name, header) or delimiter_hint(header, delimiter)
         raise ValueError(
             f"Unknown column {name!r} in {path}.{hint} Available columns: {', '.join(header)}"
         )
@@ -230,7 +230,7 @@ def load_csv(path: str | os.PathLike, features: list[str] | str | None = None,
         header = _read_header(reader, path)
         if features is None:
             for name in targets:
-                _column_index(name, header, path)
+                _column_index(name, header, path, delimiter)
             features = [name for name in header if name not in targets]
             if not features:
                 raise ValueError(f"{path} has no columns left for the features besides the "
@@ -241,7 +241,7 @@ def load_csv(path: str | os.PathLike, features: list[str] | str | None = None,
         if both:
             raise ValueError(f"Column {both[0]!r} is both a feature and a target; drop it from "
                              f"one of them. Received: features={features!r}, target={target!r}")
-        wanted = [_column_index(name, header, path) for name in features + targets]
+        wanted = [_column_index(name, header, path, delimiter) for name in features + targets]
         cells: list[list[str]] = [[] for _ in wanted]
         lines: list[int] = []
         for row in reader:

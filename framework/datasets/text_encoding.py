@@ -1,4 +1,5 @@
-"""What to say about a text file that is not UTF-8.
+"""What to say about a text file that is not UTF-8, or whose fields another character
+separates.
 
 graphfit reads CSV, JSON lines and text files as UTF-8 (a byte-order mark is dropped).
 Python's own error ("'utf-8' codec can't decode byte 0xe9 in position 399") names neither
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import gzip
 
-__all__ = ["not_utf8_message"]
+__all__ = ["not_utf8_message", "delimiter_hint"]
 
 
 def not_utf8_message(path: str) -> str:
@@ -38,3 +39,17 @@ def not_utf8_message(path: str) -> str:
                 f"and save the file as UTF-8 (a spreadsheet's 'CSV UTF-8'), or convert it: "
                 f"iconv -f cp1252 -t utf-8 IN > OUT")
     return f"{path} is not UTF-8 text; save the file as UTF-8"
+
+
+def delimiter_hint(header: list[str], delimiter: str = ",") -> str:
+    """" It seems to separate fields with ';': set data.delimiter: ';'." when the header
+    read as one field holds another usual separator, else ""."""
+    if len(header) != 1:
+        return ""
+    for other in (";", "\t", "|", ","):
+        if other != delimiter and other in header[0]:
+            shown = "\\t" if other == "\t" else other
+            return (f" The file seems to separate its fields with {shown!r}, not "
+                    f"{delimiter!r}: set data.delimiter: {shown!r} (delimiter={shown!r} in "
+                    f"Python).")
+    return ""

@@ -13,6 +13,7 @@ import dataclasses
 import gc
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -109,6 +110,20 @@ def _default_name(path: str) -> str:
     return "model" if name in ("saved_model", "") else name
 
 
+def _check_port_free(host: str, port: int) -> None:
+    """A ValueError naming the fix when `port` is taken (uvicorn only logs it and exits)."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise ValueError(f"cannot listen on {host}:{port}: {error.strerror or error} "
+                             f"(another server?). Choose another --port, or --port 0 for a "
+                             f"free one") from None
+
+
 class ModelServer:
     """One model served over HTTP with TensorFlow Serving's REST API.
 
@@ -159,7 +174,11 @@ class ModelServer:
         from graphfit.export.run_export import export_run_as
 
         self.temporary = tempfile.mkdtemp(prefix="graphfit-serve-")
-        self.export_check = export_run_as(run, serving_dir=self.temporary, name=name)
+        try:
+            self.export_check = export_run_as(run, serving_dir=self.temporary, name=name)
+        except BaseException:
+            shutil.rmtree(self.temporary, ignore_errors=True)  # nothing is left behind
+            raise
         folder = os.path.dirname(self.export_check.path)
         return folder, os.path.basename(folder)
 
@@ -222,6 +241,7 @@ class ModelServer:
 
     def start(self, timeout_s: float = 30.0) -> str:
         """Serves from a background thread; returns the base URL once it listens."""
+        _check_port_free(self.options.host, self.options.port)
         if self.options.freeze_gc:
             gc.collect()
             gc.freeze()

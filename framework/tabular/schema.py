@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from graphfit.datasets.text_encoding import not_utf8_message
+from graphfit.datasets.text_encoding import delimiter_hint, not_utf8_message
 from graphfit.tabular.columns import Column, TableError, infer_type
 from graphfit.tabular.readers import Table
 
@@ -36,7 +36,7 @@ def feature_columns(table: Table, declared: dict | None, target=None, features=N
     for name in list(declared) + list(features or []) + targets + [e for e in exclude if e]:
         if name not in table.columns:
             raise TableError(f"{table.path} has no column {name!r} (its columns: "
-                             f"{', '.join(table.names)})", name)
+                             f"{', '.join(table.names)}).{delimiter_hint(table.names)}", name)
     names = list(features) if features else [n for n in table.names if n not in targets
                                              and n not in exclude]
     columns = []

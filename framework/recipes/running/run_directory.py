@@ -32,7 +32,7 @@ import time
 
 import yaml
 
-from graphfit.recipes.running.run_lock import LOCK_FILE, RunBusy, RunLock
+from graphfit.recipes.running.run_lock import LOCK_FILE, RunBusy, RunLock, writing_process
 
 __all__ = ["create_run", "claim_new_run", "find_run", "write_yaml", "write_json", "read_json",
            "read_recipe", "read_yaml", "versions", "lock_run", "RunLock", "RunBusy",
@@ -176,6 +176,11 @@ def find_run(path: str) -> str:
     if not os.path.isfile(os.path.join(path, RECIPE_FILE)):
         raise ValueError(f"{path} is not a graphfit run directory (it has no {RECIPE_FILE})")
     if not os.path.isfile(os.path.join(path, CHECKPOINT + ".index")):
+        writer = writing_process(path)
+        if writer is not None:
+            raise ValueError(f"the run {path} is still training (process {writer}): its final "
+                             f"weights are written when it ends. Wait for it to finish, then "
+                             f"try again")
         if holds_checkpoint(path):
             advice = (f"Finish it with `graphfit train --resume {path}` (it continues from "
                       f"its latest checkpoint)")

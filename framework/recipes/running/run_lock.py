@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["RunLock", "RunBusy", "LOCK_FILE"]
+__all__ = ["RunLock", "RunBusy", "LOCK_FILE", "writing_process"]
 
 LOCK_FILE = ".lock"
 
@@ -101,6 +101,15 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def writing_process(run: str) -> int | None:
+    """The pid of a live process holding `run`'s lock (training or resuming it), or None
+    (released cleanly: the file is empty; or left by a process that died)."""
+    holder = _read_pid(os.path.join(run, LOCK_FILE))
+    if holder is None or holder == os.getpid() or not _alive(holder):
+        return None
+    return holder
 
 
 def _has_flock() -> bool:

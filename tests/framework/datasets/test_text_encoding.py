@@ -35,3 +35,16 @@ def test_a_text_folder_names_the_file_that_is_not_utf8_and_drops_a_bom(tmp_path)
     with pytest.raises(TableError, match=r"latin.txt is not UTF-8 text: line 3 holds the byte "
                                          r"0xe9"):
         tabular.read_text_folder(str(tmp_path))
+
+
+def test_a_wrong_delimiter_is_named_with_the_setting_that_fixes_it(tmp_path):
+    path = tmp_path / "semicolons.csv"
+    path.write_text("age;income\n30;2.5\n40;3.5\n")
+    with pytest.raises(ValueError, match=r"separate its fields with ';', not ',': set "
+                                         r"data.delimiter: ';'"):
+        datasets.load_csv(path, features=["age"], target="income")
+    table = tabular.read_table(str(path))
+    with pytest.raises(TableError, match=r"has no column 'age' .*set data.delimiter: ';'"):
+        tabular.feature_columns(table, {"age": {"type": "numeric"}})
+    x, y = datasets.load_csv(path, features=["age"], target="income", delimiter=";")
+    assert x[:, 0].tolist() == [30.0, 40.0]

@@ -483,6 +483,27 @@ def test_resume_through_the_latest_link_keeps_it_pointing_at_the_run(trained, tm
     assert len(history["loss"]) == 4
 
 
+def test_a_run_still_training_is_said_to_be_so_not_sent_to_resume(tmp_path):
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "latest").mkdir(parents=True)
+    (run / run_directory.RECIPE_FILE).write_text("name: busy\n")
+    (run / "checkpoints" / "latest" / "ckpt-1.index").write_bytes(b"")
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (run / ".lock").write_text(f"{trainer.pid}\n")  # as its RunLock writes it
+        with pytest.raises(ValueError, match=rf"is still training \(process {trainer.pid}\).*"
+                                             r"Wait for it to finish"):
+            run_directory.find_run(str(run))
+    finally:
+        trainer.kill()
+        trainer.wait()
+    with pytest.raises(ValueError, match="graphfit train --resume"):  # its process is gone
+        run_directory.find_run(str(run))
+
+
 @pytest.mark.parametrize("checkpoint", [False, True], ids=["none", "written"])
 def test_an_unfinished_run_is_sent_where_it_can_go(tmp_path, checkpoint):
     """`export`, `evaluate` and `predict` need a finished run: an unfinished one is sent to

@@ -320,3 +320,20 @@ def test_a_tensorflow_error_is_answered_with_its_own_line_not_graph_execution_er
         needs_equal_lengths(tf.ones([2]), tf.ones([3]))
     message = op_message(caught.value)
     assert message != "Graph execution error:" and "Incompatible shapes" in message, message
+
+
+def test_a_port_in_use_is_refused_with_the_fix(served):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = ModelServer(str(served["folder"] / "serving" / "digits"),
+                             options=ServeOptions(port=port, poll_s=0))
+        try:
+            with pytest.raises(ValueError, match=rf"cannot listen on 127.0.0.1:{port}: .*"
+                                                 r"Choose another --port, or --port 0"):
+                server.start()
+        finally:
+            server.close()
