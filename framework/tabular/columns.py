@@ -30,7 +30,7 @@ import numpy as np
 from graphfit.datasets.precision import warn_if_merged
 
 __all__ = ["TYPES", "MISSING", "Column", "TableError", "infer_type", "raw_values", "is_missing",
-           "TRUE_WORDS", "FALSE_WORDS"]
+           "is_number", "TRUE_WORDS", "FALSE_WORDS"]
 
 TYPES = ("numeric", "categorical", "text", "boolean", "date")
 # missing: constant VALUE | mean | mode | indicator (see `Column.missing`).
@@ -116,7 +116,8 @@ def is_missing(cell) -> bool:
     return isinstance(cell, str) and cell.strip() == ""
 
 
-def _is_number(cell) -> bool:
+def is_number(cell) -> bool:
+    """Whether a cell reads as a number (a bool does not)."""
     if isinstance(cell, bool):
         return False
     if isinstance(cell, (int, float, np.number)):
@@ -149,7 +150,7 @@ def infer_type(cells) -> str:
         return "numeric"
     if all(_is_boolean(cell) for cell in present):
         return "boolean"
-    if all(_is_number(cell) for cell in present):
+    if all(is_number(cell) for cell in present):
         return "numeric"
     if all(_is_date(cell) for cell in present):
         return "date"
@@ -197,7 +198,7 @@ def raw_values(column: Column, cells, lines=None, source: str = "the table") -> 
         for index, cell in enumerate(cells):
             if is_missing(cell):
                 exact[index] = np.nan
-            elif not _is_number(cell):
+            elif not is_number(cell):
                 bad(index, "a number")
             else:
                 exact[index] = float(cell)
@@ -261,7 +262,7 @@ __all__ += ["OPTIONS", "option_problems"]
 def _fits(kind: str, value) -> bool:
     """Whether `value` is a (present) cell of a column of type `kind`."""
     if kind == "numeric":
-        return _is_number(value)
+        return is_number(value)
     if kind == "boolean":
         return _is_boolean(value) or str(value).strip().lower() in TRUE_WORDS + FALSE_WORDS
     if kind == "date":

@@ -13,9 +13,10 @@ Example:
 from __future__ import annotations
 
 import os
+import warnings
 
 from graphfit.datasets.text_encoding import delimiter_hint, not_utf8_message
-from graphfit.tabular.columns import Column, TableError, infer_type
+from graphfit.tabular.columns import Column, TableError, infer_type, is_missing, is_number
 from graphfit.tabular.readers import Table
 
 __all__ = ["feature_columns", "describe", "read_text_folder", "TEXT", "LABEL"]
@@ -43,9 +44,33 @@ def feature_columns(table: Table, declared: dict | None, target=None, features=N
     for name in names:
         options = dict(declared.get(name) or {})
         kind = options.pop("type", None)
-        columns.append(Column(name, kind or infer_type(table.columns[name]), options,
-                              inferred=kind is None))
+        inferred = kind or infer_type(table.columns[name])
+        if kind is None and inferred == "categorical":
+            _warn_if_nearly_numeric(table, name)
+        columns.append(Column(name, inferred, options, inferred=kind is None))
     return columns
+
+
+# At most this share of a column's cells may be words for the column to look numeric with
+# a typo (one "two" among 300 numbers), not categorical on purpose.
+_STRAY_SHARE = 0.02
+
+
+def _warn_if_nearly_numeric(table: Table, name: str) -> None:
+    """Warns when a few words make an otherwise numeric column categorical: the model
+    changes silently (one-hot columns instead of one number)."""
+    present = [(i, cell) for i, cell in enumerate(table.columns[name]) if not is_missing(cell)]
+    words = [(i, cell) for i, cell in present if not is_number(cell)]
+    if not words or len(present) < 10 or len(words) > _STRAY_SHARE * len(present):
+        return
+    index, cell = words[0]
+    line = table.lines[index] if table.lines is not None else None
+    where = f"line {line}" if line is not None else f"row {index + 1}"
+    warnings.warn(
+        f"{table.path}: column {name!r} is inferred categorical because {len(words)} of its "
+        f"{len(present)} cells are not numbers ({where} holds {cell!r}). If it is a number "
+        f"column, fix those cells; to keep it categorical, declare it: columns: {{{name}: "
+        f"{{type: categorical}}}}", stacklevel=3)
 
 
 def describe(columns, sizes: dict | None = None) -> list[str]:

@@ -5,6 +5,7 @@ stratified splits; bad data quoted with its file and line."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import keras
 import numpy as np
@@ -244,3 +245,22 @@ def test_a_served_cell_of_the_wrong_type_fails_in_the_graph(date, flag, message)
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
         prep.transform_arrays({"signup": np.array([date], object),
                                "partner": np.array([flag], object)})
+
+
+def test_a_word_among_numbers_warns_that_the_column_became_categorical():
+    from graphfit.tabular.readers import Table
+    from graphfit.tabular.schema import feature_columns
+
+    cells = [str(i % 5) for i in range(100)]
+    cells[7] = "two"
+    table = Table("calls.csv", ["calls", "y"], {"calls": cells, "y": ["a"] * 100},
+                  list(range(2, 102)))
+    with pytest.warns(UserWarning, match=r"calls.csv: column 'calls' is inferred categorical "
+                                         r"because 1 of its 100 cells are not numbers \(line 9 "
+                                         r"holds 'two'\)"):
+        assert [c.type for c in feature_columns(table, None, target="y")] == ["categorical"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # declared, or plainly categorical: no warning
+        feature_columns(table, {"calls": {"type": "categorical"}}, target="y")
+        words = Table("w.csv", ["city"], {"city": ["Bern", "Zug"] * 50}, None)
+        feature_columns(words, None)
