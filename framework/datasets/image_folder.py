@@ -205,6 +205,16 @@ def _corrupt_files(paths: list[str], channels: int) -> list[str]:
     return [path for index, path in enumerate(paths) if index not in good]
 
 
+def _refuse_jpegs_as_rgba(undecoded: list[str], count: int) -> None:
+    """JPEG has no alpha channel, so rgba cannot decode any JPEG: that is the color mode's
+    fault, not the files' (skipping them would drop every JPEG)."""
+    jpegs = [path for path in undecoded if path.lower().endswith((".jpg", ".jpeg"))]
+    if jpegs and not _corrupt_files(jpegs[:1], 3):
+        raise ValueError(f"color_mode 'rgba' cannot read JPEG files, which have no alpha "
+                         f"channel: {len(jpegs)} of the {count} images are JPEGs (such as "
+                         f"{jpegs[0]}). Use color_mode: rgb, or convert them to PNG")
+
+
 def _decode_error(path: str, channels: int) -> str:
     import tensorflow as tf
 
@@ -245,6 +255,8 @@ def read_image_folder(path: str | os.PathLike, image_size=(256, 256), color_mode
                          f"{len(class_names)} ({', '.join(class_names)}): use 'int' or "
                          f"'categorical'")
     corrupt = _corrupt_files(paths, COLOR_MODES[color_mode])
+    if color_mode == "rgba":
+        _refuse_jpegs_as_rgba(corrupt, len(paths))
     if corrupt and on_corrupt == "fail":
         raise ValueError(f"the image {corrupt[0]} cannot be decoded "
                          f"({_decode_error(corrupt[0], COLOR_MODES[color_mode])}); "

@@ -113,6 +113,17 @@ def test_corrupt_image_fails_naming_it_or_is_skipped_and_counted(tmp_path):
         load_images([broken], (4, 4))
 
 
+def test_rgba_on_jpegs_names_the_color_mode_not_corrupt_files(tmp_path):
+    root = write_folder(tmp_path, count=3, classes=("a", "b"))
+    pixels = tf.cast(tf.fill([4, 4, 3], 200), tf.uint8)
+    with open(os.path.join(root, "a", "photo.jpg"), "wb") as handle:
+        handle.write(tf.io.encode_jpeg(pixels).numpy())
+    with pytest.raises(ValueError, match=r"color_mode 'rgba' cannot read JPEG files.*1 of the "
+                                         r"7 images are JPEGs.*Use color_mode: rgb"):
+        read_image_folder(root, image_size=(4, 4), color_mode="rgba")
+    assert len(read_image_folder(root, image_size=(4, 4), color_mode="rgb")) == 7
+
+
 def test_one_class_empty_and_flat_folders_are_refused(tmp_path):
     one = write_folder(tmp_path / "one", count=2, classes=("only",))
     with pytest.raises(ValueError, match=r"has one class subfolder \('only'\); a classifier "
