@@ -175,7 +175,8 @@ def _where(lines, index: int, source: str) -> str:
     return f"{source}, line {line}" if lines is not None else f"{source}, row {line}"
 
 
-def raw_values(column: Column, cells, lines=None, source: str = "the table") -> np.ndarray:
+def raw_values(column: Column, cells, lines=None, source: str = "the table",
+               retypable: bool = True) -> np.ndarray:
     """The column's raw form (see the module docstring) of `cells`.
 
     Args:
@@ -183,15 +184,20 @@ def raw_values(column: Column, cells, lines=None, source: str = "the table") -> 
         cells: its cells (strings, numbers, booleans, None).
         lines: the file line of each cell, to quote a bad one (None: rows counted from 1).
         source: the file, to quote with the line.
+        retypable: whether the recipe may still declare the column's type (False for a
+            finished run's new rows: its types are fixed), for the message.
 
     Raises:
         TableError: the first cell that does not fit the column's type, with its file, line
             and value.
     """
     def bad(index, what):
-        raise TableError(f"{_where(lines, index, source)}: column {column.name!r} is declared "
-                         f"{column.type} but holds {cells[index]!r}, which is not {what}; fix "
-                         f"the value, or declare the column's type", column.name)
+        how = "inferred" if column.inferred else "declared"
+        fix = ("fix the value, or declare the column's type" if retypable else
+               f"fix the value (the run reads the column as {column.type})")
+        raise TableError(f"{_where(lines, index, source)}: column {column.name!r} is {how} "
+                         f"{column.type} but holds {cells[index]!r}, which is not {what}; "
+                         f"{fix}", column.name)
 
     if column.type == "numeric":
         exact = np.empty(len(cells), np.float64)

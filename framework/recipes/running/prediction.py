@@ -121,7 +121,8 @@ def read_table_inputs(path: str, record: dict, form: InputFormat = InputFormat()
     if missing:
         raise ValueError(f"it lacks the column(s) {', '.join(missing)}; the run reads "
                          f"{', '.join(c.name for c in columns)} (by name, in any order)")
-    raw = {c.name: raw_values(c, table.columns[c.name], table.lines, path) for c in columns}
+    raw = {c.name: raw_values(c, table.columns[c.name], table.lines, path, retypable=False)
+           for c in columns}
     for name, count in prep.oov_counts(raw).items():
         if count:
             print(f"graphfit: note: column {name}: {count} value(s) unseen in training went "

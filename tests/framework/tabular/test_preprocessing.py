@@ -203,6 +203,12 @@ def test_bad_data_is_quoted_with_file_and_line(tmp_path):
                                          r"holds 'forty'"):
         tabular.raw_values(Column("age", "numeric"), table.columns["age"], table.lines,
                            table.path)
+    # New rows for a finished run whose type was inferred: no "declare" advice.
+    with pytest.raises(TableError, match=r"column 'age' is inferred numeric but holds 'forty', "
+                                         r"which is not a number; fix the value \(the run "
+                                         r"reads the column as numeric\)"):
+        tabular.raw_values(Column("age", "numeric", inferred=True), table.columns["age"],
+                           table.lines, table.path, retypable=False)
     (tmp_path / "empty.csv").write_text("")
     with pytest.raises(TableError, match="is empty"):
         tabular.read_table(str(tmp_path / "empty.csv"))
