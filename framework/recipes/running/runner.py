@@ -100,12 +100,25 @@ def _prepare(recipe: Recipe, distribute: bool, record: dict | None) -> Prepared:
             check_inputs(model, x, y, stage=stage, batch_size=training["batch_size"],
                          check_finite=training["check_finite"])
         except ValueError as error:
+            if isinstance(error, DataCheckError) and " fails it alone" in error.where:
+                error = DataCheckError(error.reason, error.layer,
+                                       f"{error.where}; {_rows_counted(config, stage)}")
             raise _error(recipe, _stage_key(config, stage, error, model), error) from None
         _check_first_batch(recipe, model, stage, x)
     _check_tap_names(recipe, model)
     _check_monitors(recipe, model, splits)
     _check_callbacks(recipe, model)
     return Prepared(recipe, model, splits, strategy)
+
+
+def _rows_counted(config, stage: str) -> str:
+    """How a data check's row numbers count: within the stage's split of the data, which
+    `data.shuffle` shuffles before splitting (the file's row is found by its values)."""
+    split = {"train": "training", "val": "validation", "test": "test"}[stage]
+    shuffled = config["data"].get("shuffle", False)
+    order = ("shuffled before the split (data.shuffle: false keeps the file's order); find "
+             "the row by its values" if shuffled else "in the file's order")
+    return f"rows count from 0 within the {split} split, {order}"
 
 
 def _check_first_batch(recipe: Recipe, model, stage: str, data) -> None:

@@ -67,8 +67,21 @@ def test_validate_refuses_a_data_set_column_counted_from_one(tmp_path, capsys):
         "to 2, since params give 3 values per data set (a)" in err
     # The first row that fails (unshuffled and unsplit: the file's order) and its values:
     # the first point (t = 0) of data set 2, counted from 1 as 3.
-    assert "(rows 0 to 23 of x; row 16 fails it alone: x[16] = [0, 3])" in err
+    assert "(rows 0 to 23 of x; row 16 fails it alone: x[16] = [0, 3]; rows count from 0 " \
+        "within the training split, in the file's order)" in err
     assert "Traceback" not in err
+
+
+def test_a_shuffled_recipe_says_how_its_row_numbers_count(tmp_path, capsys):
+    _decays(tmp_path / "decays.csv", first_set=1)
+    recipe = _global_recipe(tmp_path)
+    with open(recipe) as handle:
+        text = handle.read().replace("shuffle: false", "shuffle: true")
+    with open(recipe, "w") as handle:
+        handle.write(text)
+    err = _validate(recipe, capsys)
+    assert "rows count from 0 within the training split, shuffled before the split " \
+        "(data.shuffle: false keeps the file's order); find the row by its values)" in err
 
 
 def test_validate_refuses_per_data_set_lists_shorter_than_the_data_sets(tmp_path, capsys):
