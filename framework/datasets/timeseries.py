@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 
 import numpy as np
 
@@ -152,15 +153,45 @@ def _integer_cells(path, column: str, delimiter: str) -> bool:
 
 
 def _check_time_order(path, column: str, delimiter: str) -> None:
-    from graphfit.datasets.loaders import load_csv
-
-    try:
-        times, _ = load_csv(path, features=[column], target=None, delimiter=delimiter)
-    except ValueError:
-        return  # text timestamps: the file's order is taken as given
-    steps = np.diff(times[:, 0])
+    """The time column runs forward (numbers, or ISO dates and times such as
+    "2023-01-03 02:00"); a gap much longer than the usual step is warned about, since
+    windows span it. Other text is taken in the file's order."""
+    times = _times(path, column, delimiter)
+    if times is None or len(times) < 2:
+        return
+    steps = np.diff(times.astype(np.int64) if times.dtype.kind == "M" else times)
     if (steps < 0).any():
         row = int(np.argmax(steps < 0)) + 2
         raise ValueError(f"{path}: the time column {column!r} goes back at data row {row} "
-                         f"({times[row - 2, 0]} then {times[row - 1, 0]}); sort the rows by "
+                         f"({times[row - 2]} then {times[row - 1]}); sort the rows by "
                          f"time")
+    usual = np.median(steps)
+    if usual > 0 and steps.max() > _GAP * usual:
+        row = int(np.argmax(steps)) + 2
+        warnings.warn(f"{path}: the time column {column!r} jumps from {times[row - 2]} to "
+                      f"{times[row - 1]} at data row {row}, {steps.max() / usual:.0f} times its "
+                      f"usual step: windows that span the gap mix the two sides. Fill the gap, "
+                      f"or split the file there", stacklevel=4)
+
+
+_GAP = 5  # a step this many times the median step is a gap in the series
+
+
+def _times(path, column: str, delimiter: str):
+    """The time column as float64 numbers or datetime64 values, or None for other text."""
+    import csv
+    import gzip
+
+    opener = gzip.open if os.fspath(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as text:
+        reader = csv.reader(text, delimiter=delimiter)
+        index = [name.strip() for name in next(reader)].index(column)
+        cells = [row[index].strip() for row in reader if any(cell.strip() for cell in row)]
+    try:
+        return np.array(cells, np.float64)
+    except ValueError:
+        pass
+    try:
+        return np.array(cells, "datetime64[s]")
+    except ValueError:
+        return None  # text time stamps of another form: the file's order is taken as given

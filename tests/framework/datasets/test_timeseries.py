@@ -92,3 +92,19 @@ def test_splits_by_time_without_straddling_and_standardizes_on_training_rows(log
     np.testing.assert_allclose(splits.standardizer.mean, np.tile([mean, 1000.5 + mean], 5))
     np.testing.assert_allclose(splits.standardizer.std, np.tile([std, std], 5))
     assert splits.record["timeseries"]["rows"] == {"train": 70, "val": 20, "test": 10}
+
+
+def test_iso_time_stamps_are_checked_for_order_and_a_gap_warns(tmp_path):
+    stamps = ["2023-01-03 00:00", "2023-01-03 01:00", "2023-01-03 03:00", "2023-01-03 02:00"]
+    unordered = tmp_path / "unordered.csv"
+    unordered.write_text("time,a\n" + "".join(f"{t},{i}\n" for i, t in enumerate(stamps)))
+    with pytest.raises(ValueError, match=r"the time column 'time' goes back at data row 4 "
+                                         r"\(2023-01-03T03:00:00 then 2023-01-03T02:00:00\)"):
+        read_timeseries(unordered, target="a", window=1, time_column="time")
+    hours = [0, 1, 2, 3, 13, 14, 15, 16]
+    gap = tmp_path / "gap.csv"
+    gap.write_text("time,a\n" + "".join(f"2023-01-03 {h:02d}:00,{h}\n" for h in hours))
+    with pytest.warns(UserWarning, match=r"jumps from 2023-01-03T03:00:00 to "
+                                         r"2023-01-03T13:00:00 at data row 5, 10 times its usual "
+                                         r"step"):
+        read_timeseries(gap, target="a", window=2, time_column="time")
