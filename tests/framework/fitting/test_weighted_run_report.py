@@ -45,17 +45,25 @@ def data():
     return x, y, sigma
 
 
-def test_weighted_table_run_reports_the_weighted_fit(tmp_path, capsys, data):
+def _train(folder, data, capsys, *overrides):
+    """Trains the weighted recipe on `data` in `folder`; returns (run, what it printed)."""
     x, y, sigma = data
     rows = "".join(f"{a!r},{b!r},{1.0 / s ** 2!r}\n"
                    for a, b, s in zip(x.tolist(), y.tolist(), sigma.tolist()))
-    (tmp_path / "weighted.csv").write_text("x,y,w\n" + rows)
-    (tmp_path / "weighted.yaml").write_text(RECIPE)
-    run = tmp_path / "run"
-    code = cli.main(["train", str(tmp_path / "weighted.yaml"), "--run-dir", str(run),
-                     "--verbose", "0"])
+    (folder / "weighted.csv").write_text("x,y,w\n" + rows)
+    (folder / "weighted.yaml").write_text(RECIPE)
+    run = folder / "run"
+    sets = [part for override in overrides for part in ("--set", override)]
+    code = cli.main(["train", str(folder / "weighted.yaml"), "--run-dir", str(run),
+                     "--verbose", "0", *sets])
     printed, errors = capsys.readouterr()
     assert code == 0, errors
+    return run, printed
+
+
+def test_weighted_table_run_reports_the_weighted_fit(tmp_path, capsys, data):
+    x, y, sigma = data
+    run, printed = _train(tmp_path, data, capsys)
 
     values, covariance = optimize.curve_fit(_curve, x, y, p0=[1.0, 0.3, 0.0], sigma=sigma)
     chi_square = float(np.sum(((y - _curve(x, *values)) / sigma) ** 2))
@@ -93,14 +101,7 @@ def test_weighted_table_run_reports_the_weighted_fit(tmp_path, capsys, data):
 
 def test_absolute_sigma_reads_the_weights_as_known_errors(tmp_path, capsys, data):
     x, y, sigma = data
-    rows = "".join(f"{a!r},{b!r},{1.0 / s ** 2!r}\n"
-                   for a, b, s in zip(x.tolist(), y.tolist(), sigma.tolist()))
-    (tmp_path / "weighted.csv").write_text("x,y,w\n" + rows)
-    (tmp_path / "weighted.yaml").write_text(RECIPE)
-    run = tmp_path / "run"
-    code = cli.main(["train", str(tmp_path / "weighted.yaml"), "--run-dir", str(run),
-                     "--verbose", "0", "--set", "training.absolute_sigma=true"])
-    assert code == 0, capsys.readouterr().err
+    run, _ = _train(tmp_path, data, capsys, "training.absolute_sigma=true")
     _, covariance = optimize.curve_fit(_curve, x, y, p0=[1.0, 0.3, 0.0], sigma=sigma,
                                        absolute_sigma=True)
     report = json.loads((run / "fit_report.json").read_text())
