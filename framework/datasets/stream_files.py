@@ -172,8 +172,11 @@ def check_csv_headers(files, header: list[str], compression, delimiter: str) -> 
 
 def first_bad_record(stream, files, batch_size: int = 1024):
     """(file, record index, reason) of the first record, in file order, that cannot be read
-    or parsed into (x, y), or None."""
-    convert = stream.converter(None)
+    or parsed into (x, y), or None. A stream whose string columns reach x only through a
+    table's preprocessing (typed columns) is checked by parsing alone: `to_xy` would refuse
+    every record for that, not for a bad one."""
+    typed = stream.transform is None and any(c.tf_dtype == tf.string for c in stream.features)
+    convert = stream.parse if typed else stream.converter(None)
     for path in files:
         records = stream.file_records(path)
         done = 0
@@ -193,9 +196,24 @@ def first_bad_record(stream, files, batch_size: int = 1024):
                         convert(batch[offset:offset + 1])
                     except (tf.errors.OpError, ValueError) as error:
                         record = batch[offset:offset + 1]
-                        return path, done + offset, _explained(stream, record) or _reason(error)
+                        return path, done + offset, (_explained(stream, record)
+                                                     or _field_problem(stream, error)
+                                                     or _reason(error))
             done += len(batch)
     return None
+
+
+def _field_problem(stream, error: Exception) -> str | None:
+    """A CSV cell that does not read as its column's dtype, said by the column's name."""
+    found = re.search(r"Field (\d+) in record \d+ is not a valid (\w+): (.*)$",
+                      _reason(error))
+    if found is None or stream.format != "csv":
+        return None
+    column = stream.csv_field_column(int(found.group(1)))
+    return (f"column {column.name!r} holds {found.group(3)!r}, which is not a valid "
+            f"{found.group(2)} (the column's type, {column.tf_dtype.name}: declared, or "
+            f"inferred from the first records, data.inference_sample); fix the cell, or "
+            f"declare the column's type")
 
 
 def _readable_count(stream, path: str, start: int) -> int:

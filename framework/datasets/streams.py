@@ -287,6 +287,11 @@ class Stream:
         return value if value.dtype == tf.string else tf.strings.as_string(value)
 
     # ------------------------------------------------------------------ parsing
+    def csv_field_column(self, field: int):
+        """The column that `parse` reads as CSV field `field` (TensorFlow's error counts the
+        fields it was asked for, in the file's order)."""
+        return sorted(self.columns, key=lambda c: self._header.index(c.name))[field]
+
     def parse(self, records) -> dict:
         """A batch of records (a string vector) -> {column: batched tensor}."""
         if self.format != "csv":
