@@ -117,11 +117,14 @@ def is_missing(cell) -> bool:
 
 
 def is_number(cell) -> bool:
-    """Whether a cell reads as a number (a bool does not)."""
+    """Whether a cell reads as a number (a bool does not; nor "1_000", which Python's float
+    reads as 1000 but a CSV means as text)."""
     if isinstance(cell, bool):
         return False
     if isinstance(cell, (int, float, np.number)):
         return True
+    if isinstance(cell, str) and "_" in cell:
+        return False
     try:
         float(cell)
     except (TypeError, ValueError):

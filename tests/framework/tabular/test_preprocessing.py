@@ -173,6 +173,8 @@ def test_infers_types():
                                             ["2024-01-02", ""], ["the red fox", "a cat sat",
                                                                  "dogs run fast"])] == \
         ["numeric", "categorical", "boolean", "date", "text"]
+    # Python's float reads "1_000" as 1000; a table's cell "1_000" is not a number.
+    assert tabular.infer_type(["1", "2", "1_000"]) == "categorical"
 
 
 def test_stratified_split_is_deterministic_disjoint_and_in_proportion():
