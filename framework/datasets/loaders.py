@@ -166,6 +166,8 @@ def _parse_column(cells: list[str], lines: list[int], name: str, path: str) -> n
     values = np.empty(len(cells), np.float64)
     for i, cell in enumerate(cells):
         try:
+            if "_" in cell:  # Python's float reads "1_000" as 1000; a CSV means text
+                raise ValueError(cell)
             values[i] = float(cell)
         except ValueError:
             raise ValueError(

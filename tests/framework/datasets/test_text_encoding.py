@@ -48,3 +48,11 @@ def test_a_wrong_delimiter_is_named_with_the_setting_that_fixes_it(tmp_path):
         tabular.feature_columns(table, {"age": {"type": "numeric"}})
     x, y = datasets.load_csv(path, features=["age"], target="income", delimiter=";")
     assert x[:, 0].tolist() == [30.0, 40.0]
+
+
+def test_a_number_written_with_an_underscore_is_not_read_as_one(tmp_path):
+    path = tmp_path / "counts.csv"
+    path.write_text("count,y\n1_000,1\n")
+    with pytest.raises(ValueError, match=r"line 2 \(data row 1\), column 'count': cannot read "
+                                         r"'1_000' as a number"):
+        datasets.load_csv(path, target="y")
