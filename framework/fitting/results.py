@@ -193,8 +193,8 @@ class ManyFits:
         >>> fits = fitting.fit_many("a*exp(-k*x)", x, y, p0={"a": 1.0, "k": 1.0})
         >>> fits.params[:2].round(6).tolist(), fits.converged.tolist()
         ([[2.0, 0.5], [3.0, 1.5]], [True, True, False])
-        >>> fits.reasons[2]
-        'not finite: NaN or inf in the data or the model'
+        >>> fits.reasons[2]  # doctest: +ELLIPSIS
+        'not finite: the model is inf or NaN at the start, at point 0 (x = -1000.0, and 19 more...'
         >>> report = fits.report(0)
         >>> report.dof, round(report.statistics["r_squared"], 6), report.strong_correlations
         (18, 1.0, [])

@@ -329,7 +329,8 @@ def test_a_port_in_use_is_refused_with_the_fix(served):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = ModelServer(str(served["folder"] / "serving" / "digits"),
+        # version 1 itself: other tests add versions (a broken one too) to the folder
+        server = ModelServer(str(served["folder"] / "serving" / "digits" / "1"),
                              options=ServeOptions(port=port, poll_s=0))
         try:
             with pytest.raises(ValueError, match=rf"cannot listen on 127.0.0.1:{port}: .*"
