@@ -23,6 +23,8 @@ Example:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 
 import numpy as np
@@ -32,12 +34,23 @@ __all__ = ["decode_request", "decode_arrays", "request_body", "serving_call",
            "missing_allowed"]
 
 
+def _is_b64(value) -> bool:
+    """TF Serving's form of binary data in JSON: {"b64": "<base64 text>"}."""
+    return isinstance(value, dict) and list(value) == ["b64"]
+
+
 def _json_cell(value, dtype: tf.DType):
-    """A JSON value for a string input (numbers and booleans as text, null as "") or a float
-    input (null as NaN: a missing value of a table's numeric column)."""
+    """A JSON value for a string input (numbers and booleans as text, null as "",
+    {"b64": ...} as the bytes it encodes, as TF Serving reads it) or a float input (null as
+    NaN: a missing value of a table's numeric column)."""
     if isinstance(value, list):
         return [_json_cell(v, dtype) for v in value]
     if dtype == tf.string:
+        if _is_b64(value):
+            try:
+                return base64.b64decode(value["b64"], validate=True)
+            except (binascii.Error, TypeError, ValueError):
+                raise ValueError('a {"b64": ...} value is not valid base64 text') from None
         if value is None:
             return ""
         if isinstance(value, bool):
@@ -58,6 +71,10 @@ def _as_batch(values, spec: tf.TensorSpec, where: str, finite: bool = False) -> 
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: cannot read the values as {spec.dtype.name}: {error}") \
             from None
+    return _checked_batch(array, spec, where)
+
+
+def _checked_batch(array: np.ndarray, spec: tf.TensorSpec, where: str) -> np.ndarray:
     if array.ndim == 0 or array.shape[0] == 0:
         raise ValueError(f"{where}: no examples (give a list with one entry per example)")
     if not spec.shape[1:].is_compatible_with(array.shape[1:]):
@@ -185,7 +202,7 @@ def decode_arrays(body, specs: dict, feature_names=(), missing_allowed: bool = T
     rows = body["instances"]
     if not isinstance(rows, list) or not rows:
         raise ValueError('"instances" must be a non-empty list, one entry per example')
-    dicts = [isinstance(row, dict) for row in rows]
+    dicts = [isinstance(row, dict) and not _is_b64(row) for row in rows]
     if any(dicts) and not all(dicts):
         raise ValueError("instances mix dicts and plain values: give every instance the same "
                          "way")

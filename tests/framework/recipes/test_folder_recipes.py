@@ -134,6 +134,19 @@ def test_export_takes_decoded_images_and_image_files(shapes_run, tmp_path):
     np.testing.assert_allclose(from_files["outputs"].numpy(), expected, rtol=1e-5, atol=1e-5)
     assert from_files["class_name"].numpy().tolist() == [
         b"circle", b"circle", b"circle", b"triangle", b"triangle"]
+    # A REST body gives the files' bytes as TF Serving does: {"b64": ...}, by rows or columns.
+    import base64
+
+    from graphfit.export import serving_call
+
+    coded = [{"b64": base64.b64encode(data).decode()} for data in encoded]
+    for body in ({"instances": coded, "signature_name": "predict_images"},
+                 {"inputs": {"images": coded}, "signature_name": "predict_images"}):
+        np.testing.assert_allclose(serving_call(loaded, body)["outputs"], expected, rtol=1e-5,
+                                   atol=1e-5)
+    with pytest.raises(ValueError, match=r'a \{"b64": ...\} value is not valid base64'):
+        serving_call(loaded, {"instances": [{"b64": "not base64!"}],
+                              "signature_name": "predict_images"})
 
 
 def test_sensor_recipe_forecasts_to_the_noise_and_predicts_windows(sensor_run, tmp_path):
