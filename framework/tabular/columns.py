@@ -211,6 +211,8 @@ def raw_values(column: Column, cells, lines=None, source: str = "the table",
                 bad(index, "a number")
             else:
                 exact[index] = float(cell)
+                if math.isinf(exact[index]):  # no statistics or model takes it
+                    bad(index, "a finite number")
         out = exact.astype(np.float32)
         warn_if_merged(f"numeric column {column.name!r}", exact, out, source,
                        "read the file with `source: csv` (or npz) under `training.dtype: "

@@ -205,6 +205,14 @@ def test_bad_data_is_quoted_with_file_and_line(tmp_path):
                                          r"holds 'forty'"):
         tabular.raw_values(Column("age", "numeric"), table.columns["age"], table.lines,
                            table.path)
+    infinite = tmp_path / "inf.csv"
+    infinite.write_text("age,country\n31,FR\n-Infinity,DE\n")
+    table = tabular.read_table(str(infinite))
+    with pytest.raises(TableError, match=r"inf.csv, line 3: column 'age' is declared numeric "
+                                         r"but holds '-Infinity', which is not a finite number"):
+        tabular.raw_values(Column("age", "numeric"), table.columns["age"], table.lines,
+                           table.path)
+    table = tabular.read_table(str(path))
     # New rows for a finished run whose type was inferred: no "declare" advice.
     with pytest.raises(TableError, match=r"column 'age' is inferred numeric but holds 'forty', "
                                          r"which is not a number; fix the value \(the run "
