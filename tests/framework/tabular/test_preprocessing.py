@@ -200,18 +200,15 @@ def test_balanced_class_weight_matches_the_keras_and_sklearn_formula():
 def test_bad_data_is_quoted_with_file_and_line(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("age,country\n31,FR\n\nforty,DE\n")
-    table = tabular.read_table(str(path))
-    with pytest.raises(TableError, match=r"t.csv, line 4: column 'age' is declared numeric but "
-                                         r"holds 'forty'"):
-        tabular.raw_values(Column("age", "numeric"), table.columns["age"], table.lines,
-                           table.path)
-    infinite = tmp_path / "inf.csv"
-    infinite.write_text("age,country\n31,FR\n-Infinity,DE\n")
-    table = tabular.read_table(str(infinite))
-    with pytest.raises(TableError, match=r"inf.csv, line 3: column 'age' is declared numeric "
-                                         r"but holds '-Infinity', which is not a finite number"):
-        tabular.raw_values(Column("age", "numeric"), table.columns["age"], table.lines,
-                           table.path)
+    (tmp_path / "inf.csv").write_text("age,country\n31,FR\n-Infinity,DE\n")
+    for name, match in (("t.csv", r"t.csv, line 4: column 'age' is declared numeric but holds "
+                                  r"'forty'"),
+                        ("inf.csv", r"inf.csv, line 3: column 'age' is declared numeric but "
+                                    r"holds '-Infinity', which is not a finite number")):
+        table = tabular.read_table(str(tmp_path / name))
+        with pytest.raises(TableError, match=match):
+            tabular.raw_values(Column("age", "numeric"), table.columns["age"], table.lines,
+                               table.path)
     table = tabular.read_table(str(path))
     # New rows for a finished run whose type was inferred: no "declare" advice.
     with pytest.raises(TableError, match=r"column 'age' is inferred numeric but holds 'forty', "
